@@ -1,0 +1,199 @@
+//! Per-pod comparison keys, computed once so the sort does no parsing or
+//! allocation per comparison.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::cost::{deletion_cost_from_annotations, ParsedCost};
+use super::gomath::{go_sub_nanos, log_bucket};
+
+/// Nanoseconds since the Unix epoch of Go's zero `time.Time` (0001-01-01T00:00:00Z).
+pub const GO_ZERO_TIME_NANOS: i128 = -62_135_596_800 * 1_000_000_000;
+
+/// A timestamp as upstream sees it: `None` is Go's zero time (`IsZero()`).
+pub type GoTime = Option<i128>;
+
+/// Converts an optional API timestamp to nanoseconds, mapping both "absent"
+/// and an explicit 0001-01-01T00:00:00Z to the zero time.
+pub fn go_time(t: Option<&Time>) -> GoTime {
+    let ns = t?.0.as_nanosecond();
+    (ns != GO_ZERO_TIME_NANOS).then_some(ns)
+}
+
+/// Upstream's `podPhaseToOrdinal`: Pending 0, Unknown 1, Running 2, anything else 0.
+pub fn phase_ordinal(phase: Option<&str>) -> u8 {
+    match phase {
+        Some("Unknown") => 1,
+        Some("Running") => 2,
+        _ => 0,
+    }
+}
+
+/// Upstream's `controller.IsPodActive`.
+pub fn is_pod_active(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    !matches!(phase, Some("Succeeded") | Some("Failed"))
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// Why a pod was left out as inactive.
+pub fn inactive_reason(pod: &Pod) -> Option<&'static str> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some("deletionTimestamp set");
+    }
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => Some("phase Succeeded"),
+        Some("Failed") => Some("phase Failed"),
+        _ => None,
+    }
+}
+
+/// Upstream's `podutil.IsPodReady`: the first condition of type `Ready` decides,
+/// and only the exact status "True" counts.
+pub fn is_pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// Upstream's `podReadyTime`: for a ready pod, the lastTransitionTime of the
+/// first `Ready`=`True` condition; zero otherwise.
+fn pod_ready_time(pod: &Pod, ready: bool) -> GoTime {
+    if !ready {
+        return None;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|c| go_time(c.last_transition_time.as_ref()))
+}
+
+/// Upstream's `maxContainerRestarts`: (max regular restartCount, max restartCount
+/// of restartable init containers), both starting from 0.
+pub fn max_container_restarts(pod: &Pod) -> (i64, i64) {
+    let Some(status) = pod.status.as_ref() else {
+        return (0, 0);
+    };
+    let regular = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .map(|c| i64::from(c.restart_count))
+        .fold(0, i64::max);
+    let sidecars: Vec<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+        .map(|c| c.name.as_str())
+        .collect();
+    let sidecar = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .filter(|c| sidecars.contains(&c.name.as_str()))
+        .map(|c| i64::from(c.restart_count))
+        .fold(0, i64::max);
+    (regular, sidecar)
+}
+
+/// Everything the comparator reads from one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodKey {
+    /// `metadata.namespace` (empty when absent).
+    pub namespace: String,
+    /// `metadata.name` (empty when absent).
+    pub name: String,
+    /// `metadata.uid`; Go compares it bytewise, as Rust does.
+    pub uid: String,
+    /// `spec.nodeName`; empty means unassigned.
+    pub node_name: String,
+    /// `status.phase` as written.
+    pub phase: Option<String>,
+    /// Ordinal of the phase (rule 2).
+    pub phase_ordinal: u8,
+    /// Rule 3.
+    pub ready: bool,
+    /// Rule 4 input, with why the raw value was rejected if it was.
+    pub cost: ParsedCost,
+    /// Rule 5: active related pods on the same node (set by [`assign_ranks`]).
+    pub rank: i64,
+    /// Rule 6 input (`None` = zero time).
+    pub ready_time: GoTime,
+    /// Rule 7 inputs.
+    pub restarts: i64,
+    /// Rule 7, second part (sidecar containers).
+    pub sidecar_restarts: i64,
+    /// Rule 8 input (`None` = zero time).
+    pub created: GoTime,
+    /// log2 bucket of `now - ready_time` (set by [`PodKey::with_now`]).
+    pub ready_bucket: i64,
+    /// log2 bucket of `now - created`.
+    pub created_bucket: i64,
+}
+
+impl PodKey {
+    /// Extracts the key from a pod. Ranks start at 0 and buckets are unset.
+    pub fn from_pod(pod: &Pod) -> Self {
+        let ready = is_pod_ready(pod);
+        let (restarts, sidecar_restarts) = max_container_restarts(pod);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        Self {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            node_name: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            phase_ordinal: phase_ordinal(phase.as_deref()),
+            phase,
+            ready,
+            cost: deletion_cost_from_annotations(pod.metadata.annotations.as_ref()),
+            rank: 0,
+            ready_time: pod_ready_time(pod, ready),
+            restarts,
+            sidecar_restarts,
+            created: go_time(pod.metadata.creation_timestamp.as_ref()),
+            ready_bucket: -1,
+            created_bucket: -1,
+        }
+    }
+
+    /// Fills the log2 buckets relative to `now` (`None` = Go's zero time).
+    pub fn with_now(mut self, now: GoTime) -> Self {
+        let bucket = |t: GoTime| match (now, t) {
+            (Some(n), Some(t)) => log_bucket(go_sub_nanos(n, t)),
+            _ => -1,
+        };
+        self.ready_bucket = bucket(self.ready_time);
+        self.created_bucket = bucket(self.created);
+        self
+    }
+}
+
+/// Upstream's `getPodsRankedByRelatedPodsOnSameNode`: each pod's rank is the
+/// number of active related pods whose `spec.nodeName` equals its own (the
+/// empty node name is an ordinary key).
+pub fn assign_ranks<'a>(keys: &mut [PodKey], related: impl IntoIterator<Item = &'a Pod>) {
+    let mut on_node: HashMap<&str, i64> = HashMap::new();
+    for pod in related {
+        if is_pod_active(pod) {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or("");
+            *on_node.entry(node).or_default() += 1;
+        }
+    }
+    for k in keys.iter_mut() {
+        k.rank = on_node.get(k.node_name.as_str()).copied().unwrap_or(0);
+    }
+}

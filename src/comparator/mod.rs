@@ -1,0 +1,63 @@
+//! A pure port of the ReplicaSet controller's scale-down order
+//! (`pkg/controller/controller_utils.go` `ActivePodsWithRanks.Less`,
+//! `replica_set.go` `getPodsToDelete`), with no I/O and no client.
+
+pub mod cost;
+pub mod gates;
+pub mod gomath;
+pub mod key;
+pub mod order;
+
+use k8s_openapi::api::core::v1::Pod;
+
+pub use cost::{parse_deletion_cost, CostProblem, ParsedCost, POD_DELETION_COST};
+pub use gates::{FeatureGates, GateError, KubeVersion};
+pub use key::{assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey};
+pub use order::{rank_pods, Ambiguity, Comparator, Ranking, Rule};
+
+/// Active pods of one ReplicaSet in the order upstream deletes them.
+#[derive(Debug, Clone)]
+pub struct OrderedPods {
+    /// Keys of the pods, in the order they were given.
+    pub keys: Vec<PodKey>,
+    /// The order, ties and ambiguity over `keys`.
+    pub ranking: Ranking,
+}
+
+impl OrderedPods {
+    /// Keys in deletion order.
+    pub fn in_order(&self) -> impl Iterator<Item = &PodKey> {
+        self.ranking.order.iter().map(|&i| &self.keys[i])
+    }
+
+    /// Upstream's `getPodsToDelete(filtered, related, diff)`: the first `diff`
+    /// pods of the sorted order; when `diff` reaches the pod count upstream does
+    /// not sort and deletes every pod. Returns indices into `keys`.
+    pub fn victims(&self, diff: usize) -> Vec<usize> {
+        if diff >= self.keys.len() {
+            return (0..self.keys.len()).collect();
+        }
+        self.ranking.order[..diff].to_vec()
+    }
+}
+
+/// Orders the given pods, which must already be active (see [`is_pod_active`]),
+/// ranking them by colocation against `related` (upstream: every pod selected by
+/// the ReplicaSets that share this one's controller; empty when the ReplicaSet
+/// has no controller).
+pub fn order_pods<'a>(
+    cmp: &Comparator,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    related: impl IntoIterator<Item = &'a Pod>,
+) -> OrderedPods {
+    let mut keys: Vec<PodKey> = pods
+        .into_iter()
+        .map(|p| PodKey::from_pod(p).with_now(cmp.now))
+        .collect();
+    assign_ranks(&mut keys, related);
+    let ranking = rank_pods(cmp, &keys);
+    OrderedPods { keys, ranking }
+}
+
+#[cfg(test)]
+mod tests;

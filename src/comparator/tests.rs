@@ -1,0 +1,240 @@
+//! Property tests of the comparator and the strict-weak-order detection.
+
+use proptest::prelude::*;
+
+use super::cost::parse_deletion_cost;
+use super::order::{rank_pods, Comparator};
+use super::{FeatureGates, PodKey};
+
+const NOW: i128 = 1_700_000_000 * 1_000_000_000;
+const SEC: i128 = 1_000_000_000;
+
+fn key_strategy() -> impl Strategy<Value = PodKey> {
+    let time = prop_oneof![
+        Just(None),
+        // clustered so equal times and equal log2 buckets both happen often
+        prop::sample::select(vec![0i128, 1, 2, 3, 5, 8, 9, 1000, 1024, 1500, 2048, -10])
+            .prop_map(|s| Some(NOW - s * SEC)),
+    ];
+    (
+        prop::sample::select(vec!["", "n1", "n2"]),
+        prop::sample::select(vec![0u8, 1, 2]),
+        any::<bool>(),
+        prop::sample::select(vec!["0", "1", "-1", "007", "x"]),
+        0i64..3,
+        time.clone(),
+        0i64..3,
+        0i64..2,
+        time,
+        prop::sample::select(vec!["a", "b", "c", "d"]),
+    )
+        .prop_map(
+            |(node, phase, ready, cost, rank, rt, restarts, sidecar, created, uid)| PodKey {
+                namespace: "ns".into(),
+                name: format!("{uid}-{node}"),
+                uid: uid.into(),
+                node_name: node.into(),
+                phase: None,
+                phase_ordinal: phase,
+                ready,
+                cost: parse_deletion_cost(cost),
+                rank,
+                ready_time: if ready { rt } else { None },
+                restarts,
+                sidecar_restarts: sidecar,
+                created,
+                ready_bucket: -1,
+                created_bucket: -1,
+            },
+        )
+}
+
+fn cmp_strategy() -> impl Strategy<Value = Comparator> {
+    (any::<bool>(), any::<bool>(), prop::bool::weighted(0.9)).prop_map(|(c, l, has_now)| {
+        Comparator {
+            gates: FeatureGates {
+                pod_deletion_cost: c,
+                logarithmic_scale_down: l,
+            },
+            now: has_now.then_some(NOW),
+        }
+    })
+}
+
+/// Definition-level check: irreflexive, transitive, incomparability transitive.
+fn is_strict_weak_order(cmp: &Comparator, k: &[PodKey]) -> bool {
+    let n = k.len();
+    let l = |i: usize, j: usize| cmp.less(&k[i], &k[j]);
+    let inc = |i: usize, j: usize| !l(i, j) && !l(j, i);
+    for a in 0..n {
+        if l(a, a) {
+            return false;
+        }
+        for b in 0..n {
+            for c in 0..n {
+                if l(a, b) && l(b, c) && !l(a, c) {
+                    return false;
+                }
+                if inc(a, b) && inc(b, c) && !inc(a, c) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+fn prepared(cmp: &Comparator, keys: Vec<PodKey>) -> Vec<PodKey> {
+    keys.into_iter().map(|k| k.with_now(cmp.now)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn less_is_irreflexive_and_asymmetric(cmp in cmp_strategy(), a in key_strategy(), b in key_strategy()) {
+        let (a, b) = (a.with_now(cmp.now), b.with_now(cmp.now));
+        prop_assert!(!cmp.less(&a, &a));
+        prop_assert!(!(cmp.less(&a, &b) && cmp.less(&b, &a)));
+    }
+
+    #[test]
+    fn detection_fires_exactly_when_not_strict_weak(cmp in cmp_strategy(), keys in prop::collection::vec(key_strategy(), 0..8)) {
+        let keys = prepared(&cmp, keys);
+        let ranking = rank_pods(&cmp, &keys);
+        prop_assert_eq!(ranking.ambiguity.is_none(), is_strict_weak_order(&cmp, &keys));
+    }
+
+    #[test]
+    fn sorted_order_agrees_with_pairwise_rule(cmp in cmp_strategy(), keys in prop::collection::vec(key_strategy(), 0..40)) {
+        let keys = prepared(&cmp, keys);
+        let r = rank_pods(&cmp, &keys);
+        // a permutation
+        let mut seen = r.order.clone();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..keys.len()).collect::<Vec<_>>());
+        prop_assert_eq!(r.decided_by.len(), keys.len().saturating_sub(1));
+        for (pos, w) in r.order.windows(2).enumerate() {
+            let (prev, next) = (&keys[w[0]], &keys[w[1]]);
+            let (less, rule) = cmp.decide(prev, next);
+            prop_assert_eq!(r.decided_by[pos], if less { rule } else { super::Rule::Tie });
+            if r.ambiguity.is_none() {
+                prop_assert!(!cmp.less(next, prev), "pair {} out of order", pos);
+                if !less {
+                    prop_assert_eq!(r.block[pos], r.block[pos + 1]);
+                }
+            }
+        }
+        if r.ambiguity.is_none() {
+            // every earlier block is strictly less than every later one
+            for i in 0..keys.len() {
+                for j in i + 1..keys.len() {
+                    let (a, b) = (&keys[r.order[i]], &keys[r.order[j]]);
+                    if r.block[i] == r.block[j] {
+                        prop_assert!(!cmp.less(a, b) && !cmp.less(b, a));
+                    } else {
+                        prop_assert!(cmp.less(a, b));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn key(uid: &str, ready_secs_ago: Option<i128>, restarts: i64) -> PodKey {
+    PodKey {
+        namespace: "ns".into(),
+        name: uid.into(),
+        uid: uid.into(),
+        node_name: "n".into(),
+        phase: Some("Running".into()),
+        phase_ordinal: 2,
+        ready: true,
+        cost: parse_deletion_cost("0"),
+        rank: 1,
+        ready_time: ready_secs_ago.map(|s| NOW - s * SEC),
+        restarts,
+        sidecar_restarts: 0,
+        created: Some(NOW - 10_000 * SEC),
+        ready_bucket: -1,
+        created_bucket: -1,
+    }
+}
+
+#[test]
+fn uid_cycle_is_reported_not_panicking() {
+    let cmp = Comparator {
+        gates: FeatureGates::default(),
+        now: Some(NOW),
+    };
+    // a and c were ready at the same instant (rule 7 decides: c restarted more),
+    // b in the same log2 bucket at another instant (UID decides): a < b < c < a.
+    let keys = prepared(
+        &cmp,
+        vec![
+            key("a", Some(1000), 0),
+            key("b", Some(1001), 0),
+            key("c", Some(1000), 5),
+        ],
+    );
+    assert!(cmp.less(&keys[0], &keys[1]));
+    assert!(cmp.less(&keys[1], &keys[2]));
+    assert!(cmp.less(&keys[2], &keys[0]));
+    let r = rank_pods(&cmp, &keys);
+    let amb = r.ambiguity.expect("cycle must be detected");
+    let mut pods = amb.pods.clone();
+    pods.sort_unstable();
+    assert_eq!(pods, vec![0, 1, 2]);
+    assert_eq!(amb.rule, super::Rule::ReadyTimeUid);
+}
+
+#[test]
+fn same_bucket_distinct_times_sorts_by_uid() {
+    let cmp = Comparator {
+        gates: FeatureGates::default(),
+        now: Some(NOW),
+    };
+    let keys = prepared(
+        &cmp,
+        vec![
+            key("c", Some(1030), 0),
+            key("a", Some(1020), 9),
+            key("b", Some(1010), 0),
+        ],
+    );
+    let r = rank_pods(&cmp, &keys);
+    assert!(r.ambiguity.is_none());
+    let names: Vec<&str> = r.order.iter().map(|&i| keys[i].uid.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    // without the log gate the most recently ready goes first
+    let plain = Comparator {
+        gates: FeatureGates {
+            logarithmic_scale_down: false,
+            ..FeatureGates::default()
+        },
+        now: Some(NOW),
+    };
+    let r = rank_pods(&plain, &keys);
+    let names: Vec<&str> = r.order.iter().map(|&i| keys[i].uid.as_str()).collect();
+    assert_eq!(names, ["b", "a", "c"]);
+}
+
+#[test]
+fn tie_at_cut_is_reported() {
+    let cmp = Comparator {
+        gates: FeatureGates::default(),
+        now: Some(NOW),
+    };
+    let keys = prepared(
+        &cmp,
+        vec![
+            key("a", Some(5), 0),
+            key("b", Some(5), 0),
+            key("c", Some(100_000), 0),
+        ],
+    );
+    let r = rank_pods(&cmp, &keys);
+    assert!(r.ambiguity.is_none());
+    assert!(r.tie_at_cut(1));
+    assert!(!r.tie_at_cut(2));
+}

@@ -1,0 +1,7 @@
+//! deletion-cost-operator: decides which pods a workload loses on scale-in.
+//!
+//! The pure core (`comparator`, `policy`, `signals`, `plan`) takes plain data
+//! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
+//! talks to the API server and Prometheus.
+
+pub mod comparator;
