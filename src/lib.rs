@@ -4,4 +4,7 @@
 //! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
 //! talks to the API server and Prometheus.
 
+pub mod cli;
 pub mod comparator;
+pub mod input;
+pub mod policy;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need,
+# then runs format, lint and every test. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# Debian's Prometheus server and promtool (tests start it on 127.0.0.1).
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    log "installing prometheus (Debian package)"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+log "$(prometheus --version 2>&1 | head -1)"
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install Rust stable (rustup) first" >&2
+    exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+log "cargo test"
+cargo test --locked --all-features -- --color never

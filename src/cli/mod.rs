@@ -1,0 +1,119 @@
+//! Command-line interface: clap definitions and dispatch. Each subcommand's
+//! module parses its flags, calls the pure core and formats the answer.
+
+pub mod crd;
+pub mod plan;
+pub mod predict;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit code for bad input (files, flags, policy fields).
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code for failures at run time (network, API server).
+pub const EXIT_FAILURE: u8 = 1;
+
+/// Sets `controller.kubernetes.io/pod-deletion-cost` from a per-namespace
+/// policy and checks the scale-in order Kubernetes will really use.
+#[derive(Debug, Parser)]
+#[command(name = "deletion-cost", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "DELETION_COST_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the order the ReplicaSet controller will delete pods in, and why.
+    Predict(predict::PredictArgs),
+    /// Dry-run a policy over a cluster snapshot: costs, patches, predicted victims.
+    Plan(plan::PlanArgs),
+    /// Print the DeletionCostPolicy CustomResourceDefinition as YAML.
+    Crd(crd::CrdArgs),
+}
+
+/// An error at the CLI edge: a message for the user and an exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit status.
+    pub code: u8,
+    /// What to print on stderr.
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input: exit 2.
+    pub fn bad_input(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: EXIT_BAD_INPUT,
+            message: message.to_string(),
+        }
+    }
+
+    /// Run-time failure: exit 1.
+    pub fn failure(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Sets up logging to stderr.
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // a second init (tests) is harmless
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Writes the whole output at once, so a failure never leaves partial stdout.
+pub fn print_out(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        // a closed pipe (`| head`) is not an error worth reporting
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failure(format!("writing stdout: {e}"))),
+    }
+}
+
+/// Parses arguments, runs the command and maps errors to exit codes.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let result = match cli.command {
+        Command::Predict(args) => predict::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Crd(args) => crd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}

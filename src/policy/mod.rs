@@ -1,0 +1,5 @@
+//! The `DeletionCostPolicy` CRD: types, defaults and validation.
+
+pub mod types;
+
+pub use types::*;

@@ -1,0 +1,333 @@
+//! The `DeletionCostPolicy` custom resource (`deletioncost.dev/v1alpha1`).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which pods a policy manages and how their deletion cost is computed.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "deletioncost.dev",
+    version = "v1alpha1",
+    kind = "DeletionCostPolicy",
+    plural = "deletioncostpolicies",
+    shortname = "dcp",
+    namespaced,
+    status = "DeletionCostPolicyStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Managed","type":"integer","jsonPath":".status.managedPods"}"#,
+    printcolumn = r#"{"name":"Order","type":"string","jsonPath":".status.conditions[?(@.type==\"OrderAsIntended\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionCostPolicySpec {
+    /// Pods in the policy's namespace with these labels. Exactly one of
+    /// `selector` and `targetRef` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// A Deployment or ReplicaSet in the policy's namespace whose pods are managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ref: Option<TargetRef>,
+    /// Signals, most important first (for `lexicographic`).
+    pub signals: Vec<Signal>,
+    /// How signal values combine into one cost.
+    #[serde(default)]
+    pub combine: Combine,
+    /// How often signals are re-read, as a duration (`30s`, `5m`, `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval: Option<String>,
+    /// This policy's share of the operator-wide write limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// What to do for a pod whose signal value is missing or unusable.
+    #[serde(default)]
+    pub on_signal_missing: OnSignalMissing,
+    /// Never overwrite a cost this policy did not write (default true).
+    #[serde(default = "default_true")]
+    pub respect_foreign_costs: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A label selector (the `matchLabels`/`matchExpressions` of Kubernetes).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels that must all be present with these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements, all of which must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One set-based selector requirement.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// Values for `In`/`NotIn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// A workload in the policy's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRef {
+    /// `Deployment` or `ReplicaSet`.
+    pub kind: TargetKind,
+    /// Its name.
+    pub name: String,
+}
+
+/// Kinds a `targetRef` may name.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TargetKind {
+    /// apps/v1 Deployment.
+    Deployment,
+    /// apps/v1 ReplicaSet.
+    ReplicaSet,
+}
+
+/// One signal. Exactly one field is set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Signal {
+    /// Cost by the node's billing class (spot, on-demand, pay-as-you-go...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_class: Option<BillingClassSignal>,
+    /// Cost by utilisation from Prometheus: less utilised pods go first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<UtilizationSignal>,
+    /// Pods on nodes holding fewer pods go first, so nodes empty out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_consolidation: Option<NodeConsolidationSignal>,
+    /// Pods in the zone holding most replicas go first, keeping zones even.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_balance: Option<ZoneBalanceSignal>,
+}
+
+/// Well-known node labels that carry the billing class.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BillingPreset {
+    /// Try every preset below, in this order.
+    Auto,
+    /// `karpenter.sh/capacity-type`: `spot` / `on-demand`.
+    Karpenter,
+    /// `eks.amazonaws.com/capacityType`: `SPOT` / `ON_DEMAND`.
+    Eks,
+    /// `cloud.google.com/gke-spot`: `"true"` means spot.
+    GkeSpot,
+    /// `cloud.google.com/gke-preemptible`: `"true"` means spot.
+    GkePreemptible,
+    /// `kubernetes.azure.com/scalesetpriority`: `spot` / `regular`.
+    Azure,
+}
+
+/// Billing-class signal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BillingClassSignal {
+    /// A custom node label whose value is the class, used as written.
+    /// When unset, `preset` decides (default `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_label: Option<String>,
+    /// Which well-known labels to read when `nodeLabel` is unset. Presets
+    /// normalise classes to `spot` and `on-demand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<BillingPreset>,
+    /// Class -> cost; lower is deleted first.
+    pub costs: BTreeMap<String, i32>,
+    /// Cost for a node with no class or a class not in `costs`.
+    #[serde(default)]
+    pub default: i32,
+    /// Keep at most this many of the workload's pods on a class; pods over
+    /// the budget are deleted first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, u32>,
+    /// Multiplier under `combine: sum` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
+/// A Prometheus instant query.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusQuery {
+    /// PromQL; `$namespace` and `$selector` are replaced before it is sent.
+    pub query: String,
+    /// Result label that holds the pod name (default `pod`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_label: Option<String>,
+    /// Samples older than this are treated as missing (default `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+}
+
+/// The value range a utilisation maps onto buckets.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+pub struct ValueRange {
+    /// Values at or below go to bucket 0.
+    pub min: f64,
+    /// Values at or above go to the last bucket.
+    pub max: f64,
+}
+
+/// Utilisation signal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilizationSignal {
+    /// One query per refresh for all the policy's pods.
+    pub prometheus: PrometheusQuery,
+    /// Range quantised into `buckets`.
+    pub range: ValueRange,
+    /// Number of buckets (default 10); small drifts inside a bucket change nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<u32>,
+    /// A value must move this fraction of a bucket past a boundary before the
+    /// bucket changes (default 0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hysteresis: Option<f64>,
+    /// Value used under `onSignalMissing: useDefault`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<f64>,
+    /// Multiplier under `combine: sum` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
+/// Node-consolidation signal.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeConsolidationSignal {
+    /// Counts above this are treated as this (default 110, kubelet's max pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
+    /// Multiplier under `combine: sum` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
+/// Zone-balance signal.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneBalanceSignal {
+    /// Node label holding the zone (default `topology.kubernetes.io/zone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    /// Replica counts per zone above this are treated as this (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_zone: Option<u32>,
+    /// Multiplier under `combine: sum` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
+/// How signal values combine.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Combine {
+    /// Earlier signals dominate; later ones only break ties.
+    #[default]
+    Lexicographic,
+    /// Weighted sum, clamped to int32.
+    Sum,
+}
+
+/// Per-policy write limit.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+pub struct RateLimit {
+    /// Sustained patches per second.
+    pub qps: f64,
+    /// Patches allowed at once.
+    pub burst: u32,
+}
+
+/// Behaviour for a pod whose signal value is missing, NaN, stale or duplicated.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OnSignalMissing {
+    /// Leave the pod's current cost as it is (no patch).
+    #[default]
+    KeepLastValue,
+    /// Compute the cost without that signal (it contributes its lowest value).
+    Skip,
+    /// Use the signal's `default`.
+    UseDefault,
+}
+
+/// Observed state, written by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionCostPolicyStatus {
+    /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Pods carrying a cost this policy wrote.
+    #[serde(default)]
+    pub managed_pods: u32,
+    /// Patches computed but not yet observed.
+    #[serde(default)]
+    pub pending_patches: u32,
+    /// When signals were last read (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refresh: Option<String>,
+    /// First pods each ReplicaSet would delete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub victims: Vec<ReplicaSetVictims>,
+    /// First differences between intended and predicted order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<MismatchStatus>,
+}
+
+/// A status condition.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// CamelCase reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub message: String,
+    /// When the status last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// Predicted first victims of one ReplicaSet.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSetVictims {
+    /// ReplicaSet name.
+    pub replica_set: String,
+    /// Pod names, first deleted first.
+    pub pods: Vec<String>,
+}
+
+/// One pod whose predicted place differs from the intended one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MismatchStatus {
+    /// Pod name.
+    pub pod: String,
+    /// Why (`PendingPatch`, `NotReady`, `ForeignCost`, ...).
+    pub reason: String,
+}
