@@ -8,3 +8,4 @@ pub mod cli;
 pub mod comparator;
 pub mod input;
 pub mod policy;
+pub mod signals;

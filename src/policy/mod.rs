@@ -1,5 +1,6 @@
 //! The `DeletionCostPolicy` CRD: types, defaults and validation.
 
+pub mod selector;
 pub mod types;
 
 pub use types::*;
