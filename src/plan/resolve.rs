@@ -208,7 +208,7 @@ impl ResolvedPolicy {
                 if buckets == 0 {
                     return Err(err(f(".utilization.buckets"), "must be at least 1"));
                 }
-                if !(u.range.max > u.range.min)
+                if u.range.max.partial_cmp(&u.range.min) != Some(std::cmp::Ordering::Greater)
                     || !u.range.min.is_finite()
                     || !u.range.max.is_finite()
                 {

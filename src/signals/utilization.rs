@@ -16,7 +16,7 @@ pub fn quantize(
     let buckets = buckets.max(1);
     let last = buckets - 1;
     let width = (max - min) / f64::from(buckets);
-    if !(width > 0.0) || !value.is_finite() {
+    if width.is_nan() || width <= 0.0 || !value.is_finite() {
         return 0;
     }
     let raw = ((value - min) / width).floor();
