@@ -403,8 +403,8 @@ pub fn plan(
                         missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind()));
                         None
                     }
-                    // UseDefault without a usable default degrades to Skip
-                    OnSignalMissing::Skip | OnSignalMissing::UseDefault => Some(spec.range().0),
+                    OnSignalMissing::Skip => Some(spec.range().0),
+                    OnSignalMissing::UseDefault => Some(spec.default_value()),
                 },
             };
             if let Some(v) = v {
@@ -539,7 +539,7 @@ fn evaluate_signal(
             max,
             buckets,
             hysteresis,
-            default,
+            ..
         } => {
             let by_pod = samples.utilization.get(&idx).map(|s| &s.by_pod);
             pods.iter()
@@ -553,16 +553,8 @@ fn evaluate_signal(
                         |v: f64| i64::from(quantize(v, *min, *max, *buckets, prev, *hysteresis));
                     match by_pod.and_then(|m| m.get(&n)) {
                         Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}")),
-                        other => {
-                            let why = match other {
-                                Some(Sample::Unusable(problem)) => problem.to_string(),
-                                _ => "no sample".to_string(),
-                            };
-                            match default {
-                                Some(d) => (Some(q(*d)), format!("{why}; default {d}")),
-                                None => (None, why),
-                            }
-                        }
+                        Some(Sample::Unusable(problem)) => (None, problem.to_string()),
+                        None => (None, "no sample".to_string()),
                     }
                 })
                 .collect()

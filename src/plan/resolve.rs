@@ -86,6 +86,23 @@ impl SignalSpec {
         }
     }
 
+    /// The value used for a missing sample under `useDefault`: the
+    /// utilisation default quantised, otherwise the lowest value.
+    pub fn default_value(&self) -> i64 {
+        match self {
+            SignalSpec::Utilization {
+                min,
+                max,
+                buckets,
+                default: Some(d),
+                ..
+            } => i64::from(crate::signals::utilization::quantize(
+                *d, *min, *max, *buckets, None, 0.0,
+            )),
+            _ => self.range().0,
+        }
+    }
+
     /// Short name used in tables (`billing`, `utilization`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
