@@ -27,5 +27,15 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+# The install manifests render with the kustomize built into kubectl
+# (tests/deploy.rs then checks every rendered object).
+if ! command -v kubectl >/dev/null 2>&1; then
+    echo "kubectl not found: it renders deploy/overlays (kubectl 1.32+, kustomize 5.5)" >&2
+    exit 1
+fi
+for overlay in deploy/overlays/*/; do
+    log "kubectl kustomize ${overlay%/}"
+    kubectl kustomize "$overlay" >/dev/null
+done
 log "cargo test"
 cargo test --locked --all-features -- --color never

@@ -1,0 +1,1141 @@
+//! Checks the install manifests, the Dockerfile and the Grafana dashboard.
+//!
+//! Every overlay in `deploy/overlays/` is rendered with `kubectl kustomize`
+//! (the kustomize built into kubectl) and every rendered object is parsed into
+//! its k8s-openapi type, so a typo in a field name or an unknown kind fails
+//! here rather than at `kubectl apply`. On top of that: the security settings
+//! of the Deployment, and RBAC compared rule by rule with the least-privilege
+//! set the operator needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::DynamicObject;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+const OVERLAYS: [&str; 2] = ["cluster-wide", "namespace-scoped"];
+
+/// Flags `deletion-cost run` accepts (the deployment may pass no others).
+const RUN_FLAGS: [&str; 11] = [
+    "--namespace",
+    "--prometheus-url",
+    "--metrics-addr",
+    "--hook-addr",
+    "--qps",
+    "--burst",
+    "--log-format",
+    "--leader-election-namespace",
+    "--lease-name",
+    "--dry-run",
+    "--kubeconfig",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+// ---------------------------------------------------------------------------
+// Rendering and typed parsing
+
+/// One rendered object, in its typed form.
+// a handful of objects per render: boxing would only add noise
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Object {
+    Namespace(Namespace),
+    Crd(CustomResourceDefinition),
+    ServiceAccount(ServiceAccount),
+    ClusterRole(ClusterRole),
+    ClusterRoleBinding(ClusterRoleBinding),
+    Role(Role),
+    RoleBinding(RoleBinding),
+    Deployment(Deployment),
+    Service(Service),
+    Pdb(PodDisruptionBudget),
+    ServiceMonitor(DynamicObject),
+}
+
+/// A rendered overlay: the namespace its namespaced objects live in, and all
+/// objects.
+struct Rendered {
+    overlay: String,
+    objects: Vec<Object>,
+}
+
+fn kubectl_kustomize(dir: &Path) -> String {
+    let out = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "kubectl not found on PATH: tests/deploy.rs renders deploy/overlays with \
+             `kubectl kustomize` (kubectl 1.32 or newer, with kustomize 5.5); install kubectl"
+        ),
+        Err(e) => panic!("running kubectl kustomize {}: {e}", dir.display()),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Deserialises `value` into `T` and checks that serialising it back gives the
+/// same document: a field k8s-openapi does not know (a typo) would be dropped
+/// silently by serde, and shows up here as a difference.
+fn typed<T: DeserializeOwned + Serialize>(what: &str, value: &Value) -> T {
+    let parsed: T = serde_path_to_error::deserialize(value.clone())
+        .unwrap_or_else(|e| panic!("{what}: does not parse as its k8s-openapi type: {e}"));
+    let back = serde_json::to_value(&parsed).unwrap();
+    let mut diffs = Vec::new();
+    diff("", value, &back, &mut diffs);
+    assert!(
+        diffs.is_empty(),
+        "{what}: fields lost or changed by the k8s-openapi type (unknown field names?): {diffs:?}"
+    );
+    parsed
+}
+
+/// Paths where `a` (the manifest) and `b` (the round-tripped object) differ.
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, av) in a {
+                let p = format!("{path}.{k}");
+                match b.get(k) {
+                    Some(bv) => diff(&p, av, bv, out),
+                    None => out.push(format!("{p} missing after round trip")),
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(format!("{path}.{k} added by round trip"));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
+                diff(&format!("{path}[{i}]"), av, bv, out);
+            }
+        }
+        _ if a == b => {}
+        // `minimum: 0` comes back as 0.0 (f64 in the schema type)
+        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => {}
+        _ => out.push(format!("{path}: {a} became {b}")),
+    }
+}
+
+fn parse_object(overlay: &str, value: &Value) -> Object {
+    let api_version = value["apiVersion"].as_str().unwrap_or_default();
+    let kind = value["kind"].as_str().unwrap_or_default();
+    let name = value["metadata"]["name"].as_str().unwrap_or_default();
+    let what = format!("{overlay}: {kind} {name} ({api_version})");
+    match (api_version, kind) {
+        ("v1", "Namespace") => Object::Namespace(typed(&what, value)),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => Object::Crd(typed(&what, value)),
+        ("v1", "ServiceAccount") => Object::ServiceAccount(typed(&what, value)),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => Object::ClusterRole(typed(&what, value)),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            Object::ClusterRoleBinding(typed(&what, value))
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => Object::Role(typed(&what, value)),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => Object::RoleBinding(typed(&what, value)),
+        ("apps/v1", "Deployment") => Object::Deployment(typed(&what, value)),
+        ("v1", "Service") => Object::Service(typed(&what, value)),
+        ("policy/v1", "PodDisruptionBudget") => Object::Pdb(typed(&what, value)),
+        ("monitoring.coreos.com/v1", "ServiceMonitor") => {
+            let obj: DynamicObject = serde_json::from_value(value.clone())
+                .unwrap_or_else(|e| panic!("{what}: does not parse as a DynamicObject: {e}"));
+            Object::ServiceMonitor(obj)
+        }
+        _ => panic!("{what}: unknown kind; add it to parse_object with its k8s-openapi type"),
+    }
+}
+
+fn render(overlay: &str) -> Rendered {
+    let yaml = kubectl_kustomize(&repo().join("deploy/overlays").join(overlay));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml)
+        .unwrap_or_else(|e| panic!("{overlay}: rendered YAML does not parse: {e}"));
+    let objects = docs
+        .iter()
+        .filter(|v| !v.is_null())
+        .map(|v| parse_object(overlay, v))
+        .collect();
+    Rendered {
+        overlay: overlay.to_string(),
+        objects,
+    }
+}
+
+impl Rendered {
+    fn one<'a, T>(&'a self, what: &str, pick: impl Fn(&'a Object) -> Option<&'a T>) -> &'a T {
+        let found: Vec<&T> = self.objects.iter().filter_map(pick).collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{}: expected exactly one {what}",
+            self.overlay
+        );
+        found[0]
+    }
+
+    fn deployment(&self) -> &Deployment {
+        self.one("Deployment", |o| match o {
+            Object::Deployment(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    fn service(&self) -> &Service {
+        self.one("Service", |o| match o {
+            Object::Service(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    fn service_account(&self) -> &ServiceAccount {
+        self.one("ServiceAccount", |o| match o {
+            Object::ServiceAccount(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    fn namespace(&self) -> String {
+        self.service_account().metadata.namespace.clone().unwrap()
+    }
+
+    fn container(&self) -> &Container {
+        let spec = &self.deployment().spec;
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.containers.len(), 1, "{}: one container", self.overlay);
+        &pod.containers[0]
+    }
+
+    fn pod_labels(&self) -> BTreeMap<String, String> {
+        let spec = &self.deployment().spec;
+        spec.template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default()
+    }
+
+    fn args(&self) -> Vec<String> {
+        self.container().args.clone().unwrap_or_default()
+    }
+}
+
+fn all_rendered() -> Vec<Rendered> {
+    let dir = repo().join("deploy/overlays");
+    let mut found: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    assert_eq!(
+        found, OVERLAYS,
+        "deploy/overlays holds exactly the overlays this test knows how to check"
+    );
+    OVERLAYS.iter().map(|o| render(o)).collect()
+}
+
+fn is_subset(small: &BTreeMap<String, String>, big: &BTreeMap<String, String>) -> bool {
+    !small.is_empty() && small.iter().all(|(k, v)| big.get(k) == Some(v))
+}
+
+// ---------------------------------------------------------------------------
+// Workload, Service, PDB, ServiceMonitor
+
+#[test]
+fn every_overlay_renders_into_known_typed_objects() {
+    for r in all_rendered() {
+        let count = |pick: fn(&Object) -> bool| r.objects.iter().filter(|o| pick(o)).count();
+        assert_eq!(count(|o| matches!(o, Object::Crd(_))), 1, "{}", r.overlay);
+        assert_eq!(count(|o| matches!(o, Object::Pdb(_))), 1, "{}", r.overlay);
+        assert_eq!(
+            count(|o| matches!(o, Object::ServiceMonitor(_))),
+            1,
+            "{}",
+            r.overlay
+        );
+        r.deployment();
+        r.service();
+        // the CRD installed is the generated one
+        let crd = r.one("CustomResourceDefinition", |x| match x {
+            Object::Crd(c) => Some(c),
+            _ => None,
+        });
+        assert_eq!(crd.spec.group, "deletioncost.dev", "{}", r.overlay);
+        assert_eq!(
+            crd.spec.names.plural, "deletioncostpolicies",
+            "{}",
+            r.overlay
+        );
+        assert!(
+            crd.spec
+                .versions
+                .iter()
+                .any(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some())),
+            "{}: the CRD has a status subresource",
+            r.overlay
+        );
+        // a Namespace, if the overlay creates one, is the install namespace and
+        // enforces the restricted Pod Security Standard the Deployment meets
+        for o in &r.objects {
+            if let Object::Namespace(n) = o {
+                assert_eq!(n.metadata.name.as_deref(), Some(r.namespace().as_str()));
+                let labels = n.metadata.labels.clone().unwrap_or_default();
+                assert_eq!(
+                    labels
+                        .get("pod-security.kubernetes.io/enforce")
+                        .map(String::as_str),
+                    Some("restricted"),
+                    "{}: namespace enforces restricted",
+                    r.overlay
+                );
+            }
+        }
+        // every namespaced object lands in the one install namespace
+        let ns = r.namespace();
+        for o in &r.objects {
+            let meta = match o {
+                Object::ServiceAccount(x) => &x.metadata,
+                Object::Role(x) => &x.metadata,
+                Object::RoleBinding(x) => &x.metadata,
+                Object::Deployment(x) => &x.metadata,
+                Object::Service(x) => &x.metadata,
+                Object::Pdb(x) => &x.metadata,
+                Object::ServiceMonitor(x) => &x.metadata,
+                Object::Namespace(_)
+                | Object::Crd(_)
+                | Object::ClusterRole(_)
+                | Object::ClusterRoleBinding(_) => continue,
+            };
+            assert_eq!(
+                meta.namespace.as_deref(),
+                Some(ns.as_str()),
+                "{}: {:?} outside the install namespace",
+                r.overlay,
+                meta.name
+            );
+        }
+    }
+}
+
+#[test]
+fn crd_in_base_is_the_generated_one() {
+    let read = |p: &str| -> Value {
+        let text = std::fs::read_to_string(repo().join(p)).unwrap();
+        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
+    };
+    let generated = read("deploy/crd.yaml");
+    assert_eq!(
+        read("deploy/base/crd.yaml"),
+        generated,
+        "deploy/base/crd.yaml differs from deploy/crd.yaml: cp deploy/crd.yaml deploy/base/crd.yaml"
+    );
+    let crd: CustomResourceDefinition = typed("deploy/crd.yaml", &generated);
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("deletioncostpolicies.deletioncost.dev")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+}
+
+#[test]
+fn deployment_is_ha_and_restricted() {
+    for r in all_rendered() {
+        let o = &r.overlay;
+        let spec = &r.deployment().spec;
+        assert_eq!(
+            spec.replicas,
+            Some(2),
+            "{o}: two replicas (leader + warm follower)"
+        );
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(
+            pod.service_account_name.as_deref(),
+            r.service_account().metadata.name.as_deref(),
+            "{o}: runs as the rendered ServiceAccount"
+        );
+        assert_ne!(pod.host_network, Some(true), "{o}: hostNetwork");
+        let psc = pod.security_context.as_ref().expect("pod securityContext");
+        assert_eq!(psc.run_as_non_root, Some(true), "{o}: runAsNonRoot");
+        assert!(psc.run_as_user.is_some_and(|u| u != 0), "{o}: non-zero uid");
+        assert_eq!(
+            psc.seccomp_profile.as_ref().map(|s| s.type_.as_str()),
+            Some("RuntimeDefault"),
+            "{o}: seccomp"
+        );
+
+        let c = r.container();
+        assert!(
+            c.image.as_deref().is_some_and(|i| !i.is_empty()),
+            "{o}: image"
+        );
+        let sc = c
+            .security_context
+            .as_ref()
+            .expect("container securityContext");
+        assert_eq!(
+            sc.read_only_root_filesystem,
+            Some(true),
+            "{o}: read-only root"
+        );
+        assert_eq!(
+            sc.allow_privilege_escalation,
+            Some(false),
+            "{o}: no escalation"
+        );
+        assert_ne!(sc.privileged, Some(true), "{o}: privileged");
+        let caps = sc.capabilities.as_ref().expect("capabilities");
+        assert_eq!(
+            caps.drop.as_deref(),
+            Some(&["ALL".to_string()][..]),
+            "{o}: drop ALL"
+        );
+        assert!(
+            caps.add.as_ref().is_none_or(|a| a.is_empty()),
+            "{o}: no added caps"
+        );
+
+        let resources = c.resources.as_ref().expect("resources");
+        for (what, list) in [
+            ("requests", &resources.requests),
+            ("limits", &resources.limits),
+        ] {
+            let list = list.as_ref().unwrap_or_else(|| panic!("{o}: no {what}"));
+            assert!(list.contains_key("memory"), "{o}: {what}.memory");
+        }
+        assert!(resources.requests.as_ref().unwrap().contains_key("cpu"));
+
+        // ports the probes and the Service refer to
+        let ports: BTreeMap<String, i32> = c
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+            .collect();
+        assert_eq!(ports.get("metrics"), Some(&8080), "{o}: metrics port");
+        assert_eq!(ports.get("hook"), Some(&8443), "{o}: hook port");
+        for (probe, path) in [
+            (&c.liveness_probe, "/healthz"),
+            (&c.readiness_probe, "/readyz"),
+        ] {
+            let get = probe
+                .as_ref()
+                .and_then(|p| p.http_get.as_ref())
+                .unwrap_or_else(|| panic!("{o}: {path} probe missing"));
+            assert_eq!(get.path.as_deref(), Some(path), "{o}");
+            let port = match &get.port {
+                IntOrString::Int(p) => *p,
+                IntOrString::String(name) => ports[name],
+            };
+            assert_eq!(port, 8080, "{o}: {path} is served on the metrics listener");
+        }
+
+        let env: BTreeMap<String, String> = c
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|e| {
+                let field = e.value_from.as_ref()?.field_ref.as_ref()?;
+                Some((e.name.clone(), field.field_path.clone()))
+            })
+            .collect();
+        assert_eq!(
+            env.get("POD_NAME").map(String::as_str),
+            Some("metadata.name")
+        );
+        assert_eq!(
+            env.get("POD_NAMESPACE").map(String::as_str),
+            Some("metadata.namespace")
+        );
+
+        let args = r.args();
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some("run"),
+            "{o}: runs the operator"
+        );
+        for arg in &args[1..] {
+            let flag = arg.split('=').next().unwrap();
+            assert!(RUN_FLAGS.contains(&flag), "{o}: unknown flag {arg}");
+            // $(VAR) is expanded by the kubelet only for variables the container defines
+            if let Some(var) = arg.split("$(").nth(1).and_then(|s| s.split(')').next()) {
+                assert!(env.contains_key(var), "{o}: {arg} uses undefined {var}");
+            }
+        }
+        assert!(
+            args.contains(&"--metrics-addr=0.0.0.0:8080".to_string()),
+            "{o}"
+        );
+        assert!(
+            args.contains(&"--hook-addr=0.0.0.0:8443".to_string()),
+            "{o}"
+        );
+    }
+}
+
+#[test]
+fn service_pdb_and_servicemonitor_select_the_operator() {
+    for r in all_rendered() {
+        let o = &r.overlay;
+        let pod_labels = r.pod_labels();
+        let svc = r.service();
+        let svc_spec = svc.spec.as_ref().unwrap();
+        assert!(
+            is_subset(svc_spec.selector.as_ref().unwrap(), &pod_labels),
+            "{o}: Service selects the operator pods"
+        );
+        let svc_ports: BTreeMap<String, (i32, Option<IntOrString>)> = svc_spec
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.clone().unwrap(), (p.port, p.target_port.clone())))
+            .collect();
+        let metrics = IntOrString::String("metrics".into());
+        let hook = IntOrString::String("hook".into());
+        assert_eq!(
+            svc_ports.get("metrics"),
+            Some(&(8080, Some(metrics))),
+            "{o}"
+        );
+        assert_eq!(svc_ports.get("hook"), Some(&(8443, Some(hook))), "{o}");
+
+        let pdb = r.one("PodDisruptionBudget", |x| match x {
+            Object::Pdb(p) => Some(p),
+            _ => None,
+        });
+        let pdb_spec = pdb.spec.as_ref().unwrap();
+        assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)), "{o}");
+        let pdb_sel = pdb_spec
+            .selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap();
+        assert!(
+            is_subset(pdb_sel, &pod_labels),
+            "{o}: PDB selects the operator pods"
+        );
+
+        let sm = r.one("ServiceMonitor", |x| match x {
+            Object::ServiceMonitor(s) => Some(s),
+            _ => None,
+        });
+        let sm_sel: BTreeMap<String, String> =
+            serde_json::from_value(sm.data["spec"]["selector"]["matchLabels"].clone()).unwrap();
+        let svc_labels = svc.metadata.labels.clone().unwrap_or_default();
+        assert!(
+            is_subset(&sm_sel, &svc_labels),
+            "{o}: ServiceMonitor selects the Service"
+        );
+        let endpoints = sm.data["spec"]["endpoints"].as_array().unwrap();
+        assert!(!endpoints.is_empty(), "{o}: ServiceMonitor endpoints");
+        for ep in endpoints {
+            assert_eq!(ep["port"], "metrics", "{o}: scrapes the metrics port");
+            assert_eq!(ep["path"], "/metrics", "{o}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// RBAC
+
+/// One granted permission: where it applies (`*` = cluster-wide, else a
+/// namespace), API group, resource, verb.
+type Grant = (String, String, String, String);
+
+fn expand(scope: &str, rules: &[PolicyRule], out: &mut BTreeSet<Grant>, what: &str) {
+    for rule in rules {
+        assert!(
+            rule.non_resource_urls.as_ref().is_none_or(|u| u.is_empty()),
+            "{what}: non-resource URLs"
+        );
+        assert!(
+            rule.resource_names.as_ref().is_none_or(|u| u.is_empty()),
+            "{what}: resourceNames are not expected"
+        );
+        let groups = rule.api_groups.clone().unwrap_or_default();
+        let resources = rule.resources.clone().unwrap_or_default();
+        for s in groups.iter().chain(&resources).chain(&rule.verbs) {
+            assert!(!s.contains('*'), "{what}: wildcard {s:?} in {rule:?}");
+        }
+        for g in &groups {
+            for r in &resources {
+                for v in &rule.verbs {
+                    out.insert((scope.into(), g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// What the operator's ServiceAccount may do: rules of every role bound to it,
+/// with the scope each binding gives them.
+fn effective_grants(r: &Rendered) -> BTreeSet<Grant> {
+    let o = &r.overlay;
+    let sa_name = r.service_account().metadata.name.clone().unwrap();
+    let sa_ns = r.namespace();
+    let cluster_roles: BTreeMap<String, &ClusterRole> = r
+        .objects
+        .iter()
+        .filter_map(|x| match x {
+            Object::ClusterRole(c) => Some((c.metadata.name.clone().unwrap(), c)),
+            _ => None,
+        })
+        .collect();
+    let roles: BTreeMap<String, &Role> = r
+        .objects
+        .iter()
+        .filter_map(|x| match x {
+            Object::Role(c) => Some((c.metadata.name.clone().unwrap(), c)),
+            _ => None,
+        })
+        .collect();
+    let mut used = BTreeSet::new();
+    let mut grants = BTreeSet::new();
+    for x in &r.objects {
+        let (kind, name, scope, role_ref, subjects) = match x {
+            Object::ClusterRoleBinding(b) => (
+                "ClusterRoleBinding",
+                b.metadata.name.clone().unwrap(),
+                "*".to_string(),
+                &b.role_ref,
+                b.subjects.clone().unwrap_or_default(),
+            ),
+            Object::RoleBinding(b) => (
+                "RoleBinding",
+                b.metadata.name.clone().unwrap(),
+                b.metadata.namespace.clone().unwrap(),
+                &b.role_ref,
+                b.subjects.clone().unwrap_or_default(),
+            ),
+            _ => continue,
+        };
+        let what = format!("{o}: {kind} {name}");
+        assert_eq!(subjects.len(), 1, "{what}: one subject");
+        let s = &subjects[0];
+        assert_eq!(
+            (
+                s.kind.as_str(),
+                Some(s.name.as_str()),
+                s.namespace.as_deref()
+            ),
+            (
+                "ServiceAccount",
+                Some(sa_name.as_str()),
+                Some(sa_ns.as_str())
+            ),
+            "{what}: binds the operator's ServiceAccount in its namespace"
+        );
+        let rules = match role_ref.kind.as_str() {
+            "ClusterRole" => cluster_roles.get(&role_ref.name).map(|c| &c.rules),
+            "Role" => roles.get(&role_ref.name).map(|c| &c.rules),
+            other => panic!("{what}: roleRef kind {other}"),
+        }
+        .unwrap_or_else(|| panic!("{what}: roleRef {} is not in the render", role_ref.name));
+        used.insert((role_ref.kind.clone(), role_ref.name.clone()));
+        expand(
+            &scope,
+            rules.as_deref().unwrap_or_default(),
+            &mut grants,
+            &what,
+        );
+    }
+    // an unbound role is dead weight or a mistake
+    for name in cluster_roles.keys() {
+        assert!(
+            used.contains(&("ClusterRole".into(), name.clone())),
+            "{o}: unbound {name}"
+        );
+    }
+    for name in roles.keys() {
+        assert!(
+            used.contains(&("Role".into(), name.clone())),
+            "{o}: unbound {name}"
+        );
+    }
+    grants
+}
+
+fn grants(scope: &str, list: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for (group, resource, verbs) in list {
+        for v in *verbs {
+            out.insert((
+                scope.into(),
+                group.to_string(),
+                resource.to_string(),
+                v.to_string(),
+            ));
+        }
+    }
+    out
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// Namespaced permissions the operator needs where it manages pods.
+fn workload_grants(scope: &str) -> BTreeSet<Grant> {
+    grants(
+        scope,
+        &[
+            ("", "pods", &["get", "list", "watch", "patch"]),
+            ("apps", "replicasets", READ),
+            ("apps", "deployments", READ),
+            ("apps", "deployments/scale", &["get", "update"]),
+            ("apps", "replicasets/scale", &["get", "update"]),
+            ("", "events", &["create", "patch"]),
+            ("events.k8s.io", "events", &["create", "patch"]),
+            (
+                "deletioncost.dev",
+                "deletioncostpolicies",
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (
+                "deletioncost.dev",
+                "deletioncostpolicies/status",
+                &["get", "update", "patch"],
+            ),
+            (
+                "deletioncost.dev",
+                "deletioncostpolicies/finalizers",
+                &["update"],
+            ),
+        ],
+    )
+}
+
+/// Cluster-scoped permissions every install needs.
+fn cluster_only_grants() -> BTreeSet<Grant> {
+    grants(
+        "*",
+        &[
+            ("", "nodes", READ),
+            ("authentication.k8s.io", "tokenreviews", &["create"]),
+            ("authorization.k8s.io", "subjectaccessreviews", &["create"]),
+        ],
+    )
+}
+
+fn lease_grants(ns: &str) -> BTreeSet<Grant> {
+    grants(
+        ns,
+        &[(
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "update", "patch"],
+        )],
+    )
+}
+
+fn assert_same_grants(overlay: &str, got: &BTreeSet<Grant>, want: &BTreeSet<Grant>) {
+    let extra: Vec<_> = got.difference(want).collect();
+    let missing: Vec<_> = want.difference(got).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "{overlay}: RBAC is not the least-privilege set\n  granted but not needed: {extra:?}\n  needed but missing: {missing:?}"
+    );
+}
+
+#[test]
+fn cluster_wide_rbac_is_least_privilege() {
+    let r = render("cluster-wide");
+    let ns = r.namespace();
+    let mut want = workload_grants("*");
+    want.extend(cluster_only_grants());
+    want.extend(lease_grants(&ns));
+    assert_same_grants(&r.overlay, &effective_grants(&r), &want);
+    assert!(
+        !r.args().iter().any(|a| a.starts_with("--namespace")),
+        "cluster-wide install must not limit itself to one namespace"
+    );
+}
+
+#[test]
+fn namespace_scoped_rbac_stays_in_its_namespace() {
+    let r = render("namespace-scoped");
+    let ns = r.namespace();
+    let mut want = workload_grants(&ns);
+    want.extend(cluster_only_grants());
+    want.extend(lease_grants(&ns));
+    let got = effective_grants(&r);
+    assert_same_grants(&r.overlay, &got, &want);
+
+    // the point of this overlay: no ClusterRole touches pods
+    for o in &r.objects {
+        if let Object::ClusterRole(c) = o {
+            let mut g = BTreeSet::new();
+            expand(
+                "*",
+                c.rules.as_deref().unwrap_or_default(),
+                &mut g,
+                "ClusterRole",
+            );
+            assert!(
+                !g.iter().any(|(_, _, res, _)| res.starts_with("pods")),
+                "ClusterRole {:?} grants pod access in a namespace-scoped install",
+                c.metadata.name
+            );
+        }
+    }
+
+    // --namespace names the namespace the Role lives in
+    let args = r.args();
+    let value = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--namespace="))
+        .expect("namespace-scoped install passes --namespace");
+    assert!(
+        value == ns || value == "$(POD_NAMESPACE)",
+        "--namespace={value} is not the install namespace {ns}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Dockerfile
+
+/// Dockerfile instructions, continuation lines joined.
+fn dockerfile_instructions() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') || (trimmed.is_empty() && current.is_empty()) {
+            continue;
+        }
+        match trimmed.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(trimmed);
+                let (op, rest) = current.split_once(' ').unwrap_or((&current, ""));
+                out.push((op.to_uppercase(), rest.trim().to_string()));
+                current.clear();
+            }
+        }
+    }
+    out
+}
+
+/// The `[[bin]]` names in Cargo.toml.
+fn cargo_bins() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let mut bins = Vec::new();
+    let mut in_bin = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+        } else if in_bin {
+            if let Some(v) = line.strip_prefix("name") {
+                bins.push(
+                    v.trim_start_matches([' ', '='])
+                        .trim_matches('"')
+                        .to_string(),
+                );
+            }
+        }
+    }
+    bins
+}
+
+#[test]
+fn dockerfile_builds_and_ships_the_release_binary() {
+    let ins = dockerfile_instructions();
+    let froms: Vec<&String> = ins
+        .iter()
+        .filter(|(op, _)| op == "FROM")
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(
+        froms.len(),
+        2,
+        "multi-stage: a build stage and a runtime stage"
+    );
+    let build_stage = froms[0]
+        .split_once(" AS ")
+        .or_else(|| froms[0].split_once(" as "))
+        .map(|(_, name)| name.trim().to_string())
+        .expect("build stage is named");
+    assert!(
+        froms[1].contains("distroless"),
+        "runtime image is distroless (no shell): {}",
+        froms[1]
+    );
+
+    // the build command is the project's release build of the operator binary
+    assert!(cargo_bins().contains(&"deletion-cost".to_string()));
+    let builds: Vec<&String> = ins
+        .iter()
+        .filter(|(op, a)| op == "RUN" && a.contains("cargo build"))
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(builds.len(), 1, "one cargo build");
+    let cmd = builds[0].split("cargo build").nth(1).unwrap();
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(
+        words,
+        ["--release", "--locked", "--bin", "deletion-cost"],
+        "build command is `cargo build --release --locked --bin deletion-cost`"
+    );
+
+    // the binary copied out is the one that build produced: WORKDIR/target/release/<bin>
+    let workdir = ins
+        .iter()
+        .find(|(op, _)| op == "WORKDIR")
+        .map(|(_, a)| a.trim_end_matches('/').to_string())
+        .expect("build stage WORKDIR");
+    let copy = ins
+        .iter()
+        .find(|(op, a)| op == "COPY" && a.starts_with("--from="))
+        .map(|(_, a)| a.clone())
+        .expect("COPY --from the build stage");
+    let parts: Vec<&str> = copy.split_whitespace().collect();
+    assert_eq!(parts.len(), 3, "COPY --from=stage SRC DEST: {copy}");
+    assert_eq!(parts[0], format!("--from={build_stage}"));
+    assert_eq!(parts[1], format!("{workdir}/target/release/deletion-cost"));
+    let installed = parts[2];
+
+    let json_list = |op: &str| -> Vec<String> {
+        let arg = ins
+            .iter()
+            .rev()
+            .find(|(o, _)| o == op)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_else(|| panic!("no {op}"));
+        serde_json::from_str(&arg).unwrap_or_else(|e| panic!("{op} must be exec form: {e}"))
+    };
+    assert_eq!(
+        json_list("ENTRYPOINT"),
+        [installed],
+        "entrypoint is the copied binary"
+    );
+    assert_eq!(json_list("CMD"), ["run"], "default command is the operator");
+
+    let user = ins
+        .iter()
+        .rev()
+        .find(|(op, _)| op == "USER")
+        .map(|(_, a)| a.clone())
+        .expect("USER");
+    let uid = user.split(':').next().unwrap();
+    assert!(
+        uid != "0" && uid != "root",
+        "runs as non-root, got USER {user}"
+    );
+    // the Deployment's runAsUser matches the image's user
+    let r = render("cluster-wide");
+    let pod = r.deployment().spec.template.spec.clone().unwrap();
+    let run_as = pod.security_context.unwrap().run_as_user.unwrap();
+    assert_eq!(uid, run_as.to_string(), "Dockerfile USER matches runAsUser");
+}
+
+// ---------------------------------------------------------------------------
+// Grafana dashboard
+
+/// The metrics the operator exports.
+const METRICS: [&str; 9] = [
+    "deletion_cost_patches_total",
+    "deletion_cost_patch_queue_depth",
+    "deletion_cost_rate_limit_wait_seconds",
+    "deletion_cost_configured_qps",
+    "deletion_cost_order_mismatches",
+    "deletion_cost_signal_fetch_errors_total",
+    "deletion_cost_reconciles_total",
+    "deletion_cost_hook_requests_total",
+    "deletion_cost_leader",
+];
+const HISTOGRAMS: [&str; 1] = ["deletion_cost_rate_limit_wait_seconds"];
+
+/// PromQL words that are not metric names.
+const PROMQL_WORDS: [&str; 16] = [
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "count",
+    "rate",
+    "irate",
+    "increase",
+    "histogram_quantile",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "clamp_min",
+    "label_values",
+];
+
+/// PromQL words followed by a list of label names, not metrics.
+const GROUPING: [&str; 6] = [
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
+
+/// Metric names a PromQL expression reads: identifiers outside strings, label
+/// matchers, range selectors and grouping lists, that are not functions,
+/// keywords or Grafana variables.
+fn metric_names(expr: &str) -> Vec<String> {
+    // blank out strings, `{...}` and `[...]`
+    let mut cleaned = Vec::new();
+    let (mut brace, mut bracket, mut in_string) = (0, 0, false);
+    for ch in expr.chars() {
+        let keep = match ch {
+            '"' => {
+                in_string = !in_string;
+                false
+            }
+            _ if in_string => false,
+            '{' => {
+                brace += 1;
+                false
+            }
+            '}' => {
+                brace -= 1;
+                false
+            }
+            '[' => {
+                bracket += 1;
+                false
+            }
+            ']' => {
+                bracket -= 1;
+                false
+            }
+            _ => brace == 0 && bracket == 0,
+        };
+        cleaned.push(if keep { ch } else { ' ' });
+    }
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':' || c == '$';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cleaned.len() {
+        if !is_ident(cleaned[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < cleaned.len() && (is_ident(cleaned[i]) || cleaned[i] == '.') {
+            i += 1;
+        }
+        let word: String = cleaned[start..i].iter().collect();
+        if GROUPING.contains(&word.as_str()) {
+            // skip the `(label, ...)` list that follows
+            let mut j = i;
+            while j < cleaned.len() && cleaned[j] == ' ' {
+                j += 1;
+            }
+            if j < cleaned.len() && cleaned[j] == '(' {
+                while j < cleaned.len() && cleaned[j] != ')' {
+                    j += 1;
+                }
+                i = j;
+            }
+            continue;
+        }
+        let first = word.chars().next().unwrap_or('0');
+        if first == '$' || first.is_ascii_digit() || PROMQL_WORDS.contains(&word.as_str()) {
+            continue;
+        }
+        out.push(word);
+    }
+    out
+}
+
+#[test]
+fn promql_metric_name_extraction() {
+    let names = metric_names(
+        r#"histogram_quantile(0.99, sum by (le, pod) (rate(a_bucket{x="y{z}"}[5m]))) / on (pod) max(b{namespace=~"$namespace"}) offset 1h"#,
+    );
+    assert_eq!(names, ["a_bucket", "b"]);
+    assert_eq!(
+        metric_names("label_values(c, namespace)"),
+        ["c", "namespace"]
+    );
+}
+
+#[test]
+fn grafana_dashboard_queries_only_exported_metrics() {
+    let text = std::fs::read_to_string(repo().join("deploy/grafana-dashboard.json")).unwrap();
+    let dash: Value = serde_json::from_str(&text).expect("dashboard is valid JSON");
+    let allowed = |name: &str| {
+        METRICS.contains(&name)
+            || HISTOGRAMS.iter().any(|h| {
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|s| name == format!("{h}{s}"))
+            })
+    };
+    let base = |name: &str| -> String {
+        HISTOGRAMS
+            .iter()
+            .find(|h| name.starts_with(*h))
+            .map_or(name.to_string(), |h| h.to_string())
+    };
+
+    let mut used = BTreeSet::new();
+    let mut titles = Vec::new();
+    let panels = dash["panels"].as_array().expect("panels");
+    for p in panels.iter().filter(|p| p["type"] != "row") {
+        let title = p["title"].as_str().expect("panel title").to_string();
+        let targets = p["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{title}: no targets"));
+        assert!(!targets.is_empty(), "{title}: no queries");
+        for t in targets {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{title}: target without expr"));
+            let names = metric_names(expr);
+            assert!(!names.is_empty(), "{title}: {expr} reads no metric");
+            for n in names {
+                assert!(
+                    allowed(&n),
+                    "{title}: {expr} reads {n}, which the operator does not export"
+                );
+                used.insert(base(&n));
+            }
+        }
+        titles.push(title.to_lowercase());
+    }
+    // the template variable query reads an exported metric too
+    for v in dash["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["definition"].as_str() {
+            let names = metric_names(q);
+            assert!(allowed(&names[0]), "variable {}: {q}", v["name"]);
+        }
+    }
+    let unused: Vec<_> = METRICS.iter().filter(|m| !used.contains(**m)).collect();
+    assert!(unused.is_empty(), "metrics with no panel: {unused:?}");
+    for needed in [
+        "write rate vs limit",
+        "queue depth",
+        "mismatches by reason",
+        "hook outcomes",
+        "signal fetch errors",
+        "reconcile",
+    ] {
+        assert!(
+            titles.iter().any(|t| t.contains(needed)),
+            "no panel about {needed:?}; panels: {titles:?}"
+        );
+    }
+}
