@@ -254,10 +254,17 @@ impl PrometheusClient {
                 .await
                 .map_err(|e| self.send_error(e, opts))?;
             let status = response.status();
-            let body = response
-                .text()
-                .await
-                .map_err(|e| self.reqwest_error(&e, opts))?;
+            let body = response.text().await.map_err(|e| {
+                if e.is_timeout() {
+                    self.reqwest_error(&e, opts)
+                } else {
+                    // The server answered, then the body broke off.
+                    PromError::InvalidBody {
+                        url: self.url.clone(),
+                        problem: format!("reading the body failed: {}", error_chain(&e)),
+                    }
+                }
+            })?;
             Ok::<_, PromError>((status, body))
         };
         let (status, body) = tokio::time::timeout(opts.timeout, exchange)
@@ -408,10 +415,10 @@ pub fn render_query(
                 offset: offset + pos,
             })?;
             (&braced[..end], end + 2)
-        } else if after.starts_with('$') {
+        } else if let Some(stripped) = after.strip_prefix('$') {
             out.push('$');
             offset += pos + 2;
-            rest = &after[1..];
+            rest = stripped;
             continue;
         } else {
             let len = after
