@@ -15,6 +15,9 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
+for tool in prometheus promtool; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "$tool is still missing after installing prometheus" >&2; exit 1; }
+done
 log "$(prometheus --version 2>&1 | head -1)"
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -7,6 +7,9 @@ pub mod utilization;
 
 use std::collections::BTreeMap;
 
+pub mod prometheus;
+pub mod samples;
+
 /// One pod's utilisation sample after validation.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "value")]

@@ -1,0 +1,602 @@
+//! Utilisation from Prometheus: one instant query per policy per refresh,
+//! answered for all the policy's pods at once, mapped to pods by a label.
+//!
+//! The query is a template: `$namespace` becomes the policy's namespace and
+//! `$selector` a PromQL label-matcher list built from the target's
+//! `matchLabels` (`app="web",tier="a"`), so a query such as
+//! `avg by (pod) (rate(container_cpu_usage_seconds_total{namespace="$namespace",$selector}[5m]))`
+//! serves every policy. `${name}` is accepted too and `$$` is a literal `$`;
+//! any other placeholder is an error.
+//!
+//! Staleness: an instant query answers with the evaluation time, and
+//! Prometheus itself drops series with no sample in its lookback window
+//! (5 minutes by default), which then count as missing. The answer's time is
+//! still compared with `maxAge` against the caller's clock, which catches
+//! evaluation at an old time and clock skew between the operator and
+//! Prometheus.
+//!
+//! Building a client needs a process-wide rustls crypto provider: call
+//! [`install_crypto_provider`] first.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::samples::{map_series, parse_query_response, snippet, ResponseError};
+use super::UtilizationSamples;
+
+/// Label used to find the pod when the policy names none.
+pub const DEFAULT_POD_LABEL: &str = "pod";
+
+/// Timeout of one query when the caller sets none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Installs ring as the process-wide rustls crypto provider (kube and the
+/// Prometheus client share it). Safe to call more than once.
+pub fn install_crypto_provider() {
+    // Err only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A query template that cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryTemplateError {
+    /// `$name` other than `$namespace` / `$selector`.
+    #[error("query placeholder ${name} is unknown (known: $namespace, $selector; write $$ for a literal $)")]
+    UnknownPlaceholder {
+        /// The placeholder without `$`.
+        name: String,
+    },
+    /// `${` without a closing `}`.
+    #[error("query placeholder at byte {offset} is not closed: expected ${{name}}")]
+    Unclosed {
+        /// Byte offset of the `$`.
+        offset: usize,
+    },
+}
+
+/// A failed utilisation query.
+#[derive(Debug, thiserror::Error)]
+pub enum PromError {
+    /// The URL cannot be used.
+    #[error("Prometheus URL {url:?} is invalid: {message}")]
+    InvalidUrl {
+        /// URL as given.
+        url: String,
+        /// Why.
+        message: String,
+    },
+    /// The HTTP client could not be built (e.g. no TLS provider installed).
+    #[error("cannot build the HTTP client for Prometheus: {message}")]
+    Client {
+        /// Why.
+        message: String,
+    },
+    /// Nothing answered: connection refused, DNS failure, reset.
+    #[error("Prometheus at {url} is unreachable: {message}")]
+    Unreachable {
+        /// Base URL.
+        url: String,
+        /// The underlying error chain.
+        message: String,
+    },
+    /// No full answer within the per-query timeout.
+    #[error("Prometheus at {url} did not answer within {after:?}")]
+    Timeout {
+        /// Base URL.
+        url: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// A non-success HTTP status without a Prometheus error body (e.g. a proxy's 502).
+    #[error("Prometheus at {url} answered HTTP {status}: {body}")]
+    HttpStatus {
+        /// Base URL.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// Start of the body.
+        body: String,
+    },
+    /// Prometheus rejected the query (bad PromQL, execution error, ...).
+    #[error(
+        "Prometheus at {url} rejected the query {query:?} (HTTP {status}, {error_type}): {message}"
+    )]
+    Api {
+        /// Base URL.
+        url: String,
+        /// The rendered query.
+        query: String,
+        /// HTTP status code.
+        status: u16,
+        /// Prometheus's `errorType`, e.g. `bad_data`.
+        error_type: String,
+        /// Prometheus's message.
+        message: String,
+    },
+    /// The query returned a matrix, scalar or string.
+    #[error("the query {query:?} returned a {result_type} result; it must return an instant vector with one series per pod")]
+    UnexpectedResultType {
+        /// The rendered query.
+        query: String,
+        /// What came back.
+        result_type: String,
+    },
+    /// The body is not a Prometheus API answer.
+    #[error("Prometheus at {url} sent an invalid answer: {problem}")]
+    InvalidBody {
+        /// Base URL.
+        url: String,
+        /// What is wrong (JSON path and value).
+        problem: String,
+    },
+}
+
+impl PromError {
+    /// Short stable name of the error kind, for metrics and events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PromError::InvalidUrl { .. } => "invalid_url",
+            PromError::Client { .. } => "client",
+            PromError::Unreachable { .. } => "unreachable",
+            PromError::Timeout { .. } => "timeout",
+            PromError::HttpStatus { .. } => "http_status",
+            PromError::Api { .. } => "api",
+            PromError::UnexpectedResultType { .. } => "result_type",
+            PromError::InvalidBody { .. } => "invalid_body",
+        }
+    }
+}
+
+/// Options of one fetch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchOptions {
+    /// Deadline for the whole exchange (connect, query, body); also sent to
+    /// Prometheus so it stops evaluating.
+    pub timeout: Duration,
+    /// Samples older than this are [`super::SampleProblem::Stale`].
+    pub max_age: Option<Duration>,
+    /// Evaluate at this Unix time instead of Prometheus's now.
+    pub eval_at: Option<i64>,
+    /// The caller's now (Unix seconds) for staleness; `None` reads the clock.
+    pub now_secs: Option<f64>,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            max_age: None,
+            eval_at: None,
+            now_secs: None,
+        }
+    }
+}
+
+/// What a fetch returned besides the samples.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchMeta {
+    /// The query as sent.
+    pub query: String,
+    /// Series in the answer.
+    pub series: usize,
+    /// Series ignored because they lack the pod label.
+    pub without_pod_label: usize,
+    /// Latest sample time in the answer (the evaluation time), Unix seconds.
+    pub evaluated_at: Option<f64>,
+    /// Prometheus's warnings.
+    pub warnings: Vec<String>,
+    /// Time the exchange took.
+    pub elapsed: Duration,
+}
+
+/// Samples of one utilisation query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fetched {
+    /// Pod name -> sample.
+    pub samples: UtilizationSamples,
+    /// About the exchange.
+    pub meta: FetchMeta,
+}
+
+/// A Prometheus server to query.
+#[derive(Clone)]
+pub struct PrometheusClient {
+    client: prometheus_http_query::Client,
+    url: String,
+}
+
+impl PrometheusClient {
+    /// A client for the Prometheus at `url` (e.g. `http://prometheus:9090`,
+    /// a path prefix is kept). Call [`install_crypto_provider`] first.
+    pub fn new(url: &str) -> Result<Self, PromError> {
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| PromError::Client {
+                message: error_chain(&e),
+            })?;
+        let client =
+            prometheus_http_query::Client::from(http, url).map_err(|e| PromError::InvalidUrl {
+                url: url.to_string(),
+                message: error_chain(&e),
+            })?;
+        Ok(Self {
+            client,
+            url: url.to_string(),
+        })
+    }
+
+    /// The URL this client queries.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Runs one instant `query` (already rendered, see [`render_query`]) and
+    /// maps the answer's series to pods by `pod_label`.
+    pub async fn fetch_utilization(
+        &self,
+        query: &str,
+        pod_label: &str,
+        opts: &FetchOptions,
+    ) -> Result<Fetched, PromError> {
+        let started = Instant::now();
+        let exchange = async {
+            let mut request = self
+                .client
+                .query(query)
+                .timeout(i64::try_from(opts.timeout.as_millis()).unwrap_or(i64::MAX));
+            if let Some(at) = opts.eval_at {
+                request = request.at(at);
+            }
+            // POST: long selectors must not hit URL length limits.
+            let response = request
+                .post_raw()
+                .await
+                .map_err(|e| self.send_error(e, opts))?;
+            let status = response.status();
+            let body = response.text().await.map_err(|e| {
+                if e.is_timeout() {
+                    self.reqwest_error(&e, opts)
+                } else {
+                    // The server answered, then the body broke off.
+                    PromError::InvalidBody {
+                        url: self.url.clone(),
+                        problem: format!("reading the body failed: {}", error_chain(&e)),
+                    }
+                }
+            })?;
+            Ok::<_, PromError>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(opts.timeout, exchange)
+            .await
+            .map_err(|_| PromError::Timeout {
+                url: self.url.clone(),
+                after: opts.timeout,
+            })??;
+        let parsed = parse_query_response(&body);
+        let response = match parsed {
+            Ok(r) if status.is_success() => r,
+            Err(ResponseError::Api {
+                error_type,
+                message,
+            }) => {
+                return Err(PromError::Api {
+                    url: self.url.clone(),
+                    query: query.to_string(),
+                    status: status.as_u16(),
+                    error_type,
+                    message,
+                })
+            }
+            _ if !status.is_success() => {
+                return Err(PromError::HttpStatus {
+                    url: self.url.clone(),
+                    status: status.as_u16(),
+                    body: snippet(&body),
+                })
+            }
+            Ok(r) => r,
+            Err(ResponseError::ResultType { result_type }) => {
+                return Err(PromError::UnexpectedResultType {
+                    query: query.to_string(),
+                    result_type,
+                })
+            }
+            Err(e @ ResponseError::Body { .. }) => {
+                return Err(PromError::InvalidBody {
+                    url: self.url.clone(),
+                    problem: e.to_string(),
+                })
+            }
+        };
+        let now = opts.now_secs.unwrap_or_else(unix_now);
+        let mapped = map_series(
+            &response.series,
+            pod_label,
+            Some(now),
+            opts.max_age.map(|d| d.as_secs_f64()),
+        );
+        let evaluated_at = response
+            .series
+            .iter()
+            .map(|s| s.timestamp)
+            .fold(None, |acc: Option<f64>, t| {
+                Some(acc.map_or(t, |a| a.max(t)))
+            });
+        Ok(Fetched {
+            samples: mapped.samples,
+            meta: FetchMeta {
+                query: query.to_string(),
+                series: response.series.len(),
+                without_pod_label: mapped.without_pod_label,
+                evaluated_at,
+                warnings: response.warnings,
+                elapsed: started.elapsed(),
+            },
+        })
+    }
+
+    fn send_error(&self, e: prometheus_http_query::Error, opts: &FetchOptions) -> PromError {
+        match &e {
+            prometheus_http_query::Error::Client(c) => match c.inner() {
+                Some(inner) => self.reqwest_error(inner, opts),
+                None => PromError::Unreachable {
+                    url: self.url.clone(),
+                    message: error_chain(&e),
+                },
+            },
+            _ => PromError::Unreachable {
+                url: self.url.clone(),
+                message: error_chain(&e),
+            },
+        }
+    }
+
+    fn reqwest_error(&self, e: &reqwest::Error, opts: &FetchOptions) -> PromError {
+        if e.is_timeout() {
+            PromError::Timeout {
+                url: self.url.clone(),
+                after: opts.timeout,
+            }
+        } else {
+            PromError::Unreachable {
+                url: self.url.clone(),
+                message: error_chain(e),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for PrometheusClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrometheusClient")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// An error and its sources, `: `-joined (reqwest hides "connection refused"
+/// two levels down).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// Renders a query template: `$namespace` -> `namespace`, `$selector` ->
+/// [`label_matchers`] of `match_labels`.
+pub fn render_query(
+    template: &str,
+    namespace: &str,
+    match_labels: &BTreeMap<String, String>,
+) -> Result<String, QueryTemplateError> {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut rest = template;
+    let mut offset = 0;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        let (name, used) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced.find('}').ok_or(QueryTemplateError::Unclosed {
+                offset: offset + pos,
+            })?;
+            (&braced[..end], end + 2)
+        } else if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            offset += pos + 2;
+            rest = stripped;
+            continue;
+        } else {
+            let len = after
+                .char_indices()
+                .find(|&(i, c)| {
+                    !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+                })
+                .map_or(after.len(), |(i, _)| i);
+            (&after[..len], len)
+        };
+        match name {
+            "namespace" => out.push_str(&escape_value(namespace)),
+            "selector" => out.push_str(&label_matchers(match_labels)),
+            // A lone `$` (regex anchor in `=~"a$"`) is not a placeholder.
+            "" if used == 0 => out.push('$'),
+            other => {
+                return Err(QueryTemplateError::UnknownPlaceholder {
+                    name: other.to_string(),
+                })
+            }
+        }
+        offset += pos + 1 + used;
+        rest = &after[used..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// PromQL label matchers for `match_labels`: `app="web",tier="a"`. Keys that
+/// are not valid Prometheus label names (`app.kubernetes.io/name`) are
+/// sanitised as Prometheus's Kubernetes discovery does
+/// (`app_kubernetes_io_name`); values are escaped.
+pub fn label_matchers(match_labels: &BTreeMap<String, String>) -> String {
+    match_labels
+        .iter()
+        .map(|(k, v)| format!("{}=\"{}\"", sanitize_label_name(k), escape_value(v)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A Kubernetes label key as a Prometheus label name.
+pub fn sanitize_label_name(key: &str) -> String {
+    let mut out: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// Escapes a string for a double-quoted PromQL string literal.
+fn escape_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn renders_placeholders() {
+        let l = labels(&[("tier", "a"), ("app", "web")]);
+        assert_eq!(
+            render_query(
+                r#"avg by (pod) (cpu{namespace="$namespace",$selector})"#,
+                "shop",
+                &l
+            )
+            .unwrap(),
+            r#"avg by (pod) (cpu{namespace="shop",app="web",tier="a"})"#
+        );
+        assert_eq!(
+            render_query("x{namespace=\"${namespace}\"} * $$5", "ns", &l).unwrap(),
+            "x{namespace=\"ns\"} * $5"
+        );
+        // A `$` that starts no name (regex anchor) stays.
+        assert_eq!(
+            render_query(r#"x{pod=~"web-.*$"}"#, "ns", &l).unwrap(),
+            r#"x{pod=~"web-.*$"}"#
+        );
+        assert_eq!(render_query("up", "ns", &l).unwrap(), "up");
+    }
+
+    #[test]
+    fn rejects_unknown_placeholders() {
+        let l = BTreeMap::new();
+        let err = render_query("x{ns=\"$namespce\"}", "ns", &l).unwrap_err();
+        assert_eq!(
+            err,
+            QueryTemplateError::UnknownPlaceholder {
+                name: "namespce".into()
+            }
+        );
+        assert!(err.to_string().contains("$namespce"));
+        assert_eq!(
+            render_query("x{${pod}}", "ns", &l).unwrap_err(),
+            QueryTemplateError::UnknownPlaceholder { name: "pod".into() }
+        );
+        assert_eq!(
+            render_query("ab ${namespace", "ns", &l).unwrap_err(),
+            QueryTemplateError::Unclosed { offset: 3 }
+        );
+    }
+
+    #[test]
+    fn matchers_escape_and_sanitise() {
+        let l = labels(&[("app.kubernetes.io/name", "we\"b\\x"), ("9lives", "a\nb")]);
+        assert_eq!(
+            label_matchers(&l),
+            r#"_9lives="a\nb",app_kubernetes_io_name="we\"b\\x""#
+        );
+        assert_eq!(label_matchers(&BTreeMap::new()), "");
+        assert_eq!(
+            render_query("$namespace", "a\"b", &BTreeMap::new()).unwrap(),
+            "a\\\"b"
+        );
+    }
+
+    #[test]
+    fn error_kinds_are_distinct() {
+        let kinds = [
+            PromError::Unreachable {
+                url: "u".into(),
+                message: "m".into(),
+            }
+            .kind(),
+            PromError::Timeout {
+                url: "u".into(),
+                after: Duration::from_secs(1),
+            }
+            .kind(),
+            PromError::HttpStatus {
+                url: "u".into(),
+                status: 502,
+                body: "b".into(),
+            }
+            .kind(),
+            PromError::UnexpectedResultType {
+                query: "q".into(),
+                result_type: "matrix".into(),
+            }
+            .kind(),
+        ];
+        let unique: std::collections::BTreeSet<_> = kinds.iter().collect();
+        assert_eq!(unique.len(), kinds.len());
+    }
+
+    #[test]
+    fn invalid_url() {
+        install_crypto_provider();
+        let err = PrometheusClient::new("not a url").unwrap_err();
+        assert_eq!(err.kind(), "invalid_url");
+        assert!(err.to_string().contains("not a url"));
+    }
+}
