@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // kube (ring) and reqwest both link rustls: pick one provider up front.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // kube and reqwest both link rustls: pick one provider up front.
+    deletion_cost::signals::prometheus::install_crypto_provider();
     deletion_cost::cli::run()
 }

@@ -188,22 +188,29 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     };
     let policies = policies(&policy_objs)?;
     let snapshot = Snapshot::from_objects(&snapshot_objs).map_err(CliError::bad_input)?;
+    let now = parse_now(args.now.as_deref())?;
+    let now_secs = (now / 1_000_000_000) as f64;
     let opts = PlanOptions {
         gates: gates_from_flags(
             args.kubernetes_version.as_deref(),
             args.feature_gates.as_deref(),
         )?,
-        now: Some(parse_now(args.now.as_deref())?),
+        now: Some(now),
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
     };
     let mut plans = Vec::new();
     for policy in &policies {
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
-            super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy)?
+            super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
         } else if let Some(path) = &args.samples {
             let (name, text) = read_source(path).map_err(CliError::bad_input)?;
-            super::samples_input::load(&name, &text, policy)?
+            super::samples_input::load(
+                &name,
+                &text,
+                policy,
+                args.now.is_some().then_some(now_secs),
+            )?
         } else if let Some(url) = &args.prometheus {
             super::samples_input::query(url, policy)?
         } else {

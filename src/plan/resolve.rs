@@ -39,6 +39,12 @@ pub enum SignalSpec {
     },
     /// Utilisation buckets.
     Utilization {
+        /// PromQL template (`$namespace`, `$selector`).
+        query: String,
+        /// Result label holding the pod name.
+        pod_label: String,
+        /// Samples older than this many seconds count as stale.
+        max_age_secs: f64,
         /// Range start.
         min: f64,
         /// Range end.
@@ -112,6 +118,29 @@ impl SignalSpec {
             SignalSpec::Zone { .. } => "zoneBalance",
         }
     }
+}
+
+/// Parses `30s`, `5m`, `1h`, `1h30m` into seconds.
+pub fn parse_duration_secs(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut num = String::new();
+    let mut any = false;
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() || c == '.' {
+            num.push(c);
+            continue;
+        }
+        let n: f64 = num.parse().ok()?;
+        num.clear();
+        total += n * match c {
+            's' => 1.0,
+            'm' => 60.0,
+            'h' => 3600.0,
+            _ => return None,
+        };
+        any = true;
+    }
+    (num.is_empty() && any).then_some(total)
 }
 
 /// A policy ready for planning.
@@ -235,8 +264,25 @@ impl ResolvedPolicy {
                 if !(0.0..1.0).contains(&hysteresis) {
                     return Err(err(f(".utilization.hysteresis"), "must be in [0, 1)"));
                 }
+                let max_age = u.prometheus.max_age.as_deref().unwrap_or("10m");
+                let max_age_secs = parse_duration_secs(max_age).ok_or_else(|| {
+                    err(
+                        f(".utilization.prometheus.maxAge"),
+                        "expected a duration such as 30s, 10m or 1h",
+                    )
+                })?;
+                if u.prometheus.query.trim().is_empty() {
+                    return Err(err(f(".utilization.prometheus.query"), "must not be empty"));
+                }
                 (
                     SignalSpec::Utilization {
+                        query: u.prometheus.query.clone(),
+                        pod_label: u
+                            .prometheus
+                            .pod_label
+                            .clone()
+                            .unwrap_or_else(|| "pod".into()),
+                        max_age_secs,
                         min: u.range.min,
                         max: u.range.max,
                         buckets,
