@@ -40,16 +40,10 @@ pub enum InputError {
         message: String,
     },
     /// An object whose field has the wrong type or value.
-    #[error("{source_name}: {location} ({kind} {name:?}): field `{field}`: {message}")]
+    #[error("{context}: field `{field}`: {message}")]
     Field {
-        /// File path or `<stdin>`.
-        source_name: String,
-        /// Where in the input.
-        location: String,
-        /// Kind of the object.
-        kind: String,
-        /// `metadata.name` if readable.
-        name: String,
+        /// Source, location, kind and name: `pods.json: items[3] (Pod "web-1")`.
+        context: String,
         /// Path of the offending field, e.g. `status.conditions[0].status`.
         field: String,
         /// What serde said.
@@ -83,10 +77,12 @@ impl RawObject {
     /// Deserializes into a typed object, naming the failing field on error.
     pub fn decode<T: DeserializeOwned>(&self, kind: &str) -> Result<T, InputError> {
         serde_path_to_error::deserialize(&self.value).map_err(|e| InputError::Field {
-            source_name: self.source_name.clone(),
-            location: self.location.clone(),
-            kind: kind.to_string(),
-            name: self.name(),
+            context: format!(
+                "{}: {} ({kind} {:?})",
+                self.source_name,
+                self.location,
+                self.name()
+            ),
             field: e.path().to_string(),
             message: e.inner().to_string(),
         })

@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod comparator;
 pub mod input;
+pub mod plan;
 pub mod policy;
 pub mod signals;

@@ -4,6 +4,7 @@
 pub mod crd;
 pub mod plan;
 pub mod predict;
+pub mod samples_input;
 
 use std::process::ExitCode;
 

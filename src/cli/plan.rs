@@ -1,12 +1,397 @@
-//! `deletion-cost plan`.
+//! `deletion-cost plan`: an offline dry run of a policy over a cluster
+//! snapshot. With no arguments it runs the bundled example.
 
-use super::CliError;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use clap::ValueEnum;
+
+use super::{print_out, CliError};
+use crate::comparator::{FeatureGates, KubeVersion};
+use crate::input::{parse_objects, read_source, RawObject};
+use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
+use crate::policy::DeletionCostPolicy;
+use crate::signals::SignalSamples;
+
+/// The bundled example (also in `config/examples/`), embedded so the command
+/// works wherever the binary is installed.
+const EXAMPLE_POLICY: (&str, &str) = (
+    "config/examples/combined.yaml",
+    include_str!("../../config/examples/combined.yaml"),
+);
+const EXAMPLE_CLUSTER: (&str, &str) = (
+    "config/examples/cluster.yaml",
+    include_str!("../../config/examples/cluster.yaml"),
+);
+const EXAMPLE_SAMPLES: (&str, &str) = (
+    "config/examples/samples.json",
+    include_str!("../../config/examples/samples.json"),
+);
+
+/// Output format of `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// A readable table per policy.
+    Table,
+    /// The full plan as JSON.
+    Json,
+}
 
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {}
+#[command(
+    after_long_help = "With no --policy and no --snapshot, runs the bundled example \
+(config/examples/combined.yaml over config/examples/cluster.yaml with \
+config/examples/samples.json, scale-down by 2).\n\n\
+The snapshot is what `kubectl get pods,nodes,replicasets,deployments -A -o yaml` \
+prints (JSON works too); a directory means every .yaml/.yml/.json file in it."
+)]
+pub struct PlanArgs {
+    /// Policy file (YAML or JSON; several policies may be listed).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<String>,
+    /// Cluster snapshot file or directory.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub snapshot: Option<String>,
+    /// Utilisation samples: a saved Prometheus query response, or the
+    /// documented JSON/CSV forms.
+    #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
+    pub samples: Option<String>,
+    /// Query this Prometheus for utilisation signals.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// Predict the victims of scaling each ReplicaSet down by N.
+    #[arg(long, value_name = "N")]
+    pub scale_down_by: Option<usize>,
+    /// Time used for the comparator's log2 buckets (RFC 3339; default: now).
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Feature gates of the cluster (PodDeletionCost=BOOL,LogarithmicScaleDown=BOOL).
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Kubernetes minor version whose gate defaults apply (e.g. 1.33).
+    #[arg(long, value_name = "X.Y")]
+    pub kubernetes_version: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
+}
+
+/// Reads a snapshot file, or every manifest in a directory (sorted by name).
+fn read_snapshot(path: &str) -> Result<Vec<RawObject>, CliError> {
+    let p = Path::new(path);
+    if p.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(p)
+            .map_err(|e| CliError::bad_input(format!("{path}: cannot read directory: {e}")))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|f| {
+                matches!(
+                    f.extension().and_then(|x| x.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+            })
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(CliError::bad_input(format!(
+                "{path}: no .yaml, .yml or .json files"
+            )));
+        }
+        let mut out = Vec::new();
+        for f in files {
+            let (name, text) = read_source(&f.to_string_lossy()).map_err(CliError::bad_input)?;
+            out.extend(parse_objects(&name, &text).map_err(CliError::bad_input)?);
+        }
+        Ok(out)
+    } else {
+        let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+        parse_objects(&name, &text).map_err(CliError::bad_input)
+    }
+}
+
+/// Decodes and resolves every policy in the objects.
+fn policies(objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
+    let mut out = Vec::new();
+    for o in objects.iter().filter(|o| o.kind == "DeletionCostPolicy") {
+        let p: DeletionCostPolicy = o
+            .decode("DeletionCostPolicy")
+            .map_err(CliError::bad_input)?;
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let ns = p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let resolved = ResolvedPolicy::resolve(&name, &ns, &p.spec)
+            .map_err(|e| CliError::bad_input(format!("{}: {} {e}", o.source_name, o.location)))?;
+        out.push(resolved);
+    }
+    if out.is_empty() {
+        let src = objects
+            .first()
+            .map(|o| o.source_name.as_str())
+            .unwrap_or("policy file");
+        return Err(CliError::bad_input(format!(
+            "{src}: no DeletionCostPolicy found (kind: DeletionCostPolicy)"
+        )));
+    }
+    Ok(out)
+}
+
+fn parse_now(now: Option<&str>) -> Result<i128, CliError> {
+    match now {
+        Some(s) => s
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .map(|t| t.as_nanosecond())
+            .map_err(|e| CliError::bad_input(format!("--now {s:?}: not an RFC 3339 time: {e}"))),
+        None => Ok(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
+    }
+}
+
+/// Gates from `--kubernetes-version` defaults plus `--feature-gates` overrides.
+pub fn gates_from_flags(
+    version: Option<&str>,
+    overrides: Option<&str>,
+) -> Result<FeatureGates, CliError> {
+    let version: Option<KubeVersion> = version
+        .map(|v| v.parse().map_err(CliError::bad_input))
+        .transpose()?;
+    let base = version.map(FeatureGates::defaults_for).unwrap_or_default();
+    match overrides {
+        Some(spec) => base
+            .apply_overrides(spec, version)
+            .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}"))),
+        None => Ok(base),
+    }
+}
 
 /// Runs `plan`.
-pub fn run(_args: PlanArgs) -> Result<(), CliError> {
-    Err(CliError::failure("plan is not built yet"))
+pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    let bundled = args.policy.is_none() && args.snapshot.is_none();
+    let (policy_objs, snapshot_objs) = if bundled {
+        (
+            parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
+            parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1).map_err(CliError::bad_input)?,
+        )
+    } else {
+        let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
+            return Err(CliError::bad_input(
+                "--policy and --snapshot go together (give neither to run the bundled example)",
+            ));
+        };
+        let (name, text) = read_source(policy).map_err(CliError::bad_input)?;
+        (
+            parse_objects(&name, &text).map_err(CliError::bad_input)?,
+            read_snapshot(snapshot)?,
+        )
+    };
+    let policies = policies(&policy_objs)?;
+    let snapshot = Snapshot::from_objects(&snapshot_objs).map_err(CliError::bad_input)?;
+    let opts = PlanOptions {
+        gates: gates_from_flags(
+            args.kubernetes_version.as_deref(),
+            args.feature_gates.as_deref(),
+        )?,
+        now: Some(parse_now(args.now.as_deref())?),
+        scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
+        assume_patches_applied: true,
+    };
+    let mut plans = Vec::new();
+    for policy in &policies {
+        let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
+            super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy)?
+        } else if let Some(path) = &args.samples {
+            let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+            super::samples_input::load(&name, &text, policy)?
+        } else if let Some(url) = &args.prometheus {
+            super::samples_input::query(url, policy)?
+        } else {
+            SignalSamples::default()
+        };
+        plans.push(plan::plan(
+            policy,
+            &snapshot,
+            &samples,
+            &Default::default(),
+            &opts,
+        ));
+    }
+    let text = match args.output {
+        PlanFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&plans)
+                .map_err(|e| CliError::failure(format!("encoding JSON: {e}")))?;
+            s.push('\n');
+            s
+        }
+        PlanFormat::Table => plans
+            .iter()
+            .zip(&policies)
+            .map(|(p, pol)| render_table(p, pol, &opts))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    for w in plans.iter().flat_map(|p| &p.warnings) {
+        tracing::warn!("{w}");
+    }
+    for (kind, n) in &snapshot.ignored {
+        tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
+    }
+    print_out(&text)
+}
+
+fn pad(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
+            .collect();
+        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// The human view of one policy's plan.
+pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> String {
+    let mut out = String::new();
+    let kinds: Vec<&str> = policy.signals.iter().map(|(s, _)| s.kind()).collect();
+    let _ = writeln!(
+        out,
+        "Policy {}  (signals: {}; combine: {:?})",
+        p.policy,
+        kinds.join(", "),
+        policy.combine
+    );
+    let mut header = vec!["POD".to_string(), "NODE".to_string()];
+    header.extend(kinds.iter().map(|k| k.to_uppercase()));
+    header.extend(["COST NOW", "WANTED", "PATCH"].map(String::from));
+    let mut rows = vec![header];
+    for pod in &p.pods {
+        let mut r = vec![
+            pod.name.clone(),
+            if pod.node.is_empty() {
+                "-".into()
+            } else {
+                pod.node.clone()
+            },
+        ];
+        r.extend(pod.signals.iter().map(|s| match s.value {
+            Some(v) => format!("{} [{v}]", s.detail),
+            None => format!("{} [-]", s.detail),
+        }));
+        r.push(match (&pod.current_raw, &pod.owner) {
+            (None, _) => "-".into(),
+            (Some(raw), CostOwner::Foreign(_)) => format!("{raw} (foreign)"),
+            (Some(raw), _) => raw.clone(),
+        });
+        r.push(
+            pod.desired
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "-".into()),
+        );
+        r.push(match &pod.action {
+            Action::Unchanged => "unchanged".into(),
+            Action::Patch(c) => format!("set {c}"),
+            Action::KeepForeign => "keep (not ours)".into(),
+            Action::KeepLastValue(why) => format!("keep ({why})"),
+        });
+        rows.push(r);
+    }
+    out.push_str(&pad(&rows));
+    let _ = writeln!(
+        out,
+        "  {} pods selected, {} patches{}",
+        p.pods.len(),
+        p.patches.len(),
+        if p.inactive.is_empty() {
+            String::new()
+        } else {
+            format!(", {} inactive left out", p.inactive.len())
+        }
+    );
+    for rs in &p.replica_sets {
+        let owner = rs
+            .deployment
+            .as_ref()
+            .map(|d| format!(" (Deployment {d})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\n  ReplicaSet {}{owner}: deletion order after patches",
+            rs.name
+        );
+        let mut rows = vec![vec![
+            "#".to_string(),
+            "POD".into(),
+            "COST".into(),
+            "".into(),
+        ]];
+        for (i, name) in rs.predicted.iter().enumerate() {
+            let victim = if rs.victims.contains(name) {
+                "<- deleted"
+            } else {
+                ""
+            };
+            rows.push(vec![
+                (i + 1).to_string(),
+                name.clone(),
+                rs.live_costs[i].to_string(),
+                victim.to_string(),
+            ]);
+        }
+        out.push_str(&pad(&rows));
+        if let Some(n) = opts.scale_down_by {
+            let _ = writeln!(
+                out,
+                "  scale down by {n}: deletes {}{}",
+                if rs.victims.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    rs.victims.join(", ")
+                },
+                if rs.tie_at_cut {
+                    " (tie at the cut: upstream picks among equals by informer order)"
+                } else {
+                    ""
+                }
+            );
+        }
+        match rs.verdict {
+            Verdict::AsIntended => {
+                let _ = writeln!(out, "  order as intended: yes");
+            }
+            Verdict::Ambiguous => {
+                let _ = writeln!(
+                    out,
+                    "  order as intended: ambiguous among {} (upstream's order depends on informer order)",
+                    rs.ambiguous.join(", ")
+                );
+            }
+            Verdict::NotAsIntended => {
+                let _ = writeln!(out, "  order as intended: NO");
+                for m in &rs.mismatches {
+                    let _ = writeln!(
+                        out,
+                        "    {} goes before {}: {}",
+                        m.pod,
+                        m.before,
+                        m.reason.describe()
+                    );
+                }
+            }
+        }
+    }
+    out
 }

@@ -2,6 +2,9 @@
 //! Prometheus, node consolidation and zone balance. The functions here are
 //! pure; fetching lives in `prometheus` and reading saved samples in `samples`.
 
+pub mod billing;
+pub mod utilization;
+
 use std::collections::BTreeMap;
 
 /// One pod's utilisation sample after validation.

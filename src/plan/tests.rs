@@ -1,0 +1,671 @@
+//! Planner tests: pure, over hand-built snapshots.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector as K8sSelector, ObjectMeta, OwnerReference, Time,
+};
+use k8s_openapi::jiff::Timestamp;
+use proptest::prelude::*;
+
+use super::*;
+use crate::policy::DeletionCostPolicySpec;
+use crate::signals::{Sample, UtilizationSamples};
+
+const NOW: &str = "2026-11-22T03:00:00Z";
+
+fn ts(s: &str) -> Time {
+    Time(s.parse::<Timestamp>().unwrap())
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn owner(kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        controller: Some(true),
+        ..Default::default()
+    }
+}
+
+fn node(name: &str, extra: &[(&str, &str)]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(labels(extra)),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn rs(name: &str, deployment: Option<&str>, hash: &str) -> ReplicaSet {
+    ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("shop".into()),
+            uid: Some(format!("uid-{name}")),
+            owner_references: deployment.map(|d| vec![owner("Deployment", d)]),
+            ..Default::default()
+        },
+        spec: ReplicaSetSpec {
+            selector: K8sSelector {
+                match_labels: Some(labels(&[("app", "web"), ("hash", hash)])),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+struct P<'a> {
+    name: &'a str,
+    node: &'a str,
+    rs: &'a str,
+    ready: bool,
+    created: &'a str,
+    annotations: &'a [(&'a str, &'a str)],
+}
+
+fn pod(p: P) -> Pod {
+    let hash = p.rs.rsplit('-').next().unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(p.name.into()),
+            namespace: Some("shop".into()),
+            uid: Some(format!("uid-{}", p.name)),
+            labels: Some(labels(&[("app", "web"), ("hash", hash)])),
+            annotations: (!p.annotations.is_empty()).then(|| labels(p.annotations)),
+            owner_references: Some(vec![owner("ReplicaSet", p.rs)]),
+            creation_timestamp: Some(ts(p.created)),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: (!p.node.is_empty()).then(|| p.node.to_string()),
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: if p.ready { "True" } else { "False" }.into(),
+                last_transition_time: Some(ts(p.created)),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+fn simple(name: &str, node: &str) -> Pod {
+    pod(P {
+        name,
+        node,
+        rs: "web-abc",
+        ready: true,
+        created: "2026-11-20T00:00:00Z",
+        annotations: &[],
+    })
+}
+
+fn policy(yaml: &str) -> ResolvedPolicy {
+    let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
+    ResolvedPolicy::resolve("web", "shop", &spec).unwrap()
+}
+
+fn spot_first() -> ResolvedPolicy {
+    policy(
+        "selector: {matchLabels: {app: web}}\n\
+         signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
+    )
+}
+
+fn opts() -> PlanOptions {
+    PlanOptions {
+        gates: FeatureGates::default(),
+        now: Some(NOW.parse::<Timestamp>().unwrap().as_nanosecond()),
+        scale_down_by: Some(1),
+        assume_patches_applied: true,
+    }
+}
+
+fn cluster(pods: Vec<Pod>) -> Snapshot {
+    Snapshot {
+        pods,
+        nodes: vec![
+            node(
+                "spot-1",
+                &[
+                    ("karpenter.sh/capacity-type", "spot"),
+                    ("topology.kubernetes.io/zone", "a"),
+                ],
+            ),
+            node(
+                "spot-2",
+                &[
+                    ("karpenter.sh/capacity-type", "spot"),
+                    ("topology.kubernetes.io/zone", "b"),
+                ],
+            ),
+            node(
+                "od-1",
+                &[
+                    ("karpenter.sh/capacity-type", "on-demand"),
+                    ("topology.kubernetes.io/zone", "a"),
+                ],
+            ),
+            node(
+                "od-2",
+                &[
+                    ("karpenter.sh/capacity-type", "on-demand"),
+                    ("topology.kubernetes.io/zone", "b"),
+                ],
+            ),
+        ],
+        replica_sets: vec![
+            rs("web-abc", Some("web"), "abc"),
+            rs("web-old", Some("web"), "old"),
+        ],
+        deployments: vec![],
+        ignored: vec![],
+    }
+}
+
+/// Applies a plan's patches to the snapshot as the API server would.
+fn apply(snapshot: &mut Snapshot, plan: &Plan, policy: &str) {
+    for patch in &plan.patches {
+        let p = snapshot
+            .pods
+            .iter_mut()
+            .find(|p| p.metadata.name.as_deref() == Some(patch.pod.as_str()))
+            .unwrap();
+        let a = p.metadata.annotations.get_or_insert_with(Default::default);
+        a.insert(POD_DELETION_COST.into(), patch.cost.to_string());
+        a.insert(POLICY_ANNOTATION.into(), policy.into());
+    }
+}
+
+fn cost_of(plan: &Plan, pod: &str) -> Option<i32> {
+    plan.pods
+        .iter()
+        .find(|p| p.name == pod)
+        .and_then(|p| p.desired)
+}
+
+#[test]
+fn spot_first_costs_and_order() {
+    let snap = cluster(vec![
+        simple("a", "od-1"),
+        simple("b", "spot-1"),
+        simple("c", "od-2"),
+    ]);
+    let plan = plan(
+        &spot_first(),
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(cost_of(&plan, "a"), Some(100));
+    assert_eq!(cost_of(&plan, "b"), Some(0));
+    assert_eq!(plan.patches.len(), 3);
+    let rs = &plan.replica_sets[0];
+    assert_eq!(rs.victims, vec!["b".to_string()]);
+    assert_eq!(rs.verdict, Verdict::AsIntended);
+    assert_eq!(rs.deployment.as_deref(), Some("web"));
+}
+
+#[test]
+fn second_plan_after_patches_sends_nothing() {
+    let mut snap = cluster(vec![simple("a", "od-1"), simple("b", "spot-1")]);
+    let p = spot_first();
+    let first = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    apply(&mut snap, &first, "web");
+    let second = plan(&p, &snap, &Default::default(), &first.values, &opts());
+    assert!(second.patches.is_empty(), "{:?}", second.patches);
+    assert!(second.pods.iter().all(|p| p.action == Action::Unchanged));
+}
+
+#[test]
+fn relabelled_node_recosts_only_its_pods() {
+    let mut snap = cluster(vec![
+        simple("a", "od-1"),
+        simple("b", "spot-1"),
+        simple("c", "od-2"),
+    ]);
+    let p = spot_first();
+    let first = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    apply(&mut snap, &first, "web");
+    snap.nodes[0] = node("spot-1", &[("karpenter.sh/capacity-type", "on-demand")]);
+    let second = plan(&p, &snap, &Default::default(), &first.values, &opts());
+    assert_eq!(second.patches.len(), 1);
+    assert_eq!(second.patches[0].pod, "b");
+    assert_eq!(second.patches[0].cost, 100);
+}
+
+#[test]
+fn never_patches_outside_the_selector() {
+    let mut other = simple("other", "spot-1");
+    other.metadata.labels = Some(labels(&[("app", "db")]));
+    let mut elsewhere = simple("elsewhere", "spot-1");
+    elsewhere.metadata.namespace = Some("other".into());
+    let snap = cluster(vec![simple("a", "od-1"), other, elsewhere]);
+    let plan = plan(
+        &spot_first(),
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &opts(),
+    );
+    let names: Vec<&str> = plan.patches.iter().map(|p| p.pod.as_str()).collect();
+    assert_eq!(names, ["a"]);
+}
+
+#[test]
+fn foreign_costs_are_left_alone_unless_told() {
+    let mut snap = cluster(vec![pod(P {
+        name: "pinned",
+        node: "spot-1",
+        rs: "web-abc",
+        ready: true,
+        created: "2026-11-20T00:00:00Z",
+        annotations: &[(POD_DELETION_COST, "9000")],
+    })]);
+    let p = spot_first();
+    let kept = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    assert!(kept.patches.is_empty());
+    assert_eq!(kept.pods[0].action, Action::KeepForeign);
+    assert_eq!(kept.pods[0].owner, CostOwner::Foreign(None));
+    let mut overwrite = p.clone();
+    overwrite.respect_foreign_costs = false;
+    let taken = plan(
+        &overwrite,
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(taken.patches.len(), 1);
+    // another policy's value is foreign too
+    snap.pods[0]
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(POLICY_ANNOTATION.into(), "someone-else".into());
+    let kept = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    assert_eq!(
+        kept.pods[0].owner,
+        CostOwner::Foreign(Some("someone-else".into()))
+    );
+    assert!(kept.patches.is_empty());
+}
+
+#[test]
+fn budgets_put_the_newest_pods_over_budget_first() {
+    let mk = |name, created| {
+        pod(P {
+            name,
+            node: "spot-1",
+            rs: "web-abc",
+            ready: true,
+            created,
+            annotations: &[],
+        })
+    };
+    let snap = cluster(vec![
+        mk("old", "2026-11-01T00:00:00Z"),
+        mk("mid", "2026-11-10T00:00:00Z"),
+        mk("new", "2026-11-20T00:00:00Z"),
+        simple("od", "od-1"),
+    ]);
+    let p = policy(
+        "selector: {matchLabels: {app: web}}\n\
+         signals:\n- billingClass: {costs: {spot: 10, on-demand: 0}, budgets: {spot: 1}}\n",
+    );
+    let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    assert_eq!(cost_of(&plan, "new"), Some(0));
+    assert_eq!(cost_of(&plan, "mid"), Some(0));
+    assert_eq!(cost_of(&plan, "od"), Some(1));
+    assert_eq!(cost_of(&plan, "old"), Some(11));
+}
+
+fn util_policy(on_missing: &str) -> ResolvedPolicy {
+    policy(&format!(
+        "selector: {{matchLabels: {{app: web}}}}\n\
+         onSignalMissing: {on_missing}\n\
+         signals:\n- utilization: {{prometheus: {{query: 'up'}}, range: {{min: 0, max: 1}}, buckets: 10, default: 0.55}}\n"
+    ))
+}
+
+fn samples(values: &[(&str, f64)]) -> SignalSamples {
+    let mut s = SignalSamples::default();
+    s.utilization.insert(
+        0,
+        UtilizationSamples::from_series(
+            values.iter().map(|(p, v)| (p.to_string(), *v, None)),
+            None,
+            None,
+        ),
+    );
+    s
+}
+
+#[test]
+fn in_bucket_drift_causes_no_patch() {
+    let mut snap = cluster(vec![simple("a", "od-1"), simple("b", "od-2")]);
+    let p = util_policy("keepLastValue");
+    let first = plan(
+        &p,
+        &snap,
+        &samples(&[("a", 0.31), ("b", 0.79)]),
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(cost_of(&first, "a"), Some(3));
+    assert_eq!(cost_of(&first, "b"), Some(7));
+    apply(&mut snap, &first, "web");
+    // drift within the bucket, and just over an edge (held by hysteresis)
+    let second = plan(
+        &p,
+        &snap,
+        &samples(&[("a", 0.38), ("b", 0.81)]),
+        &first.values,
+        &opts(),
+    );
+    assert!(second.patches.is_empty(), "{:?}", second.patches);
+    let third = plan(
+        &p,
+        &snap,
+        &samples(&[("a", 0.38), ("b", 0.95)]),
+        &second.values,
+        &opts(),
+    );
+    assert_eq!(third.patches.len(), 1);
+    assert_eq!(third.patches[0].cost, 9);
+}
+
+#[test]
+fn missing_signal_behaviours() {
+    let snap = cluster(vec![simple("a", "od-1"), simple("b", "od-2")]);
+    let s = {
+        let mut s = samples(&[("a", 0.5)]);
+        s.utilization.get_mut(&0).unwrap().by_pod.insert(
+            "b".into(),
+            Sample::Unusable(crate::signals::SampleProblem::NaN),
+        );
+        s
+    };
+    let keep = plan(
+        &util_policy("keepLastValue"),
+        &snap,
+        &s,
+        &Default::default(),
+        &opts(),
+    );
+    assert!(matches!(keep.pods[1].action, Action::KeepLastValue(ref why) if why.contains("NaN")));
+    assert_eq!(keep.patches.len(), 1);
+    let skip = plan(
+        &util_policy("skip"),
+        &snap,
+        &s,
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(cost_of(&skip, "b"), Some(0));
+    let default = plan(
+        &util_policy("useDefault"),
+        &snap,
+        &s,
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(cost_of(&default, "b"), Some(5));
+}
+
+#[test]
+fn zone_balance_is_round_robin_from_the_fullest_zone() {
+    let snap = cluster(vec![
+        simple("a1", "spot-1"),
+        simple("a2", "od-1"),
+        simple("a3", "od-1"),
+        simple("b1", "spot-2"),
+    ]);
+    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- zoneBalance: {}\n");
+    let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    assert_eq!(cost_of(&plan, "a1"), Some(0));
+    assert_eq!(cost_of(&plan, "a2"), Some(1));
+    assert_eq!(cost_of(&plan, "a3"), Some(2));
+    assert_eq!(cost_of(&plan, "b1"), Some(2));
+}
+
+#[test]
+fn consolidation_prefers_emptier_nodes() {
+    let mut db = simple("db", "od-1");
+    db.metadata.labels = Some(labels(&[("app", "db")]));
+    db.metadata.owner_references = Some(vec![owner("ReplicaSet", "db-xyz")]);
+    let snap = cluster(vec![
+        simple("a", "od-1"),
+        simple("b", "od-1"),
+        simple("c", "spot-1"),
+        db,
+    ]);
+    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
+    let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    assert_eq!(cost_of(&plan, "c"), Some(1));
+    assert_eq!(cost_of(&plan, "a"), Some(3));
+    assert_eq!(plan.replica_sets[0].victims, vec!["c".to_string()]);
+}
+
+#[test]
+fn target_ref_deployment_follows_ownership() {
+    let mut stray = simple("stray", "spot-1");
+    stray.metadata.owner_references = Some(vec![owner("ReplicaSet", "other-rs")]);
+    let snap = cluster(vec![simple("a", "od-1"), stray]);
+    let p = policy(
+        "targetRef: {kind: Deployment, name: web}\n\
+         signals:\n- billingClass: {costs: {spot: 0}, default: 5}\n",
+    );
+    let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    let names: Vec<&str> = plan.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["a"]);
+}
+
+#[test]
+fn not_ready_pods_and_pending_patches_explain_mismatches() {
+    let mut snap = cluster(vec![
+        pod(P {
+            name: "unready-od",
+            node: "od-1",
+            rs: "web-abc",
+            ready: false,
+            created: "2026-11-20T00:00:00Z",
+            annotations: &[],
+        }),
+        simple("spot", "spot-1"),
+    ]);
+    let p = spot_first();
+    let planned = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    let rs = &planned.replica_sets[0];
+    assert_eq!(rs.verdict, Verdict::NotAsIntended);
+    assert_eq!(rs.mismatches[0].pod, "unready-od");
+    assert_eq!(rs.mismatches[0].reason, MismatchReason::NotReady);
+
+    // live view before patches land: costs are all 0, so colocation/time decide
+    snap.pods[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "True".into();
+    snap.pods[1].metadata.creation_timestamp = Some(ts("2026-11-01T00:00:00Z"));
+    snap.pods[1]
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .last_transition_time = Some(ts("2026-11-01T00:00:00Z"));
+    let live = PlanOptions {
+        assume_patches_applied: false,
+        ..opts()
+    };
+    let planned = plan(&p, &snap, &Default::default(), &Default::default(), &live);
+    let rs = &planned.replica_sets[0];
+    assert_eq!(rs.mismatches.len(), 1);
+    assert_eq!(rs.mismatches[0].reason, MismatchReason::PendingPatch);
+
+    let gate_off = PlanOptions {
+        gates: FeatureGates {
+            pod_deletion_cost: false,
+            ..FeatureGates::default()
+        },
+        ..opts()
+    };
+    let planned = plan(
+        &p,
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &gate_off,
+    );
+    assert_eq!(
+        planned.replica_sets[0].mismatches[0].reason,
+        MismatchReason::FeatureGateOff
+    );
+}
+
+#[test]
+fn colocation_rank_counts_pods_of_sibling_replica_sets() {
+    // "a" shares od-1 with an old-ReplicaSet pod, so upstream ranks it higher
+    let old = pod(P {
+        name: "old-1",
+        node: "od-1",
+        rs: "web-old",
+        ready: true,
+        created: "2026-11-20T00:00:00Z",
+        annotations: &[],
+    });
+    let snap = cluster(vec![simple("a", "od-1"), simple("b", "od-2"), old]);
+    let p = policy("selector: {matchLabels: {app: web, hash: abc}}\nsignals:\n- billingClass: {costs: {}, default: 7}\n");
+    let planned = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+    let rs = planned
+        .replica_sets
+        .iter()
+        .find(|r| r.name == "web-abc")
+        .unwrap();
+    assert_eq!(rs.related_pods, 3);
+    assert_eq!(rs.predicted[0], "a");
+}
+
+#[test]
+fn bad_policies_are_rejected_with_the_field() {
+    let bad = |yaml: &str| {
+        let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
+        ResolvedPolicy::resolve("p", "ns", &spec)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(bad("selector: {}\nsignals: [{zoneBalance: {}}]").contains("spec.selector"));
+    assert!(
+        bad("signals: [{zoneBalance: {}}]").contains("exactly one of `selector` and `targetRef`")
+    );
+    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{}]").contains("spec.signals[0]"));
+    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 0}}]")
+        .contains("spec.signals[0].utilization.buckets"));
+    assert!(bad("selector: {matchLabels: {a: b}}\ncombine: sum\nsignals: [{billingClass: {costs: {spot: 2000000000}, weight: 2}}]")
+        .contains("int32"));
+    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 100000}}, {utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 100000}}]")
+        .contains("int32"));
+}
+
+fn arb_cluster() -> impl Strategy<Value = (Snapshot, Vec<(String, f64)>)> {
+    let nodes = ["spot-1", "spot-2", "od-1", "od-2", ""];
+    prop::collection::vec(
+        (
+            prop::sample::select(nodes.to_vec()),
+            any::<bool>(),
+            prop::sample::select(vec!["", "5", "-3", "abc", "2147483647"]),
+            any::<bool>(),
+            0.0f64..2.0,
+        ),
+        1..25,
+    )
+    .prop_map(|spec| {
+        let mut pods = Vec::new();
+        let mut util = Vec::new();
+        for (i, (node, ready, cost, ours, u)) in spec.into_iter().enumerate() {
+            let name = format!("p{i}");
+            let mut ann: Vec<(&str, &str)> = Vec::new();
+            if !cost.is_empty() {
+                ann.push((POD_DELETION_COST, cost));
+                if ours {
+                    ann.push((POLICY_ANNOTATION, "web"));
+                }
+            }
+            pods.push(pod(P {
+                name: &name,
+                node,
+                rs: "web-abc",
+                ready,
+                created: "2026-11-20T00:00:00Z",
+                annotations: &ann,
+            }));
+            util.push((name, u));
+        }
+        (cluster(pods), util)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn planner_invariants((snap, util) in arb_cluster(), sum in any::<bool>(), respect in any::<bool>()) {
+        let combine = if sum { "sum" } else { "lexicographic" };
+        let mut p = policy(&format!(
+            "selector: {{matchLabels: {{app: web}}}}\ncombine: {combine}\n\
+             signals:\n- billingClass: {{costs: {{spot: -1000000, on-demand: 1000000}}, default: 0, weight: 1}}\n\
+             - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 2}}, buckets: 1}}\n"
+        ));
+        p.respect_foreign_costs = respect;
+        let s = {
+            let mut s = SignalSamples::default();
+            s.utilization.insert(1, UtilizationSamples::from_series(util.iter().map(|(n, v)| (n.clone(), *v, None)), None, None));
+            s
+        };
+        let mut snap = snap;
+        let first = plan(&p, &snap, &s, &Default::default(), &opts());
+        for patch in &first.patches {
+            let pod = first.pods.iter().find(|x| x.name == patch.pod).unwrap();
+            // never a cost someone else wrote while respecting foreign costs
+            prop_assert!(!(respect && matches!(pod.owner, CostOwner::Foreign(_))));
+            prop_assert_eq!(pod.desired, Some(patch.cost));
+        }
+        // every active selected pod is planned exactly once
+        prop_assert_eq!(first.pods.len(), snap.pods.len());
+        apply(&mut snap, &first, "web");
+        let second = plan(&p, &snap, &s, &first.values, &opts());
+        prop_assert!(second.patches.is_empty(), "idempotence: {:?}", second.patches);
+        for rs in &second.replica_sets {
+            prop_assert_eq!(rs.predicted.len(), rs.live_costs.len());
+            if rs.verdict == Verdict::AsIntended {
+                prop_assert!(rs.intended_costs.windows(2).all(|w| w[0] <= w[1]));
+            }
+        }
+    }
+}
