@@ -12,5 +12,10 @@ pub struct CrdError(String);
 /// The `DeletionCostPolicy` CRD as one YAML document (what `deletion-cost crd`
 /// prints and `deploy/crd.yaml` holds).
 pub fn crd_yaml() -> Result<String, CrdError> {
-    serde_saphyr::to_string(&DeletionCostPolicy::crd()).map_err(|e| CrdError(e.to_string()))
+    let body =
+        serde_saphyr::to_string(&DeletionCostPolicy::crd()).map_err(|e| CrdError(e.to_string()))?;
+    Ok(format!("{CRD_HEADER}{body}"))
 }
+
+/// First lines of the rendered CRD: where it comes from.
+pub const CRD_HEADER: &str = "# Generated from src/policy/types.rs by `deletion-cost crd`; do not edit.\n# Regenerate: cargo run -- crd > deploy/crd.yaml\n";

@@ -42,9 +42,6 @@ pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
 pub const DEFAULT_PRESET: BillingPreset = BillingPreset::Auto;
 /// Placeholders a PromQL query may use.
 pub const QUERY_PLACEHOLDERS: [&str; 2] = ["namespace", "selector"];
-/// Classes the presets normalise to; costs and budgets under a preset may
-/// only name these.
-pub const PRESET_CLASSES: [&str; 2] = ["spot", "on-demand"];
 
 /// One problem with a policy, at one field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -676,12 +673,14 @@ fn billing_class(
                     "class names must not be empty",
                 ));
             } else if matches!(source, BillingSource::Preset(_))
-                && !PRESET_CLASSES.contains(&key.as_str())
+                && *key != key.trim().to_ascii_lowercase()
             {
+                // presets lower-case what they read (SPOT -> spot)
                 errors.push(ValidationError::new(
                     format!("{at}.{field}.{key}"),
                     format!(
-                        "presets only produce the classes spot and on-demand, so {key:?} never matches; use nodeLabel to read classes as written"
+                        "presets produce lower-case classes (spot, on-demand, reserved), so {key:?} never matches; write {:?}, or use nodeLabel to read classes as written",
+                        key.trim().to_ascii_lowercase()
                     ),
                 ));
             }

@@ -194,13 +194,17 @@ fn preset_costs_must_name_normalised_classes() {
     assert_one_error(
         "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {preset: eks, costs: {SPOT: 1, on-demand: 2}}}]",
         "spec.signals[0].billingClass.costs.SPOT",
-        "spot and on-demand",
+        "write \"spot\"",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {costs: {spot: 1}, budgets: {regular: 3}}}]",
-        "spec.signals[0].billingClass.budgets.regular",
+        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {costs: {spot: 1}, budgets: {On-Demand: 3}}}]",
+        "spec.signals[0].billingClass.budgets.On-Demand",
         "never matches",
     );
+    assert!(validate(&spec(
+        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {preset: karpenter, costs: {spot: 0, on-demand: 1, reserved: 2}}}]"
+    ))
+    .is_ok());
     // a custom label takes classes as written
     assert!(validate(&spec(
         "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {nodeLabel: pool, costs: {SPOT: 1}}}]"
