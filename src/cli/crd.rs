@@ -1,12 +1,14 @@
 //! `deletion-cost crd`.
 
 use super::CliError;
+use crate::policy::crd_yaml;
 
 /// Flags of `crd`.
 #[derive(Debug, clap::Args)]
 pub struct CrdArgs {}
 
-/// Runs `crd`.
+/// Runs `crd`: prints the CustomResourceDefinition generated from the Rust types.
 pub fn run(_args: CrdArgs) -> Result<(), CliError> {
-    Err(CliError::failure("crd is not built yet"))
+    let yaml = crd_yaml().map_err(CliError::failure)?;
+    super::print_out(&yaml)
 }

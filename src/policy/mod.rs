@@ -1,6 +1,14 @@
 //! The `DeletionCostPolicy` CRD: types, defaults and validation.
 
+pub mod crd;
+pub mod file;
 pub mod selector;
 pub mod types;
+pub mod validate;
 
+pub use crd::crd_yaml;
+pub use file::{parse_policies, read_policies, PolicyFileError, PolicyObject};
 pub use types::*;
+pub use validate::{
+    parse_duration, validate, ValidatedPolicy, ValidatedSignal, ValidationError, ValidationErrors,
+};

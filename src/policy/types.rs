@@ -2,13 +2,22 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// What the schema accepts as a duration: whole numbers with `ms`, `s`, `m`
+/// or `h`, e.g. `30s`, `5m`, `1h30m` (see [`crate::policy::validate::parse_duration`]).
+pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
+
+/// Most signals a policy may list. Bounds the CEL cost estimate of the
+/// per-signal rules at admission; real policies use two or three.
+pub const MAX_SIGNALS: usize = 16;
+
 /// Which pods a policy manages and how their deletion cost is computed.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
+    doc = "A DeletionCostPolicy sets controller.kubernetes.io/pod-deletion-cost on the pods it selects, from node billing class, utilisation, node consolidation and zone balance.",
     group = "deletioncost.dev",
     version = "v1alpha1",
     kind = "DeletionCostPolicy",
@@ -21,22 +30,26 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Order","type":"string","jsonPath":".status.conditions[?(@.type==\"OrderAsIntended\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[x_kube(validation = Rule::new("has(self.selector) != has(self.targetRef)").message("exactly one of selector and targetRef must be set"))]
 #[serde(rename_all = "camelCase")]
 pub struct DeletionCostPolicySpec {
     /// Pods in the policy's namespace with these labels. Exactly one of
     /// `selector` and `targetRef` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)").message("selector must not be empty (it would select every pod in the namespace)"))]
     pub selector: Option<LabelSelector>,
     /// A Deployment or ReplicaSet in the policy's namespace whose pods are managed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<TargetRef>,
     /// Signals, most important first (for `lexicographic`).
+    #[schemars(length(min = 1, max = MAX_SIGNALS))]
     pub signals: Vec<Signal>,
     /// How signal values combine into one cost.
     #[serde(default)]
     pub combine: Combine,
     /// How often signals are re-read, as a duration (`30s`, `5m`, `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub refresh_interval: Option<String>,
     /// This policy's share of the operator-wide write limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +85,7 @@ pub struct LabelSelectorRequirement {
     /// Label key.
     pub key: String,
     /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    #[schemars(extend("enum" = ["In", "NotIn", "Exists", "DoesNotExist"]))]
     pub operator: String,
     /// Values for `In`/`NotIn`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -85,6 +99,7 @@ pub struct TargetRef {
     /// `Deployment` or `ReplicaSet`.
     pub kind: TargetKind,
     /// Its name.
+    #[schemars(length(min = 1))]
     pub name: String,
 }
 
@@ -98,7 +113,8 @@ pub enum TargetKind {
 }
 
 /// One signal. Exactly one field is set.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("(has(self.billingClass) ? 1 : 0) + (has(self.utilization) ? 1 : 0) + (has(self.nodeConsolidation) ? 1 : 0) + (has(self.zoneBalance) ? 1 : 0) == 1").message("each signal sets exactly one of billingClass, utilization, nodeConsolidation, zoneBalance"))]
 #[serde(rename_all = "camelCase")]
 pub struct Signal {
     /// Cost by the node's billing class (spot, on-demand, pay-as-you-go...).
@@ -134,12 +150,14 @@ pub enum BillingPreset {
 }
 
 /// Billing-class signal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("!(has(self.nodeLabel) && has(self.preset))").message("set nodeLabel or preset, not both"))]
 #[serde(rename_all = "camelCase")]
 pub struct BillingClassSignal {
     /// A custom node label whose value is the class, used as written.
     /// When unset, `preset` decides (default `auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub node_label: Option<String>,
     /// Which well-known labels to read when `nodeLabel` is unset. Presets
     /// normalise classes to `spot` and `on-demand`.
@@ -164,17 +182,21 @@ pub struct BillingClassSignal {
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusQuery {
     /// PromQL; `$namespace` and `$selector` are replaced before it is sent.
+    #[schemars(length(min = 1))]
     pub query: String,
     /// Result label that holds the pod name (default `pod`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub pod_label: Option<String>,
     /// Samples older than this are treated as missing (default `10m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub max_age: Option<String>,
 }
 
 /// The value range a utilisation maps onto buckets.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.max > self.min").message("range.max must be greater than range.min"))]
 pub struct ValueRange {
     /// Values at or below go to bucket 0.
     pub min: f64,
@@ -183,7 +205,7 @@ pub struct ValueRange {
 }
 
 /// Utilisation signal.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UtilizationSignal {
     /// One query per refresh for all the policy's pods.
@@ -192,10 +214,13 @@ pub struct UtilizationSignal {
     pub range: ValueRange,
     /// Number of buckets (default 10); small drifts inside a bucket change nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub buckets: Option<u32>,
     /// A value must move this fraction of a bucket past a boundary before the
     /// bucket changes (default 0.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[x_kube(validation = Rule::new("self >= 0.0 && self < 1.0").message("hysteresis must be at least 0 and below 1"))]
     pub hysteresis: Option<f64>,
     /// Value used under `onSignalMissing: useDefault`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -211,6 +236,7 @@ pub struct UtilizationSignal {
 pub struct NodeConsolidationSignal {
     /// Counts above this are treated as this (default 110, kubelet's max pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_pods: Option<u32>,
     /// Multiplier under `combine: sum` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -223,9 +249,11 @@ pub struct NodeConsolidationSignal {
 pub struct ZoneBalanceSignal {
     /// Node label holding the zone (default `topology.kubernetes.io/zone`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub topology_key: Option<String>,
     /// Replica counts per zone above this are treated as this (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_per_zone: Option<u32>,
     /// Multiplier under `combine: sum` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,11 +272,13 @@ pub enum Combine {
 }
 
 /// Per-policy write limit.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, KubeSchema)]
 pub struct RateLimit {
     /// Sustained patches per second.
+    #[x_kube(validation = Rule::new("self > 0.0").message("rateLimit.qps must be greater than 0"))]
     pub qps: f64,
     /// Patches allowed at once.
+    #[schemars(range(min = 1))]
     pub burst: u32,
 }
 
