@@ -298,7 +298,7 @@ impl Patcher {
                 "patch queue full, submission refused"
             );
             return Err(SubmitError::QueueFull {
-                capacity: st.queue.room() + st.queue.depth().pods,
+                capacity: st.queue.capacity(),
                 needed,
                 pod,
             });
@@ -323,7 +323,7 @@ impl Patcher {
         }
         let depth = st.queue.depth();
         drop(st);
-        shared.stats.set_gauges_queue(depth.pods, depth.retrying);
+        shared.stats.set_queue_gauges(depth.pods, depth.retrying);
         shared.wake.notify_one();
         Ok(Batch { items })
     }
@@ -362,13 +362,6 @@ impl Patcher {
         report.ok().flatten().unwrap_or(DrainReport {
             abandoned: Vec::new(),
         })
-    }
-}
-
-impl PatcherStats {
-    fn set_gauges_queue(&self, depth: usize, retrying: usize) {
-        let in_flight = self.snapshot().in_flight as usize;
-        self.set_gauges(depth, retrying, in_flight);
     }
 }
 

@@ -189,6 +189,11 @@ impl Queue {
             .count()
     }
 
+    /// Most pods tracked at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Free room.
     pub fn room(&self) -> usize {
         self.capacity.saturating_sub(self.slots.len())

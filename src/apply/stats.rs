@@ -85,6 +85,11 @@ impl PatcherStats {
             .fetch_add(nanos, Ordering::Relaxed);
     }
 
+    pub(crate) fn set_queue_gauges(&self, depth: usize, retrying: usize) {
+        self.queue_depth.store(depth as u64, Ordering::Relaxed);
+        self.retrying.store(retrying as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_gauges(&self, depth: usize, retrying: usize, in_flight: usize) {
         self.queue_depth.store(depth as u64, Ordering::Relaxed);
         self.retrying.store(retrying as u64, Ordering::Relaxed);

@@ -274,3 +274,118 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod kube_tests {
+    use super::*;
+    use kube::client::Body;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: String,
+        uri: String,
+        content_type: String,
+        body: Value,
+    }
+
+    /// A kube client whose every request gets `status` and `reply`.
+    fn client(status: u16, reply: Value) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let service = tower::service_fn(move |req: http::Request<Body>| {
+            let log = Arc::clone(&log);
+            let reply = reply.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = body.collect_bytes().await?;
+                log.lock().unwrap().push(Seen {
+                    method: parts.method.to_string(),
+                    uri: parts.uri.to_string(),
+                    content_type: parts
+                        .headers
+                        .get(http::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned(),
+                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                });
+                let resp = http::Response::builder()
+                    .status(status)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap_or_default()))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(resp)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn failure(code: u16, reason: &str, message: &str, retry_after: u32) -> Value {
+        serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": message, "reason": reason, "code": code,
+            "details": {"retryAfterSeconds": retry_after},
+        })
+    }
+
+    #[tokio::test]
+    async fn sends_a_metadata_merge_patch_with_field_manager() {
+        let meta = serde_json::json!({
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"name": "web-1", "namespace": "shop"},
+        });
+        let (client, seen) = client(200, meta);
+        let writer = KubePodWriter::new(client);
+        let body = serde_json::json!({"metadata": {"annotations": {"a": "1"}}});
+        writer.patch("shop", "web-1", &body).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].method, "PATCH");
+        assert!(seen[0]
+            .uri
+            .starts_with("/api/v1/namespaces/shop/pods/web-1?"));
+        assert!(seen[0].uri.contains("fieldManager=deletion-cost-operator"));
+        assert_eq!(seen[0].content_type, "application/merge-patch+json");
+        assert_eq!(seen[0].body, body);
+    }
+
+    #[tokio::test]
+    async fn maps_api_failures_through_kube() {
+        let cases = [
+            (
+                404,
+                failure(404, "NotFound", "pods \"p\" not found", 0),
+                WriteError::Gone,
+            ),
+            (
+                429,
+                failure(429, "TooManyRequests", "slow down", 3),
+                WriteError::TooManyRequests {
+                    retry_after: Some(Duration::from_secs(3)),
+                },
+            ),
+            (
+                403,
+                failure(403, "Forbidden", "forbidden", 0),
+                WriteError::Rejected {
+                    code: 403,
+                    message: "forbidden".into(),
+                },
+            ),
+        ];
+        for (code, reply, want) in cases {
+            let (client, _) = client(code, reply);
+            let got = KubePodWriter::new(client)
+                .patch("shop", "p", &serde_json::json!({}))
+                .await
+                .unwrap_err();
+            assert_eq!(got, want, "status {code}");
+        }
+        let (client, _) = client(503, failure(503, "ServiceUnavailable", "down", 0));
+        let got = KubePodWriter::new(client)
+            .patch("shop", "p", &serde_json::json!({}))
+            .await
+            .unwrap_err();
+        assert!(got.is_retryable(), "{got:?}");
+    }
+}
