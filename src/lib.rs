@@ -4,6 +4,7 @@
 //! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
 //! talks to the API server and Prometheus.
 
+pub mod apply;
 pub mod cli;
 pub mod comparator;
 pub mod input;

@@ -1,0 +1,24 @@
+//! The write path: the only module that writes to the API server.
+//!
+//! The planner's decisions arrive as [`PatchRequest`]s. The [`Patcher`]
+//! coalesces them per pod, shares an operator-wide `governor` rate limit
+//! fairly across policies (each also under its own limit), sends
+//! metadata-only merge patches through a [`PodWriter`], and retries until a
+//! value lands or its pod is gone. `queue` and `backoff` are pure; the
+//! worker in `patcher` is the thin async shell around them.
+
+pub mod backoff;
+pub mod limits;
+pub mod patch;
+pub mod patcher;
+pub mod queue;
+pub mod stats;
+pub mod writer;
+
+pub use backoff::BackoffConfig;
+pub use limits::{LimitError, Rate};
+pub use patch::{patch_body, PatchRequest, PodKey, PolicyKey, OWNER_ANNOTATION};
+pub use patcher::{Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Priority, SubmitError};
+pub use queue::WriteOutcome;
+pub use stats::{PatcherStats, StatsSnapshot};
+pub use writer::{KubePodWriter, PodWriter, WriteError, FIELD_MANAGER};

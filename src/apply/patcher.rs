@@ -1,0 +1,602 @@
+//! The patcher: a handle callers submit to, and one worker task that sends
+//! writes under the rate limits and records their results in the queue.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch, Notify};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
+
+use super::backoff::{retry_delay, BackoffConfig, JitterRng};
+use super::limits::{Limiter, Rate};
+use super::patch::{PatchRequest, PodKey, PolicyKey};
+use super::queue::{Admit, Candidate, Finished, Job, Queue, Submitted, WriteOutcome};
+use super::stats::{Count, PatcherStats, StatsSnapshot};
+use super::writer::{PodWriter, WriteError};
+
+/// How the patcher runs.
+#[derive(Debug, Clone)]
+pub struct PatcherConfig {
+    /// Operator-wide write rate (`--qps`, `--burst`).
+    pub rate: Rate,
+    /// Most pods tracked at once; beyond it submissions are refused.
+    pub queue_capacity: usize,
+    /// Most writes awaiting an answer at once.
+    pub max_in_flight: usize,
+    /// Give up on one write attempt after this long (then retry).
+    pub write_timeout: Duration,
+    /// Retry timing.
+    pub backoff: BackoffConfig,
+    /// Seed for retry jitter (None: from the clock). Tests fix it.
+    pub jitter_seed: Option<u64>,
+}
+
+impl PatcherConfig {
+    /// Defaults around an operator-wide `rate`.
+    pub fn new(rate: Rate) -> Self {
+        PatcherConfig {
+            rate,
+            queue_capacity: 100_000,
+            max_in_flight: 16,
+            write_timeout: Duration::from_secs(10),
+            backoff: BackoffConfig::default(),
+            jitter_seed: None,
+        }
+    }
+}
+
+/// Whether a batch goes ahead of background work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Regular reconcile work: fair share per policy, under its own limit.
+    Background,
+    /// Pre-scale-down work: ahead of background work and not held by the
+    /// policy's own limit; still inside the operator-wide limit.
+    Urgent,
+}
+
+/// Why a submission was refused. Nothing of a refused submission is queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// Backpressure: the queue tracks `capacity` pods already.
+    #[error("patch queue full (capacity {capacity} pods): {needed} new pod(s) starting with {pod} do not fit; resubmit later")]
+    QueueFull {
+        /// The configured capacity.
+        capacity: usize,
+        /// How many untracked pods the submission carried.
+        needed: usize,
+        /// The first untracked pod refused.
+        pod: PodKey,
+    },
+    /// The patcher is draining or stopped.
+    #[error("patcher is shutting down: pod {pod} not queued")]
+    ShuttingDown {
+        /// The first pod refused.
+        pod: PodKey,
+    },
+}
+
+/// Waits for the outcomes of one submitted batch.
+#[derive(Debug)]
+pub struct Batch {
+    items: Vec<(PodKey, oneshot::Receiver<WriteOutcome>)>,
+}
+
+impl Batch {
+    /// Number of requests in the batch.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the batch was empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Wait until every request of the batch has an outcome. Wrap in
+    /// `tokio::time::timeout` to bound the wait.
+    pub async fn wait(self) -> BatchReport {
+        let mut outcomes = Vec::with_capacity(self.items.len());
+        for (pod, rx) in self.items {
+            // A dropped sender means the worker stopped without answering.
+            let outcome = rx.await.unwrap_or(WriteOutcome::Abandoned);
+            outcomes.push((pod, outcome));
+        }
+        BatchReport { outcomes }
+    }
+}
+
+/// The outcomes of a batch, in submission order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchReport {
+    /// One outcome per submitted request.
+    pub outcomes: Vec<(PodKey, WriteOutcome)>,
+}
+
+impl BatchReport {
+    /// Whether every value landed or its pod is gone.
+    pub fn all_done(&self) -> bool {
+        self.outcomes
+            .iter()
+            .all(|(_, o)| matches!(o, WriteOutcome::Applied | WriteOutcome::Gone))
+    }
+}
+
+/// What a drain achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Pods whose value had not landed at the deadline.
+    pub abandoned: Vec<PodKey>,
+}
+
+impl DrainReport {
+    /// Whether everything landed before the deadline.
+    pub fn completed(&self) -> bool {
+        self.abandoned.is_empty()
+    }
+}
+
+struct PolicyLimit {
+    limiter: Limiter,
+    /// Earliest next token, learnt from the last refusal.
+    held_until: Option<Instant>,
+}
+
+struct State {
+    queue: Queue,
+    global: Limiter,
+    policies: HashMap<PolicyKey, PolicyLimit>,
+    accepting: bool,
+    drain_deadline: Option<Instant>,
+    /// After a 429 no write goes before this.
+    paused_until: Option<Instant>,
+    /// Since when ready work has been held back by a rate limit.
+    blocked_since: Option<Instant>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Notify,
+    stats: PatcherStats,
+    done: watch::Sender<Option<DrainReport>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent between statements; a panic elsewhere
+        // must not stop every later write.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Stops the worker when the last handle goes away.
+struct Handle(Arc<Shared>);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.accepting = false;
+        let now = Instant::now();
+        st.drain_deadline = Some(st.drain_deadline.map_or(now, |d| d.min(now)));
+        drop(st);
+        self.0.wake.notify_one();
+    }
+}
+
+/// The rate-limited patcher (cheap to clone; all clones share one queue).
+#[derive(Clone)]
+pub struct Patcher {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Patcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patcher")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Patcher {
+    /// Start the worker on the current tokio runtime.
+    pub fn start<W: PodWriter>(writer: W, config: PatcherConfig) -> Patcher {
+        let (done, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: Queue::new(config.queue_capacity),
+                global: Limiter::new(config.rate),
+                policies: HashMap::new(),
+                accepting: true,
+                drain_deadline: None,
+                paused_until: None,
+                blocked_since: None,
+            }),
+            wake: Notify::new(),
+            stats: PatcherStats::default(),
+            done,
+        });
+        tokio::spawn(run(Arc::clone(&shared), Arc::new(writer), config));
+        Patcher {
+            handle: Arc::new(Handle(shared)),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.0
+    }
+
+    /// Set (or with `None` remove) a policy's own write limit. Keeping the
+    /// same rate keeps the limiter's state.
+    pub fn set_policy_rate(&self, policy: &PolicyKey, rate: Option<Rate>) {
+        let mut st = self.shared().lock();
+        match rate {
+            None => {
+                st.policies.remove(policy);
+            }
+            Some(rate) => {
+                if st.policies.get(policy).map(|p| p.limiter.rate()) != Some(rate) {
+                    st.policies.insert(
+                        policy.clone(),
+                        PolicyLimit {
+                            limiter: Limiter::new(rate),
+                            held_until: None,
+                        },
+                    );
+                }
+            }
+        }
+        drop(st);
+        self.shared().wake.notify_one();
+    }
+
+    /// Queue one background write; nobody waits for it. A newer value for
+    /// a pod replaces an older one not yet written.
+    pub fn submit(&self, req: PatchRequest) -> Result<(), SubmitError> {
+        self.enqueue(vec![req], Priority::Background, false)
+            .map(|_| ())
+    }
+
+    /// Queue several writes and get a [`Batch`] to wait for their outcomes.
+    /// All or nothing: refused whole when the new pods do not fit.
+    pub fn submit_batch(
+        &self,
+        reqs: Vec<PatchRequest>,
+        priority: Priority,
+    ) -> Result<Batch, SubmitError> {
+        self.enqueue(reqs, priority, true)
+    }
+
+    fn enqueue(
+        &self,
+        reqs: Vec<PatchRequest>,
+        priority: Priority,
+        track: bool,
+    ) -> Result<Batch, SubmitError> {
+        let shared = self.shared();
+        let mut st = shared.lock();
+        let Some(first) = reqs.first() else {
+            return Ok(Batch { items: Vec::new() });
+        };
+        if !st.accepting {
+            return Err(SubmitError::ShuttingDown {
+                pod: first.pod.clone(),
+            });
+        }
+        let needed = st.queue.room_needed(reqs.iter().map(|r| &r.pod));
+        if needed > st.queue.room() {
+            shared.stats.add(Count::Rejected, reqs.len() as u64);
+            let pod = reqs
+                .iter()
+                .map(|r| &r.pod)
+                .find(|p| st.queue.room_needed([*p]) == 1)
+                .unwrap_or(&first.pod)
+                .clone();
+            tracing::warn!(
+                namespace = %pod.namespace, pod = %pod.name, needed,
+                "patch queue full, submission refused"
+            );
+            return Err(SubmitError::QueueFull {
+                capacity: st.queue.capacity(),
+                needed,
+                pod,
+            });
+        }
+        let urgent = priority == Priority::Urgent;
+        let mut items = Vec::new();
+        for req in reqs {
+            let pod = req.pod.clone();
+            let waiter = if track {
+                let (tx, rx) = oneshot::channel();
+                items.push((pod, rx));
+                Some(tx)
+            } else {
+                None
+            };
+            match st.queue.submit(req, urgent, waiter) {
+                Ok(Submitted::Coalesced) => shared.stats.add(Count::Coalesced, 1),
+                Ok(_) => {}
+                // Not reachable: room was checked above under the same lock.
+                Err(_) => {}
+            }
+        }
+        let depth = st.queue.depth();
+        drop(st);
+        shared.stats.set_queue_gauges(depth.pods, depth.retrying);
+        shared.wake.notify_one();
+        Ok(Batch { items })
+    }
+
+    /// The newest value wanted for each pod of `policy` that has not landed
+    /// yet (queued, in flight or waiting to retry), by pod.
+    pub fn pending_for(&self, policy: &PolicyKey) -> Vec<PatchRequest> {
+        self.shared().lock().queue.pending_for(policy)
+    }
+
+    /// Whether nothing is queued, in flight or waiting to retry.
+    pub fn is_idle(&self) -> bool {
+        self.shared().lock().queue.is_empty()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared().stats.snapshot()
+    }
+
+    /// Stop accepting work and keep writing until the queue is empty or
+    /// `within` has passed; what has not landed by then is abandoned (and
+    /// its waiters told so). Idempotent: a second call returns the same report.
+    pub async fn drain(&self, within: Duration) -> DrainReport {
+        let shared = self.shared();
+        let mut rx = shared.done.subscribe();
+        {
+            let mut st = shared.lock();
+            st.accepting = false;
+            let deadline = Instant::now() + within;
+            st.drain_deadline = Some(st.drain_deadline.map_or(deadline, |d| d.min(deadline)));
+        }
+        shared.wake.notify_one();
+        let report = rx.wait_for(Option::is_some).await.map(|r| r.clone());
+        // Err: the worker is gone without a report; nothing more will be written.
+        report.ok().flatten().unwrap_or(DrainReport {
+            abandoned: Vec::new(),
+        })
+    }
+}
+
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Send what the limits allow now. Returns the jobs to start and when to
+/// look again.
+fn dispatch(
+    st: &mut State,
+    now: Instant,
+    mut room: usize,
+    stats: &PatcherStats,
+) -> (Vec<Job>, Option<Instant>) {
+    let mut jobs = Vec::new();
+    let mut wake = None;
+    st.queue.promote_due(now);
+    while room > 0 {
+        if let Some(until) = st.paused_until {
+            if now < until {
+                wake = earlier(wake, Some(until));
+                break;
+            }
+            st.paused_until = None;
+        }
+        let policies = &st.policies;
+        let held = |p: &PolicyKey| {
+            policies
+                .get(p)
+                .and_then(|l| l.held_until)
+                .filter(|t| *t > now)
+        };
+        match st.queue.candidate(held) {
+            Candidate::Idle => {
+                st.blocked_since = None;
+                break;
+            }
+            Candidate::BlockedUntil(t) => {
+                st.blocked_since.get_or_insert(now);
+                wake = earlier(wake, Some(t));
+                break;
+            }
+            Candidate::Ready => {}
+        }
+        if let Err(t) = st.global.try_acquire() {
+            st.blocked_since.get_or_insert(now);
+            wake = earlier(wake, Some(t));
+            break;
+        }
+        let policies = &mut st.policies;
+        let admit = |p: &PolicyKey| match policies.get_mut(p) {
+            None => Admit::Yes,
+            Some(limit) => match limit.held_until.filter(|t| *t > now) {
+                Some(t) => Admit::NotUntil(t),
+                None => match limit.limiter.try_acquire() {
+                    Ok(()) => {
+                        limit.held_until = None;
+                        Admit::Yes
+                    }
+                    Err(t) => {
+                        limit.held_until = Some(t);
+                        Admit::NotUntil(t)
+                    }
+                },
+            },
+        };
+        match st.queue.pick(admit) {
+            Ok(job) => {
+                if let Some(since) = st.blocked_since.take() {
+                    stats.add_wait(now - since);
+                }
+                jobs.push(job);
+                room -= 1;
+            }
+            Err(t) => {
+                // Every policy with work was at its own limit: the global
+                // token goes unused, which errs on the side of fewer writes.
+                st.blocked_since.get_or_insert(now);
+                wake = earlier(wake, t);
+                break;
+            }
+        }
+    }
+    (jobs, earlier(wake, st.queue.next_retry()))
+}
+
+type Done = (PodKey, Result<(), WriteError>);
+
+async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConfig) {
+    let mut inflight: JoinSet<Done> = JoinSet::new();
+    let mut jobs: HashMap<tokio::task::Id, Job> = HashMap::new();
+    let mut rng = cfg
+        .jitter_seed
+        .map(JitterRng::seeded)
+        .unwrap_or_else(JitterRng::from_time);
+    let max_in_flight = cfg.max_in_flight.max(1);
+    loop {
+        let now = Instant::now();
+        while let Some(res) = inflight.try_join_next_with_id() {
+            on_done(&shared, &cfg, &mut rng, &mut jobs, res, now);
+        }
+        let step = {
+            let mut st = shared.lock();
+            match st.drain_deadline {
+                Some(deadline) if st.queue.is_empty() || now >= deadline => {
+                    st.accepting = false;
+                    Err(st.queue.abandon_all())
+                }
+                _ => {
+                    let room = max_in_flight.saturating_sub(inflight.len());
+                    let (ready, wake) = dispatch(&mut st, now, room, &shared.stats);
+                    Ok((ready, earlier(wake, st.drain_deadline), st.queue.depth()))
+                }
+            }
+        };
+        let (ready, wake, depth) = match step {
+            Ok(step) => step,
+            Err(abandoned) => {
+                inflight.abort_all();
+                finish_drain(&shared, abandoned);
+                return;
+            }
+        };
+        for job in ready {
+            tracing::debug!(
+                namespace = %job.req.pod.namespace, pod = %job.req.pod.name,
+                policy = %job.req.policy, cost = ?job.req.cost, attempt = job.attempt,
+                priority = job.priority, "patching pod deletion cost"
+            );
+            let writer = Arc::clone(&writer);
+            let timeout = cfg.write_timeout;
+            let req = job.req.clone();
+            let handle = inflight.spawn(async move {
+                let body = req.body();
+                let call = writer.patch(&req.pod.namespace, &req.pod.name, &body);
+                let result = match tokio::time::timeout(timeout, call).await {
+                    Ok(r) => r,
+                    Err(_) => Err(WriteError::Timeout),
+                };
+                (req.pod, result)
+            });
+            jobs.insert(handle.id(), job);
+        }
+        shared
+            .stats
+            .set_gauges(depth.pods, depth.retrying, inflight.len());
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            Some(res) = inflight.join_next_with_id(), if !inflight.is_empty() => {
+                on_done(&shared, &cfg, &mut rng, &mut jobs, res, Instant::now());
+            }
+            _ = sleep_until_opt(wake) => {}
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn finish_drain(shared: &Shared, abandoned: Vec<PodKey>) {
+    if abandoned.is_empty() {
+        tracing::info!("patch queue drained");
+    } else {
+        shared.stats.add(Count::Abandoned, abandoned.len() as u64);
+        for pod in &abandoned {
+            tracing::warn!(namespace = %pod.namespace, pod = %pod.name, "write abandoned at shutdown deadline");
+        }
+    }
+    shared.stats.set_gauges(0, 0, 0);
+    shared.done.send_replace(Some(DrainReport { abandoned }));
+}
+
+fn on_done(
+    shared: &Shared,
+    cfg: &PatcherConfig,
+    rng: &mut JitterRng,
+    jobs: &mut HashMap<tokio::task::Id, Job>,
+    res: Result<(tokio::task::Id, Done), JoinError>,
+    now: Instant,
+) {
+    let (id, result) = match res {
+        Ok((id, (_, result))) => (id, result),
+        Err(e) => {
+            let message = format!("write task failed: {e}");
+            (e.id(), Err(WriteError::Transport { message }))
+        }
+    };
+    let Some(job) = jobs.remove(&id) else {
+        return;
+    };
+    let pod = &job.req.pod;
+    let delay = match &result {
+        Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.unit()),
+        Ok(()) => Duration::ZERO,
+    };
+    let mut st = shared.lock();
+    let finished = st.queue.finish(pod, &result, now, delay);
+    if let Err(WriteError::TooManyRequests { retry_after }) = &result {
+        // The API server is overloaded: hold every write, not only this one.
+        let until = now + retry_after.unwrap_or(cfg.backoff.default_retry_after);
+        st.paused_until = Some(st.paused_until.map_or(until, |p| p.max(until)));
+    }
+    drop(st);
+    let (ns, name, policy, cost, attempt) = (
+        &pod.namespace,
+        &pod.name,
+        &job.req.policy,
+        job.req.cost,
+        job.attempt,
+    );
+    match (finished, &result) {
+        (Finished::Applied, _) => {
+            shared.stats.add(Count::Applied, 1);
+            tracing::debug!(namespace = %ns, pod = %name, policy = %policy, cost = ?cost, attempt, "pod deletion cost applied");
+        }
+        (Finished::Gone, _) => {
+            shared.stats.add(Count::Gone, 1);
+            tracing::debug!(namespace = %ns, pod = %name, policy = %policy, cost = ?cost, attempt, "pod gone, write dropped");
+        }
+        (Finished::Failed, Err(e)) => {
+            shared.stats.add(Count::Failed, 1);
+            tracing::error!(namespace = %ns, pod = %name, policy = %policy, cost = ?cost, attempt, error = %e, "write refused, not retried");
+        }
+        (Finished::Retry { .. }, Err(e)) => {
+            shared.stats.add(Count::Retried, 1);
+            tracing::warn!(namespace = %ns, pod = %name, policy = %policy, cost = ?cost, attempt, error = %e, retry_in_ms = delay.as_millis() as u64, "write failed, will retry");
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,116 @@
+//! Patcher counters, read by the metrics endpoint at scrape time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Live counters and gauges (atomics; the patcher updates them).
+#[derive(Debug, Default)]
+pub struct PatcherStats {
+    applied: AtomicU64,
+    gone: AtomicU64,
+    retried: AtomicU64,
+    failed: AtomicU64,
+    coalesced: AtomicU64,
+    rejected: AtomicU64,
+    abandoned: AtomicU64,
+    rate_limit_wait_nanos: AtomicU64,
+    queue_depth: AtomicU64,
+    retrying: AtomicU64,
+    in_flight: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Writes that landed.
+    pub applied: u64,
+    /// Writes whose pod was gone (counted as done).
+    pub gone: u64,
+    /// Writes that failed retryably and were scheduled again.
+    pub retried: u64,
+    /// Writes refused for good (other 4xx).
+    pub failed: u64,
+    /// Submissions that replaced a value not yet written.
+    pub coalesced: u64,
+    /// Submissions refused because the queue was full (backpressure).
+    pub rejected: u64,
+    /// Values given up at the drain deadline.
+    pub abandoned: u64,
+    /// Total time ready work was held back by the rate limiters.
+    pub rate_limit_wait: Duration,
+    /// Pods queued, in flight or waiting to retry.
+    pub queue_depth: u64,
+    /// Pods waiting for a retry.
+    pub retrying: u64,
+    /// Writes in flight.
+    pub in_flight: u64,
+}
+
+impl StatsSnapshot {
+    /// Writes sent to the API server (every attempt counts once).
+    pub fn attempts(&self) -> u64 {
+        self.applied + self.gone + self.retried + self.failed
+    }
+}
+
+/// Which counter to bump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    Applied,
+    Gone,
+    Retried,
+    Failed,
+    Coalesced,
+    Rejected,
+    Abandoned,
+}
+
+impl PatcherStats {
+    pub(crate) fn add(&self, which: Count, n: u64) {
+        let c = match which {
+            Count::Applied => &self.applied,
+            Count::Gone => &self.gone,
+            Count::Retried => &self.retried,
+            Count::Failed => &self.failed,
+            Count::Coalesced => &self.coalesced,
+            Count::Rejected => &self.rejected,
+            Count::Abandoned => &self.abandoned,
+        };
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_wait(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.rate_limit_wait_nanos
+            .fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_queue_gauges(&self, depth: usize, retrying: usize) {
+        self.queue_depth.store(depth as u64, Ordering::Relaxed);
+        self.retrying.store(retrying as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_gauges(&self, depth: usize, retrying: usize, in_flight: usize) {
+        self.queue_depth.store(depth as u64, Ordering::Relaxed);
+        self.retrying.store(retrying as u64, Ordering::Relaxed);
+        self.in_flight.store(in_flight as u64, Ordering::Relaxed);
+    }
+
+    /// Read every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            applied: get(&self.applied),
+            gone: get(&self.gone),
+            retried: get(&self.retried),
+            failed: get(&self.failed),
+            coalesced: get(&self.coalesced),
+            rejected: get(&self.rejected),
+            abandoned: get(&self.abandoned),
+            rate_limit_wait: Duration::from_nanos(get(&self.rate_limit_wait_nanos)),
+            queue_depth: get(&self.queue_depth),
+            retrying: get(&self.retrying),
+            in_flight: get(&self.in_flight),
+        }
+    }
+}

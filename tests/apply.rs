@@ -1,0 +1,572 @@
+//! The patcher against a fake API: every write is recorded with the time of
+//! tokio's paused clock, so rate limits, retries and deadlines are checked
+//! by counting requests per window of virtual time, deterministically and
+//! in no real time.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deletion_cost::apply::patcher::Priority;
+use deletion_cost::apply::{
+    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodKey, PodWriter, PolicyKey, Rate,
+    SubmitError, WriteError, WriteOutcome, OWNER_ANNOTATION,
+};
+use deletion_cost::comparator::POD_DELETION_COST;
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// What the fake answers one call with.
+#[derive(Clone, Debug)]
+enum Answer {
+    Done(Result<(), WriteError>),
+    /// Never answers (the patcher's timeout must fire).
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    at: Duration,
+    pod: String,
+    namespace: String,
+    body: Value,
+}
+
+impl Call {
+    fn cost(&self) -> Option<String> {
+        self.body["metadata"]["annotations"][POD_DELETION_COST]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+struct FakeState {
+    start: Instant,
+    calls: Vec<Call>,
+    /// Per pod name: answers for its next calls; then `Ok`.
+    script: HashMap<String, VecDeque<Answer>>,
+    /// Answer used for pods whose script is empty.
+    fallback: Answer,
+    latency: Duration,
+}
+
+#[derive(Clone)]
+struct FakeApi(Arc<Mutex<FakeState>>);
+
+impl FakeApi {
+    fn new() -> Self {
+        FakeApi(Arc::new(Mutex::new(FakeState {
+            start: Instant::now(),
+            calls: Vec::new(),
+            script: HashMap::new(),
+            fallback: Answer::Done(Ok(())),
+            latency: Duration::ZERO,
+        })))
+    }
+
+    fn script(&self, pod: &str, answers: Vec<Answer>) {
+        self.0
+            .lock()
+            .unwrap()
+            .script
+            .insert(pod.to_owned(), answers.into());
+    }
+
+    fn set_fallback(&self, answer: Answer) {
+        self.0.lock().unwrap().fallback = answer;
+    }
+
+    fn set_latency(&self, latency: Duration) {
+        self.0.lock().unwrap().latency = latency;
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.0.lock().unwrap().calls.clone()
+    }
+
+    fn calls_for(&self, pod: &str) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.pod == pod).collect()
+    }
+}
+
+impl PodWriter for FakeApi {
+    async fn patch(&self, namespace: &str, name: &str, body: &Value) -> Result<(), WriteError> {
+        let (answer, latency) = {
+            let mut st = self.0.lock().unwrap();
+            let at = Instant::now() - st.start;
+            st.calls.push(Call {
+                at,
+                pod: name.to_owned(),
+                namespace: namespace.to_owned(),
+                body: body.clone(),
+            });
+            let answer = st
+                .script
+                .get_mut(name)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or_else(|| st.fallback.clone());
+            (answer, st.latency)
+        };
+        tokio::time::sleep(latency).await;
+        match answer {
+            Answer::Done(r) => r,
+            Answer::Hang => {
+                tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn config(qps: f64, burst: u32) -> PatcherConfig {
+    let mut cfg = PatcherConfig::new(Rate::new("--qps", qps, burst).unwrap());
+    cfg.jitter_seed = Some(42);
+    cfg.backoff = BackoffConfig {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(2),
+        default_retry_after: Duration::from_secs(1),
+    };
+    cfg
+}
+
+fn set(ns: &str, policy: &str, pod: &str, cost: i32) -> PatchRequest {
+    PatchRequest::set(PodKey::new(ns, pod), policy, cost)
+}
+
+/// Largest number of calls in any window `[t_i, t_i + len)` that starts at
+/// a call at or after `from`.
+fn max_in_window(times: &[Duration], len: Duration, from: Duration) -> usize {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let mut best = 0;
+    for (i, start) in sorted.iter().enumerate() {
+        if *start < from {
+            continue;
+        }
+        let n = sorted[i..]
+            .iter()
+            .take_while(|t| **t < *start + len)
+            .count();
+        best = best.max(n);
+    }
+    best
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[tokio::test(start_paused = true)]
+async fn thousand_pods_converge_without_exceeding_qps() {
+    let api = FakeApi::new();
+    let (qps, burst) = (50, 10);
+    let patcher = Patcher::start(api.clone(), config(qps as f64, burst));
+    let reqs: Vec<_> = (0..1000)
+        .map(|i| set(&format!("ns{}", i % 4), "web", &format!("pod-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(reqs, Priority::Background).unwrap();
+    let report = batch.wait().await;
+    assert!(report.all_done());
+
+    let calls = api.calls();
+    assert_eq!(calls.len(), 1000, "one write per pod, none repeated");
+    let mut pods: Vec<_> = calls.iter().map(|c| c.pod.clone()).collect();
+    pods.sort();
+    pods.dedup();
+    assert_eq!(pods.len(), 1000);
+    for c in &calls {
+        let i: i32 = c.pod.trim_start_matches("pod-").parse().unwrap();
+        assert_eq!(c.cost(), Some(i.to_string()));
+        assert_eq!(c.namespace, format!("ns{}", i % 4));
+        assert_eq!(c.body["metadata"]["annotations"][OWNER_ANNOTATION], "web");
+    }
+
+    let times: Vec<Duration> = calls.iter().map(|c| c.at).collect();
+    // Any 1-second window: at most qps, plus the burst in the first second.
+    assert!(max_in_window(&times, SECOND, Duration::ZERO) <= (qps + burst) as usize);
+    assert!(max_in_window(&times, SECOND, SECOND) <= qps as usize);
+    // Fixed windows tell the same.
+    let mut per_second: HashMap<u64, usize> = HashMap::new();
+    for t in &times {
+        *per_second.entry(t.as_secs()).or_default() += 1;
+    }
+    for (sec, n) in per_second {
+        let limit = if sec == 0 { qps + burst } else { qps } as usize;
+        assert!(n <= limit, "second {sec}: {n} writes > {limit}");
+    }
+    let stats = patcher.stats();
+    assert_eq!(stats.applied, 1000);
+    assert_eq!(stats.queue_depth, 0);
+    assert!(stats.rate_limit_wait > Duration::ZERO);
+    assert!(patcher.is_idle());
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_updates_of_one_pod_make_one_write_of_the_newest() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    for cost in 0..9 {
+        patcher.submit(set("shop", "web", "web-1", cost)).unwrap();
+    }
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "web-1", 9)], Priority::Background)
+        .unwrap();
+    assert_eq!(batch.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    let calls = api.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].cost().as_deref(), Some("9"));
+    assert_eq!(patcher.stats().coalesced, 9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn updates_during_a_write_end_in_one_more_write_of_the_newest() {
+    let api = FakeApi::new();
+    api.set_latency(Duration::from_millis(200));
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    patcher.submit(set("shop", "web", "web-1", 0)).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(api.calls().len(), 1, "first write in flight");
+    for cost in 1..10 {
+        patcher.submit(set("shop", "web", "web-1", cost)).unwrap();
+    }
+    let report = patcher.drain(Duration::from_secs(60)).await;
+    assert!(report.completed());
+    let costs: Vec<_> = api.calls().iter().filter_map(Call::cost).collect();
+    assert_eq!(costs, vec!["0", "9"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_policy_does_not_starve_a_small_one() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    let big: Vec<_> = (0..1000)
+        .map(|i| set("batch", "crunch", &format!("big-{i}"), i))
+        .collect();
+    for r in big {
+        patcher.submit(r).unwrap();
+    }
+    let small: Vec<_> = (0..5)
+        .map(|i| set("shop", "web", &format!("small-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(small, Priority::Background).unwrap();
+    assert!(batch.wait().await.all_done());
+    let calls = api.calls();
+    let positions: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pod.starts_with("small-"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(positions.len(), 5);
+    // Turns alternate: the 5 small writes are among the first 10 writes.
+    assert!(
+        positions.iter().all(|p| *p < 10),
+        "small policy writes at {positions:?}"
+    );
+    drop(patcher);
+}
+
+#[tokio::test(start_paused = true)]
+async fn too_many_requests_waits_retry_after_and_holds_other_writes() {
+    let api = FakeApi::new();
+    let retry_after = Duration::from_secs(5);
+    api.script(
+        "p",
+        vec![Answer::Done(Err(WriteError::TooManyRequests {
+            retry_after: Some(retry_after),
+        }))],
+    );
+    let patcher = Patcher::start(api.clone(), config(100.0, 10));
+    let first = patcher
+        .submit_batch(vec![set("shop", "web", "p", 1)], Priority::Background)
+        .unwrap();
+    tokio::time::sleep(SECOND).await;
+    let second = patcher
+        .submit_batch(vec![set("shop", "web", "q", 2)], Priority::Background)
+        .unwrap();
+    assert_eq!(first.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    assert_eq!(second.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    let p = api.calls_for("p");
+    assert_eq!(p.len(), 2);
+    assert!(
+        p[1].at - p[0].at >= retry_after,
+        "retried after {:?}",
+        p[1].at - p[0].at
+    );
+    let q = api.calls_for("q");
+    assert_eq!(q.len(), 1);
+    assert!(
+        q[0].at >= p[0].at + retry_after,
+        "other pods wait out the 429 too"
+    );
+    assert_eq!(patcher.stats().retried, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn server_errors_are_retried_with_growing_backoff_until_success() {
+    let api = FakeApi::new();
+    let e503 = || {
+        Answer::Done(Err(WriteError::Server {
+            code: 503,
+            message: "unavailable".into(),
+        }))
+    };
+    api.script("p", vec![e503(), e503(), e503(), e503(), e503()]);
+    let cfg = config(100.0, 10);
+    let backoff = cfg.backoff;
+    let patcher = Patcher::start(api.clone(), cfg);
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "p", 3)], Priority::Background)
+        .unwrap();
+    assert_eq!(batch.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    let calls = api.calls_for("p");
+    assert_eq!(calls.len(), 6);
+    for (k, pair) in calls.windows(2).enumerate() {
+        let gap = pair[1].at - pair[0].at;
+        let step = (backoff.base * (1 << k)).min(backoff.max);
+        // Equal jitter: between half the step and the step (+ timer tick).
+        assert!(gap >= step / 2, "gap {k}: {gap:?} < {:?}", step / 2);
+        assert!(
+            gap <= step + Duration::from_millis(2),
+            "gap {k}: {gap:?} > {step:?}"
+        );
+    }
+    let stats = patcher.stats();
+    assert_eq!((stats.retried, stats.applied), (5, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_retried() {
+    let api = FakeApi::new();
+    api.script("p", vec![Answer::Hang]);
+    let mut cfg = config(100.0, 10);
+    cfg.write_timeout = Duration::from_secs(2);
+    let patcher = Patcher::start(api.clone(), cfg);
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "p", 3)], Priority::Background)
+        .unwrap();
+    assert_eq!(batch.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    let calls = api.calls_for("p");
+    assert_eq!(calls.len(), 2);
+    assert!(calls[1].at - calls[0].at >= Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn missing_pod_counts_as_done_without_retry() {
+    let api = FakeApi::new();
+    api.set_fallback(Answer::Done(Err(WriteError::Gone)));
+    let patcher = Patcher::start(api.clone(), config(100.0, 10));
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "p", 3)], Priority::Background)
+        .unwrap();
+    let report = batch.wait().await;
+    assert_eq!(report.outcomes[0].1, WriteOutcome::Gone);
+    assert!(report.all_done());
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(api.calls().len(), 1);
+    let stats = patcher.stats();
+    assert_eq!((stats.gone, stats.retried, stats.queue_depth), (1, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_refusal_is_reported_and_not_retried() {
+    let api = FakeApi::new();
+    let forbidden = WriteError::Rejected {
+        code: 403,
+        message: "pods \"p\" is forbidden".into(),
+    };
+    api.set_fallback(Answer::Done(Err(forbidden.clone())));
+    let patcher = Patcher::start(api.clone(), config(100.0, 10));
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "p", 3)], Priority::Background)
+        .unwrap();
+    let report = batch.wait().await;
+    assert_eq!(report.outcomes[0].1, WriteOutcome::Failed(forbidden));
+    assert!(!report.all_done());
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(api.calls().len(), 1);
+    assert_eq!(patcher.stats().failed, 1);
+    assert!(patcher.is_idle());
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_finishes_queued_work_before_the_deadline() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    for i in 0..20 {
+        patcher
+            .submit(set("shop", "web", &format!("p{i}"), i))
+            .unwrap();
+    }
+    let report = patcher.drain(Duration::from_secs(30)).await;
+    assert!(report.completed());
+    assert_eq!(api.calls().len(), 20);
+    let refused = patcher.submit(set("shop", "web", "late", 1));
+    assert!(matches!(refused, Err(SubmitError::ShuttingDown { .. })));
+    // A second drain reports the same.
+    assert!(patcher.drain(Duration::from_secs(1)).await.completed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_deadline_abandons_the_rest_and_says_so() {
+    let api = FakeApi::new();
+    let e500 = Answer::Done(Err(WriteError::Server {
+        code: 500,
+        message: "boom".into(),
+    }));
+    api.script("stuck", vec![e500; 100]);
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    let reqs: Vec<_> = (0..100)
+        .map(|i| set("shop", "web", &format!("p{i}"), i))
+        .chain([set("shop", "web", "stuck", 1)])
+        .collect();
+    let batch = patcher.submit_batch(reqs, Priority::Background).unwrap();
+    let start = Instant::now();
+    let report = patcher.drain(Duration::from_secs(3)).await;
+    assert!(Instant::now() - start <= Duration::from_secs(3));
+    assert!(!report.completed());
+    assert!(report.abandoned.contains(&PodKey::new("shop", "stuck")));
+    let outcomes = batch.wait().await.outcomes;
+    let applied = outcomes
+        .iter()
+        .filter(|(_, o)| *o == WriteOutcome::Applied)
+        .count();
+    let abandoned = outcomes
+        .iter()
+        .filter(|(_, o)| *o == WriteOutcome::Abandoned)
+        .count();
+    assert_eq!(applied + abandoned, 101, "every value accounted for");
+    assert_eq!(abandoned, report.abandoned.len());
+    // 3 s at 10 qps with burst 1: about 30 writes, never more than 31.
+    assert!(api.calls().len() <= 31);
+    assert_eq!(patcher.stats().abandoned, abandoned as u64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn policy_limit_below_global_limit_is_respected() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(100.0, 10));
+    let slow = PolicyKey::new("shop", "slow");
+    patcher.set_policy_rate(&slow, Some(Rate::new("slow rateLimit", 5.0, 2).unwrap()));
+    let mut reqs: Vec<_> = (0..40)
+        .map(|i| set("shop", "slow", &format!("slow-{i}"), i))
+        .collect();
+    reqs.extend((0..300).map(|i| set("other", "fast", &format!("fast-{i}"), i)));
+    let batch = patcher.submit_batch(reqs, Priority::Background).unwrap();
+    assert!(batch.wait().await.all_done());
+
+    let calls = api.calls();
+    let slow_times: Vec<_> = calls
+        .iter()
+        .filter(|c| c.pod.starts_with("slow-"))
+        .map(|c| c.at)
+        .collect();
+    let fast_times: Vec<_> = calls
+        .iter()
+        .filter(|c| c.pod.starts_with("fast-"))
+        .map(|c| c.at)
+        .collect();
+    let all: Vec<_> = calls.iter().map(|c| c.at).collect();
+    assert_eq!((slow_times.len(), fast_times.len()), (40, 300));
+    assert!(max_in_window(&slow_times, SECOND, Duration::ZERO) <= 5 + 2);
+    assert!(max_in_window(&slow_times, SECOND, SECOND) <= 5);
+    assert!(max_in_window(&all, SECOND, Duration::ZERO) <= 110);
+    assert!(max_in_window(&all, SECOND, SECOND) <= 100);
+    // The slow policy's limit does not hold the other policy back.
+    let fast_done = fast_times.iter().max().unwrap();
+    let slow_done = slow_times.iter().max().unwrap();
+    assert!(fast_done < slow_done);
+    assert!(*fast_done < Duration::from_secs(4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn urgent_batch_goes_ahead_of_background_work() {
+    let api = FakeApi::new();
+    let slow = PolicyKey::new("shop", "web");
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    // The policy's own limit would hold these; urgent work is only under the global one.
+    patcher.set_policy_rate(&slow, Some(Rate::new("web rateLimit", 1.0, 1).unwrap()));
+    for i in 0..200 {
+        patcher
+            .submit(set("batch", "crunch", &format!("bg-{i}"), i))
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = api.calls().len();
+    let urgent: Vec<_> = (0..5)
+        .map(|i| set("shop", "web", &format!("urgent-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(urgent, Priority::Urgent).unwrap();
+    assert!(batch.wait().await.all_done());
+    let calls = api.calls();
+    let positions: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pod.starts_with("urgent-"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(positions, (before..before + 5).collect::<Vec<_>>());
+    let times: Vec<_> = calls.iter().map(|c| c.at).collect();
+    assert!(
+        max_in_window(&times, SECOND, SECOND) <= 10,
+        "still under the global limit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_queue_pushes_back_instead_of_dropping() {
+    let api = FakeApi::new();
+    let mut cfg = config(1.0, 1);
+    cfg.queue_capacity = 5;
+    let patcher = Patcher::start(api.clone(), cfg);
+    for i in 0..5 {
+        patcher
+            .submit(set("shop", "web", &format!("p{i}"), i))
+            .unwrap();
+    }
+    let err = patcher.submit(set("shop", "web", "p5", 5)).unwrap_err();
+    assert_eq!(
+        err,
+        SubmitError::QueueFull {
+            capacity: 5,
+            needed: 1,
+            pod: PodKey::new("shop", "p5"),
+        }
+    );
+    assert!(err.to_string().contains("shop/p5"));
+    // Updating a pod already queued still works.
+    patcher.submit(set("shop", "web", "p0", 50)).unwrap();
+    // A batch that does not fit is refused whole.
+    let batch = vec![set("shop", "web", "p1", 9), set("shop", "web", "p6", 6)];
+    assert!(patcher.submit_batch(batch, Priority::Urgent).is_err());
+    assert_eq!(patcher.stats().rejected, 3);
+    let report = patcher.drain(Duration::from_secs(60)).await;
+    assert!(report.completed());
+    let costs: HashMap<String, String> = api
+        .calls()
+        .into_iter()
+        .map(|c| (c.pod.clone(), c.cost().unwrap()))
+        .collect();
+    assert_eq!(costs.len(), 5);
+    assert_eq!(costs["p0"], "50");
+    assert_eq!(costs["p1"], "1", "refused batch changed nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn removal_sends_nulls_and_pending_values_are_visible() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(1.0, 1));
+    let web = PolicyKey::new("shop", "web");
+    patcher
+        .submit(PatchRequest::remove(PodKey::new("shop", "a"), "web"))
+        .unwrap();
+    patcher.submit(set("shop", "web", "b", 4)).unwrap();
+    let pending = patcher.pending_for(&web);
+    assert_eq!(pending.len(), 2);
+    assert_eq!(pending[0].cost, None);
+    assert_eq!(pending[1].cost, Some(4));
+    assert!(patcher.drain(Duration::from_secs(10)).await.completed());
+    let a = api.calls_for("a");
+    assert_eq!(a.len(), 1);
+    assert!(a[0].body["metadata"]["annotations"][POD_DELETION_COST].is_null());
+    assert!(a[0].body["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    assert!(patcher.pending_for(&web).is_empty());
+}
