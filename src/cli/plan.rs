@@ -273,13 +273,16 @@ fn pad(rows: &[Vec<String>]) -> String {
 /// The human view of one policy's plan.
 pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> String {
     let mut out = String::new();
-    let kinds: Vec<&str> = policy.signals.iter().map(|(s, _)| s.kind()).collect();
+    let kinds: Vec<&str> = policy.spec.signals.iter().map(|s| s.kind_name()).collect();
     let _ = writeln!(
         out,
-        "Policy {}  (signals: {}; combine: {:?})",
+        "Policy {}  (signals: {}; combine: {})",
         p.policy,
         kinds.join(", "),
-        policy.combine
+        match policy.spec.combine {
+            crate::policy::Combine::Lexicographic => "lexicographic",
+            crate::policy::Combine::Sum => "sum",
+        }
     );
     let mut header = vec!["POD".to_string(), "NODE".to_string()];
     header.extend(kinds.iter().map(|k| k.to_uppercase()));

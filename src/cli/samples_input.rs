@@ -1,21 +1,24 @@
 //! Signal samples for `plan`: from a saved file or a live Prometheus.
 
-use std::time::Duration;
-
 use super::CliError;
-use crate::plan::{ResolvedPolicy, SignalSpec};
+use crate::plan::ResolvedPolicy;
+use crate::policy::validate::{Target, Utilization};
 use crate::policy::LabelSelector;
+use crate::policy::ValidatedSignal;
 use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient, DEFAULT_TIMEOUT};
 use crate::signals::samples::{read_samples, SignalSpec as SampleSignal};
 use crate::signals::SignalSamples;
 
-fn utilization_signals(policy: &ResolvedPolicy) -> Vec<(usize, &SignalSpec)> {
+fn utilization_signals(policy: &ResolvedPolicy) -> Vec<(usize, &Utilization)> {
     policy
+        .spec
         .signals
         .iter()
         .enumerate()
-        .filter(|(_, (s, _))| matches!(s, SignalSpec::Utilization { .. }))
-        .map(|(i, (s, _))| (i, s))
+        .filter_map(|(i, s)| match s {
+            ValidatedSignal::Utilization(u) => Some((i, u)),
+            _ => None,
+        })
         .collect()
 }
 
@@ -30,19 +33,16 @@ pub fn load(
 ) -> Result<SignalSamples, CliError> {
     let specs: Vec<SampleSignal> = utilization_signals(policy)
         .into_iter()
-        .filter_map(|(index, s)| match s {
-            SignalSpec::Utilization {
-                pod_label,
-                max_age_secs,
-                ..
-            } => Some(SampleSignal {
-                index,
-                pod_label: pod_label.clone(),
-                max_age_secs: Some(*max_age_secs),
-            }),
-            _ => None,
+        .map(|(index, u)| SampleSignal {
+            index,
+            pod_label: u.pod_label.clone(),
+            max_age_secs: Some(u.max_age.as_secs_f64()),
         })
         .collect();
+    if specs.is_empty() {
+        tracing::info!(policy = %policy.key(), "{source}: policy has no utilization signal; samples not used");
+        return Ok(SignalSamples::default());
+    }
     let loaded = read_samples(source, text, &specs, now_secs).map_err(CliError::bad_input)?;
     for (index, n) in &loaded.without_pod_label {
         tracing::warn!(
@@ -57,37 +57,28 @@ pub fn load(
 /// Queries Prometheus once per utilisation signal of the policy.
 pub fn query(url: &str, policy: &ResolvedPolicy) -> Result<SignalSamples, CliError> {
     let client = PrometheusClient::new(url).map_err(CliError::bad_input)?;
-    let labels = match &policy.target {
-        crate::plan::Target::Selector(LabelSelector { match_labels, .. }) => match_labels.clone(),
-        crate::plan::Target::Workload { .. } => Default::default(),
+    let labels = match &policy.spec.target {
+        Target::Selector(LabelSelector { match_labels, .. }) => match_labels.clone(),
+        Target::Workload(_) => Default::default(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
     let mut out = SignalSamples::default();
-    for (index, s) in utilization_signals(policy) {
-        let SignalSpec::Utilization {
-            query,
-            pod_label,
-            max_age_secs,
-            ..
-        } = s
-        else {
-            continue;
-        };
-        let rendered = render_query(query, &policy.namespace, &labels).map_err(|e| {
+    for (index, u) in utilization_signals(policy) {
+        let rendered = render_query(&u.query, &policy.namespace, &labels).map_err(|e| {
             CliError::bad_input(format!(
                 "spec.signals[{index}].utilization.prometheus.query: {e}"
             ))
         })?;
         let opts = FetchOptions {
             timeout: DEFAULT_TIMEOUT,
-            max_age: Some(Duration::from_secs_f64(*max_age_secs)),
+            max_age: Some(u.max_age),
             ..Default::default()
         };
         let fetched = runtime
-            .block_on(client.fetch_utilization(&rendered, pod_label, &opts))
+            .block_on(client.fetch_utilization(&rendered, &u.pod_label, &opts))
             .map_err(|e| CliError::failure(format!("--prometheus {url}: {e}")))?;
         tracing::info!(
             signal = index,

@@ -16,13 +16,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use crate::comparator::{
     self, is_pod_active, parse_deletion_cost, Comparator, FeatureGates, GoTime, POD_DELETION_COST,
 };
-use crate::policy::{LabelSelector, LabelSelectorRequirement, OnSignalMissing, TargetKind};
+use crate::policy::validate::{BillingSource, Target};
+use crate::policy::{
+    BillingPreset, LabelSelector, LabelSelectorRequirement, OnSignalMissing, TargetKind,
+    ValidatedSignal,
+};
 use crate::signals::billing::billing_class;
 use crate::signals::utilization::quantize;
 use crate::signals::{Sample, SignalSamples};
 
 pub use check::{Mismatch, MismatchReason, Verdict};
-pub use resolve::{ResolveError, ResolvedPolicy, SignalSpec, Target};
+pub use resolve::{default_value, ResolveError, ResolvedPolicy};
 pub use snapshot::Snapshot;
 
 /// Annotation marking a cost as written by a policy (its value: the policy name).
@@ -210,24 +214,19 @@ fn selected<'a>(
     ns_pods: &[&'a Pod],
     replica_sets: &[&ReplicaSet],
 ) -> Vec<&'a Pod> {
-    match &policy.target {
+    match &policy.spec.target {
         Target::Selector(sel) => ns_pods
             .iter()
             .copied()
             .filter(|p| sel.matches(p.metadata.labels.as_ref()))
             .collect(),
-        Target::Workload {
-            kind: TargetKind::ReplicaSet,
-            name,
-        } => ns_pods
+        Target::Workload(t) if t.kind == TargetKind::ReplicaSet => ns_pods
             .iter()
             .copied()
-            .filter(|p| pod_rs(p).is_some_and(|r| &r.name == name))
+            .filter(|p| pod_rs(p).is_some_and(|r| r.name == t.name))
             .collect(),
-        Target::Workload {
-            kind: TargetKind::Deployment,
-            name,
-        } => {
+        Target::Workload(t) => {
+            let name = &t.name;
             let rs_names: BTreeSet<&str> = replica_sets
                 .iter()
                 .filter(|rs| {
@@ -360,10 +359,11 @@ pub fn plan(
             .and_then(|l| l.get(key).cloned())
     };
     let signal_values: Vec<Vec<(Option<i64>, String)>> = policy
+        .spec
         .signals
         .iter()
         .enumerate()
-        .map(|(idx, (spec, _))| {
+        .map(|(idx, spec)| {
             evaluate_signal(
                 idx,
                 spec,
@@ -394,17 +394,17 @@ pub fn plan(
         let mut breakdown = Vec::new();
         let mut combined = Vec::new();
         let mut missing: Option<String> = None;
-        for (idx, (spec, _)) in policy.signals.iter().enumerate() {
+        for (idx, spec) in policy.spec.signals.iter().enumerate() {
             let (v, detail) = &signal_values[idx][i];
             let v = match v {
                 Some(v) => Some(*v),
-                None => match policy.on_missing {
+                None => match policy.spec.on_signal_missing {
                     OnSignalMissing::KeepLastValue => {
-                        missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind()));
+                        missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind_name()));
                         None
                     }
-                    OnSignalMissing::Skip => Some(spec.range().0),
-                    OnSignalMissing::UseDefault => Some(spec.default_value()),
+                    OnSignalMissing::Skip => Some(spec.value_range().0),
+                    OnSignalMissing::UseDefault => Some(default_value(spec)),
                 },
             };
             if let Some(v) = v {
@@ -412,14 +412,14 @@ pub fn plan(
                 combined.push(v);
             }
             breakdown.push(SignalValue {
-                signal: spec.kind(),
+                signal: spec.kind_name(),
                 value: v,
                 detail: detail.clone(),
             });
         }
-        let desired = missing.is_none().then(|| policy.combine(&combined));
+        let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
-            (CostOwner::Foreign(_), _) if policy.respect_foreign_costs => Action::KeepForeign,
+            (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
             (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
             (CostOwner::Ours, Some(d))
                 if current_raw.as_deref() == Some(d.to_string().as_str()) =>
@@ -471,7 +471,7 @@ pub fn plan(
 #[allow(clippy::too_many_arguments)]
 fn evaluate_signal(
     idx: usize,
-    spec: &SignalSpec,
+    spec: &ValidatedSignal,
     pods: &[&Pod],
     nodes: &HashMap<&str, &Node>,
     pods_per_node: &HashMap<String, i64>,
@@ -487,25 +487,23 @@ fn evaluate_signal(
             .unwrap_or_default()
     };
     match spec {
-        SignalSpec::Billing {
-            label,
-            preset,
-            costs,
-            default,
-            budgets,
-        } => {
+        ValidatedSignal::BillingClass(b) => {
+            let (label, preset) = match &b.source {
+                BillingSource::NodeLabel(l) => (Some(l.as_str()), BillingPreset::Auto),
+                BillingSource::Preset(p) => (None, *p),
+            };
             let classes: Vec<Option<String>> = pods
                 .iter()
                 .map(|p| {
                     let labels = nodes
                         .get(node_of(p).as_str())
                         .and_then(|n| n.metadata.labels.as_ref());
-                    billing_class(labels, label.as_deref(), *preset)
+                    billing_class(labels, label, preset)
                 })
                 .collect();
             // over a class budget: the newest pods beyond it go first
             let mut over: BTreeSet<usize> = BTreeSet::new();
-            for (class, budget) in budgets {
+            for (class, budget) in &b.budgets {
                 let mut on: Vec<usize> = (0..pods.len())
                     .filter(|&i| classes[i].as_deref() == Some(class.as_str()))
                     .collect();
@@ -517,14 +515,11 @@ fn evaluate_signal(
                 });
                 over.extend(on.into_iter().take(excess));
             }
-            let lo = spec.range().0;
+            let lo = b.over_budget_value().unwrap_or(spec.value_range().0);
             (0..pods.len())
                 .map(|i| {
                     let class = classes[i].as_deref();
-                    let base = class
-                        .and_then(|c| costs.get(c))
-                        .copied()
-                        .unwrap_or(*default);
+                    let base = b.cost_of(class);
                     let shown = class.unwrap_or("(none)");
                     if over.contains(&i) {
                         (Some(lo), format!("{shown} (over budget)"))
@@ -534,13 +529,7 @@ fn evaluate_signal(
                 })
                 .collect()
         }
-        SignalSpec::Utilization {
-            min,
-            max,
-            buckets,
-            hysteresis,
-            ..
-        } => {
+        ValidatedSignal::Utilization(u) => {
             let by_pod = samples.utilization.get(&idx).map(|s| &s.by_pod);
             pods.iter()
                 .map(|p| {
@@ -549,8 +538,16 @@ fn evaluate_signal(
                         .get(&n)
                         .and_then(|m| m.get(&idx))
                         .and_then(|v| u32::try_from(*v).ok());
-                    let q =
-                        |v: f64| i64::from(quantize(v, *min, *max, *buckets, prev, *hysteresis));
+                    let q = |v: f64| {
+                        i64::from(quantize(
+                            v,
+                            u.range.min,
+                            u.range.max,
+                            u.buckets,
+                            prev,
+                            u.hysteresis,
+                        ))
+                    };
                     match by_pod.and_then(|m| m.get(&n)) {
                         Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}")),
                         Some(Sample::Unusable(problem)) => (None, problem.to_string()),
@@ -559,23 +556,20 @@ fn evaluate_signal(
                 })
                 .collect()
         }
-        SignalSpec::Consolidation { max_pods } => pods
+        ValidatedSignal::NodeConsolidation(c) => pods
             .iter()
             .map(|p| {
                 let count = pods_per_node.get(&node_of(p)).copied().unwrap_or(0);
                 (
-                    Some(count.min(i64::from(*max_pods))),
+                    Some(count.min(i64::from(c.max_pods))),
                     format!("{count} pods on node"),
                 )
             })
             .collect(),
-        SignalSpec::Zone {
-            topology_key,
-            max_per_zone,
-        } => {
+        ValidatedSignal::ZoneBalance(z) => {
             let zones: Vec<String> = pods
                 .iter()
-                .map(|p| node_label(p, topology_key).unwrap_or_default())
+                .map(|p| node_label(p, &z.topology_key).unwrap_or_default())
                 .collect();
             let mut per_zone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
             for (i, z) in zones.iter().enumerate() {
@@ -588,7 +582,7 @@ fn evaluate_signal(
                 // lose pods round-robin from the fullest down
                 let c = members.len() as i64;
                 for (pos, &i) in members.iter().enumerate() {
-                    let v = (pos as i64 + fullest - c).min(i64::from(*max_per_zone));
+                    let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
                     let z = if zone.is_empty() { "(none)" } else { zone };
                     out[i] = (Some(v), format!("{z} ({c} pods)"));
                 }

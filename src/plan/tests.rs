@@ -288,7 +288,7 @@ fn foreign_costs_are_left_alone_unless_told() {
     assert_eq!(kept.pods[0].action, Action::KeepForeign);
     assert_eq!(kept.pods[0].owner, CostOwner::Foreign(None));
     let mut overwrite = p.clone();
-    overwrite.respect_foreign_costs = false;
+    overwrite.spec.respect_foreign_costs = false;
     let taken = plan(
         &overwrite,
         &snap,
@@ -582,8 +582,9 @@ fn bad_policies_are_rejected_with_the_field() {
     };
     assert!(bad("selector: {}\nsignals: [{zoneBalance: {}}]").contains("spec.selector"));
     assert!(
-        bad("signals: [{zoneBalance: {}}]").contains("exactly one of `selector` and `targetRef`")
+        bad("selector: {}\nsignals: [{zoneBalance: {}}]").starts_with("DeletionCostPolicy ns/p: ")
     );
+    assert!(bad("signals: [{zoneBalance: {}}]").contains("targetRef"));
     assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{}]").contains("spec.signals[0]"));
     assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 0}}]")
         .contains("spec.signals[0].utilization.buckets"));
@@ -642,7 +643,7 @@ proptest! {
              signals:\n- billingClass: {{costs: {{spot: -1000000, on-demand: 1000000}}, default: 0, weight: 1}}\n\
              - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 2}}, buckets: 1}}\n"
         ));
-        p.respect_foreign_costs = respect;
+        p.spec.respect_foreign_costs = respect;
         let s = {
             let mut s = SignalSamples::default();
             s.utilization.insert(1, UtilizationSamples::from_series(util.iter().map(|(n, v)| (n.clone(), *v, None)), None, None));
