@@ -9,7 +9,7 @@ use crate::comparator::POD_DELETION_COST;
 
 /// Ownership annotation: names the policy that wrote the cost, so the
 /// operator never fights a value it did not set and can remove its own.
-pub const OWNER_ANNOTATION: &str = "deletioncost.dev/policy";
+pub const OWNER_ANNOTATION: &str = crate::plan::POLICY_ANNOTATION;
 
 /// A pod, by namespace and name (the unit the queue coalesces on).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

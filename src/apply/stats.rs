@@ -14,10 +14,15 @@ pub struct PatcherStats {
     rejected: AtomicU64,
     abandoned: AtomicU64,
     rate_limit_wait_nanos: AtomicU64,
+    /// Per-write waits, counted per bucket of [`WAIT_BUCKETS`] (last: +Inf).
+    wait_buckets: [AtomicU64; WAIT_BUCKETS.len() + 1],
     queue_depth: AtomicU64,
     retrying: AtomicU64,
     in_flight: AtomicU64,
 }
+
+/// Upper bounds (seconds) of the rate-limit wait histogram.
+pub const WAIT_BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub struct StatsSnapshot {
     pub abandoned: u64,
     /// Total time ready work was held back by the rate limiters.
     pub rate_limit_wait: Duration,
+    /// Writes per wait bucket of [`WAIT_BUCKETS`] (not cumulative; last: +Inf).
+    pub wait_buckets: [u64; WAIT_BUCKETS.len() + 1],
     /// Pods queued, in flight or waiting to retry.
     pub queue_depth: u64,
     /// Pods waiting for a retry.
@@ -83,6 +90,12 @@ impl PatcherStats {
         let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.rate_limit_wait_nanos
             .fetch_add(nanos, Ordering::Relaxed);
+        let secs = d.as_secs_f64();
+        let i = WAIT_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(WAIT_BUCKETS.len());
+        self.wait_buckets[i].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn set_queue_gauges(&self, depth: usize, retrying: usize) {
@@ -108,6 +121,7 @@ impl PatcherStats {
             rejected: get(&self.rejected),
             abandoned: get(&self.abandoned),
             rate_limit_wait: Duration::from_nanos(get(&self.rate_limit_wait_nanos)),
+            wait_buckets: std::array::from_fn(|i| get(&self.wait_buckets[i])),
             queue_depth: get(&self.queue_depth),
             retrying: get(&self.retrying),
             in_flight: get(&self.in_flight),

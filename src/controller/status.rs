@@ -1,0 +1,322 @@
+//! The policy status, built purely from a plan and what the reconcile saw,
+//! and the condition transitions that deserve an Event.
+
+use std::collections::BTreeMap;
+
+use crate::plan::{Action, CostOwner, MismatchReason, Plan, Verdict};
+use crate::policy::{Condition, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims};
+
+/// Condition types.
+pub const READY: &str = "Ready";
+/// Upstream's predicted order equals the intended one.
+pub const ORDER_AS_INTENDED: &str = "OrderAsIntended";
+/// Every signal could be read.
+pub const SIGNALS_AVAILABLE: &str = "SignalsAvailable";
+/// Another policy selects some of the same pods and wins them.
+pub const CONFLICT: &str = "Conflict";
+
+/// Pods listed per ReplicaSet in `status.victims`.
+pub const VICTIMS_SHOWN: usize = 5;
+/// Mismatches listed in `status.mismatches`.
+pub const MISMATCHES_SHOWN: usize = 10;
+
+/// What a reconcile observed besides the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// `Err(reason, message)` when a signal could not be read.
+    pub signals: Option<(String, String)>,
+    /// Policies (namespace/name) that win pods this policy also selects, with counts.
+    pub conflicts: Vec<(String, usize)>,
+    /// Patches submitted but not yet observed.
+    pub pending_patches: usize,
+    /// Patch submissions refused (queue full).
+    pub rejected: usize,
+    /// When signals were last read (RFC 3339).
+    pub last_refresh: Option<String>,
+    /// `metadata.generation` of the policy.
+    pub generation: Option<i64>,
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if ok { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message,
+        last_transition_time: None,
+    }
+}
+
+/// Status for an invalid policy: `Ready=False`, reason `InvalidSpec`.
+pub fn invalid(
+    prev: Option<&DeletionCostPolicyStatus>,
+    message: &str,
+    generation: Option<i64>,
+    now: &str,
+) -> DeletionCostPolicyStatus {
+    let mut s = prev.cloned().unwrap_or_default();
+    let conds = vec![condition(READY, false, "InvalidSpec", message.to_string())];
+    s.conditions = merge_conditions(prev, conds, now);
+    s.observed_generation = generation;
+    s
+}
+
+/// Builds the status of a planned policy.
+pub fn build(
+    prev: Option<&DeletionCostPolicyStatus>,
+    plan: &Plan,
+    obs: &Observed,
+    now: &str,
+) -> DeletionCostPolicyStatus {
+    let mut counts: BTreeMap<MismatchReason, usize> = BTreeMap::new();
+    for m in plan.replica_sets.iter().flat_map(|r| &r.mismatches) {
+        *counts.entry(m.reason).or_default() += 1;
+    }
+    let ambiguous = plan
+        .replica_sets
+        .iter()
+        .any(|r| r.verdict == Verdict::Ambiguous);
+    let as_intended = counts.is_empty() && !ambiguous;
+    let order = if as_intended {
+        condition(
+            ORDER_AS_INTENDED,
+            true,
+            "AsIntended",
+            "upstream's deletion order matches the policy".into(),
+        )
+    } else if counts.is_empty() {
+        condition(
+            ORDER_AS_INTENDED,
+            false,
+            "Ambiguous",
+            "upstream's order among some pods depends on informer order".into(),
+        )
+    } else {
+        let (top, _) = counts
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(r, n)| (*r, *n))
+            .unwrap_or((MismatchReason::PendingPatch, 0));
+        let summary: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r:?}")).collect();
+        condition(
+            ORDER_AS_INTENDED,
+            false,
+            &format!("{top:?}"),
+            format!("pods deleted before cheaper ones: {}", summary.join(", ")),
+        )
+    };
+    let signals = match &obs.signals {
+        None => condition(SIGNALS_AVAILABLE, true, "Available", "all signals read".into()),
+        Some((reason, message)) => condition(SIGNALS_AVAILABLE, false, reason, message.clone()),
+    };
+    let ready = if obs.rejected > 0 {
+        condition(
+            READY,
+            false,
+            "QueueFull",
+            format!("{} patches refused by a full write queue; retrying", obs.rejected),
+        )
+    } else {
+        condition(
+            READY,
+            true,
+            "Reconciled",
+            format!(
+                "{} pods selected, {} patches pending",
+                plan.pods.len(),
+                obs.pending_patches
+            ),
+        )
+    };
+    let conflict = if obs.conflicts.is_empty() {
+        condition(CONFLICT, false, "NoConflict", "no other policy selects these pods".into())
+    } else {
+        let list: Vec<String> = obs
+            .conflicts
+            .iter()
+            .map(|(p, n)| format!("{p} ({n} pods)"))
+            .collect();
+        condition(
+            CONFLICT,
+            true,
+            "OverlappingPolicy",
+            format!("older policies win shared pods: {}", list.join(", ")),
+        )
+    };
+    let managed = plan
+        .pods
+        .iter()
+        .filter(|p| matches!(p.action, Action::Patch(_)) || p.owner == CostOwner::Ours)
+        .count();
+    DeletionCostPolicyStatus {
+        conditions: merge_conditions(prev, vec![ready, order, signals, conflict], now),
+        observed_generation: obs.generation,
+        managed_pods: u32::try_from(managed).unwrap_or(u32::MAX),
+        pending_patches: u32::try_from(obs.pending_patches).unwrap_or(u32::MAX),
+        last_refresh: obs
+            .last_refresh
+            .clone()
+            .or_else(|| prev.and_then(|p| p.last_refresh.clone())),
+        victims: plan
+            .replica_sets
+            .iter()
+            .map(|r| ReplicaSetVictims {
+                replica_set: r.name.clone(),
+                pods: r.predicted.iter().take(VICTIMS_SHOWN).cloned().collect(),
+            })
+            .collect(),
+        mismatches: plan
+            .replica_sets
+            .iter()
+            .flat_map(|r| &r.mismatches)
+            .take(MISMATCHES_SHOWN)
+            .map(|m| MismatchStatus {
+                pod: m.pod.clone(),
+                reason: format!("{:?}", m.reason),
+            })
+            .collect(),
+    }
+}
+
+/// Keeps `lastTransitionTime` of conditions whose status did not change.
+fn merge_conditions(
+    prev: Option<&DeletionCostPolicyStatus>,
+    new: Vec<Condition>,
+    now: &str,
+) -> Vec<Condition> {
+    new.into_iter()
+        .map(|mut c| {
+            let old = prev.and_then(|p| p.conditions.iter().find(|o| o.type_ == c.type_));
+            c.last_transition_time = match old {
+                Some(o) if o.status == c.status => o.last_transition_time.clone(),
+                _ => Some(now.to_string()),
+            };
+            c
+        })
+        .collect()
+}
+
+/// Conditions whose status changed (or appeared): each deserves one Event.
+pub fn transitions<'a>(
+    prev: Option<&DeletionCostPolicyStatus>,
+    new: &'a DeletionCostPolicyStatus,
+) -> Vec<&'a Condition> {
+    new.conditions
+        .iter()
+        .filter(|c| {
+            let old = prev.and_then(|p| p.conditions.iter().find(|o| o.type_ == c.type_));
+            match old {
+                Some(o) => o.status != c.status || o.reason != c.reason,
+                // first report: only bad news is news
+                None => (c.status == "True") == (c.type_ == CONFLICT),
+            }
+        })
+        .collect()
+}
+
+/// Whether two statuses differ in anything but transition times.
+pub fn differs(a: Option<&DeletionCostPolicyStatus>, b: &DeletionCostPolicyStatus) -> bool {
+    let strip = |s: &DeletionCostPolicyStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = None;
+        }
+        s
+    };
+    a.map(strip) != Some(strip(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comparator::Rule;
+    use crate::plan::{Mismatch, ReplicaSetPlan};
+
+    fn plan_with(mismatches: Vec<Mismatch>) -> Plan {
+        Plan {
+            policy: "shop/web".into(),
+            pods: vec![],
+            patches: vec![],
+            replica_sets: vec![ReplicaSetPlan {
+                name: "web-abc".into(),
+                deployment: Some("web".into()),
+                predicted: (0..8).map(|i| format!("p{i}")).collect(),
+                intended_costs: vec![],
+                live_costs: vec![],
+                victims: vec![],
+                verdict: if mismatches.is_empty() {
+                    Verdict::AsIntended
+                } else {
+                    Verdict::NotAsIntended
+                },
+                mismatches,
+                ambiguous: vec![],
+                tie_at_cut: false,
+                related_pods: 8,
+            }],
+            values: Default::default(),
+            inactive: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn mismatch(reason: MismatchReason) -> Mismatch {
+        Mismatch {
+            pod: "p0".into(),
+            before: "p1".into(),
+            reason,
+            rule: Rule::Readiness,
+        }
+    }
+
+    fn cond<'a>(s: &'a DeletionCostPolicyStatus, t: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn conditions_reflect_the_plan() {
+        let s = build(None, &plan_with(vec![]), &Observed::default(), "t0");
+        assert_eq!(cond(&s, ORDER_AS_INTENDED).status, "True");
+        assert_eq!(cond(&s, READY).status, "True");
+        assert_eq!(s.victims[0].pods.len(), VICTIMS_SHOWN);
+        let bad = build(
+            Some(&s),
+            &plan_with(vec![mismatch(MismatchReason::NotReady), mismatch(MismatchReason::NotReady)]),
+            &Observed {
+                signals: Some(("Unreachable".into(), "connection refused".into())),
+                conflicts: vec![("shop/older".into(), 2)],
+                ..Default::default()
+            },
+            "t1",
+        );
+        let order = cond(&bad, ORDER_AS_INTENDED);
+        assert_eq!((order.status.as_str(), order.reason.as_str()), ("False", "NotReady"));
+        assert_eq!(order.last_transition_time.as_deref(), Some("t1"));
+        assert_eq!(cond(&bad, READY).last_transition_time.as_deref(), Some("t0"));
+        assert_eq!(cond(&bad, SIGNALS_AVAILABLE).reason, "Unreachable");
+        assert_eq!(cond(&bad, CONFLICT).status, "True");
+        assert_eq!(bad.mismatches[0].reason, "NotReady");
+        let changed: Vec<&str> = transitions(Some(&s), &bad).iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(changed, [ORDER_AS_INTENDED, SIGNALS_AVAILABLE, CONFLICT]);
+    }
+
+    #[test]
+    fn unchanged_status_is_not_rewritten() {
+        let a = build(None, &plan_with(vec![]), &Observed::default(), "t0");
+        let b = build(Some(&a), &plan_with(vec![]), &Observed::default(), "t5");
+        assert!(!differs(Some(&a), &b));
+        assert!(transitions(Some(&a), &b).is_empty());
+        // first status: only bad news is an event
+        assert!(transitions(None, &a).is_empty());
+        assert!(differs(None, &a));
+    }
+
+    #[test]
+    fn invalid_spec_status_names_the_field() {
+        let s = invalid(None, "spec.selector: must not be empty", Some(3), "t0");
+        let r = cond(&s, READY);
+        assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "InvalidSpec"));
+        assert!(r.message.contains("spec.selector"));
+        assert_eq!(s.observed_generation, Some(3));
+    }
+}
