@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod cli;
 pub mod comparator;
+pub mod controller;
 pub mod input;
 pub mod metrics;
 pub mod plan;

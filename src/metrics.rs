@@ -118,7 +118,12 @@ impl Collector for PatcherCollector {
                 None,
                 MetricType::Histogram,
             )?
-            .encode_histogram::<ResultLabel>(stats.rate_limit_wait.as_secs_f64(), count, &buckets, None)
+            .encode_histogram::<ResultLabel>(
+                stats.rate_limit_wait.as_secs_f64(),
+                count,
+                &buckets,
+                None,
+            )
     }
 }
 

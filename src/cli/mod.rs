@@ -4,6 +4,7 @@
 pub mod crd;
 pub mod plan;
 pub mod predict;
+pub mod run;
 pub mod samples_input;
 
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Print the DeletionCostPolicy CustomResourceDefinition as YAML.
     Crd(crd::CrdArgs),
+    /// Run the operator: watch policies, pods, nodes; write costs; check the order.
+    Run(run::RunArgs),
 }
 
 /// An error at the CLI edge: a message for the user and an exit code.
@@ -109,6 +112,7 @@ pub fn run() -> ExitCode {
         Command::Predict(args) => predict::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Crd(args) => crd::run(args),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -106,7 +106,12 @@ pub fn build(
         )
     };
     let signals = match &obs.signals {
-        None => condition(SIGNALS_AVAILABLE, true, "Available", "all signals read".into()),
+        None => condition(
+            SIGNALS_AVAILABLE,
+            true,
+            "Available",
+            "all signals read".into(),
+        ),
         Some((reason, message)) => condition(SIGNALS_AVAILABLE, false, reason, message.clone()),
     };
     let ready = if obs.rejected > 0 {
@@ -114,7 +119,10 @@ pub fn build(
             READY,
             false,
             "QueueFull",
-            format!("{} patches refused by a full write queue; retrying", obs.rejected),
+            format!(
+                "{} patches refused by a full write queue; retrying",
+                obs.rejected
+            ),
         )
     } else {
         condition(
@@ -129,7 +137,12 @@ pub fn build(
         )
     };
     let conflict = if obs.conflicts.is_empty() {
-        condition(CONFLICT, false, "NoConflict", "no other policy selects these pods".into())
+        condition(
+            CONFLICT,
+            false,
+            "NoConflict",
+            "no other policy selects these pods".into(),
+        )
     } else {
         let list: Vec<String> = obs
             .conflicts
@@ -281,7 +294,10 @@ mod tests {
         assert_eq!(s.victims[0].pods.len(), VICTIMS_SHOWN);
         let bad = build(
             Some(&s),
-            &plan_with(vec![mismatch(MismatchReason::NotReady), mismatch(MismatchReason::NotReady)]),
+            &plan_with(vec![
+                mismatch(MismatchReason::NotReady),
+                mismatch(MismatchReason::NotReady),
+            ]),
             &Observed {
                 signals: Some(("Unreachable".into(), "connection refused".into())),
                 conflicts: vec![("shop/older".into(), 2)],
@@ -290,13 +306,22 @@ mod tests {
             "t1",
         );
         let order = cond(&bad, ORDER_AS_INTENDED);
-        assert_eq!((order.status.as_str(), order.reason.as_str()), ("False", "NotReady"));
+        assert_eq!(
+            (order.status.as_str(), order.reason.as_str()),
+            ("False", "NotReady")
+        );
         assert_eq!(order.last_transition_time.as_deref(), Some("t1"));
-        assert_eq!(cond(&bad, READY).last_transition_time.as_deref(), Some("t0"));
+        assert_eq!(
+            cond(&bad, READY).last_transition_time.as_deref(),
+            Some("t0")
+        );
         assert_eq!(cond(&bad, SIGNALS_AVAILABLE).reason, "Unreachable");
         assert_eq!(cond(&bad, CONFLICT).status, "True");
         assert_eq!(bad.mismatches[0].reason, "NotReady");
-        let changed: Vec<&str> = transitions(Some(&s), &bad).iter().map(|c| c.type_.as_str()).collect();
+        let changed: Vec<&str> = transitions(Some(&s), &bad)
+            .iter()
+            .map(|c| c.type_.as_str())
+            .collect();
         assert_eq!(changed, [ORDER_AS_INTENDED, SIGNALS_AVAILABLE, CONFLICT]);
     }
 
@@ -315,7 +340,10 @@ mod tests {
     fn invalid_spec_status_names_the_field() {
         let s = invalid(None, "spec.selector: must not be empty", Some(3), "t0");
         let r = cond(&s, READY);
-        assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "InvalidSpec"));
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
         assert!(r.message.contains("spec.selector"));
         assert_eq!(s.observed_generation, Some(3));
     }

@@ -285,6 +285,26 @@ fn creation_ns(p: &Pod) -> i128 {
         .unwrap_or(i128::MIN)
 }
 
+/// Names of the active pods a policy selects in a snapshot.
+pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
+    let ns = policy.namespace.as_str();
+    let ns_pods: Vec<&Pod> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
+        .collect();
+    let ns_rs: Vec<&ReplicaSet> = snapshot
+        .replica_sets
+        .iter()
+        .filter(|r| r.metadata.namespace.as_deref().unwrap_or("") == ns)
+        .collect();
+    selected(policy, &ns_pods, &ns_rs)
+        .into_iter()
+        .filter(|p| is_pod_active(p))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
 /// Plans one policy over a snapshot.
 pub fn plan(
     policy: &ResolvedPolicy,
@@ -292,6 +312,19 @@ pub fn plan(
     samples: &SignalSamples,
     previous: &PreviousValues,
     opts: &PlanOptions,
+) -> Plan {
+    plan_excluding(policy, snapshot, samples, previous, opts, &BTreeSet::new())
+}
+
+/// Plans one policy, leaving out pods another policy has won (`excluded`):
+/// they are neither costed nor patched, but still ordered with their ReplicaSet.
+pub fn plan_excluding(
+    policy: &ResolvedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
 ) -> Plan {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
@@ -317,7 +350,10 @@ pub fn plan(
             .unwrap_or_default()
     };
 
-    let all_selected = selected(policy, &ns_pods, &ns_rs);
+    let all_selected: Vec<&Pod> = selected(policy, &ns_pods, &ns_rs)
+        .into_iter()
+        .filter(|p| !excluded.contains(p.metadata.name.as_deref().unwrap_or("")))
+        .collect();
     let inactive: Vec<String> = all_selected
         .iter()
         .filter(|p| !is_pod_active(p))

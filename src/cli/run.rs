@@ -1,0 +1,101 @@
+//! `deletion-cost run`: the operator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::plan::gates_from_flags;
+use super::CliError;
+use crate::controller::{self, RunConfig};
+
+/// Flags of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Watch and write only this namespace, so the operator can run with a
+    /// Role instead of a ClusterRole (nodes are still read cluster-wide).
+    #[arg(long, env = "DELETION_COST_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Prometheus base URL for utilisation signals.
+    #[arg(long, value_name = "URL")]
+    pub prometheus_url: Option<String>,
+    /// Timeout of one Prometheus query, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub prometheus_timeout: f64,
+    /// Listen address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Operator-wide sustained writes per second to the API server.
+    #[arg(long, default_value_t = 5.0)]
+    pub qps: f64,
+    /// Operator-wide writes allowed at once.
+    #[arg(long, default_value_t = 10)]
+    pub burst: u32,
+    /// Compute and report (logs, metrics), write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Kubeconfig file; by default the in-cluster config (or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the leader-election Lease (default: $POD_NAMESPACE).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "deletion-cost")]
+    pub lease_name: String,
+    /// Run without leader election (a single replica only).
+    #[arg(long)]
+    pub no_leader_election: bool,
+    /// Feature gates of the cluster (PodDeletionCost=BOOL,LogarithmicScaleDown=BOOL).
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Kubernetes minor version whose gate defaults apply (e.g. 1.33).
+    #[arg(long, value_name = "X.Y")]
+    pub kubernetes_version: Option<String>,
+    /// Seconds SIGTERM waits for in-flight writes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+    pub shutdown_grace: u64,
+}
+
+/// Runs the operator until SIGTERM.
+pub fn run(args: RunArgs) -> Result<(), CliError> {
+    if !(args.prometheus_timeout.is_finite() && args.prometheus_timeout > 0.0) {
+        return Err(CliError::bad_input(
+            "--prometheus-timeout must be a positive number of seconds",
+        ));
+    }
+    let gates = gates_from_flags(
+        args.kubernetes_version.as_deref(),
+        args.feature_gates.as_deref(),
+    )?;
+    let identity = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("{}-{}", controller::MANAGER, std::process::id()));
+    let config = RunConfig {
+        namespace: args.namespace,
+        prometheus_url: args.prometheus_url,
+        prometheus_timeout: Duration::from_secs_f64(args.prometheus_timeout),
+        metrics_addr: args.metrics_addr,
+        qps: args.qps,
+        burst: args.burst,
+        dry_run: args.dry_run,
+        kubeconfig: args.kubeconfig,
+        leader_election: !args.no_leader_election,
+        lease_name: args.lease_name,
+        lease_namespace: args.leader_election_namespace,
+        identity,
+        gates,
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        debounce: Duration::from_secs(1),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
+    runtime
+        .block_on(controller::run(config))
+        .map_err(|e| match e {
+            controller::ControllerError::Config(m) => CliError::bad_input(m),
+            other => CliError::failure(other),
+        })
+}

@@ -1,0 +1,969 @@
+//! The operator: kube-runtime wiring of the watches, the planner and the
+//! patcher. Reflectors keep trimmed pods, nodes and ReplicaSets; each policy
+//! reconcile builds a snapshot from them, plans (pure), hands the patches to
+//! the rate-limited patcher and writes the status. Only the lease holder writes.
+
+pub mod status;
+pub mod trim;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{predicates, watcher, WatchStreamExt};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use crate::apply::{
+    KubePodWriter, PatchRequest, Patcher, PatcherConfig, PodKey, PolicyKey, Priority, Rate,
+    SubmitError,
+};
+use crate::comparator::{FeatureGates, POD_DELETION_COST};
+use crate::metrics::{Metrics, PolicyReason};
+use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
+use crate::policy::validate::Target;
+use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus, ValidatedSignal};
+use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient};
+use crate::signals::SignalSamples;
+
+/// Finalizer that removes a policy's costs before the policy goes away.
+pub const FINALIZER: &str = "deletioncost.dev/cleanup";
+/// Name used for events, field manager and the lease holder prefix.
+pub const MANAGER: &str = "deletion-cost-operator";
+
+/// Errors of the operator shell.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// Building the Kubernetes client failed.
+    #[error("kubernetes client: {0}")]
+    Client(String),
+    /// An API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The finalizer helper failed.
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+    /// A flag has a bad value.
+    #[error("{0}")]
+    Config(String),
+    /// The metrics/health listener failed.
+    #[error("metrics server on {addr}: {message}")]
+    Serve {
+        /// Listen address.
+        addr: SocketAddr,
+        /// What failed.
+        message: String,
+    },
+    /// Leader election failed.
+    #[error("leader election: {0}")]
+    Lease(String),
+    /// Removing a deleted policy's costs did not finish; retried.
+    #[error("cleanup of {policy}: {remaining} pods still carry its cost")]
+    CleanupIncomplete {
+        /// namespace/name.
+        policy: String,
+        /// Pods not yet cleaned.
+        remaining: usize,
+    },
+}
+
+impl ControllerError {
+    /// Label for the reconcile-errors metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ControllerError::Client(_) => "client",
+            ControllerError::Kube(_) => "api",
+            ControllerError::Finalizer(_) => "finalizer",
+            ControllerError::Config(_) => "config",
+            ControllerError::Serve { .. } => "serve",
+            ControllerError::Lease(_) => "lease",
+            ControllerError::CleanupIncomplete { .. } => "cleanup",
+        }
+    }
+}
+
+/// Everything `deletion-cost run` is told.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Watch and write only this namespace (Role instead of ClusterRole).
+    pub namespace: Option<String>,
+    /// Prometheus for utilisation signals.
+    pub prometheus_url: Option<String>,
+    /// Per-query Prometheus timeout.
+    pub prometheus_timeout: Duration,
+    /// `/metrics`, `/healthz`, `/readyz` listener.
+    pub metrics_addr: SocketAddr,
+    /// Operator-wide write rate.
+    pub qps: f64,
+    /// Operator-wide burst.
+    pub burst: u32,
+    /// Compute and report, write nothing.
+    pub dry_run: bool,
+    /// Kubeconfig file (in-cluster or the default kubeconfig when unset).
+    pub kubeconfig: Option<PathBuf>,
+    /// Take part in leader election (off: always leader).
+    pub leader_election: bool,
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace (default: the pod's namespace, or `default`).
+    pub lease_namespace: Option<String>,
+    /// This replica's identity (pod name).
+    pub identity: String,
+    /// Feature gates of the cluster's controller-manager.
+    pub gates: FeatureGates,
+    /// How long SIGTERM waits for in-flight writes.
+    pub shutdown_grace: Duration,
+    /// Quiet time before a triggered reconcile runs.
+    pub debounce: Duration,
+}
+
+/// Per-policy memory across reconciles.
+#[derive(Debug, Default)]
+struct PolicyState {
+    previous: PreviousValues,
+    samples: SignalSamples,
+    last_fetch: Option<tokio::time::Instant>,
+    last_refresh: Option<String>,
+    signal_error: Option<(String, String)>,
+    mismatch_reasons: BTreeSet<String>,
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    client: Client,
+    config: RunConfig,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    replica_sets: Store<ReplicaSet>,
+    policies: Store<DeletionCostPolicy>,
+    metrics: Arc<Metrics>,
+    leader: watch::Receiver<bool>,
+    prometheus: Option<PrometheusClient>,
+    state: Mutex<HashMap<String, PolicyState>>,
+    recorder: Recorder,
+}
+
+impl Context {
+    fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    fn patcher(&self) -> Option<Patcher> {
+        self.metrics.patcher.read().ok().and_then(|p| p.clone())
+    }
+
+    fn snapshot(&self, ns: &str) -> Snapshot {
+        let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
+        Snapshot {
+            pods: self
+                .pods
+                .state()
+                .iter()
+                .filter(|p| in_ns(&p.metadata))
+                .map(|p| (**p).clone())
+                .collect(),
+            nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
+            replica_sets: self
+                .replica_sets
+                .state()
+                .iter()
+                .filter(|r| in_ns(&r.metadata))
+                .map(|r| (**r).clone())
+                .collect(),
+            deployments: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    Timestamp::now().to_string()
+}
+
+/// Builds the client. kube's own retry layer is off: every write must go
+/// through our limiter, retries included.
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, ControllerError> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| ControllerError::Client(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| ControllerError::Client(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ControllerError::Client(e.to_string()))?,
+    };
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| ControllerError::Client(e.to_string()))
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Holds a patcher only while this replica leads; a new term gets a new
+/// patcher, a lost term drops the old one's queue so a follower never writes.
+async fn follow_leadership(
+    mut leader: watch::Receiver<bool>,
+    client: Client,
+    config: RunConfig,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let leading = *leader.borrow_and_update();
+        let current = metrics.patcher.read().ok().and_then(|p| p.clone());
+        match (leading, current) {
+            (true, None) => match Rate::new("--qps/--burst", config.qps, config.burst) {
+                Ok(rate) => {
+                    let patcher = Patcher::start(
+                        KubePodWriter::new(client.clone()),
+                        PatcherConfig::new(rate),
+                    );
+                    if let Ok(mut slot) = metrics.patcher.write() {
+                        *slot = Some(patcher);
+                    }
+                    metrics.leader.set(1);
+                    tracing::info!(identity = %config.identity, "leading: writes enabled");
+                }
+                Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
+            },
+            (false, Some(patcher)) => {
+                if let Ok(mut slot) = metrics.patcher.write() {
+                    *slot = None;
+                }
+                metrics.leader.set(0);
+                let report = patcher.drain(Duration::ZERO).await;
+                tracing::warn!(
+                    abandoned = report.abandoned.len(),
+                    "lost the lease: writes stopped, queued values dropped (the new leader recomputes them)"
+                );
+            }
+            _ => {}
+        }
+        if leader.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs the operator until SIGTERM/SIGINT.
+pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
+    if !(config.qps.is_finite() && config.qps > 0.0) || config.burst == 0 {
+        return Err(ControllerError::Config(format!(
+            "--qps must be > 0 and --burst >= 1 (got {} and {})",
+            config.qps, config.burst
+        )));
+    }
+    let client = client(config.kubeconfig.as_ref()).await?;
+    let metrics = Arc::new(Metrics::new(config.qps));
+    let ns = config.namespace.as_deref();
+    let prometheus = match &config.prometheus_url {
+        Some(url) => Some(
+            PrometheusClient::new(url)
+                .map_err(|e| ControllerError::Config(format!("--prometheus-url: {e}")))?,
+        ),
+        None => None,
+    };
+
+    // Leadership.
+    let (leader_tx, leader_rx) = watch::channel(!config.leader_election);
+    let _lease_task = if config.leader_election {
+        let lease_ns = config
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into());
+        let manager =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+                .with_namespace(lease_ns)
+                .with_identity(&config.identity)
+                .with_duration(15)
+                .with_grace(5)
+                .build()
+                .await
+                .map_err(|e| ControllerError::Lease(e.to_string()))?;
+        let (mut rx, task) = manager.watch().await;
+        let forward = tokio::spawn(async move {
+            loop {
+                let v = *rx.borrow_and_update();
+                if leader_tx.send(v).is_err() || rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+        Some((task, forward))
+    } else {
+        drop(leader_tx);
+        None
+    };
+    tokio::spawn(follow_leadership(
+        leader_rx.clone(),
+        client.clone(),
+        config.clone(),
+        metrics.clone(),
+    ));
+
+    // Watches with trimmed objects.
+    let wc = watcher::Config::default();
+    let (pods, pods_w) = reflector::store::<Pod>();
+    let pod_events = watcher(api::<Pod>(&client, ns), wc.clone())
+        .modify(trim::trim_pod)
+        .reflect(pods_w)
+        .default_backoff()
+        .touched_objects();
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
+        .modify(trim::trim_node)
+        .reflect(nodes_w)
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::labels, Default::default());
+    let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
+    let rs_events = watcher(api::<ReplicaSet>(&client, ns), wc.clone())
+        .modify(trim::trim_replica_set)
+        .reflect(rs_w)
+        .default_backoff()
+        .touched_objects();
+
+    let policy_api = api::<DeletionCostPolicy>(&client, ns);
+    let controller = Controller::new(policy_api, wc)
+        .with_config(controller::Config::default().debounce(config.debounce));
+    let policies = controller.store();
+
+    // Health: ready once every cache has synced.
+    let ready = Arc::new(AtomicBool::new(false));
+    {
+        let (ready, stores) = (
+            ready.clone(),
+            (
+                pods.clone(),
+                nodes.clone(),
+                replica_sets.clone(),
+                policies.clone(),
+            ),
+        );
+        tokio::spawn(async move {
+            let ok = stores.0.wait_until_ready().await.is_ok()
+                && stores.1.wait_until_ready().await.is_ok()
+                && stores.2.wait_until_ready().await.is_ok()
+                && stores.3.wait_until_ready().await.is_ok();
+            if ok {
+                tracing::info!("caches synced");
+                ready.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let server = serve_http(
+        config.metrics_addr,
+        metrics.clone(),
+        ready.clone(),
+        shutdown_rx,
+    )
+    .await?;
+
+    let reporter = Reporter {
+        controller: MANAGER.into(),
+        instance: Some(config.identity.clone()),
+    };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client: client.clone(),
+        config: config.clone(),
+        pods: pods.clone(),
+        nodes,
+        replica_sets,
+        policies: policies.clone(),
+        metrics: metrics.clone(),
+        leader: leader_rx.clone(),
+        prometheus,
+        state: Mutex::new(HashMap::new()),
+    });
+
+    let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
+        store
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns)
+            .map(|p| ObjectRef::from_obj(&*p))
+            .collect::<Vec<_>>()
+    };
+    let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
+    let leader_changes = leader_changes(leader_rx.clone());
+    let shutdown = async {
+        shutdown_signal().await;
+    };
+    tracing::info!(
+        namespace = ns.unwrap_or("(all)"),
+        qps = config.qps,
+        burst = config.burst,
+        dry_run = config.dry_run,
+        "starting"
+    );
+    let grace = config.shutdown_grace;
+    controller
+        .watches_stream(pod_events, move |pod: Pod| in_ns(&p1, pod.namespace()))
+        .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
+        .watches_stream(node_events, move |_node: Node| {
+            p3.state()
+                .iter()
+                .map(|p| ObjectRef::from_obj(&**p))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_all_on(leader_changes)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile failed");
+            }
+        })
+        .await;
+
+    tracing::info!("shutting down: draining writes");
+    let patcher = metrics.patcher.write().ok().and_then(|mut p| p.take());
+    if let Some(patcher) = patcher {
+        let report = patcher.drain(grace).await;
+        if !report.completed() {
+            tracing::warn!(
+                abandoned = report.abandoned.len(),
+                "writes left at the shutdown deadline (the next leader recomputes them)"
+            );
+        }
+    }
+    let _ = shutdown_tx.send(true);
+    let _ = server.await;
+    Ok(())
+}
+
+/// A stream that yields once per leadership change.
+fn leader_changes(rx: watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send {
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok().map(|_| ((), rx))
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c().map(|_| ());
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => ctrl_c.await,
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz`.
+async fn serve_http(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.load(Ordering::Relaxed);
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                    }
+                }
+            }),
+        );
+    let listener =
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ControllerError::Serve {
+                addr,
+                message: e.to_string(),
+            })?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    Ok(tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|v| *v).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    }))
+}
+
+fn error_policy(
+    policy: Arc<DeletionCostPolicy>,
+    err: &ControllerError,
+    ctx: Arc<Context>,
+) -> Action {
+    tracing::warn!(policy = %policy_key(&policy), error = %err, "reconcile failed; retrying in 30s");
+    ctx.metrics.reconciled(err.metric_label());
+    Action::requeue(Duration::from_secs(30))
+}
+
+fn policy_key(p: &DeletionCostPolicy) -> String {
+    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
+}
+
+async fn reconcile(
+    policy: Arc<DeletionCostPolicy>,
+    ctx: Arc<Context>,
+) -> Result<Action, ControllerError> {
+    if !ctx.is_leader() {
+        // followers keep warm caches and wait for the lease
+        return Ok(Action::await_change());
+    }
+    if ctx.config.dry_run {
+        return apply_policy(policy, &ctx).await;
+    }
+    let ns = policy.namespace().unwrap_or_default();
+    let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, policy, |event| async {
+        match event {
+            FinalizerEvent::Apply(p) => apply_policy(p, &ctx).await,
+            FinalizerEvent::Cleanup(p) => cleanup(p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| ControllerError::Finalizer(e.to_string()))
+}
+
+/// Reads each utilisation signal when its refresh is due; keeps the last good
+/// samples on failure and reports why.
+async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut PolicyState) {
+    let util: Vec<(usize, &crate::policy::validate::Utilization)> = policy
+        .spec
+        .signals
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            ValidatedSignal::Utilization(u) => Some((i, u)),
+            _ => None,
+        })
+        .collect();
+    if util.is_empty() {
+        state.signal_error = None;
+        return;
+    }
+    let due = state
+        .last_fetch
+        .is_none_or(|t| t.elapsed() >= policy.spec.refresh_interval);
+    if !due {
+        return;
+    }
+    let Some(prom) = &ctx.prometheus else {
+        state.signal_error = Some((
+            "NoPrometheus".into(),
+            "the policy has utilization signals but the operator runs without --prometheus-url"
+                .into(),
+        ));
+        return;
+    };
+    let labels = match &policy.spec.target {
+        Target::Selector(s) => s.match_labels.clone(),
+        Target::Workload(_) => BTreeMap::new(),
+    };
+    let mut error = None;
+    for (index, u) in util {
+        let query = match render_query(&u.query, &policy.namespace, &labels) {
+            Ok(q) => q,
+            Err(e) => {
+                error = Some((
+                    "BadQuery".to_string(),
+                    format!("spec.signals[{index}].utilization.prometheus.query: {e}"),
+                ));
+                continue;
+            }
+        };
+        let opts = FetchOptions {
+            timeout: ctx.config.prometheus_timeout,
+            max_age: Some(u.max_age),
+            ..Default::default()
+        };
+        match prom.fetch_utilization(&query, &u.pod_label, &opts).await {
+            Ok(fetched) => {
+                state.samples.utilization.insert(index, fetched.samples);
+            }
+            Err(e) => {
+                ctx.metrics
+                    .signal_fetch_errors
+                    .get_or_create(&PolicyReason {
+                        policy: policy.key(),
+                        reason: e.kind().to_string(),
+                    })
+                    .inc();
+                tracing::warn!(policy = %policy.key(), signal = index, error = %e, "utilization query failed; keeping last values");
+                error = Some((e.kind().to_string(), format!("spec.signals[{index}]: {e}")));
+            }
+        }
+    }
+    state.last_fetch = Some(tokio::time::Instant::now());
+    if error.is_none() {
+        state.last_refresh = Some(now_rfc3339());
+    }
+    state.signal_error = error;
+}
+
+/// Older policy (then smaller name) wins a pod both select.
+fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
+    let key = |p: &DeletionCostPolicy| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.name_any(),
+        )
+    };
+    key(a) < key(b)
+}
+
+async fn apply_policy(
+    policy: Arc<DeletionCostPolicy>,
+    ctx: &Context,
+) -> Result<Action, ControllerError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let name = policy.name_any();
+    let key = format!("{ns}/{name}");
+    let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+    let prev_status = policy.status.clone();
+    let resolved = match ResolvedPolicy::resolve(&name, &ns, &policy.spec) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(policy = %key, error = %e, "invalid policy");
+            ctx.metrics.reconciled("invalid");
+            let st = status::invalid(
+                prev_status.as_ref(),
+                &e.errors,
+                policy.metadata.generation,
+                &now_rfc3339(),
+            );
+            write_status(ctx, &api, &policy, prev_status.as_ref(), st).await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    let snapshot = ctx.snapshot(&ns);
+    // overlapping policies: the older one keeps the shared pods
+    let mine = plan::selected_pods(&resolved, &snapshot);
+    let mut excluded = BTreeSet::new();
+    let mut conflicts = Vec::new();
+    for other in ctx.policies.state() {
+        if other.namespace().as_deref() != Some(ns.as_str())
+            || other.name_any() == name
+            || other.metadata.deletion_timestamp.is_some()
+            || !wins_over(&other, &policy)
+        {
+            continue;
+        }
+        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), &ns, &other.spec) else {
+            continue;
+        };
+        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
+            .intersection(&mine)
+            .cloned()
+            .collect();
+        if !shared.is_empty() {
+            conflicts.push((o.key(), shared.len()));
+            excluded.extend(shared);
+        }
+    }
+
+    let (samples, previous, last_refresh, signal_error) = {
+        let mut state = ctx
+            .state
+            .lock()
+            .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
+            .unwrap_or_default();
+        refresh_signals(ctx, &resolved, &mut state).await;
+        let out = (
+            state.samples.clone(),
+            state.previous.clone(),
+            state.last_refresh.clone(),
+            state.signal_error.clone(),
+        );
+        if let Ok(mut s) = ctx.state.lock() {
+            s.insert(key.clone(), state);
+        }
+        out
+    };
+    let opts = PlanOptions {
+        gates: ctx.config.gates,
+        now: Some(Timestamp::now().as_nanosecond()),
+        scale_down_by: None,
+        assume_patches_applied: false,
+    };
+    let planned = plan::plan_excluding(&resolved, &snapshot, &samples, &previous, &opts, &excluded);
+
+    // pods carrying our cost that we no longer manage
+    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| p.name.as_str()).collect();
+    let releases: Vec<&Pod> = snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
+                && !managed.contains(p.name_any().as_str())
+                && crate::comparator::is_pod_active(p)
+        })
+        .collect();
+
+    let hold = signal_error.is_some();
+    let mut pending = 0;
+    let mut rejected = 0;
+    if !ctx.config.dry_run && !hold {
+        if let Some(patcher) = ctx.patcher() {
+            let pkey = PolicyKey::new(&ns, &name);
+            let rate = resolved
+                .spec
+                .rate_limit
+                .and_then(|r| Rate::new(&format!("{key} spec.rateLimit"), r.qps, r.burst).ok());
+            patcher.set_policy_rate(&pkey, rate);
+            let mut reqs: Vec<PatchRequest> = planned
+                .patches
+                .iter()
+                .map(|p| {
+                    PatchRequest::set(PodKey::new(&ns, &p.pod), &name, p.cost).with_uid(&p.uid)
+                })
+                .collect();
+            reqs.extend(releases.iter().map(|p| {
+                PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
+                    .with_uid(p.uid().unwrap_or_default())
+            }));
+            pending = reqs.len();
+            if !reqs.is_empty() {
+                match patcher.submit_batch(reqs, Priority::Background) {
+                    Ok(_batch) => {}
+                    Err(SubmitError::QueueFull { .. }) => {
+                        rejected = pending;
+                        pending = 0;
+                    }
+                    Err(e) => {
+                        tracing::warn!(policy = %key, error = %e, "patches not submitted");
+                        rejected = pending;
+                        pending = 0;
+                    }
+                }
+            }
+        }
+    }
+    tracing::info!(
+        policy = %key,
+        pods = planned.pods.len(),
+        patches = planned.patches.len(),
+        releases = releases.len(),
+        held = hold,
+        dry_run = ctx.config.dry_run,
+        "planned"
+    );
+
+    // mismatch gauges: set current reasons, zero the ones that went away
+    let mut reasons: BTreeMap<String, i64> = BTreeMap::new();
+    for m in planned.replica_sets.iter().flat_map(|r| &r.mismatches) {
+        *reasons.entry(format!("{:?}", m.reason)).or_default() += 1;
+    }
+    if let Ok(mut state) = ctx.state.lock() {
+        let st = state.entry(key.clone()).or_default();
+        for gone in st
+            .mismatch_reasons
+            .iter()
+            .filter(|r| !reasons.contains_key(*r))
+        {
+            ctx.metrics
+                .order_mismatches
+                .get_or_create(&PolicyReason {
+                    policy: key.clone(),
+                    reason: gone.clone(),
+                })
+                .set(0);
+        }
+        st.mismatch_reasons = reasons.keys().cloned().collect();
+        st.previous = planned.values.clone();
+    }
+    for (reason, n) in &reasons {
+        ctx.metrics
+            .order_mismatches
+            .get_or_create(&PolicyReason {
+                policy: key.clone(),
+                reason: reason.clone(),
+            })
+            .set(*n);
+    }
+
+    let observed = status::Observed {
+        signals: signal_error,
+        conflicts,
+        pending_patches: pending,
+        rejected,
+        last_refresh,
+        generation: policy.metadata.generation,
+    };
+    let st = status::build(prev_status.as_ref(), &planned, &observed, &now_rfc3339());
+    write_status(ctx, &api, &policy, prev_status.as_ref(), st).await?;
+    ctx.metrics.reconciled("ok");
+    let again = if rejected > 0 {
+        Duration::from_secs(5)
+    } else {
+        resolved.spec.refresh_interval
+    };
+    Ok(Action::requeue(again))
+}
+
+/// Writes the status when it changed, and one Event per condition transition.
+async fn write_status(
+    ctx: &Context,
+    api: &Api<DeletionCostPolicy>,
+    policy: &DeletionCostPolicy,
+    prev: Option<&DeletionCostPolicyStatus>,
+    new: DeletionCostPolicyStatus,
+) -> Result<(), ControllerError> {
+    if ctx.config.dry_run || !status::differs(prev, &new) {
+        return Ok(());
+    }
+    let mut body = serde_json::to_value(&new).unwrap_or_default();
+    // merge patches keep fields we omit: clear emptied lists explicitly
+    if let Some(obj) = body.as_object_mut() {
+        for field in ["conditions", "victims", "mismatches"] {
+            obj.entry(field).or_insert_with(|| serde_json::json!([]));
+        }
+    }
+    let name = policy.name_any();
+    api.patch_status(
+        &name,
+        &PatchParams::apply(MANAGER),
+        &Patch::Merge(serde_json::json!({ "status": body })),
+    )
+    .await?;
+    let reference = policy.object_ref(&());
+    for c in status::transitions(prev, &new) {
+        let good = (c.status == "True") != (c.type_ == status::CONFLICT);
+        let event = Event {
+            type_: if good {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: c.reason.clone(),
+            note: Some(
+                format!("{}={}: {}", c.type_, c.status, c.message)
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, "publishing event failed");
+        }
+    }
+    Ok(())
+}
+
+/// Removes this policy's costs (through the limiter) before the finalizer goes.
+async fn cleanup(
+    policy: Arc<DeletionCostPolicy>,
+    ctx: &Context,
+) -> Result<Action, ControllerError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let name = policy.name_any();
+    let ours: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
+                && p.annotations().contains_key(POD_DELETION_COST)
+        })
+        .collect();
+    tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
+    if ours.is_empty() {
+        if let Ok(mut s) = ctx.state.lock() {
+            s.remove(&format!("{ns}/{name}"));
+        }
+        return Ok(Action::await_change());
+    }
+    let Some(patcher) = ctx.patcher() else {
+        return Err(ControllerError::CleanupIncomplete {
+            policy: format!("{ns}/{name}"),
+            remaining: ours.len(),
+        });
+    };
+    let reqs: Vec<PatchRequest> = ours
+        .iter()
+        .map(|p| {
+            PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
+                .with_uid(p.uid().unwrap_or_default())
+        })
+        .collect();
+    let batch = patcher
+        .submit_batch(reqs, Priority::Background)
+        .map_err(|e| ControllerError::Finalizer(e.to_string()))?;
+    let report = batch.wait().await;
+    if report.all_done() {
+        Ok(Action::await_change())
+    } else {
+        let remaining = report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| {
+                !matches!(
+                    o,
+                    crate::apply::WriteOutcome::Applied | crate::apply::WriteOutcome::Gone
+                )
+            })
+            .count();
+        Err(ControllerError::CleanupIncomplete {
+            policy: format!("{ns}/{name}"),
+            remaining,
+        })
+    }
+}
