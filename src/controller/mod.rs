@@ -142,29 +142,32 @@ struct PolicyState {
 
 /// Shared by every reconcile.
 pub struct Context {
-    client: Client,
-    config: RunConfig,
-    pods: Store<Pod>,
-    nodes: Store<Node>,
-    replica_sets: Store<ReplicaSet>,
-    policies: Store<DeletionCostPolicy>,
-    metrics: Arc<Metrics>,
-    leader: watch::Receiver<bool>,
-    prometheus: Option<PrometheusClient>,
+    pub(crate) client: Client,
+    pub(crate) config: RunConfig,
+    pub(crate) pods: Store<Pod>,
+    pub(crate) nodes: Store<Node>,
+    pub(crate) replica_sets: Store<ReplicaSet>,
+    pub(crate) policies: Store<DeletionCostPolicy>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) leader: watch::Receiver<bool>,
+    pub(crate) prometheus: Option<PrometheusClient>,
     state: Mutex<HashMap<String, PolicyState>>,
-    recorder: Recorder,
+    pub(crate) recorder: Recorder,
 }
 
 impl Context {
-    fn is_leader(&self) -> bool {
+    /// Whether this replica holds the lease (and may write).
+    pub fn is_leader(&self) -> bool {
         *self.leader.borrow()
     }
 
-    fn patcher(&self) -> Option<Patcher> {
+    /// The patcher of the current leadership term.
+    pub fn patcher(&self) -> Option<Patcher> {
         self.metrics.patcher.read().ok().and_then(|p| p.clone())
     }
 
-    fn snapshot(&self, ns: &str) -> Snapshot {
+    /// A snapshot of one namespace from the caches.
+    pub fn snapshot(&self, ns: &str) -> Snapshot {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
             pods: self
@@ -666,6 +669,161 @@ fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
     key(a) < key(b)
 }
 
+/// One planning round of a policy: the plan and what surrounds it.
+#[derive(Debug)]
+pub struct PolicyRound {
+    /// The validated policy.
+    pub resolved: ResolvedPolicy,
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// Pods (name, uid) carrying this policy's cost that it no longer manages.
+    pub releases: Vec<(String, String)>,
+    /// Older policies that win shared pods, with counts.
+    pub conflicts: Vec<(String, usize)>,
+    /// Why signals are unavailable (writes are held meanwhile).
+    pub signal_error: Option<(String, String)>,
+    /// When signals were last read successfully.
+    pub last_refresh: Option<String>,
+}
+
+impl PolicyRound {
+    /// The patches this round wants: new costs, then releases.
+    pub fn requests(&self) -> Vec<PatchRequest> {
+        let (ns, name) = (&self.resolved.namespace, &self.resolved.name);
+        let mut reqs: Vec<PatchRequest> = self
+            .plan
+            .patches
+            .iter()
+            .map(|p| PatchRequest::set(PodKey::new(ns, &p.pod), name, p.cost).with_uid(&p.uid))
+            .collect();
+        reqs.extend(
+            self.releases
+                .iter()
+                .map(|(pod, uid)| PatchRequest::remove(PodKey::new(ns, pod), name).with_uid(uid)),
+        );
+        reqs
+    }
+}
+
+/// Plans a validated policy over the caches: resolves overlaps with other
+/// policies, refreshes signals when due (or now, with `force_refresh`).
+pub async fn plan_round(
+    ctx: &Context,
+    policy: &DeletionCostPolicy,
+    resolved: &ResolvedPolicy,
+    force_refresh: bool,
+    scale_down_by: Option<usize>,
+) -> PolicyRound {
+    let (ns, name, key) = (&resolved.namespace, &resolved.name, resolved.key());
+    let snapshot = ctx.snapshot(ns);
+    // overlapping policies: the older one keeps the shared pods
+    let mine = plan::selected_pods(resolved, &snapshot);
+    let mut excluded = BTreeSet::new();
+    let mut conflicts = Vec::new();
+    for other in ctx.policies.state() {
+        if other.namespace().as_deref() != Some(ns.as_str())
+            || &other.name_any() == name
+            || other.metadata.deletion_timestamp.is_some()
+            || !wins_over(&other, policy)
+        {
+            continue;
+        }
+        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+            continue;
+        };
+        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
+            .intersection(&mine)
+            .cloned()
+            .collect();
+        if !shared.is_empty() {
+            conflicts.push((o.key(), shared.len()));
+            excluded.extend(shared);
+        }
+    }
+
+    let mut state = ctx
+        .state
+        .lock()
+        .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
+        .unwrap_or_default();
+    if force_refresh {
+        state.last_fetch = None;
+    }
+    refresh_signals(ctx, resolved, &mut state).await;
+    let opts = PlanOptions {
+        gates: ctx.config.gates,
+        now: Some(Timestamp::now().as_nanosecond()),
+        scale_down_by,
+        assume_patches_applied: false,
+    };
+    let planned = plan::plan_excluding(
+        resolved,
+        &snapshot,
+        &state.samples,
+        &state.previous,
+        &opts,
+        &excluded,
+    );
+    state.previous = planned.values.clone();
+    let (signal_error, last_refresh) = (state.signal_error.clone(), state.last_refresh.clone());
+    if let Ok(mut s) = ctx.state.lock() {
+        let mismatch_reasons = s
+            .get(&key)
+            .map(|o| o.mismatch_reasons.clone())
+            .unwrap_or_default();
+        state.mismatch_reasons = mismatch_reasons;
+        s.insert(key.clone(), state);
+    }
+
+    // pods carrying our cost that we no longer manage
+    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| p.name.as_str()).collect();
+    let releases = snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            p.annotations().get(POLICY_ANNOTATION) == Some(name)
+                && !managed.contains(p.name_any().as_str())
+                && crate::comparator::is_pod_active(p)
+        })
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect();
+    PolicyRound {
+        resolved: resolved.clone(),
+        plan: planned,
+        releases,
+        conflicts,
+        signal_error,
+        last_refresh,
+    }
+}
+
+/// Hands a round's patches to the patcher. `Ok(None)`: nothing to send, or
+/// not allowed to (follower, dry run, signals unavailable).
+pub fn submit_round(
+    ctx: &Context,
+    round: &PolicyRound,
+    priority: Priority,
+) -> Result<Option<crate::apply::Batch>, SubmitError> {
+    if ctx.config.dry_run || round.signal_error.is_some() || !ctx.is_leader() {
+        return Ok(None);
+    }
+    let Some(patcher) = ctx.patcher() else {
+        return Ok(None);
+    };
+    let reqs = round.requests();
+    if reqs.is_empty() {
+        return Ok(None);
+    }
+    let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
+    let rate = round
+        .resolved
+        .spec
+        .rate_limit
+        .and_then(|r| Rate::new(&format!("{ns}/{name} spec.rateLimit"), r.qps, r.burst).ok());
+    patcher.set_policy_rate(&PolicyKey::new(ns, name), rate);
+    patcher.submit_batch(reqs, priority).map(Some)
+}
+
 async fn apply_policy(
     policy: Arc<DeletionCostPolicy>,
     ctx: &Context,
@@ -691,109 +849,20 @@ async fn apply_policy(
         }
     };
 
-    let snapshot = ctx.snapshot(&ns);
-    // overlapping policies: the older one keeps the shared pods
-    let mine = plan::selected_pods(&resolved, &snapshot);
-    let mut excluded = BTreeSet::new();
-    let mut conflicts = Vec::new();
-    for other in ctx.policies.state() {
-        if other.namespace().as_deref() != Some(ns.as_str())
-            || other.name_any() == name
-            || other.metadata.deletion_timestamp.is_some()
-            || !wins_over(&other, &policy)
-        {
-            continue;
-        }
-        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), &ns, &other.spec) else {
-            continue;
-        };
-        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
-            .intersection(&mine)
-            .cloned()
-            .collect();
-        if !shared.is_empty() {
-            conflicts.push((o.key(), shared.len()));
-            excluded.extend(shared);
-        }
-    }
-
-    let (samples, previous, last_refresh, signal_error) = {
-        let mut state = ctx
-            .state
-            .lock()
-            .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
-            .unwrap_or_default();
-        refresh_signals(ctx, &resolved, &mut state).await;
-        let out = (
-            state.samples.clone(),
-            state.previous.clone(),
-            state.last_refresh.clone(),
-            state.signal_error.clone(),
-        );
-        if let Ok(mut s) = ctx.state.lock() {
-            s.insert(key.clone(), state);
-        }
-        out
-    };
-    let opts = PlanOptions {
-        gates: ctx.config.gates,
-        now: Some(Timestamp::now().as_nanosecond()),
-        scale_down_by: None,
-        assume_patches_applied: false,
-    };
-    let planned = plan::plan_excluding(&resolved, &snapshot, &samples, &previous, &opts, &excluded);
-
-    // pods carrying our cost that we no longer manage
-    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| p.name.as_str()).collect();
-    let releases: Vec<&Pod> = snapshot
-        .pods
-        .iter()
-        .filter(|p| {
-            p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
-                && !managed.contains(p.name_any().as_str())
-                && crate::comparator::is_pod_active(p)
-        })
-        .collect();
-
-    let hold = signal_error.is_some();
+    let round = plan_round(ctx, &policy, &resolved, false, None).await;
+    let planned = &round.plan;
     let mut pending = 0;
     let mut rejected = 0;
-    if !ctx.config.dry_run && !hold {
-        if let Some(patcher) = ctx.patcher() {
-            let pkey = PolicyKey::new(&ns, &name);
-            let rate = resolved
-                .spec
-                .rate_limit
-                .and_then(|r| Rate::new(&format!("{key} spec.rateLimit"), r.qps, r.burst).ok());
-            patcher.set_policy_rate(&pkey, rate);
-            let mut reqs: Vec<PatchRequest> = planned
-                .patches
-                .iter()
-                .map(|p| {
-                    PatchRequest::set(PodKey::new(&ns, &p.pod), &name, p.cost).with_uid(&p.uid)
-                })
-                .collect();
-            reqs.extend(releases.iter().map(|p| {
-                PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
-                    .with_uid(p.uid().unwrap_or_default())
-            }));
-            pending = reqs.len();
-            if !reqs.is_empty() {
-                match patcher.submit_batch(reqs, Priority::Background) {
-                    Ok(_batch) => {}
-                    Err(SubmitError::QueueFull { .. }) => {
-                        rejected = pending;
-                        pending = 0;
-                    }
-                    Err(e) => {
-                        tracing::warn!(policy = %key, error = %e, "patches not submitted");
-                        rejected = pending;
-                        pending = 0;
-                    }
-                }
-            }
+    match submit_round(ctx, &round, Priority::Background) {
+        Ok(Some(batch)) => pending = batch.len(),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
+            rejected = round.requests().len();
         }
     }
+    let hold = round.signal_error.is_some();
+    let releases = &round.releases;
     tracing::info!(
         policy = %key,
         pods = planned.pods.len(),
@@ -825,7 +894,6 @@ async fn apply_policy(
                 .set(0);
         }
         st.mismatch_reasons = reasons.keys().cloned().collect();
-        st.previous = planned.values.clone();
     }
     for (reason, n) in &reasons {
         ctx.metrics
@@ -838,14 +906,14 @@ async fn apply_policy(
     }
 
     let observed = status::Observed {
-        signals: signal_error,
-        conflicts,
+        signals: round.signal_error.clone(),
+        conflicts: round.conflicts.clone(),
         pending_patches: pending,
         rejected,
-        last_refresh,
+        last_refresh: round.last_refresh.clone(),
         generation: policy.metadata.generation,
     };
-    let st = status::build(prev_status.as_ref(), &planned, &observed, &now_rfc3339());
+    let st = status::build(prev_status.as_ref(), planned, &observed, &now_rfc3339());
     write_status(ctx, &api, &policy, prev_status.as_ref(), st).await?;
     ctx.metrics.reconciled("ok");
     let again = if rejected > 0 {
