@@ -272,13 +272,29 @@ async fn follow_leadership(
 
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
+    check_limits(&config)?;
+    let client = client(config.kubeconfig.as_ref()).await?;
+    run_with_client(config, client, shutdown_signal()).await
+}
+
+fn check_limits(config: &RunConfig) -> Result<(), ControllerError> {
     if !(config.qps.is_finite() && config.qps > 0.0) || config.burst == 0 {
         return Err(ControllerError::Config(format!(
             "--qps must be > 0 and --burst >= 1 (got {} and {})",
             config.qps, config.burst
         )));
     }
-    let client = client(config.kubeconfig.as_ref()).await?;
+    Ok(())
+}
+
+/// Runs the operator with a given client until `shutdown` resolves (tests
+/// pass a client for the fake API server and their own trigger).
+pub async fn run_with_client(
+    config: RunConfig,
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), ControllerError> {
+    check_limits(&config)?;
     let metrics = Arc::new(Metrics::new(config.qps));
     let ns = config.namespace.as_deref();
     let prometheus = match &config.prometheus_url {
@@ -414,9 +430,6 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
     let leader_changes = leader_changes(leader_rx.clone());
-    let shutdown = async {
-        shutdown_signal().await;
-    };
     tracing::info!(
         namespace = ns.unwrap_or("(all)"),
         qps = config.qps,
