@@ -10,3 +10,5 @@ pub mod input;
 pub mod plan;
 pub mod policy;
 pub mod signals;
+#[doc(hidden)]
+pub mod testing;
