@@ -893,3 +893,99 @@ async fn next_event<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
         .expect("no event in time")
         .expect("channel closed")
 }
+
+/// kube's Controller, its finalizer helper and a pod watch run unchanged.
+#[tokio::test]
+async fn controller_with_finalizer_reconciles_and_cleans_up() {
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    struct Ctx {
+        client: kube::Client,
+        cleanups: AtomicUsize,
+    }
+    #[derive(Debug, thiserror::Error)]
+    #[error("reconcile failed: {0}")]
+    struct Failed(String);
+
+    async fn reconcile(p: Arc<DeletionCostPolicy>, ctx: Arc<Ctx>) -> Result<Action, Failed> {
+        let ns = p.namespace().unwrap();
+        let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+        finalizer(&api, "deletioncost.dev/cleanup", p, |event| async {
+            match event {
+                Finalizer::Apply(p) => {
+                    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+                    let n = pods
+                        .list(&ListParams::default().labels("app=web"))
+                        .await
+                        .map_err(|e| Failed(e.to_string()))?
+                        .items
+                        .len();
+                    let status = json!({"status": {"managedPods": n}});
+                    api.patch_status(
+                        &p.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&status),
+                    )
+                    .await
+                    .map_err(|e| Failed(e.to_string()))?;
+                    Ok(Action::await_change())
+                }
+                Finalizer::Cleanup(_) => {
+                    ctx.cleanups.fetch_add(1, Ordering::SeqCst);
+                    Ok(Action::await_change())
+                }
+            }
+        })
+        .await
+        .map_err(|e: kube::runtime::finalizer::Error<Failed>| Failed(e.to_string()))
+    }
+
+    let fake = FakeApi::start().await;
+    fake.apply_json(pod("shop", "p1", "web", "n1")).unwrap();
+    fake.insert(&policy()).unwrap();
+    let client = fake.client();
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        cleanups: AtomicUsize::new(0),
+    });
+    let policies: Api<DeletionCostPolicy> = Api::namespaced(client.clone(), "shop");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
+    let run = tokio::spawn(
+        Controller::new(policies, watcher::Config::default())
+            .watches(pods, watcher::Config::default(), |pod| {
+                pod.namespace()
+                    .map(|ns| kube::runtime::reflector::ObjectRef::new("web").within(&ns))
+            })
+            .run(
+                reconcile,
+                |_, _, _| Action::requeue(Duration::from_secs(1)),
+                ctx.clone(),
+            )
+            .for_each(|_| async {}),
+    );
+
+    let managed = |fake: &FakeApi| {
+        fake.get_json("DeletionCostPolicy", "shop", "web")
+            .and_then(|p| p.pointer("/status/managedPods").cloned())
+    };
+    eventually(|| managed(&fake) == Some(json!(1))).await;
+    let stored = fake.get_json("DeletionCostPolicy", "shop", "web").unwrap();
+    assert_eq!(
+        stored.pointer("/metadata/finalizers"),
+        Some(&json!(["deletioncost.dev/cleanup"]))
+    );
+
+    // A new pod re-triggers the policy through the pod watch.
+    fake.apply_json(pod("shop", "p2", "web", "n1")).unwrap();
+    eventually(|| managed(&fake) == Some(json!(2))).await;
+
+    // Deleting waits for the finalizer; the controller cleans up and removes it.
+    fake.delete_json("DeletionCostPolicy", "shop", "web")
+        .unwrap();
+    eventually(|| fake.get_json("DeletionCostPolicy", "shop", "web").is_none()).await;
+    assert_eq!(ctx.cleanups.load(Ordering::SeqCst), 1);
+    run.abort();
+}

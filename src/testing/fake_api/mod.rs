@@ -5,6 +5,24 @@
 //! `Status` errors, token and access reviews) for `kube::Client`, `kube::Api`
 //! and `kube::runtime` to run against it unchanged. Tests seed objects, inject
 //! faults (429/5xx/delays/watch drops/410) and assert on the recorded requests.
+//!
+//! Served: core/v1 pods, nodes, events; apps/v1 replicasets and deployments (with
+//! `scale`); coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+//! deletioncost.dev/v1alpha1 deletioncostpolicies; `status` on pods, nodes,
+//! replicasets, deployments and policies; create-only token and access reviews.
+//!
+//! Differences from a real server, on purpose:
+//! - one global resourceVersion counter; `expire_history` bumps it (a real
+//!   compaction does not) so that a fresh list is resumable;
+//! - `limit`/`continue` pages are offsets into current state, not a snapshot;
+//! - strategic merge patches are plain merge patches (lists are replaced, not
+//!   merged by key); server-side apply merges the given fields, tracks ownership
+//!   per leaf field for conflicts (409 unless `force`), and never removes fields
+//!   a manager stopped applying; `managedFields` is not returned;
+//! - no defaulting, validation, admission, garbage collection or kubelet: pods
+//!   without finalizers disappear at once on delete; namespaces are not objects;
+//! - no discovery beyond `/version`; no protobuf, no table output, no `watchList`
+//!   paging, no `resourceVersionMatch` semantics (lists are always current).
 
 mod resources;
 mod server;

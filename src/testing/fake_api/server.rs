@@ -327,9 +327,7 @@ fn dispatch(
                             serde_json::from_value(patch).map_err(|e| {
                                 ApiError::bad_request(format!("invalid JSON patch: {e}"))
                             })?;
-                        json_patch::patch(&mut view, &ops).map_err(|e| {
-                            ApiError::new(422, format!("the JSON patch could not be applied: {e}"))
-                        })?;
+                        super::store::apply_json_patch(&mut view, &ops)?;
                     }
                     _ => json_patch::merge(&mut view, &patch),
                 }
@@ -542,6 +540,11 @@ fn watch(sh: &Arc<Shared>, t: Target, query: &Query) -> Result<Response, ApiErro
                 });
                 (changes, store.rv(), lost.then(|| store.trimmed_floor()))
             };
+            // A close requested before these changes were read wins: the client
+            // must get them from its resume, as after a real dropped connection.
+            if close_rx.has_changed().unwrap_or(true) {
+                return;
+            }
             if let Some(floor) = lost {
                 let _ = tx.send(gone(cursor, floor)).await;
                 return;
@@ -568,6 +571,7 @@ fn watch(sh: &Arc<Shared>, t: Target, query: &Query) -> Result<Response, ApiErro
                 }
             };
             tokio::select! {
+                biased;
                 _ = async { let _ = shutdown_rx.wait_for(|s| *s).await; } => return,
                 _ = close_rx.changed() => return,
                 _ = tokio::time::sleep_until(deadline) => return,

@@ -596,10 +596,7 @@ impl Store {
             PatchKind::Json => {
                 let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                     .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut patched, &ops).map_err(|e| {
-                    // A failed `test` op is how clients express preconditions.
-                    ApiError::new(422, format!("the JSON patch could not be applied: {e}"))
-                })?;
+                apply_json_patch(&mut patched, &ops)?;
             }
         }
         if kind == PatchKind::Apply {
@@ -848,6 +845,22 @@ impl Store {
         });
         self.trim_history();
     }
+}
+
+/// Applies RFC 6902 ops like the real server: a `test` for `null` passes when the
+/// path is absent (kube's finalizer helper relies on it). A failed `test` is how
+/// clients express preconditions: 422 like the real server.
+pub fn apply_json_patch(doc: &mut Value, ops: &json_patch::Patch) -> Result<(), ApiError> {
+    for op in ops.iter() {
+        if let json_patch::PatchOperation::Test(t) = op {
+            if t.value.is_null() && doc.pointer(t.path.as_str()).is_none() {
+                continue;
+            }
+        }
+        json_patch::patch(doc, std::slice::from_ref(op))
+            .map_err(|e| ApiError::new(422, format!("the JSON patch could not be applied: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Builds the stored object from a client's candidate: server-owned metadata kept,
