@@ -34,6 +34,8 @@ fn frexp(f: f64) -> (f64, i32) {
 }
 
 /// Go's pure `math.Log` (FreeBSD e_log.c algorithm).
+// constants kept digit for digit as Go writes them, so they can be diffed against it
+#[allow(clippy::excessive_precision)]
 fn go_log(x: f64) -> f64 {
     const LN2_HI: f64 = 6.93147180369123816490e-01;
     const LN2_LO: f64 = 1.90821492927058770002e-10;
