@@ -18,7 +18,8 @@ use crate::comparator::{
 };
 use crate::input::{parse_objects, pods_from, read_source};
 
-const LONG_ABOUT: &str = "\
+/// Long help of `predict` (`--help`).
+pub const LONG_ABOUT: &str = "\
 Print the order in which the ReplicaSet controller deletes pods on scale-in, and why.
 
 Input is what `kubectl get pods -o json|yaml` prints: a List/PodList, a single Pod,
@@ -58,7 +59,6 @@ pub enum OutputFormat {
 
 /// Flags of `predict`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = LONG_ABOUT)]
 pub struct PredictArgs {
     /// Pods to order (JSON or YAML); `-` reads stdin.
     #[arg(
@@ -81,7 +81,8 @@ pub struct PredictArgs {
     #[arg(long, value_name = "X.Y")]
     pub kubernetes_version: Option<String>,
     /// Only the first N pods of each ReplicaSet: the victims of scaling in by N.
-    #[arg(long, value_name = "N")]
+    // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub scale_down_by: Option<usize>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
