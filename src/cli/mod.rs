@@ -42,6 +42,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the order the ReplicaSet controller will delete pods in, and why.
+    #[command(long_about = predict::LONG_ABOUT)]
     Predict(predict::PredictArgs),
     /// Dry-run a policy over a cluster snapshot: costs, patches, predicted victims.
     Plan(plan::PlanArgs),

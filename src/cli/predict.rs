@@ -1,12 +1,658 @@
-//! `deletion-cost predict`.
+//! `deletion-cost predict`: the embedded comparator as a tool. Reads pods,
+//! groups them by controlling ReplicaSet, and prints the order the ReplicaSet
+//! controller deletes them in, with the rule that decided each place.
 
-use super::CliError;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::{print_out, CliError};
+use crate::comparator::key::go_time;
+use crate::comparator::{
+    assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
+    KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
+};
+use crate::input::{parse_objects, pods_from, read_source};
+
+/// Long help of `predict` (`--help`).
+pub const LONG_ABOUT: &str = "\
+Print the order in which the ReplicaSet controller deletes pods on scale-in, and why.
+
+Input is what `kubectl get pods -o json|yaml` prints: a List/PodList, a single Pod,
+an array of Pods, or several YAML documents. `-f -` or no `-f` reads stdin.
+
+Pods are grouped by their controller ownerReference (the one with `controller: true`);
+each group is one ReplicaSet and is ordered on its own, as the controller does.
+Groups are printed sorted by owner kind, then owner name, then owner UID; pods with
+no controller ownerReference form one group, printed last. Inactive pods (phase
+Succeeded or Failed, or deletionTimestamp set) are left out, as upstream does, and
+listed on stderr.
+
+The colocation rank (rule 5) counts the active related pods on each pod's node.
+Upstream's related pods are all pods of the ReplicaSets that share the owner
+Deployment; give them with --related. Without it, all input pods are the related
+pods: with pods of several Deployments in the input, pass one Deployment's pods per
+call (or --related) so ranks do not count other Deployments' pods.
+
+The rules, first that differs decides: 1 unassigned first, 2 Pending < Unknown <
+Running, 3 not Ready first, 4 lower pod-deletion-cost first (gate PodDeletionCost),
+5 more related pods on the node first, 6 ready more recently first (log2 buckets of
+age and then UID under LogarithmicScaleDown), 7 more restarts first (then sidecar
+restarts), 8 created more recently first (log2 buckets, then UID).
+
+Exit status: 0 on success, 2 on bad input (file, field or flag named in the message).";
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One pod name per line, first deleted first.
+    Names,
+    /// The full prediction as JSON.
+    Json,
+    /// A human-readable table.
+    Table,
+}
 
 /// Flags of `predict`.
 #[derive(Debug, clap::Args)]
-pub struct PredictArgs {}
+pub struct PredictArgs {
+    /// Pods to order (JSON or YAML); `-` reads stdin.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        default_value = "-"
+    )]
+    pub file: String,
+    /// Pods used for the colocation rank (default: the input pods); `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub related: Option<String>,
+    /// The controller's `now` for the log2 time buckets (default: current time).
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Gate overrides, e.g. `PodDeletionCost=false,LogarithmicScaleDown=true`.
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Server version whose gate defaults apply (before --feature-gates), e.g. 1.30.
+    #[arg(long, value_name = "X.Y")]
+    pub kubernetes_version: Option<String>,
+    /// Only the first N pods of each ReplicaSet: the victims of scaling in by N.
+    // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub scale_down_by: Option<usize>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
+    pub output: OutputFormat,
+}
 
-/// Runs `predict`.
-pub fn run(_args: PredictArgs) -> Result<(), CliError> {
-    Err(CliError::failure("predict is not built yet"))
+/// Validated settings of one `predict` call.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The controller's `now`.
+    pub now: Timestamp,
+    /// Gates in force.
+    pub gates: FeatureGates,
+    /// The server version given, if any.
+    pub kubernetes_version: Option<KubeVersion>,
+    /// Victims per ReplicaSet, if asked.
+    pub scale_down_by: Option<usize>,
+}
+
+impl Settings {
+    /// Checks the flags; `default_now` is used when `--now` is absent.
+    pub fn from_args(args: &PredictArgs, default_now: Timestamp) -> Result<Self, CliError> {
+        let now = match &args.now {
+            None => default_now,
+            Some(s) => s.trim().parse::<Timestamp>().map_err(|e| {
+                CliError::bad_input(format!(
+                    "--now {s:?}: expected an RFC 3339 time such as 2025-01-31T12:00:00Z: {e}"
+                ))
+            })?,
+        };
+        let kubernetes_version = args
+            .kubernetes_version
+            .as_deref()
+            .map(str::parse::<KubeVersion>)
+            .transpose()
+            .map_err(|e| CliError::bad_input(format!("--kubernetes-version: {e}")))?;
+        let base =
+            kubernetes_version.map_or_else(FeatureGates::default, FeatureGates::defaults_for);
+        let gates = match &args.feature_gates {
+            None => base,
+            Some(spec) => base
+                .apply_overrides(spec, kubernetes_version)
+                .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}")))?,
+        };
+        Ok(Self {
+            now,
+            gates,
+            kubernetes_version,
+            scale_down_by: args.scale_down_by,
+        })
+    }
+}
+
+/// The controller that owns a group of pods.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct OwnerRef {
+    /// `kind` of the ownerReference.
+    pub kind: String,
+    /// `name` of the ownerReference.
+    pub name: String,
+    /// `uid` of the ownerReference.
+    pub uid: String,
+}
+
+impl OwnerRef {
+    /// The pod's controller ownerReference, if it has one.
+    pub fn of(pod: &Pod) -> Option<Self> {
+        pod.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| Self {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+            })
+    }
+
+    /// `ReplicaSet/web-6d4f`, or `<none>` for pods without a controller.
+    pub fn label(owner: Option<&Self>) -> String {
+        owner.map_or_else(
+            || "<none>".to_string(),
+            |o| format!("{}/{}", o.kind, o.name),
+        )
+    }
+}
+
+/// One pod left out because it is not active.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InactivePod {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// Why it does not count.
+    pub reason: &'static str,
+}
+
+/// Pods whose order upstream cannot settle consistently, by name.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AmbiguityReport {
+    /// Names of the pods involved.
+    pub pods: Vec<String>,
+    /// The UID tie-break that forms the cycle.
+    pub rule: Rule,
+    /// What that means.
+    pub explanation: String,
+}
+
+/// One pod's place in its ReplicaSet's order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPrediction {
+    /// 1-based place: 1 is deleted first.
+    pub position: usize,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.nodeName` (empty: unassigned).
+    pub node: String,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// The deletion cost upstream uses.
+    pub cost: i32,
+    /// The raw annotation value, if set.
+    pub cost_annotation: Option<String>,
+    /// Why the raw value counts as 0, if it is invalid.
+    pub cost_problem: Option<CostProblem>,
+    /// Active related pods on the same node (rule 5).
+    pub rank: i64,
+    /// When the pod became Ready (RFC 3339), for ready pods.
+    pub ready_time: Option<String>,
+    /// Seconds between `readyTime` and `now`.
+    pub ready_age_seconds: Option<i64>,
+    /// Max regular container restarts.
+    pub restarts: i64,
+    /// Max sidecar (restartable init container) restarts.
+    pub sidecar_restarts: i64,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<String>,
+    /// The rule that puts this pod before the next one (`tie` when none does);
+    /// absent for the last pod.
+    pub decided_by: Option<Rule>,
+    /// `decidedBy` in words.
+    pub decided_by_description: Option<&'static str>,
+    /// Tie block: pods with equal numbers are equal for upstream.
+    pub tie_block: usize,
+    /// With `--scale-down-by`: whether this pod is deleted.
+    pub victim: Option<bool>,
+}
+
+/// The order of one ReplicaSet's active pods.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupPrediction {
+    /// The controller; `null` for pods without a controller ownerReference.
+    pub owner: Option<OwnerRef>,
+    /// Pods in deletion order.
+    pub pods: Vec<PodPrediction>,
+    /// With `--scale-down-by`: the names upstream deletes, in its order.
+    pub victims: Option<Vec<String>>,
+    /// With `--scale-down-by`: the cut falls inside a tie, so which of the tied
+    /// pods go depends on the informer's order.
+    pub tie_at_cut: Option<bool>,
+    /// Set when the comparator is not a strict weak order on these pods.
+    pub ambiguity: Option<AmbiguityReport>,
+}
+
+/// Everything `predict` found.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prediction {
+    /// The `now` used (RFC 3339).
+    pub now: String,
+    /// Gates used.
+    pub feature_gates: FeatureGates,
+    /// The `--kubernetes-version` given.
+    pub kubernetes_version: Option<String>,
+    /// The `--scale-down-by` given.
+    pub scale_down_by: Option<usize>,
+    /// One entry per ReplicaSet, in the order described in `--help`.
+    pub replica_sets: Vec<GroupPrediction>,
+    /// Pods left out as inactive.
+    pub inactive: Vec<InactivePod>,
+}
+
+fn time_string(t: GoTime) -> Option<String> {
+    t.and_then(|ns| Timestamp::from_nanosecond(ns).ok())
+        .map(|ts| ts.to_string())
+}
+
+/// Orders `pods` per ReplicaSet. `related` (default: `pods`) feeds the
+/// colocation rank. Pure: no I/O.
+pub fn predict(settings: &Settings, pods: &[Pod], related: Option<&[Pod]>) -> Prediction {
+    let now = go_time(Some(&Time(settings.now)));
+    let cmp = Comparator {
+        gates: settings.gates,
+        now,
+    };
+    let related = related.unwrap_or(pods);
+    let mut inactive = Vec::new();
+    // key order = output order: owned groups by (kind, name, uid), then the unowned one
+    let mut groups: BTreeMap<(bool, Option<OwnerRef>), Vec<&Pod>> = BTreeMap::new();
+    for pod in pods {
+        if let Some(reason) = inactive_reason(pod) {
+            inactive.push(InactivePod {
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                reason,
+            });
+            continue;
+        }
+        let owner = OwnerRef::of(pod);
+        groups
+            .entry((owner.is_none(), owner))
+            .or_default()
+            .push(pod);
+    }
+    let replica_sets = groups
+        .into_iter()
+        .map(|((_, owner), members)| {
+            let mut keys: Vec<PodKey> = members
+                .iter()
+                .map(|p| PodKey::from_pod(p).with_now(now))
+                .collect();
+            assign_ranks(&mut keys, related);
+            let ranking = rank_pods(&cmp, &keys);
+            let ordered = OrderedPods { keys, ranking };
+            group_prediction(settings, owner, &members, &ordered)
+        })
+        .collect::<Vec<_>>();
+    Prediction {
+        now: settings.now.to_string(),
+        feature_gates: settings.gates,
+        kubernetes_version: settings.kubernetes_version.map(|v| v.to_string()),
+        scale_down_by: settings.scale_down_by,
+        replica_sets,
+        inactive,
+    }
+}
+
+fn group_prediction(
+    settings: &Settings,
+    owner: Option<OwnerRef>,
+    members: &[&Pod],
+    ordered: &OrderedPods,
+) -> GroupPrediction {
+    let now_ns = settings.now.as_nanosecond();
+    let ranking = &ordered.ranking;
+    let victims = settings.scale_down_by.map(|n| ordered.victims(n));
+    let mut is_victim = vec![false; ordered.keys.len()];
+    for &i in victims.iter().flatten() {
+        is_victim[i] = true;
+    }
+    let pods = ranking
+        .order
+        .iter()
+        .enumerate()
+        .map(|(pos, &i)| {
+            let k = &ordered.keys[i];
+            let decided_by = ranking.decided_by.get(pos).copied();
+            let ready_time = if k.ready { k.ready_time } else { None };
+            PodPrediction {
+                position: pos + 1,
+                namespace: k.namespace.clone(),
+                name: k.name.clone(),
+                uid: k.uid.clone(),
+                node: k.node_name.clone(),
+                phase: k.phase.clone(),
+                ready: k.ready,
+                cost: k.cost.value,
+                cost_annotation: members[i]
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(POD_DELETION_COST))
+                    .cloned(),
+                cost_problem: k.cost.problem,
+                rank: k.rank,
+                ready_time: time_string(ready_time),
+                ready_age_seconds: ready_time
+                    .map(|t| i64::try_from((now_ns - t) / 1_000_000_000).unwrap_or(i64::MAX)),
+                restarts: k.restarts,
+                sidecar_restarts: k.sidecar_restarts,
+                created: time_string(k.created),
+                decided_by,
+                decided_by_description: decided_by.map(Rule::describe),
+                tie_block: ranking.block[pos],
+                victim: settings.scale_down_by.map(|_| is_victim[i]),
+            }
+        })
+        .collect();
+    let ambiguity = ranking.ambiguity.as_ref().map(|a| AmbiguityReport {
+        pods: a
+            .pods
+            .iter()
+            .map(|&i| ordered.keys[i].name.clone())
+            .collect(),
+        rule: a.rule,
+        explanation: format!(
+            "the comparator is not a strict weak order on these pods ({}): upstream's \
+             order among them depends on the order its informer lists them in",
+            a.rule.describe()
+        ),
+    });
+    GroupPrediction {
+        owner,
+        pods,
+        victims: victims.map(|v| v.iter().map(|&i| ordered.keys[i].name.clone()).collect()),
+        tie_at_cut: settings.scale_down_by.map(|n| ranking.tie_at_cut(n)),
+        ambiguity,
+    }
+}
+
+/// Warnings for stderr: inactive pods, unusual owners, cross-group ranks.
+pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !p.inactive.is_empty() {
+        let list: Vec<String> = p
+            .inactive
+            .iter()
+            .map(|i| format!("{} ({})", i.name, i.reason))
+            .collect();
+        notes.push(format!(
+            "left out {} inactive pod(s): {}",
+            p.inactive.len(),
+            list.join(", ")
+        ));
+    }
+    for g in &p.replica_sets {
+        if let Some(o) = &g.owner {
+            if o.kind != "ReplicaSet" && o.kind != "ReplicationController" {
+                notes.push(format!(
+                    "pods of {}/{}: a {} does not scale in with the ReplicaSet order",
+                    o.kind, o.name, o.kind
+                ));
+            }
+        }
+        if let Some(a) = &g.ambiguity {
+            notes.push(format!(
+                "{}: order of {} is ambiguous: {}",
+                OwnerRef::label(g.owner.as_ref()),
+                a.pods.join(", "),
+                a.explanation
+            ));
+        }
+        if g.tie_at_cut == Some(true) {
+            notes.push(format!(
+                "{}: the cut after {} pod(s) falls inside a tie; which tied pod goes depends on upstream's input order",
+                OwnerRef::label(g.owner.as_ref()),
+                p.scale_down_by.unwrap_or(0)
+            ));
+        }
+    }
+    if !has_related && p.replica_sets.len() > 1 {
+        notes.push(format!(
+            "{} ReplicaSets in the input: colocation ranks count all input pods as related; \
+             pass --related or one Deployment's pods per call if they belong to different Deployments",
+            p.replica_sets.len()
+        ));
+    }
+    notes
+}
+
+/// `-o names`.
+pub fn render_names(p: &Prediction) -> String {
+    let mut out = String::new();
+    for g in &p.replica_sets {
+        match &g.victims {
+            Some(v) => v.iter().for_each(|n| {
+                out.push_str(n);
+                out.push('\n');
+            }),
+            None => g.pods.iter().for_each(|pod| {
+                out.push_str(&pod.name);
+                out.push('\n');
+            }),
+        }
+    }
+    out
+}
+
+/// `-o json`.
+pub fn render_json(p: &Prediction) -> Result<String, CliError> {
+    let mut s = serde_json::to_string_pretty(p)
+        .map_err(|e| CliError::failure(format!("encoding JSON: {e}")))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Ages like kubectl prints them: 45s, 12m, 5h3m, 3d4h, 40d.
+pub fn human_age(secs: i64) -> String {
+    if secs < 0 {
+        return "future".into();
+    }
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
+    match () {
+        _ if secs < 120 => format!("{secs}s"),
+        _ if secs < 3_600 => format!("{}m", secs / 60),
+        _ if d == 0 && m == 0 => format!("{h}h"),
+        _ if d == 0 => format!("{h}h{m}m"),
+        _ if d < 8 && h > 0 => format!("{d}d{h}h"),
+        _ => format!("{d}d"),
+    }
+}
+
+fn cost_cell(pod: &PodPrediction) -> String {
+    match (&pod.cost_problem, &pod.cost_annotation) {
+        (Some(_), Some(raw)) => format!("{} (invalid {raw:?})", pod.cost),
+        _ => pod.cost.to_string(),
+    }
+}
+
+/// `-o table`.
+pub fn render_table(p: &Prediction) -> String {
+    let with_victims = p.scale_down_by.is_some();
+    let mut header = vec![
+        "REPLICASET",
+        "#",
+        "POD",
+        "NODE",
+        "PHASE",
+        "READY",
+        "COST",
+        "RANK",
+        "READY-AGE",
+        "RESTARTS",
+    ];
+    if with_victims {
+        header.push("VICTIM");
+    }
+    header.push("DECIDED-BY");
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut footers: Vec<String> = Vec::new();
+    for g in &p.replica_sets {
+        let label = OwnerRef::label(g.owner.as_ref());
+        for pod in &g.pods {
+            let mut row = vec![
+                label.clone(),
+                pod.position.to_string(),
+                pod.name.clone(),
+                if pod.node.is_empty() {
+                    "<none>".into()
+                } else {
+                    pod.node.clone()
+                },
+                pod.phase.clone().unwrap_or_else(|| "<none>".into()),
+                if pod.ready { "True" } else { "False" }.into(),
+                cost_cell(pod),
+                pod.rank.to_string(),
+                pod.ready_age_seconds.map_or_else(|| "-".into(), human_age),
+                if pod.sidecar_restarts > 0 {
+                    format!("{} (+{} sidecar)", pod.restarts, pod.sidecar_restarts)
+                } else {
+                    pod.restarts.to_string()
+                },
+            ];
+            if with_victims {
+                row.push(if pod.victim == Some(true) { "yes" } else { "" }.into());
+            }
+            row.push(pod.decided_by.map_or("-", |r| r.describe()).to_string());
+            rows.push(row);
+        }
+        if let Some(a) = &g.ambiguity {
+            footers.push(format!(
+                "{label}: AMBIGUOUS order of {}: {}",
+                a.pods.join(", "),
+                a.explanation
+            ));
+        }
+        if g.tie_at_cut == Some(true) {
+            footers.push(format!(
+                "{label}: the cut after {} pod(s) falls inside a tie: which of the tied pods upstream deletes depends on its input order",
+                p.scale_down_by.unwrap_or(0)
+            ));
+        }
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        let mut l = String::new();
+        for (c, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if c + 1 == cells.len() {
+                l.push_str(cell);
+            } else {
+                let _ = write!(l, "{cell:<w$}   ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    for row in &rows {
+        line(row);
+    }
+    if rows.is_empty() {
+        out.push_str("(no active pods)\n");
+    }
+    let gates = p.feature_gates;
+    let _ = writeln!(
+        out,
+        "\nnow {}; PodDeletionCost={}, LogarithmicScaleDown={}{}",
+        p.now,
+        gates.pod_deletion_cost,
+        gates.logarithmic_scale_down,
+        p.kubernetes_version
+            .as_ref()
+            .map(|v| format!(" (Kubernetes {v} defaults)"))
+            .unwrap_or_default()
+    );
+    for f in footers {
+        out.push_str(&f);
+        out.push('\n');
+    }
+    out
+}
+
+fn load_pods(path: &str) -> Result<Vec<Pod>, CliError> {
+    let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+    let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
+    pods_from(&objects).map_err(CliError::bad_input)
+}
+
+/// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
+pub fn run(args: PredictArgs) -> Result<(), CliError> {
+    let settings = Settings::from_args(&args, Timestamp::now())?;
+    if args.file == "-" && args.related.as_deref() == Some("-") {
+        return Err(CliError::bad_input(
+            "-f and --related cannot both read stdin (-)",
+        ));
+    }
+    let pods = load_pods(&args.file)?;
+    let related = args.related.as_deref().map(load_pods).transpose()?;
+    let prediction = predict(&settings, &pods, related.as_deref());
+    let text = match args.output {
+        OutputFormat::Names => render_names(&prediction),
+        OutputFormat::Json => render_json(&prediction)?,
+        OutputFormat::Table => render_table(&prediction),
+    };
+    for n in notes(&prediction, related.is_some()) {
+        eprintln!("note: {n}");
+    }
+    print_out(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(600), "10m");
+        assert_eq!(human_age(3 * 3600), "3h");
+        assert_eq!(human_age(3 * 3600 + 120), "3h2m");
+        assert_eq!(human_age(2 * 86_400 + 3600), "2d1h");
+        assert_eq!(human_age(40 * 86_400), "40d");
+        assert_eq!(human_age(-1), "future");
+    }
 }

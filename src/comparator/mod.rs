@@ -61,3 +61,6 @@ pub fn order_pods<'a>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod upstream_tests;

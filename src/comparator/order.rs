@@ -78,29 +78,45 @@ impl Comparator {
     /// Upstream's `Less(i, j)`, returning also the rule that produced the answer
     /// (`Rule::Tie` when it fell through to `return false`).
     pub fn decide(&self, a: &PodKey, b: &PodKey) -> (bool, Rule) {
-        // 1. Unassigned < assigned
-        if a.node_name != b.node_name && (a.node_name.is_empty() || b.node_name.is_empty()) {
-            return (a.node_name.is_empty(), Rule::Unassigned);
+        match self.decide_head(a, b) {
+            Some(r) => r,
+            None => self.decide_tail(&Tail::of(a), &Tail::of(b), || a.uid < b.uid),
+        }
+    }
+
+    /// Rules 1-5, which form a lexicographic key (see [`FastKey`]).
+    fn decide_head(&self, a: &PodKey, b: &PodKey) -> Option<(bool, Rule)> {
+        // 1. Unassigned < assigned. Upstream: names differ and one is empty,
+        // which is exactly "one of the two is empty" (no string compare needed).
+        if a.node_name.is_empty() != b.node_name.is_empty() {
+            return Some((a.node_name.is_empty(), Rule::Unassigned));
         }
         // 2. PodPending < PodUnknown < PodRunning
         if a.phase_ordinal != b.phase_ordinal {
-            return (a.phase_ordinal < b.phase_ordinal, Rule::Phase);
+            return Some((a.phase_ordinal < b.phase_ordinal, Rule::Phase));
         }
         // 3. Not ready < ready
         if a.ready != b.ready {
-            return (!a.ready, Rule::Readiness);
+            return Some((!a.ready, Rule::Readiness));
         }
         // 4. lower pod-deletion-cost < higher pod-deletion cost
         if self.gates.pod_deletion_cost && a.cost.value != b.cost.value {
-            return (a.cost.value < b.cost.value, Rule::DeletionCost);
+            return Some((a.cost.value < b.cost.value, Rule::DeletionCost));
         }
         // 5. Doubled up < not doubled up
         if a.rank != b.rank {
-            return (a.rank > b.rank, Rule::Colocation);
+            return Some((a.rank > b.rank, Rule::Colocation));
         }
+        None
+    }
+
+    /// Rules 6-8, for pods equal under rules 1-5. `uid_less` answers
+    /// `a.uid < b.uid` (the sort passes a cheaper equivalent).
+    fn decide_tail(&self, a: &Tail, b: &Tail, uid_less: impl Fn() -> bool) -> (bool, Rule) {
         // 6. Been ready for empty time < less time < more time
         if a.ready && b.ready && a.ready_time != b.ready_time {
-            if let Some(r) = self.time_rule(a.ready_time, b.ready_time, a, b, true) {
+            let buckets = (a.ready_bucket, b.ready_bucket);
+            if let Some(r) = self.time_rule(a.ready_time, b.ready_time, buckets, true, &uid_less) {
                 return r;
             }
         }
@@ -116,7 +132,8 @@ impl Comparator {
         }
         // 8. Empty creation time pods < newer pods < older pods
         if a.created != b.created {
-            if let Some(r) = self.time_rule(a.created, b.created, a, b, false) {
+            let buckets = (a.created_bucket, b.created_bucket);
+            if let Some(r) = self.time_rule(a.created, b.created, buckets, false, &uid_less) {
                 return r;
             }
         }
@@ -128,9 +145,9 @@ impl Comparator {
         &self,
         t1: GoTime,
         t2: GoTime,
-        a: &PodKey,
-        b: &PodKey,
+        (r1, r2): (i64, i64),
         ready: bool,
+        uid_less: &impl Fn() -> bool,
     ) -> Option<(bool, Rule)> {
         let (plain, uid) = if ready {
             (Rule::ReadyTime, Rule::ReadyTimeUid)
@@ -141,14 +158,9 @@ impl Comparator {
         {
             return Some((after_or_zero(t1, t2), plain));
         }
-        let (r1, r2) = if ready {
-            (a.ready_bucket, b.ready_bucket)
-        } else {
-            (a.created_bucket, b.created_bucket)
-        };
         let diff = r1 - r2;
         if diff == 0 {
-            return Some((a.uid < b.uid, uid));
+            return Some((uid_less(), uid));
         }
         Some((diff < 0, plain))
     }
@@ -196,6 +208,85 @@ impl Ranking {
     }
 }
 
+/// The fields rules 6-8 read (copied out of a [`PodKey`]; the copy is cheap
+/// and lets `decide` and the sort share one implementation of the rules).
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    ready: bool,
+    ready_time: GoTime,
+    ready_bucket: i64,
+    restarts: i64,
+    sidecar_restarts: i64,
+    created: GoTime,
+    created_bucket: i64,
+}
+
+impl Tail {
+    fn of(k: &PodKey) -> Self {
+        Self {
+            ready: k.ready,
+            ready_time: k.ready_time,
+            ready_bucket: k.ready_bucket,
+            restarts: k.restarts,
+            sidecar_restarts: k.sidecar_restarts,
+            created: k.created,
+            created_bucket: k.created_bucket,
+        }
+    }
+}
+
+/// Rules 1-5 packed into one integer, plus the first 8 UID bytes: the sort
+/// compares these instead of strings. Same answers as [`Comparator::less`].
+#[derive(Debug, Clone, Copy)]
+struct FastKey {
+    /// assigned (1 bit), phase ordinal (8), ready (1), cost (32, 0 when the
+    /// gate is off), then rank reversed (64): smaller means deleted first.
+    head: u128,
+    /// First 8 bytes of the UID, big-endian, zero-padded: ordered like the
+    /// strings whenever the two differ.
+    uid8: u64,
+}
+
+impl FastKey {
+    fn new(cmp: &Comparator, k: &PodKey) -> Self {
+        // order-preserving maps of signed values to unsigned ones
+        let cost = if cmp.gates.pod_deletion_cost {
+            (k.cost.value as u32) ^ (1 << 31)
+        } else {
+            0
+        };
+        let rank_rev = !((k.rank as u64) ^ (1 << 63));
+        let head = (u128::from(!k.node_name.is_empty()) << 105)
+            | (u128::from(k.phase_ordinal) << 97)
+            | (u128::from(k.ready) << 96)
+            | (u128::from(cost) << 64)
+            | u128::from(rank_rev);
+        let mut b = [0u8; 8];
+        let n = k.uid.len().min(8);
+        b[..n].copy_from_slice(&k.uid.as_bytes()[..n]);
+        Self {
+            head,
+            uid8: u64::from_be_bytes(b),
+        }
+    }
+}
+
+/// `cmp.less(&keys[i], &keys[j])`, computed from the precomputed [`FastKey`]s.
+fn fast_less(cmp: &Comparator, keys: &[PodKey], fast: &[FastKey], i: usize, j: usize) -> bool {
+    let (fa, fb) = (&fast[i], &fast[j]);
+    if fa.head != fb.head {
+        return fa.head < fb.head;
+    }
+    cmp.decide_tail(&Tail::of(&keys[i]), &Tail::of(&keys[j]), || {
+        if fa.uid8 != fb.uid8 {
+            fa.uid8 < fb.uid8
+        } else {
+            keys[i].uid < keys[j].uid
+        }
+    })
+    .0
+}
+
 /// Stable bottom-up merge sort driven only by `less`; terminates and never
 /// panics whatever `less` answers (std's sort may panic on a non-total order).
 fn merge_sort(n: usize, mut less: impl FnMut(usize, usize) -> bool) -> Vec<usize> {
@@ -233,7 +324,8 @@ fn merge_sort(n: usize, mut less: impl FnMut(usize, usize) -> bool) -> Vec<usize
 /// Orders pods as upstream's `sort.Sort(ActivePodsWithRanks)` would, given
 /// keys with ranks and buckets already filled in. Ties keep input order.
 pub fn rank_pods(cmp: &Comparator, keys: &[PodKey]) -> Ranking {
-    let order = merge_sort(keys.len(), |i, j| cmp.less(&keys[i], &keys[j]));
+    let fast: Vec<FastKey> = keys.iter().map(|k| FastKey::new(cmp, k)).collect();
+    let order = merge_sort(keys.len(), |i, j| fast_less(cmp, keys, &fast, i, j));
     let mut decided_by = Vec::with_capacity(order.len().saturating_sub(1));
     let mut block = Vec::with_capacity(order.len());
     let mut b = 0;
@@ -468,4 +560,11 @@ fn check_uid_group(
         }
     }
     Ok(())
+}
+
+/// Test hook: [`fast_less`] with its keys built here.
+#[cfg(test)]
+pub(crate) fn check_fast_less(cmp: &Comparator, keys: &[PodKey], i: usize, j: usize) -> bool {
+    let fast: Vec<FastKey> = keys.iter().map(|k| FastKey::new(cmp, k)).collect();
+    fast_less(cmp, keys, &fast, i, j)
 }

@@ -238,3 +238,47 @@ fn tie_at_cut_is_reported() {
     assert!(r.tie_at_cut(1));
     assert!(!r.tie_at_cut(2));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    /// The sort's precomputed fast comparison answers exactly as `less`,
+    /// including UIDs that share their first 8 bytes and extreme ranks/costs.
+    #[test]
+    fn fast_less_matches_less(
+        cmp in cmp_strategy(),
+        mut a in key_strategy(),
+        mut b in key_strategy(),
+        ua in prop::sample::select(vec!["", "a", "abcdefgh", "abcdefgh1", "abcdefgh2", "abcdefg", "abcdefg\u{0}", "b"]),
+        ub in prop::sample::select(vec!["", "a", "abcdefgh", "abcdefgh1", "abcdefgh2", "abcdefg", "abcdefg\u{0}", "b"]),
+        ra in prop::sample::select(vec![i64::MIN, -1, 0, 1, 2, i64::MAX]),
+        rb in prop::sample::select(vec![i64::MIN, -1, 0, 1, 2, i64::MAX]),
+        ca in prop::sample::select(vec!["-2147483648", "-1", "0", "1", "2147483647"]),
+        pa in 0u8..=255,
+        extreme in any::<bool>(),
+        same_head in any::<bool>(),
+    ) {
+        if same_head {
+            // equal under rules 1-5 so the tail (times, UIDs) decides
+            b.node_name = a.node_name.clone();
+            b.phase_ordinal = a.phase_ordinal;
+            b.ready = a.ready;
+            b.cost = a.cost.clone();
+            b.rank = a.rank;
+            if !b.ready {
+                b.ready_time = None;
+            }
+        }
+        a.uid = ua.into();
+        b.uid = ub.into();
+        if extreme && !same_head {
+            a.rank = ra;
+            b.rank = rb;
+            a.cost = parse_deletion_cost(ca);
+            a.phase_ordinal = pa;
+        }
+        let keys = prepared(&cmp, vec![a, b]);
+        prop_assert_eq!(super::order::check_fast_less(&cmp, &keys, 0, 1), cmp.less(&keys[0], &keys[1]));
+        prop_assert_eq!(super::order::check_fast_less(&cmp, &keys, 1, 0), cmp.less(&keys[1], &keys[0]));
+    }
+}

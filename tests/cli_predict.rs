@@ -1,0 +1,557 @@
+//! `deletion-cost predict` run as users run it: the built binary, fixture
+//! files or stdin, every input form, output form and bad-input path.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const NOW: &str = "--now=2025-01-01T12:00:00Z";
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/predict/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .arg("predict")
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        // the command may exit (bad flags) without reading stdin: a broken pipe is fine
+        let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+    }
+    let out = child.wait_with_output().unwrap();
+    Out {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn ok(args: &[&str], stdin: Option<&str>) -> Out {
+    let out = run(args, stdin);
+    assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    out
+}
+
+fn lines(s: &str) -> Vec<&str> {
+    s.lines().collect()
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&ok(&all, None).stdout).unwrap()
+}
+
+/// pods.json: web-d unassigned, web-e not ready, web-c ready most recently,
+/// web-b cost "007" (invalid: 0), web-a cost 100; web-f Succeeded and web-g
+/// deleting are left out.
+const WEB_ORDER: [&str; 5] = ["web-d", "web-e", "web-c", "web-b", "web-a"];
+
+// ---- input forms -----------------------------------------------------------
+
+#[test]
+fn json_list_prints_names_in_deletion_order() {
+    let out = ok(&["-f", &fixture("pods.json"), NOW], None);
+    assert_eq!(lines(&out.stdout), WEB_ORDER);
+    assert!(
+        out.stderr.contains("web-f (phase Succeeded)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("web-g (deletionTimestamp set)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn yaml_list_matches_json_list() {
+    let out = ok(&["-f", &fixture("pods.yaml"), NOW], None);
+    assert_eq!(lines(&out.stdout), WEB_ORDER);
+}
+
+#[test]
+fn array_of_pods() {
+    let out = ok(&["-f", &fixture("array.json"), NOW], None);
+    assert_eq!(lines(&out.stdout), WEB_ORDER);
+}
+
+#[test]
+fn single_pod() {
+    let out = ok(&["-f", &fixture("single.json"), NOW], None);
+    assert_eq!(lines(&out.stdout), ["web-a"]);
+}
+
+#[test]
+fn stdin_with_and_without_dash() {
+    let text = std::fs::read_to_string(fixture("pods.json")).unwrap();
+    assert_eq!(lines(&ok(&[NOW], Some(&text)).stdout), WEB_ORDER);
+    assert_eq!(lines(&ok(&["-f", "-", NOW], Some(&text)).stdout), WEB_ORDER);
+}
+
+#[test]
+fn multi_document_yaml() {
+    // web-a, web-b on node-1 (rank 2), web-c on node-2 (rank 1); web-a costs 100
+    let out = ok(&["-f", &fixture("multi.yaml"), NOW], None);
+    assert_eq!(lines(&out.stdout), ["web-b", "web-c", "web-a"]);
+}
+
+#[test]
+fn empty_list_prints_nothing() {
+    let out = ok(
+        &[NOW],
+        Some(r#"{"kind":"List","apiVersion":"v1","items":[]}"#),
+    );
+    assert_eq!(out.stdout, "");
+}
+
+// ---- output forms ----------------------------------------------------------
+
+#[test]
+fn json_output_carries_ranks_costs_rules_and_settings() {
+    let v = json(&["-f", &fixture("pods.json"), NOW]);
+    assert_eq!(v["now"], "2025-01-01T12:00:00Z");
+    assert_eq!(v["featureGates"]["PodDeletionCost"], true);
+    assert_eq!(v["featureGates"]["LogarithmicScaleDown"], true);
+    let inactive: Vec<&str> = v["inactive"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(inactive, ["web-f", "web-g"]);
+    let rs = &v["replicaSets"][0];
+    assert_eq!(rs["owner"]["kind"], "ReplicaSet");
+    assert_eq!(rs["owner"]["name"], "web-6d4f8c");
+    assert!(rs["ambiguity"].is_null());
+    let pods = rs["pods"].as_array().unwrap();
+    let names: Vec<&str> = pods.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, WEB_ORDER);
+    let rules: Vec<&Value> = pods.iter().map(|p| &p["decidedBy"]).collect();
+    assert_eq!(
+        rules,
+        ["unassigned", "readiness", "readyTime", "deletionCost"]
+            .iter()
+            .map(|r| Value::from(*r))
+            .chain([Value::Null])
+            .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    let b = &pods[3];
+    assert_eq!(b["cost"], 0);
+    assert_eq!(b["costAnnotation"], "007");
+    assert_eq!(b["costProblem"], "invalidFirstCharacter");
+    assert_eq!(pods[4]["cost"], 100);
+    // node-1: web-a, web-b; node-2: web-c, web-e; unassigned: web-d
+    assert_eq!(b["rank"], 2);
+    assert_eq!(pods[0]["rank"], 1);
+    assert_eq!(pods[2]["restarts"], 3);
+    assert_eq!(pods[2]["sidecarRestarts"], 2);
+    assert_eq!(pods[2]["readyAgeSeconds"], 3600);
+    assert!(pods[0]["victim"].is_null());
+}
+
+#[test]
+fn table_output_is_human_readable() {
+    let out = ok(&["-f", &fixture("pods.json"), NOW, "-o", "table"], None);
+    let l = lines(&out.stdout);
+    for col in [
+        "REPLICASET",
+        "POD",
+        "NODE",
+        "PHASE",
+        "READY",
+        "COST",
+        "RANK",
+        "READY-AGE",
+        "RESTARTS",
+        "DECIDED-BY",
+    ] {
+        assert!(l[0].contains(col), "{col} missing: {}", l[0]);
+    }
+    assert!(!l[0].contains("VICTIM"));
+    let row_b = l.iter().find(|r| r.contains("web-b")).unwrap();
+    assert!(row_b.contains(r#"0 (invalid "007")"#), "{row_b}");
+    assert!(row_b.contains("lower pod-deletion-cost first"), "{row_b}");
+    let row_c = l.iter().find(|r| r.contains("web-c")).unwrap();
+    assert!(row_c.contains("1h"), "{row_c}");
+    assert!(row_c.contains("3 (+2 sidecar)"), "{row_c}");
+    // rows in deletion order
+    let order: Vec<&str> = l[1..6]
+        .iter()
+        .map(|r| r.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(order, WEB_ORDER);
+    assert!(out.stdout.contains("now 2025-01-01T12:00:00Z"));
+}
+
+// ---- --scale-down-by -------------------------------------------------------
+
+#[test]
+fn scale_down_by_prints_only_victims() {
+    let out = ok(
+        &["-f", &fixture("pods.json"), NOW, "--scale-down-by", "2"],
+        None,
+    );
+    assert_eq!(lines(&out.stdout), ["web-d", "web-e"]);
+    let table = ok(
+        &[
+            "-f",
+            &fixture("pods.json"),
+            NOW,
+            "--scale-down-by",
+            "2",
+            "-o",
+            "table",
+        ],
+        None,
+    );
+    assert!(lines(&table.stdout)[0].contains("VICTIM"));
+    let victims = table
+        .stdout
+        .lines()
+        .filter(|r| r.split_whitespace().any(|c| c == "yes"))
+        .count();
+    assert_eq!(victims, 2);
+    let v = json(&["-f", &fixture("pods.json"), NOW, "--scale-down-by", "2"]);
+    let rs = &v["replicaSets"][0];
+    assert_eq!(rs["victims"], serde_json::json!(["web-d", "web-e"]));
+    assert_eq!(rs["tieAtCut"], false);
+    assert_eq!(rs["pods"][1]["victim"], true);
+    assert_eq!(rs["pods"][2]["victim"], false);
+}
+
+#[test]
+fn scale_down_by_more_than_pods_deletes_all_in_input_order() {
+    // upstream does not sort when every pod goes
+    let out = ok(
+        &["-f", &fixture("array.json"), NOW, "--scale-down-by", "9"],
+        None,
+    );
+    assert_eq!(
+        lines(&out.stdout),
+        ["web-a", "web-b", "web-c", "web-d", "web-e"]
+    );
+}
+
+fn twin(name: &str, uid: &str, ready_at: &str) -> Value {
+    serde_json::json!({
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": uid, "creationTimestamp": "2024-12-01T00:00:00Z",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                                          "uid": "rs-1", "controller": true}]},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running",
+                   "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]}
+    })
+}
+
+#[test]
+fn tie_at_the_cut_is_reported() {
+    let pods = serde_json::json!([
+        twin("t1", "u1", "2024-12-01T00:00:00Z"),
+        twin("t2", "u2", "2024-12-01T00:00:00Z"),
+        twin("t3", "u3", "2024-12-01T00:00:00Z"),
+    ])
+    .to_string();
+    let out = ok(&[NOW, "--scale-down-by", "1"], Some(&pods));
+    assert_eq!(lines(&out.stdout), ["t1"]);
+    assert!(out.stderr.contains("falls inside a tie"), "{}", out.stderr);
+    let out = ok(&[NOW, "--scale-down-by", "1", "-o", "json"], Some(&pods));
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["replicaSets"][0]["tieAtCut"], true);
+    assert_eq!(v["replicaSets"][0]["pods"][0]["decidedBy"], "tie");
+    let out = ok(&[NOW, "--scale-down-by", "1", "-o", "table"], Some(&pods));
+    assert!(out.stdout.contains("falls inside a tie"), "{}", out.stdout);
+}
+
+#[test]
+fn ambiguous_order_is_reported_in_json_and_table() {
+    // a and c ready at one instant (c restarted more: c < a), b in the same
+    // log2 bucket at another instant (UID decides): a < b < c < a.
+    let mut c = twin("c", "c", "2024-12-31T11:43:20Z");
+    c["status"]["containerStatuses"] = serde_json::json!([{"name": "c", "image": "", "imageID": "", "ready": true, "restartCount": 5}]);
+    let pods = serde_json::json!([
+        twin("a", "a", "2024-12-31T11:43:20Z"),
+        twin("b", "b", "2024-12-31T11:43:19Z"),
+        c,
+    ])
+    .to_string();
+    let out = ok(&[NOW, "-o", "json"], Some(&pods));
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let amb = &v["replicaSets"][0]["ambiguity"];
+    assert_eq!(amb["rule"], "readyTimeUid");
+    let mut names: Vec<&str> = amb["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert!(out.stderr.contains("ambiguous"), "{}", out.stderr);
+    let table = ok(&[NOW, "-o", "table"], Some(&pods));
+    assert!(table.stdout.contains("AMBIGUOUS"), "{}", table.stdout);
+}
+
+// ---- --related, gates, versions, owners -----------------------------------
+
+#[test]
+fn related_pods_change_the_colocation_rank() {
+    // alone: p1 (node-1) and p2 (node-2) tie, input order stays
+    let alone = ok(&["-f", &fixture("colocate.json"), NOW], None);
+    assert_eq!(lines(&alone.stdout), ["p1", "p2"]);
+    // with the sibling ReplicaSet's pods: node-2 holds 3 active pods, node-1
+    // one (old-3 on node-1 has failed and does not count)
+    let args = [
+        "-f",
+        &fixture("colocate.json"),
+        "--related",
+        &fixture("colocate-related.json"),
+        NOW,
+    ];
+    assert_eq!(lines(&ok(&args, None).stdout), ["p2", "p1"]);
+    let v = json(&args);
+    let pods = &v["replicaSets"][0]["pods"];
+    assert_eq!(pods[0]["rank"], 3);
+    assert_eq!(pods[1]["rank"], 1);
+    assert_eq!(pods[0]["decidedBy"], "colocation");
+}
+
+#[test]
+fn feature_gates_override() {
+    let f = fixture("gates.json");
+    // cheap: cost -5, ready for months; fresh: cost 50, ready a minute ago
+    assert_eq!(
+        lines(&ok(&["-f", &f, NOW], None).stdout),
+        ["cheap", "fresh"]
+    );
+    let off = ok(
+        &["-f", &f, NOW, "--feature-gates", "PodDeletionCost=false"],
+        None,
+    );
+    assert_eq!(lines(&off.stdout), ["fresh", "cheap"]);
+    let v = json(&[
+        "-f",
+        &f,
+        NOW,
+        "--feature-gates",
+        "PodDeletionCost=false,LogarithmicScaleDown=false",
+    ]);
+    assert_eq!(v["featureGates"]["PodDeletionCost"], false);
+    assert_eq!(v["featureGates"]["LogarithmicScaleDown"], false);
+}
+
+#[test]
+fn kubernetes_version_sets_gate_defaults() {
+    let f = fixture("gates.json");
+    let old = ok(&["-f", &f, NOW, "--kubernetes-version", "1.21"], None);
+    assert_eq!(lines(&old.stdout), ["fresh", "cheap"]);
+    let old_on = ok(
+        &[
+            "-f",
+            &f,
+            NOW,
+            "--kubernetes-version",
+            "1.21",
+            "--feature-gates",
+            "PodDeletionCost=true",
+        ],
+        None,
+    );
+    assert_eq!(lines(&old_on.stdout), ["cheap", "fresh"]);
+    let new = json(&["-f", &f, NOW, "--kubernetes-version", "v1.33.2"]);
+    assert_eq!(new["kubernetesVersion"], "1.33");
+    assert_eq!(new["featureGates"]["LogarithmicScaleDown"], true);
+}
+
+#[test]
+fn several_owners_are_ordered_separately() {
+    let f = fixture("owners.json");
+    let out = ok(&["-f", &f, NOW], None);
+    // groups by owner kind/name, pods without a controller last
+    assert_eq!(
+        lines(&out.stdout),
+        ["api-2", "api-1", "web-x", "web-y", "lone"]
+    );
+    assert!(out.stderr.contains("3 ReplicaSets"), "{}", out.stderr);
+    let victims = ok(&["-f", &f, NOW, "--scale-down-by", "1"], None);
+    assert_eq!(lines(&victims.stdout), ["api-2", "web-x", "lone"]);
+    let v = json(&["-f", &f, NOW]);
+    let owners: Vec<&Value> = v["replicaSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["owner"]["name"])
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            &Value::from("api-7f9"),
+            &Value::from("web-6d4f8c"),
+            &Value::Null
+        ]
+    );
+}
+
+#[test]
+fn help_explains_grouping() {
+    let out = ok(&["--help"], None);
+    assert!(
+        out.stdout.contains("controller ownerReference"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("printed last"), "{}", out.stdout);
+}
+
+// ---- bad input -------------------------------------------------------------
+
+fn bad(args: &[&str], stdin: Option<&str>, must_mention: &[&str]) {
+    let out = run(args, stdin);
+    assert_eq!(out.code, 2, "{args:?}: stderr {}", out.stderr);
+    assert_eq!(out.stdout, "", "{args:?}: partial stdout");
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    for m in must_mention {
+        assert!(
+            out.stderr.contains(m),
+            "{args:?}: {m:?} not in {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn unreadable_file() {
+    let missing = fixture("does-not-exist.json");
+    bad(
+        &["-f", &missing, NOW],
+        None,
+        &["does-not-exist.json", "cannot read"],
+    );
+    bad(
+        &["-f", &fixture("pods.json"), "--related", &missing],
+        None,
+        &["does-not-exist.json"],
+    );
+}
+
+#[test]
+fn bad_syntax() {
+    bad(
+        &["-f", &fixture("bad-syntax.json"), NOW],
+        None,
+        &["bad-syntax.json", "not valid JSON"],
+    );
+    bad(
+        &["-f", &fixture("bad-syntax.yaml"), NOW],
+        None,
+        &["bad-syntax.yaml", "not valid YAML"],
+    );
+    bad(&[NOW], Some("42\n"), &["<stdin>", "found a number"]);
+}
+
+#[test]
+fn wrong_kind() {
+    bad(
+        &["-f", &fixture("wrong-kind.json"), NOW],
+        None,
+        &["wrong-kind.json", "items[0]", "expected a Pod", "Node"],
+    );
+}
+
+#[test]
+fn bad_field_names_item_and_field() {
+    bad(
+        &["-f", &fixture("bad-field.json"), NOW],
+        None,
+        &[
+            "bad-field.json",
+            "items[1]",
+            "\"bad\"",
+            "status.conditions[1].status",
+        ],
+    );
+    bad(
+        &[
+            "-f",
+            &fixture("pods.json"),
+            "--related",
+            &fixture("bad-field.json"),
+            NOW,
+        ],
+        None,
+        &["bad-field.json", "status.conditions[1].status"],
+    );
+}
+
+#[test]
+fn bad_flag_values() {
+    let f = fixture("pods.json");
+    bad(
+        &["-f", &f, "--now", "yesterday"],
+        None,
+        &["--now", "yesterday"],
+    );
+    bad(
+        &["-f", &f, "--feature-gates", "Foo=true"],
+        None,
+        &["--feature-gates", "Foo=true"],
+    );
+    bad(
+        &["-f", &f, "--feature-gates", "PodDeletionCost=maybe"],
+        None,
+        &["PodDeletionCost=maybe"],
+    );
+    bad(
+        &["-f", &f, "--kubernetes-version", "latest"],
+        None,
+        &["--kubernetes-version", "latest"],
+    );
+    bad(
+        &[
+            "-f",
+            &f,
+            "--kubernetes-version",
+            "1.31",
+            "--feature-gates",
+            "LogarithmicScaleDown=false",
+        ],
+        None,
+        &["LogarithmicScaleDown", "1.31"],
+    );
+    bad(
+        &["-f", &f, "--scale-down-by", "-1"],
+        None,
+        &["--scale-down-by"],
+    );
+    bad(
+        &["-f", &f, "--scale-down-by", "many"],
+        None,
+        &["--scale-down-by"],
+    );
+    bad(&["-f", &f, "-o", "xml"], None, &["xml"]);
+    bad(&["-f", "-", "--related", "-"], Some("[]"), &["stdin"]);
+}
