@@ -2,8 +2,6 @@
 //! a `List`/`*List`, a single object, an array of objects, or several YAML
 //! documents. Errors name the source, the item and the field.
 
-// errors are built once per bad input, never on a hot path: size does not matter
-
 use std::io::Read;
 use std::path::Path;
 
