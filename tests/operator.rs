@@ -1,0 +1,459 @@
+//! The operator end to end against the in-process fake API server: first
+//! sync under the write limit, zero writes at steady state, re-costing on a
+//! node relabel, Retry-After, kill and restart, leadership, finalizer
+//! cleanup, foreign costs and dry run. Counts requests, never wall time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
+use deletion_cost::controller::{run_with_client, ControllerError, RunConfig, FINALIZER};
+use deletion_cost::plan::POLICY_ANNOTATION;
+use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, RecordedRequest, Verb};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const NS: &str = "shop";
+
+fn config(qps: f64, burst: u32) -> RunConfig {
+    RunConfig {
+        namespace: Some(NS.into()),
+        prometheus_url: None,
+        prometheus_timeout: Duration::from_secs(2),
+        metrics_addr: "127.0.0.1:0".parse().unwrap(),
+        qps,
+        burst,
+        dry_run: false,
+        kubeconfig: None,
+        leader_election: false,
+        lease_name: "deletion-cost".into(),
+        lease_namespace: Some(NS.into()),
+        identity: "operator-a".into(),
+        gates: FeatureGates::default(),
+        shutdown_grace: Duration::from_secs(5),
+        debounce: Duration::from_millis(100),
+    }
+}
+
+struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ControllerError>>,
+}
+
+impl Operator {
+    fn start(fake: &FakeApi, config: RunConfig) -> Self {
+        let mut kc = fake.config();
+        // every retry must pass our limiter, as in production
+        kc.default_retry = false;
+        let client = client_for(kc);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_with_client(config, client, async move {
+            let _ = rx.await;
+        }));
+        Self {
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    /// Graceful stop (SIGTERM).
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let result = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
+        match result {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("operator did not stop cleanly: {other:?}"),
+        }
+    }
+
+    /// Abrupt stop (the process is killed).
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+fn node(fake: &FakeApi, name: &str, capacity: &str) {
+    fake.apply_json(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}
+    }))
+    .unwrap();
+}
+
+fn workload(fake: &FakeApi) {
+    fake.apply_json(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true}]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+}
+
+fn pod(fake: &FakeApi, name: &str, node: &str, annotations: BTreeMap<&str, &str>) {
+    fake.apply_json(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": "web"},
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app:1"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+    }))
+    .unwrap();
+}
+
+fn policy(fake: &FakeApi) {
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}],
+            "refreshInterval": "1h"
+        }
+    }))
+    .unwrap();
+}
+
+/// `n` pods over 4 spot and 4 on-demand nodes (pod i on node i % 8).
+fn cluster(fake: &FakeApi, n: usize) {
+    for i in 0..4 {
+        node(fake, &format!("spot-{i}"), "spot");
+        node(fake, &format!("od-{i}"), "on-demand");
+    }
+    workload(fake);
+    for i in 0..n {
+        let node = if i % 8 < 4 {
+            format!("spot-{}", i % 8)
+        } else {
+            format!("od-{}", i % 8 - 4)
+        };
+        pod(fake, &format!("web-{i:04}"), &node, BTreeMap::new());
+    }
+    policy(fake);
+}
+
+fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
+    fake.get_json("pods", NS, pod)?
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            POD_DELETION_COST.replace('/', "~1")
+        ))?
+        .as_str()
+        .map(String::from)
+}
+
+fn owner(fake: &FakeApi, pod: &str) -> Option<String> {
+    fake.get_json("pods", NS, pod)?
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            POLICY_ANNOTATION.replace('/', "~1")
+        ))?
+        .as_str()
+        .map(String::from)
+}
+
+fn expected(i: usize) -> &'static str {
+    if i % 8 < 4 {
+        "0"
+    } else {
+        "100"
+    }
+}
+
+/// Polls `done` every 50 ms up to `limit`.
+async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn pod_patches(fake: &FakeApi) -> Vec<RecordedRequest> {
+    fake.requests_for(Verb::Patch, "pods")
+}
+
+fn converged(fake: &FakeApi, n: usize) -> bool {
+    (0..n).all(|i| cost(fake, &format!("web-{i:04}")).as_deref() == Some(expected(i)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_sync_stays_under_the_limit_and_steady_state_writes_nothing() {
+    let fake = FakeApi::start().await;
+    let n = 1000;
+    cluster(&fake, n);
+    let (qps, burst) = (250.0, 25);
+    let op = Operator::start(&fake, config(qps, burst));
+    eventually(Duration::from_secs(60), "1,000 pods costed", || {
+        converged(&fake, n)
+    })
+    .await;
+
+    let patches = pod_patches(&fake);
+    assert_eq!(patches.len(), n, "one write per pod");
+    // every patch is metadata-only, with our ownership
+    let body = patches[0].json().unwrap();
+    assert_eq!(body["metadata"]["annotations"][POLICY_ANNOTATION], "web");
+    assert!(body.get("spec").is_none() && body.get("status").is_none());
+    let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(1));
+    assert!(
+        worst as f64 <= qps + f64::from(burst),
+        "{worst} writes in one second; limit {qps}/s + burst {burst}"
+    );
+    assert_eq!(owner(&fake, "web-0000").as_deref(), Some("web"));
+
+    // the status reports the outcome once every write is observed
+    eventually(Duration::from_secs(10), "status", || {
+        let st = fake
+            .get_json("deletioncostpolicies", NS, "web")
+            .and_then(|p| p.get("status").cloned())
+            .unwrap_or_default();
+        st["managedPods"] == json!(n) && st["pendingPatches"] == json!(0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // steady state: a re-sync with nothing changed writes nothing
+    fake.clear_requests();
+    let mut p = fake.get_json("deletioncostpolicies", NS, "web").unwrap();
+    p["metadata"]["labels"] = json!({"touched": "yes"});
+    fake.apply_json(p).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes: Vec<String> = fake
+        .writes()
+        .iter()
+        .filter(|r| r.resource.as_deref() != Some("events"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "steady state wrote: {writes:?}");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relabelled_node_recosts_only_its_pods() {
+    let fake = FakeApi::start().await;
+    let n = 40;
+    cluster(&fake, n);
+    let op = Operator::start(&fake, config(100.0, 10));
+    eventually(Duration::from_secs(30), "pods costed", || {
+        converged(&fake, n)
+    })
+    .await;
+    fake.clear_requests();
+    node(&fake, "spot-1", "on-demand");
+    let on_node: Vec<String> = (0..n)
+        .filter(|i| i % 8 == 1)
+        .map(|i| format!("web-{i:04}"))
+        .collect();
+    eventually(Duration::from_secs(30), "spot-1 pods re-costed", || {
+        on_node
+            .iter()
+            .all(|p| cost(&fake, p).as_deref() == Some("100"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut patched: Vec<String> = pod_patches(&fake)
+        .iter()
+        .filter_map(|r| r.name.clone())
+        .collect();
+    patched.sort();
+    assert_eq!(patched, on_node);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_requests_honours_retry_after() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 4);
+    fake.inject(
+        Fault::status(429)
+            .on(Verb::Patch, "pods")
+            .times(1)
+            .retry_after(2),
+    );
+    let op = Operator::start(&fake, config(100.0, 10));
+    eventually(Duration::from_secs(30), "pods costed", || {
+        converged(&fake, 4)
+    })
+    .await;
+    let patches = pod_patches(&fake);
+    let first = &patches[0];
+    assert_eq!(first.status, 429);
+    assert!(
+        patches.len() == 5,
+        "4 writes plus the refused one: {}",
+        patches.len()
+    );
+    // writes already in flight may finish; nothing new starts during the pause
+    for later in &patches[1..] {
+        let gap = later.at.duration_since(first.at);
+        assert!(
+            gap < Duration::from_millis(50) || gap >= Duration::from_millis(1900),
+            "write {gap:?} after a 429 asking for 2 s"
+        );
+    }
+    let retry = patches[1..]
+        .iter()
+        .find(|r| r.name == first.name)
+        .expect("the refused write is retried");
+    assert!(retry.at.duration_since(first.at) >= Duration::from_millis(1900));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
+    let fake = FakeApi::start().await;
+    let n = 120;
+    cluster(&fake, n);
+    let op = Operator::start(&fake, config(40.0, 4));
+    eventually(Duration::from_secs(30), "some writes", || {
+        pod_patches(&fake).len() >= 30
+    })
+    .await;
+    op.kill().await;
+    let before = pod_patches(&fake).len();
+    assert!(before < n, "killed before finishing ({before} writes)");
+
+    let op = Operator::start(&fake, config(40.0, 4));
+    eventually(
+        Duration::from_secs(60),
+        "all pods costed after restart",
+        || converged(&fake, n),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
+    for r in pod_patches(&fake).iter().filter(|r| r.status == 200) {
+        *per_pod
+            .entry(r.name.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    assert_eq!(per_pod.len(), n, "every pod written");
+    let dup: Vec<_> = per_pod.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(dup.is_empty(), "written twice: {dup:?}");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_without_the_lease_writes_nothing() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 10);
+    let now = deletion_cost_now();
+    fake.apply_json(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "deletion-cost", "namespace": NS},
+        "spec": {"holderIdentity": "operator-b", "leaseDurationSeconds": 3600,
+                 "acquireTime": now, "renewTime": now}
+    }))
+    .unwrap();
+    let mut cfg = config(100.0, 10);
+    cfg.leader_election = true;
+    let op = Operator::start(&fake, cfg);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes: Vec<String> = fake
+        .writes()
+        .iter()
+        .filter(|r| r.resource.as_deref() != Some("leases"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "a follower wrote: {writes:?}");
+    assert_eq!(cost(&fake, "web-0000"), None);
+    op.stop().await;
+}
+
+fn deletion_cost_now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizer_removes_exactly_its_own_values_and_foreign_costs_stay() {
+    let fake = FakeApi::start().await;
+    for i in 0..4 {
+        node(&fake, &format!("spot-{i}"), "spot");
+        node(&fake, &format!("od-{i}"), "on-demand");
+    }
+    workload(&fake);
+    for i in 0..6 {
+        pod(
+            &fake,
+            &format!("web-{i:04}"),
+            if i % 2 == 0 { "spot-0" } else { "od-0" },
+            BTreeMap::new(),
+        );
+    }
+    pod(
+        &fake,
+        "web-pinned",
+        "spot-1",
+        BTreeMap::from([(POD_DELETION_COST, "9000")]),
+    );
+    policy(&fake);
+    let op = Operator::start(&fake, config(100.0, 10));
+    eventually(Duration::from_secs(30), "pods costed", || {
+        (0..6).all(|i| cost(&fake, &format!("web-{i:04}")).is_some())
+    })
+    .await;
+    eventually(Duration::from_secs(10), "finalizer added", || {
+        fake.get_json("deletioncostpolicies", NS, "web")
+            .and_then(|p| p.pointer("/metadata/finalizers/0").cloned())
+            == Some(json!(FINALIZER))
+    })
+    .await;
+    assert_eq!(cost(&fake, "web-pinned").as_deref(), Some("9000"));
+    assert!(pod_patches(&fake)
+        .iter()
+        .all(|r| r.name.as_deref() != Some("web-pinned")));
+
+    fake.clear_requests();
+    fake.delete_json("deletioncostpolicies", NS, "web").unwrap();
+    eventually(Duration::from_secs(30), "policy gone", || {
+        fake.get_json("deletioncostpolicies", NS, "web").is_none()
+    })
+    .await;
+    for i in 0..6 {
+        let p = format!("web-{i:04}");
+        assert_eq!(cost(&fake, &p), None, "{p} still has a cost");
+        assert_eq!(owner(&fake, &p), None);
+    }
+    assert_eq!(cost(&fake, "web-pinned").as_deref(), Some("9000"));
+    let removed: Vec<String> = pod_patches(&fake)
+        .iter()
+        .filter_map(|r| r.name.clone())
+        .collect();
+    assert_eq!(removed.len(), 6, "{removed:?}");
+    let body: Value = pod_patches(&fake)[0].json().unwrap();
+    assert!(body["metadata"]["annotations"][POD_DELETION_COST].is_null());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_nothing() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 16);
+    let mut cfg = config(100.0, 10);
+    cfg.dry_run = true;
+    let op = Operator::start(&fake, cfg);
+    // it reads: the caches list pods and policies
+    eventually(Duration::from_secs(10), "caches listed", || {
+        !fake.requests_for(Verb::List, "pods").is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes: Vec<String> = fake
+        .writes()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(writes.is_empty(), "dry run wrote: {writes:?}");
+    op.stop().await;
+}
