@@ -457,3 +457,126 @@ async fn dry_run_writes_nothing() {
     assert!(writes.is_empty(), "dry run wrote: {writes:?}");
     op.stop().await;
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, out)
+}
+
+fn status_condition(fake: &FakeApi, name: &str, type_: &str) -> Option<Value> {
+    fake.get_json("deletioncostpolicies", NS, name)?
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 8);
+    // created later: loses the shared pods
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "zzz-newer", "namespace": NS,
+                     "creationTimestamp": "2999-01-01T00:00:00Z"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "signals": [{"billingClass": {"costs": {"spot": 7}, "default": 7}}]}
+    }))
+    .unwrap();
+    let port = free_port();
+    let mut cfg = config(100.0, 10);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let op = Operator::start(&fake, cfg);
+    eventually(
+        Duration::from_secs(30),
+        "pods costed by the older policy",
+        || converged(&fake, 8),
+    )
+    .await;
+    eventually(Duration::from_secs(10), "Conflict on the loser", || {
+        status_condition(&fake, "zzz-newer", "Conflict").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert!((0..8).all(|i| owner(&fake, &format!("web-{i:04}")).as_deref() == Some("web")));
+    eventually(Duration::from_secs(10), "a Conflict event", || {
+        fake.writes().iter().any(|r| {
+            r.path.contains("/events")
+                && String::from_utf8_lossy(&r.body).contains("OverlappingPolicy")
+        })
+    })
+    .await;
+    // health and metrics are served
+    eventually(Duration::from_secs(10), "ready", || true).await;
+    let (code, _) = http_get(port, "/healthz").await;
+    assert_eq!(code, 200);
+    let (code, _) = http_get(port, "/readyz").await;
+    assert_eq!(code, 200);
+    let (_, body) = http_get(port, "/metrics").await;
+    assert!(
+        body.contains("deletion_cost_patches_total{result=\"applied\"} 8"),
+        "{body}"
+    );
+    assert!(body.contains("deletion_cost_leader 1"));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 8);
+    let op = Operator::start(&fake, config(100.0, 10));
+    eventually(Duration::from_secs(30), "pods costed", || {
+        converged(&fake, 8)
+    })
+    .await;
+    // web-0003 leaves the selector
+    let mut p = fake.get_json("pods", NS, "web-0003").unwrap();
+    p["metadata"]["labels"] = json!({"app": "web", "canary": "true"});
+    fake.apply_json(p).unwrap();
+    let mut pol = fake.get_json("deletioncostpolicies", NS, "web").unwrap();
+    pol["spec"]["selector"] = json!({"matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]});
+    fake.apply_json(pol).unwrap();
+    eventually(Duration::from_secs(30), "web-0003 released", || {
+        cost(&fake, "web-0003").is_none() && owner(&fake, "web-0003").is_none()
+    })
+    .await;
+    assert_eq!(cost(&fake, "web-0002").as_deref(), Some("0"));
+
+    // an invalid spec: Ready=False naming the field, and no writes
+    fake.clear_requests();
+    let mut pol = fake.get_json("deletioncostpolicies", NS, "web").unwrap();
+    pol["spec"]["signals"] = json!([{"utilization": {"prometheus": {"query": "up"},
+        "range": {"min": 0, "max": 1}, "buckets": 0}}]);
+    fake.apply_json(pol).unwrap();
+    eventually(Duration::from_secs(10), "InvalidSpec", || {
+        status_condition(&fake, "web", "Ready").is_some_and(|c| {
+            c["reason"] == "InvalidSpec" && c["message"].to_string().contains("buckets")
+        })
+    })
+    .await;
+    assert!(pod_patches(&fake).is_empty());
+    op.stop().await;
+}
