@@ -40,5 +40,8 @@ for overlay in deploy/overlays/*/; do
     log "kubectl kustomize ${overlay%/}"
     kubectl kustomize "$overlay" >/dev/null
 done
+if [ -z "${KUBECONFIG:-}" ]; then
+    log "tests/cluster.rs will skip: KUBECONFIG is not set (they need a real cluster)"
+fi
 log "cargo test"
 cargo test --locked --all-features -- --color never

@@ -244,6 +244,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     for (kind, n) in &snapshot.ignored {
         tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
     }
+    if snapshot.pods.is_empty() {
+        tracing::warn!(
+            "the snapshot holds no pods (use `kubectl get pods,nodes,replicasets -A -o yaml`)"
+        );
+    }
     print_out(&text)
 }
 

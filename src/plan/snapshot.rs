@@ -22,8 +22,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Sorts decoded objects by kind; objects without a kind are an error
-    /// because a snapshot mixes kinds.
+    /// Sorts decoded objects by kind; other kinds, and objects without a kind
+    /// (a snapshot mixes kinds, so they cannot be guessed), are counted in `ignored`.
     pub fn from_objects(objects: &[RawObject]) -> Result<Self, InputError> {
         let mut s = Snapshot::default();
         for o in objects {
@@ -32,17 +32,13 @@ impl Snapshot {
                 "Node" => s.nodes.push(o.decode("Node")?),
                 "ReplicaSet" => s.replica_sets.push(o.decode("ReplicaSet")?),
                 "Deployment" => s.deployments.push(o.decode("Deployment")?),
-                "" => {
-                    return Err(InputError::Shape {
-                        source_name: o.source_name.clone(),
-                        location: o.location.clone(),
-                        message: "object has no `kind`; a snapshot needs kinds (use `kubectl get ... -o yaml`)".into(),
-                    })
+                other => {
+                    let kind = if other.is_empty() { "(no kind)" } else { other };
+                    match s.ignored.iter_mut().find(|(k, _)| k == kind) {
+                        Some((_, n)) => *n += 1,
+                        None => s.ignored.push((kind.to_string(), 1)),
+                    }
                 }
-                other => match s.ignored.iter_mut().find(|(k, _)| k == other) {
-                    Some((_, n)) => *n += 1,
-                    None => s.ignored.push((other.to_string(), 1)),
-                },
             }
         }
         Ok(s)
