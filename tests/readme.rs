@@ -42,7 +42,7 @@ fn every_flag_is_documented_and_every_documented_flag_exists() {
                 sub.get_name()
             );
         }
-        for word in row.split(|c: char| c == '`' || c == ' ' || c == ',' || c == '/') {
+        for word in row.split(['`', ' ', ',', '/']) {
             if let Some(flag) = word.strip_prefix("--") {
                 let flag = flag.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
                 assert!(
