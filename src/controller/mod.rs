@@ -439,7 +439,7 @@ pub async fn run_with_client(
     );
     let grace = config.shutdown_grace;
     controller
-        .watches_stream(pod_events, move |pod: Pod| in_ns(&p1, pod.namespace()))
+        .watches_stream(pod_events, move |pod: Pod| policies_for_pod(&p1, &pod))
         .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
         .watches_stream(node_events, move |_node: Node| {
             p3.state()
@@ -471,6 +471,29 @@ pub async fn run_with_client(
     let _ = shutdown_tx.send(true);
     let _ = server.await;
     Ok(())
+}
+
+/// Policies a pod event concerns: those whose selector matches it, those that
+/// target a workload (cheap to re-check), and the one that wrote its cost.
+fn policies_for_pod(
+    store: &Store<DeletionCostPolicy>,
+    pod: &Pod,
+) -> Vec<ObjectRef<DeletionCostPolicy>> {
+    let ns = pod.namespace();
+    let writer = pod.annotations().get(POLICY_ANNOTATION);
+    store
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace() == ns)
+        .filter(|p| {
+            writer == Some(&p.name_any())
+                || match &p.spec.selector {
+                    Some(sel) => sel.matches(pod.metadata.labels.as_ref()),
+                    None => true,
+                }
+        })
+        .map(|p| ObjectRef::from_obj(&*p))
+        .collect()
 }
 
 /// A stream that yields once per leadership change.

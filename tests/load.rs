@@ -1,0 +1,282 @@
+//! Load harness (ignored by default; run by hand):
+//!
+//! ```sh
+//! cargo test --release --test load -- --ignored --nocapture
+//! ```
+//!
+//! Runs the real `deletion-cost run` binary as its own process against the
+//! in-process fake API server with 10,000 pods across 50 policies, and
+//! reports time to converge, writes per second against the configured QPS,
+//! writes at steady state, the operator's RSS with 10k and 100k pods watched,
+//! and CPU per refresh cycle of all policies. It measures; it asserts only the
+//! properties the product promises (the limit and zero steady-state writes).
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deletion_cost::testing::fake_api::{FakeApi, Verb};
+use serde_json::json;
+
+const NAMESPACES: usize = 5;
+const POLICIES_PER_NS: usize = 10;
+const PODS_PER_POLICY: usize = 200;
+const NODES: usize = 300;
+const QPS: f64 = 500.0;
+const BURST: u32 = 50;
+
+struct OperatorProcess {
+    child: Child,
+    metrics_port: u16,
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+fn start_operator(fake: &FakeApi, dir: &tempfile::TempDir) -> OperatorProcess {
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\n\
+             current-context: c\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let metrics_port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--no-leader-election",
+            "--qps",
+            &QPS.to_string(),
+            "--burst",
+            &BURST.to_string(),
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--log-format",
+            "json",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    OperatorProcess {
+        child,
+        metrics_port,
+    }
+}
+
+fn proc_field(pid: u32, file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    proc_field(pid, "status", "VmRSS:").unwrap_or(0) as f64 / 1024.0
+}
+
+/// utime + stime in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // fields after the command name, which is in parentheses
+    let rest = stat.rsplit(')').next().unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+async fn ready(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.starts_with("HTTP/1.1 200")
+}
+
+fn seed(fake: &FakeApi) {
+    for n in 0..NODES {
+        let capacity = if n % 3 == 0 { "on-demand" } else { "spot" };
+        fake.apply_json(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "labels": {
+                "karpenter.sh/capacity-type": capacity,
+                "topology.kubernetes.io/zone": format!("zone-{}", n % 3)}}
+        }))
+        .unwrap();
+    }
+    let mut pod_i = 0;
+    for ns in 0..NAMESPACES {
+        let namespace = format!("team-{ns}");
+        for p in 0..POLICIES_PER_NS {
+            let app = format!("svc-{p}");
+            let rs = format!("{app}-abc");
+            fake.apply_json(json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": rs, "namespace": namespace, "uid": format!("{namespace}-{rs}"),
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": app,
+                        "uid": format!("{namespace}-{app}"), "controller": true}]},
+                "spec": {"replicas": PODS_PER_POLICY, "selector": {"matchLabels": {"app": app}}}
+            }))
+            .unwrap();
+            for k in 0..PODS_PER_POLICY {
+                pod_i += 1;
+                fake.apply_json(pod_json(&namespace, &app, &rs, k, pod_i)).unwrap();
+            }
+            fake.apply_json(json!({
+                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+                "metadata": {"name": app, "namespace": namespace},
+                "spec": {
+                    "selector": {"matchLabels": {"app": app}},
+                    "signals": [
+                        {"billingClass": {"costs": {"spot": 0, "on-demand": 2}, "default": 1}},
+                        {"nodeConsolidation": {"maxPods": 50}},
+                        {"zoneBalance": {"maxPerZone": 300}}
+                    ],
+                    "refreshInterval": "1h"
+                }
+            }))
+            .unwrap();
+        }
+    }
+}
+
+fn pod_json(namespace: &str, app: &str, rs: &str, k: usize, i: usize) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{app}-{k:05}"), "namespace": namespace,
+            "labels": {"app": app},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x".repeat(600)},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+                "uid": format!("{namespace}-{rs}"), "controller": true}]},
+        "spec": {"nodeName": format!("node-{}", i % NODES),
+            "containers": [{"name": "app", "image": "registry.example/app:1.2.3",
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
+        "status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+            "containerStatuses": [{"name": "app", "ready": true, "restartCount": (i % 4) as i32,
+                "image": "registry.example/app:1.2.3", "imageID": "sha256:abc"}]}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "load harness: run by hand, see the module doc"]
+async fn ten_thousand_pods_fifty_policies() {
+    let fake = FakeApi::start().await;
+    let total = NAMESPACES * POLICIES_PER_NS * PODS_PER_POLICY;
+    seed(&fake);
+    let dir = tempfile::tempdir().unwrap();
+    fake.clear_requests();
+    let op = start_operator(&fake, &dir);
+    let pid = op.child.id();
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(600);
+    let ok_writes = |fake: &FakeApi| {
+        fake.requests_for(Verb::Patch, "pods")
+            .iter()
+            .filter(|r| r.status == 200)
+            .count()
+    };
+    while ok_writes(&fake) < total {
+        assert!(Instant::now() < deadline, "did not converge in 10 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let converge = t0.elapsed();
+    let writes = fake.requests_for(Verb::Patch, "pods");
+    let first = writes.iter().map(|r| r.at).min().unwrap();
+    let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
+    for r in &writes {
+        *per_second.entry(r.at.duration_since(first).as_secs()).or_default() += 1;
+    }
+    let peak = per_second.values().copied().max().unwrap_or(0);
+    let full: Vec<usize> = per_second.values().copied().skip(1).collect();
+    let mean = full.iter().sum::<usize>() as f64 / full.len().max(1) as f64;
+    let worst_2s = fake.max_writes_in_window(Some("pods"), Duration::from_secs(2));
+    let rss_10k = rss_mib(pid);
+
+    // steady state: nothing changes, nothing is written
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fake.clear_requests();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let steady = fake.requests_for(Verb::Patch, "pods").len();
+
+    // one refresh cycle of every policy (touch each policy, wait for quiet)
+    let cpu0 = cpu_seconds(pid);
+    let c0 = Instant::now();
+    for ns in 0..NAMESPACES {
+        for p in 0..POLICIES_PER_NS {
+            let (namespace, name) = (format!("team-{ns}"), format!("svc-{p}"));
+            let mut obj = fake.get_json("deletioncostpolicies", &namespace, &name).unwrap();
+            obj["metadata"]["labels"] = json!({"cycle": "1"});
+            fake.apply_json(obj).unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cpu_cycle = cpu_seconds(pid) - cpu0;
+    let cycle_wall = c0.elapsed();
+    let cycle_writes = fake.requests_for(Verb::Patch, "pods").len();
+    drop(op);
+
+    // 100k pods watched: 90k more pods nobody selects, fresh operator
+    let mut i = total;
+    for k in 0..90_000 {
+        i += 1;
+        fake.apply_json(pod_json("bulk", "bulk", "bulk-abc", k, i)).unwrap();
+    }
+    let op = start_operator(&fake, &dir);
+    let pid100 = op.child.id();
+    let r0 = Instant::now();
+    while !ready(op.metrics_port).await {
+        assert!(r0.elapsed() < Duration::from_secs(600), "100k-pod operator never ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let sync_100k = r0.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss_100k = rss_mib(pid100);
+    drop(op);
+
+    println!("\n| measure | value |\n|---|---:|");
+    println!("| pods / policies | {total} / {} |", NAMESPACES * POLICIES_PER_NS);
+    println!("| configured limit | {QPS} qps, burst {BURST} |");
+    println!("| time to converge (all {total} pods written) | {:.1} s |", converge.as_secs_f64());
+    println!("| writes per second: mean / peak (1 s buckets) | {mean:.0} / {peak} |");
+    println!("| most writes in any 2 s window | {worst_2s} (bound {:.0}) |", 2.0 * QPS + f64::from(BURST));
+    println!("| pod writes in 10 s of steady state | {steady} |");
+    println!("| pod writes during a refresh of all 50 policies | {cycle_writes} |");
+    println!("| CPU for that refresh cycle | {cpu_cycle:.2} s (over {:.1} s wall) |", cycle_wall.as_secs_f64());
+    println!("| operator RSS, 10k pods watched | {rss_10k:.1} MiB |");
+    println!("| operator RSS, 100k pods watched | {rss_100k:.1} MiB |");
+    println!("| cache sync with 100k pods | {:.1} s |", sync_100k.as_secs_f64());
+
+    assert_eq!(steady, 0, "steady state must write nothing");
+    assert_eq!(cycle_writes, 0, "a refresh with nothing changed must write nothing");
+    assert!((worst_2s as f64) <= 2.0 * QPS + f64::from(BURST) + 16.0);
+}
