@@ -113,7 +113,10 @@ async fn ready(port: u16) -> bool {
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return false;
     };
-    if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.is_err() {
+    if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .is_err()
+    {
         return false;
     }
     let mut out = String::new();
@@ -148,7 +151,8 @@ fn seed(fake: &FakeApi) {
             .unwrap();
             for k in 0..PODS_PER_POLICY {
                 pod_i += 1;
-                fake.apply_json(pod_json(&namespace, &app, &rs, k, pod_i)).unwrap();
+                fake.apply_json(pod_json(&namespace, &app, &rs, k, pod_i))
+                    .unwrap();
             }
             fake.apply_json(json!({
                 "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
@@ -214,7 +218,9 @@ async fn ten_thousand_pods_fifty_policies() {
     let first = writes.iter().map(|r| r.at).min().unwrap();
     let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
     for r in &writes {
-        *per_second.entry(r.at.duration_since(first).as_secs()).or_default() += 1;
+        *per_second
+            .entry(r.at.duration_since(first).as_secs())
+            .or_default() += 1;
     }
     let peak = per_second.values().copied().max().unwrap_or(0);
     let full: Vec<usize> = per_second.values().copied().skip(1).collect();
@@ -234,7 +240,9 @@ async fn ten_thousand_pods_fifty_policies() {
     for ns in 0..NAMESPACES {
         for p in 0..POLICIES_PER_NS {
             let (namespace, name) = (format!("team-{ns}"), format!("svc-{p}"));
-            let mut obj = fake.get_json("deletioncostpolicies", &namespace, &name).unwrap();
+            let mut obj = fake
+                .get_json("deletioncostpolicies", &namespace, &name)
+                .unwrap();
             obj["metadata"]["labels"] = json!({"cycle": "1"});
             fake.apply_json(obj).unwrap();
         }
@@ -249,13 +257,17 @@ async fn ten_thousand_pods_fifty_policies() {
     let mut i = total;
     for k in 0..90_000 {
         i += 1;
-        fake.apply_json(pod_json("bulk", "bulk", "bulk-abc", k, i)).unwrap();
+        fake.apply_json(pod_json("bulk", "bulk", "bulk-abc", k, i))
+            .unwrap();
     }
     let op = start_operator(&fake, &dir);
     let pid100 = op.child.id();
     let r0 = Instant::now();
     while !ready(op.metrics_port).await {
-        assert!(r0.elapsed() < Duration::from_secs(600), "100k-pod operator never ready");
+        assert!(
+            r0.elapsed() < Duration::from_secs(600),
+            "100k-pod operator never ready"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let sync_100k = r0.elapsed();
@@ -264,19 +276,37 @@ async fn ten_thousand_pods_fifty_policies() {
     drop(op);
 
     println!("\n| measure | value |\n|---|---:|");
-    println!("| pods / policies | {total} / {} |", NAMESPACES * POLICIES_PER_NS);
+    println!(
+        "| pods / policies | {total} / {} |",
+        NAMESPACES * POLICIES_PER_NS
+    );
     println!("| configured limit | {QPS} qps, burst {BURST} |");
-    println!("| time to converge (all {total} pods written) | {:.1} s |", converge.as_secs_f64());
+    println!(
+        "| time to converge (all {total} pods written) | {:.1} s |",
+        converge.as_secs_f64()
+    );
     println!("| writes per second: mean / peak (1 s buckets) | {mean:.0} / {peak} |");
-    println!("| most writes in any 2 s window | {worst_2s} (bound {:.0}) |", 2.0 * QPS + f64::from(BURST));
+    println!(
+        "| most writes in any 2 s window | {worst_2s} (bound {:.0}) |",
+        2.0 * QPS + f64::from(BURST)
+    );
     println!("| pod writes in 10 s of steady state | {steady} |");
     println!("| pod writes during a refresh of all 50 policies | {cycle_writes} |");
-    println!("| CPU for that refresh cycle | {cpu_cycle:.2} s (over {:.1} s wall) |", cycle_wall.as_secs_f64());
+    println!(
+        "| CPU for that refresh cycle | {cpu_cycle:.2} s (over {:.1} s wall) |",
+        cycle_wall.as_secs_f64()
+    );
     println!("| operator RSS, 10k pods watched | {rss_10k:.1} MiB |");
     println!("| operator RSS, 100k pods watched | {rss_100k:.1} MiB |");
-    println!("| cache sync with 100k pods | {:.1} s |", sync_100k.as_secs_f64());
+    println!(
+        "| cache sync with 100k pods | {:.1} s |",
+        sync_100k.as_secs_f64()
+    );
 
     assert_eq!(steady, 0, "steady state must write nothing");
-    assert_eq!(cycle_writes, 0, "a refresh with nothing changed must write nothing");
+    assert_eq!(
+        cycle_writes, 0,
+        "a refresh with nothing changed must write nothing"
+    );
     assert!((worst_2s as f64) <= 2.0 * QPS + f64::from(BURST) + 16.0);
 }

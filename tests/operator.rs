@@ -532,11 +532,16 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     })
     .await;
     // health and metrics are served
-    eventually(Duration::from_secs(10), "ready", || true).await;
     let (code, _) = http_get(port, "/healthz").await;
     assert_eq!(code, 200);
-    let (code, _) = http_get(port, "/readyz").await;
-    assert_eq!(code, 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while http_get(port, "/readyz").await.0 != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/readyz never answered 200"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (_, body) = http_get(port, "/metrics").await;
     assert!(
         body.contains("deletion_cost_patches_total{result=\"applied\"} 8"),

@@ -138,6 +138,10 @@ struct PolicyState {
     last_refresh: Option<String>,
     signal_error: Option<(String, String)>,
     mismatch_reasons: BTreeSet<String>,
+    /// Writes handed to the patcher: pod -> (value, pod resourceVersion the
+    /// plan saw). Until the cache shows a newer version of the pod, planning
+    /// the same value again is the same write, not a new one.
+    submitted: HashMap<String, (Option<i32>, Option<String>)>,
 }
 
 /// Shared by every reconcile.
@@ -683,7 +687,7 @@ async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut Pol
                     })
                     .inc();
                 tracing::warn!(policy = %policy.key(), signal = index, error = %e, "utilization query failed; keeping last values");
-                error = Some((e.kind().to_string(), format!("spec.signals[{index}]: {e}")));
+                error = Some((camel_case(e.kind()), format!("spec.signals[{index}]: {e}")));
             }
         }
     }
@@ -692,6 +696,18 @@ async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut Pol
         state.last_refresh = Some(now_rfc3339());
     }
     state.signal_error = error;
+}
+
+/// `invalid_body` -> `InvalidBody`: condition reasons are CamelCase.
+fn camel_case(kind: &str) -> String {
+    kind.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Older policy (then smaller name) wins a pod both select.
@@ -720,6 +736,8 @@ pub struct PolicyRound {
     pub signal_error: Option<(String, String)>,
     /// When signals were last read successfully.
     pub last_refresh: Option<String>,
+    /// resourceVersion of each pod the round wants to write, as cached.
+    pub versions: HashMap<String, Option<String>>,
 }
 
 impl PolicyRound {
@@ -822,6 +840,18 @@ pub async fn plan_round(
                 && crate::comparator::is_pod_active(p)
         })
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect::<Vec<_>>();
+    let wanted: BTreeSet<&str> = planned
+        .patches
+        .iter()
+        .map(|p| p.pod.as_str())
+        .chain(releases.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    let versions = snapshot
+        .pods
+        .iter()
+        .filter(|p| wanted.contains(p.name_any().as_str()))
+        .map(|p| (p.name_any(), p.resource_version()))
         .collect();
     PolicyRound {
         resolved: resolved.clone(),
@@ -830,6 +860,7 @@ pub async fn plan_round(
         conflicts,
         signal_error,
         last_refresh,
+        versions,
     }
 }
 
@@ -846,18 +877,50 @@ pub fn submit_round(
     let Some(patcher) = ctx.patcher() else {
         return Ok(None);
     };
-    let reqs = round.requests();
+    let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
+    let key = round.resolved.key();
+    // a write whose result the cache has not shown yet is not sent twice
+    let reqs: Vec<(PatchRequest, Option<String>)> = {
+        let Ok(mut state) = ctx.state.lock() else {
+            return Ok(None);
+        };
+        let st = state.entry(key.clone()).or_default();
+        // forget writes the round no longer wants: the cache has caught up
+        st.submitted
+            .retain(|pod, _| round.versions.contains_key(pod));
+        round
+            .requests()
+            .into_iter()
+            .map(|req| {
+                let seen = round.versions.get(&req.pod.name).cloned().flatten();
+                (req, seen)
+            })
+            .filter(|(req, seen)| {
+                st.submitted.get(&req.pod.name) != Some(&(req.cost, seen.clone()))
+            })
+            .collect()
+    };
     if reqs.is_empty() {
         return Ok(None);
     }
-    let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
     let rate = round
         .resolved
         .spec
         .rate_limit
         .and_then(|r| Rate::new(&format!("{ns}/{name} spec.rateLimit"), r.qps, r.burst).ok());
     patcher.set_policy_rate(&PolicyKey::new(ns, name), rate);
-    patcher.submit_batch(reqs, priority).map(Some)
+    let record: Vec<(String, Option<i32>, Option<String>)> = reqs
+        .iter()
+        .map(|(r, seen)| (r.pod.name.clone(), r.cost, seen.clone()))
+        .collect();
+    let batch = patcher.submit_batch(reqs.into_iter().map(|(r, _)| r).collect(), priority)?;
+    if let Ok(mut state) = ctx.state.lock() {
+        let st = state.entry(key).or_default();
+        for (pod, cost, seen) in record {
+            st.submitted.insert(pod, (cost, seen));
+        }
+    }
+    Ok(Some(batch))
 }
 
 async fn apply_policy(
@@ -890,8 +953,12 @@ async fn apply_policy(
     let mut pending = 0;
     let mut rejected = 0;
     match submit_round(ctx, &round, Priority::Background) {
-        Ok(Some(batch)) => pending = batch.len(),
-        Ok(None) => {}
+        Ok(_) => {
+            pending = ctx
+                .patcher()
+                .map(|p| p.pending_for(&PolicyKey::new(&ns, &name)).len())
+                .unwrap_or(0)
+        }
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
             rejected = round.requests().len();

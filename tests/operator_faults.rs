@@ -1,0 +1,380 @@
+//! The operator when its world misbehaves: Prometheus down or answering
+//! garbage (no cost changes, `SignalsAvailable=False`, recovery under the
+//! limit), API errors and watch drops (every write lands exactly once), and
+//! two replicas racing for the lease (one writer, no duplicates).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
+use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
+use deletion_cost::plan::POLICY_ANNOTATION;
+use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, Verb};
+use serde_json::{json, Value};
+use support::prometheus::{openmetrics, unix_now, PrometheusServer};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const NS: &str = "shop";
+
+fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
+    RunConfig {
+        namespace: Some(NS.into()),
+        prometheus_url: None,
+        prometheus_timeout: Duration::from_secs(2),
+        metrics_addr: "127.0.0.1:0".parse().unwrap(),
+        qps,
+        burst,
+        dry_run: false,
+        kubeconfig: None,
+        leader_election: false,
+        lease_name: "deletion-cost".into(),
+        lease_namespace: Some(NS.into()),
+        identity: identity.into(),
+        gates: FeatureGates::default(),
+        shutdown_grace: Duration::from_secs(5),
+        debounce: Duration::from_millis(100),
+    }
+}
+
+struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ControllerError>>,
+}
+
+impl Operator {
+    fn start(fake: &FakeApi, config: RunConfig) -> Self {
+        let mut kc = fake.config();
+        kc.default_retry = false;
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_with_client(config, client_for(kc), async move {
+            let _ = rx.await;
+        }));
+        Self {
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("operator did not stop cleanly: {other:?}"),
+        }
+    }
+}
+
+fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>) {
+    for (name, capacity) in [("spot-0", "spot"), ("od-0", "on-demand")] {
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}}))
+            .unwrap();
+    }
+    fake.apply_json(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true}]},
+        "spec": {"replicas": n, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    for i in 0..n {
+        let mut annotations = BTreeMap::new();
+        if let Some(c) = preset_cost {
+            annotations.insert(POD_DELETION_COST, c);
+            annotations.insert(POLICY_ANNOTATION, "web");
+        }
+        fake.apply_json(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("web-{i:03}"), "namespace": NS, "labels": {"app": "web"},
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
+            "spec": {"nodeName": if i % 2 == 0 { "spot-0" } else { "od-0" }, "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+    }
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": policy_spec
+    }))
+    .unwrap();
+}
+
+fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
+    fake.get_json("pods", NS, pod)?
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            POD_DELETION_COST.replace('/', "~1")
+        ))?
+        .as_str()
+        .map(String::from)
+}
+
+fn condition(fake: &FakeApi, type_: &str) -> Option<Value> {
+    fake.get_json("deletioncostpolicies", NS, "web")?
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn successful_writes_per_pod(fake: &FakeApi) -> BTreeMap<String, usize> {
+    let mut per_pod = BTreeMap::new();
+    for r in fake
+        .requests_for(Verb::Patch, "pods")
+        .iter()
+        .filter(|r| r.status == 200)
+    {
+        *per_pod
+            .entry(r.name.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    per_pod
+}
+
+/// A TCP front for Prometheus the test can switch: refuse, answer garbage,
+/// or forward to a real server.
+struct Switch {
+    mode: Arc<AtomicU8>,
+    port: u16,
+    task: JoinHandle<()>,
+}
+
+const REFUSE: u8 = 0;
+const GARBAGE: u8 = 1;
+const FORWARD: u8 = 2;
+
+impl Switch {
+    async fn start(upstream: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(REFUSE));
+        let m = mode.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let mode = m.load(Ordering::SeqCst);
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    match mode {
+                        GARBAGE => {
+                            let _ = conn
+                                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\nConnection: close\r\n\r\n{\"status\":4}")
+                                .await;
+                        }
+                        FORWARD => {
+                            if let Ok(mut up) = tokio::net::TcpStream::connect(
+                                upstream.trim_start_matches("http://"),
+                            )
+                            .await
+                            {
+                                let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                            }
+                        }
+                        _ => drop(conn),
+                    }
+                });
+            }
+        });
+        Self { mode, port, task }
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_signal_data_changes_no_cost_and_recovery_stays_under_the_limit() {
+    let t = unix_now() - 20;
+    let series: Vec<(String, String)> = (0..20)
+        .map(|i| {
+            (
+                format!(r#"cpu{{namespace="shop",pod="web-{i:03}"}}"#),
+                format!("{}", i as f64 / 10.0 + 0.05),
+            )
+        })
+        .collect();
+    let rows: Vec<(&str, &str, i64)> = series
+        .iter()
+        .map(|(s, v)| (s.as_str(), v.as_str(), t))
+        .collect();
+    let prom = PrometheusServer::start(&openmetrics(&rows));
+    let switch = Switch::start(prom.url()).await;
+
+    let fake = FakeApi::start().await;
+    seed(
+        &fake,
+        20,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"utilization": {"prometheus": {"query": "cpu{namespace=\"$namespace\"}"},
+                "range": {"min": 0, "max": 2}, "buckets": 10}}],
+            "refreshInterval": "1s"
+        }),
+        Some("5"),
+    );
+    let mut cfg = config("operator-a", 10.0, 2);
+    cfg.prometheus_url = Some(format!("http://127.0.0.1:{}", switch.port));
+    let op = Operator::start(&fake, cfg);
+
+    // Prometheus unreachable, then answering garbage: no pod is touched
+    eventually(Duration::from_secs(15), "SignalsAvailable=False", || {
+        condition(&fake, "SignalsAvailable")
+            .is_some_and(|c| c["status"] == "False" && c["reason"] == "Unreachable")
+    })
+    .await;
+    switch.set(GARBAGE);
+    eventually(Duration::from_secs(15), "InvalidBody reported", || {
+        condition(&fake, "SignalsAvailable").is_some_and(|c| c["reason"] == "InvalidBody")
+    })
+    .await;
+    assert!(
+        fake.requests_for(Verb::Patch, "pods").is_empty(),
+        "a cost changed on bad data"
+    );
+    assert!((0..20).all(|i| cost(&fake, &format!("web-{i:03}")).as_deref() == Some("5")));
+
+    // recovery: every pod re-costed, at no more than the limit
+    switch.set(FORWARD);
+    eventually(Duration::from_secs(30), "costs from real data", || {
+        (0..20).all(|i| cost(&fake, &format!("web-{i:03}")) == Some((i / 2).to_string()))
+    })
+    .await;
+    eventually(Duration::from_secs(10), "SignalsAvailable=True", || {
+        condition(&fake, "SignalsAvailable").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(1));
+    assert!(
+        worst <= 10 + 2 + 2,
+        "{worst} writes in a second after recovery (limit 10/s, burst 2)"
+    );
+    // web-005 has cost 2 from 0.5 ... and pods already at 5 (web-010, web-011) were left alone
+    let writes = successful_writes_per_pod(&fake);
+    assert!(
+        !writes.contains_key("web-010") && !writes.contains_key("web-011"),
+        "{writes:?}"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_and_watch_drops_still_land_every_write_exactly_once() {
+    let fake = FakeApi::start().await;
+    let n = 60;
+    seed(
+        &fake,
+        n,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }),
+        None,
+    );
+    fake.inject(Fault::status(500).on(Verb::Patch, "pods").times(8));
+    fake.inject(Fault::status(503).on(Verb::Patch, "pods").times(4));
+    fake.inject(Fault::status(429).on(Verb::Patch, "pods").times(2));
+    fake.inject(Fault::status(409).on(Verb::Patch, "pods").times(3));
+    let (qps, burst) = (40.0, 4);
+    let op = Operator::start(&fake, config("operator-a", qps, burst));
+    eventually(Duration::from_secs(20), "some writes", || {
+        successful_writes_per_pod(&fake).len() >= 20
+    })
+    .await;
+    fake.close_watches();
+    fake.expire_history();
+    eventually(Duration::from_secs(60), "all pods written", || {
+        (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let per_pod = successful_writes_per_pod(&fake);
+    assert_eq!(per_pod.len(), n);
+    assert!(per_pod.values().all(|c| *c == 1), "duplicates: {per_pod:?}");
+    let refused = fake
+        .requests_for(Verb::Patch, "pods")
+        .iter()
+        .filter(|r| r.status >= 400)
+        .count();
+    assert_eq!(
+        refused,
+        8 + 4 + 2 + 3,
+        "every injected fault was hit and retried"
+    );
+    // retries included, the write rate stays under the limit
+    let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(2));
+    assert!(
+        worst as f64 <= 2.0 * qps + f64::from(burst) + 4.0,
+        "{worst} writes in 2 s"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_racing_write_each_pod_once() {
+    let fake = FakeApi::start().await;
+    let n = 40;
+    seed(
+        &fake,
+        n,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }),
+        None,
+    );
+    let mut a = config("operator-a", 50.0, 5);
+    a.leader_election = true;
+    let mut b = config("operator-b", 50.0, 5);
+    b.leader_election = true;
+    let op_a = Operator::start(&fake, a);
+    let op_b = Operator::start(&fake, b);
+    eventually(Duration::from_secs(60), "all pods written", || {
+        (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let per_pod = successful_writes_per_pod(&fake);
+    assert_eq!(per_pod.len(), n);
+    assert!(per_pod.values().all(|c| *c == 1), "duplicates: {per_pod:?}");
+    let lease = fake
+        .get_json("leases", NS, "deletion-cost")
+        .expect("a lease was taken");
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(holder == "operator-a" || holder == "operator-b", "{lease}");
+    op_a.stop().await;
+    op_b.stop().await;
+}
