@@ -157,6 +157,8 @@ pub struct Context {
     pub(crate) prometheus: Option<PrometheusClient>,
     state: Mutex<HashMap<String, PolicyState>>,
     pub(crate) recorder: Recorder,
+    /// Every cache has synced (plans over half-listed pods would be wrong).
+    pub(crate) synced: Arc<AtomicBool>,
 }
 
 impl Context {
@@ -422,6 +424,7 @@ pub async fn run_with_client(
         leader: leader_rx.clone(),
         prometheus,
         state: Mutex::new(HashMap::new()),
+        synced: ready.clone(),
     });
 
     let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
@@ -606,6 +609,11 @@ async fn reconcile(
     if !ctx.is_leader() {
         // followers keep warm caches and wait for the lease
         return Ok(Action::await_change());
+    }
+    if !ctx.synced.load(Ordering::Relaxed) {
+        // pod events seen before the policies were listed map to nothing:
+        // plan only once every cache holds the whole cluster
+        return Ok(Action::requeue(Duration::from_millis(500)));
     }
     if ctx.config.dry_run {
         return apply_policy(policy, &ctx).await;
