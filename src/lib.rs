@@ -13,3 +13,5 @@ pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod signals;
+#[doc(hidden)]
+pub mod testing;
