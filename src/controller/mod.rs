@@ -127,6 +127,21 @@ pub struct RunConfig {
     pub shutdown_grace: Duration,
     /// Quiet time before a triggered reconcile runs.
     pub debounce: Duration,
+    /// Pre-scale-down hook listener (`--hook-addr`); no hook when unset.
+    pub hook_addr: Option<SocketAddr>,
+    /// Pre-scale-down hook settings.
+    pub hook: crate::hook::HookConfig,
+}
+
+impl RunConfig {
+    /// Namespace of the leader-election Lease: the flag, else the pod's
+    /// namespace, else `default`.
+    pub fn lease_namespace(&self) -> String {
+        self.lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into())
+    }
 }
 
 /// Per-policy memory across reconciles.
@@ -272,13 +287,29 @@ async fn follow_leadership(
 
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
+    check_rate(&config)?;
+    let client = client(config.kubeconfig.as_ref()).await?;
+    run_with_client(config, client, shutdown_signal()).await
+}
+
+fn check_rate(config: &RunConfig) -> Result<(), ControllerError> {
     if !(config.qps.is_finite() && config.qps > 0.0) || config.burst == 0 {
         return Err(ControllerError::Config(format!(
             "--qps must be > 0 and --burst >= 1 (got {} and {})",
             config.qps, config.burst
         )));
     }
-    let client = client(config.kubeconfig.as_ref()).await?;
+    Ok(())
+}
+
+/// Runs the operator on a given client until `shutdown` completes (tests run
+/// it in-process against a fake API server).
+pub async fn run_with_client(
+    config: RunConfig,
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), ControllerError> {
+    check_rate(&config)?;
     let metrics = Arc::new(Metrics::new(config.qps));
     let ns = config.namespace.as_deref();
     let prometheus = match &config.prometheus_url {
@@ -292,11 +323,7 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     // Leadership.
     let (leader_tx, leader_rx) = watch::channel(!config.leader_election);
     let _lease_task = if config.leader_election {
-        let lease_ns = config
-            .lease_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "default".into());
+        let lease_ns = config.lease_namespace();
         let manager =
             kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
                 .with_namespace(lease_ns)
@@ -382,7 +409,7 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
         config.metrics_addr,
         metrics.clone(),
         ready.clone(),
-        shutdown_rx,
+        shutdown_rx.clone(),
     )
     .await?;
 
@@ -414,9 +441,12 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
     let leader_changes = leader_changes(leader_rx.clone());
-    let shutdown = async {
-        shutdown_signal().await;
+    // --- pre-scale-down hook (src/hook) ---
+    let hook_server = match config.hook_addr {
+        Some(addr) => Some(crate::hook::serve(addr, ctx.clone(), shutdown_rx.clone()).await?),
+        None => None,
     };
+    // ---
     tracing::info!(
         namespace = ns.unwrap_or("(all)"),
         qps = config.qps,
@@ -457,6 +487,9 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     }
     let _ = shutdown_tx.send(true);
     let _ = server.await;
+    if let Some(hook) = hook_server {
+        let _ = hook.await;
+    }
     Ok(())
 }
 
@@ -659,7 +692,7 @@ async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut Pol
 }
 
 /// Older policy (then smaller name) wins a pod both select.
-fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
+pub(crate) fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
     let key = |p: &DeletionCostPolicy| {
         (
             p.metadata.creation_timestamp.as_ref().map(|t| t.0),
