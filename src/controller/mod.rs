@@ -394,10 +394,10 @@ pub async fn run_with_client(
             ),
         );
         tokio::spawn(async move {
-            let ok = stores.0.wait_until_ready().await.is_ok()
-                && stores.1.wait_until_ready().await.is_ok()
-                && stores.2.wait_until_ready().await.is_ok()
-                && stores.3.wait_until_ready().await.is_ok();
+            let ok = store_ready(&stores.0).await
+                && store_ready(&stores.1).await
+                && store_ready(&stores.2).await
+                && store_ready(&stores.3).await;
             if ok {
                 tracing::info!("caches synced");
                 ready.store(true, Ordering::Relaxed);
@@ -491,6 +491,25 @@ pub async fn run_with_client(
         let _ = hook.await;
     }
     Ok(())
+}
+
+/// Waits until a store has its first list. kube's readiness signal is a
+/// oneshot receiver shared by every waiter and keeps only the last waker:
+/// when the Controller also waits on the policy store, an earlier waiter is
+/// never woken and readiness hung forever (seen in the hook tests). Polling
+/// again every 200 ms re-registers the waker.
+async fn store_ready<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        if let Ok(r) =
+            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
+        {
+            return r.is_ok();
+        }
+    }
 }
 
 /// A stream that yields once per leadership change.
