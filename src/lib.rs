@@ -8,6 +8,7 @@ pub mod apply;
 pub mod cli;
 pub mod comparator;
 pub mod controller;
+pub mod hook;
 pub mod input;
 pub mod metrics;
 pub mod plan;

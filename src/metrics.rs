@@ -8,6 +8,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
@@ -37,6 +38,9 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+/// Buckets (seconds) of `deletion_cost_hook_patch_observed_seconds`.
+const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0];
+
 /// Every metric the operator exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -49,6 +53,8 @@ pub struct Metrics {
     pub signal_fetch_errors: Family<PolicyReason, Counter>,
     /// Pre-scale-down hook requests by outcome.
     pub hook_requests: Family<OutcomeLabel, Counter>,
+    /// Hook: time from submitting a workload's patches to seeing all of them in the pod cache.
+    pub hook_patch_observed: Histogram,
     /// 1 while this replica holds the lease.
     pub leader: Gauge,
     /// The patcher of the current leadership term, read at scrape time.
@@ -136,6 +142,7 @@ impl Metrics {
         let signal_fetch_errors = Family::<PolicyReason, Counter>::default();
         let hook_requests = Family::<OutcomeLabel, Counter>::default();
         let leader = Gauge::default();
+        let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_reconciles",
             "Policy reconciles by result",
@@ -157,6 +164,11 @@ impl Metrics {
             hook_requests.clone(),
         );
         registry.register(
+            "deletion_cost_hook_patch_observed_seconds",
+            "Pre-scale-down hook: time from submitting patches to seeing them all in the pod cache",
+            hook_patch_observed.clone(),
+        );
+        registry.register(
             "deletion_cost_leader",
             "1 while this replica holds the leader lease",
             leader.clone(),
@@ -172,6 +184,7 @@ impl Metrics {
             order_mismatches,
             signal_fetch_errors,
             hook_requests,
+            hook_patch_observed,
             leader,
             patcher,
         }
@@ -182,6 +195,15 @@ impl Metrics {
         self.reconciles
             .get_or_create(&ResultLabel {
                 result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Counts one hook request by outcome.
+    pub fn hook_request(&self, outcome: &str) {
+        self.hook_requests
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
             })
             .inc();
     }
@@ -211,11 +233,16 @@ mod tests {
             })
             .set(2);
         m.leader.set(1);
+        m.hook_request("ok");
+        m.hook_patch_observed.observe(0.3);
         let text = m.encode();
         for name in [
             "deletion_cost_reconciles_total{result=\"ok\"} 1",
             "deletion_cost_order_mismatches{policy=\"shop/web\",reason=\"NotReady\"} 2",
             "deletion_cost_leader 1",
+            "deletion_cost_hook_requests_total{outcome=\"ok\"} 1",
+            "deletion_cost_hook_patch_observed_seconds_bucket{le=\"0.5\"} 1",
+            "deletion_cost_hook_patch_observed_seconds_count 1",
             "deletion_cost_patches_total{result=\"applied\"} 0",
             "deletion_cost_patch_queue_depth 0",
             "deletion_cost_configured_qps 5.0",

@@ -33,6 +33,8 @@ fn config(qps: f64, burst: u32) -> RunConfig {
         gates: FeatureGates::default(),
         shutdown_grace: Duration::from_secs(5),
         debounce: Duration::from_millis(100),
+        hook_addr: None,
+        hook: Default::default(),
     }
 }
 

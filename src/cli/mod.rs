@@ -4,6 +4,7 @@
 pub mod crd;
 pub mod plan;
 pub mod predict;
+pub mod prescale;
 pub mod run;
 pub mod samples_input;
 
@@ -50,6 +51,8 @@ pub enum Command {
     Crd(crd::CrdArgs),
     /// Run the operator: watch policies, pods, nodes; write costs; check the order.
     Run(run::RunArgs),
+    /// Before a scale-in: make the operator write fresh costs now and report the victims.
+    Prescale(prescale::PrescaleArgs),
 }
 
 /// An error at the CLI edge: a message for the user and an exit code.
@@ -114,6 +117,7 @@ pub fn run() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Run(args) => run::run(args),
+        Command::Prescale(args) => prescale::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

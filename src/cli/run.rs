@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::plan::gates_from_flags;
 use super::CliError;
 use crate::controller::{self, RunConfig};
+use crate::hook::{HookConfig, TlsFiles};
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -54,6 +55,25 @@ pub struct RunArgs {
     /// Seconds SIGTERM waits for in-flight writes.
     #[arg(long, value_name = "SECONDS", default_value_t = 20)]
     pub shutdown_grace: u64,
+    /// Listen address of the pre-scale-down hook (POST /v1/prescale); no hook when unset.
+    #[arg(long, value_name = "ADDR")]
+    pub hook_addr: Option<SocketAddr>,
+    /// Serve the hook over TLS with this certificate chain (PEM); needs --hook-tls-key.
+    #[arg(long, value_name = "FILE", requires = "hook_tls_key")]
+    pub hook_tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --hook-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "hook_tls_cert")]
+    pub hook_tls_key: Option<PathBuf>,
+    /// Audience the callers' tokens must be valid for (repeatable; default:
+    /// the API server's own audience).
+    #[arg(long, value_name = "AUDIENCE")]
+    pub hook_token_audience: Vec<String>,
+    /// Seconds between seeing the patches and setting the scale (`scale: true`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub hook_settle_delay: f64,
+    /// Prescale requests worked on at once; more get 429.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub hook_max_concurrent: usize,
 }
 
 /// Runs the operator until SIGTERM.
@@ -67,6 +87,26 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         args.kubernetes_version.as_deref(),
         args.feature_gates.as_deref(),
     )?;
+    if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
+        return Err(CliError::bad_input(
+            "--hook-settle-delay must be a number of seconds >= 0",
+        ));
+    }
+    if args.hook_max_concurrent == 0 {
+        return Err(CliError::bad_input(
+            "--hook-max-concurrent must be at least 1",
+        ));
+    }
+    let hook = HookConfig {
+        settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
+        max_concurrent: args.hook_max_concurrent,
+        token_audiences: args.hook_token_audience,
+        tls: match (args.hook_tls_cert, args.hook_tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            _ => None,
+        },
+        ..HookConfig::default()
+    };
     let identity = std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.is_empty())
@@ -87,6 +127,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         gates,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         debounce: Duration::from_secs(1),
+        hook_addr: args.hook_addr,
+        hook,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

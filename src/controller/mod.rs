@@ -127,6 +127,21 @@ pub struct RunConfig {
     pub shutdown_grace: Duration,
     /// Quiet time before a triggered reconcile runs.
     pub debounce: Duration,
+    /// Pre-scale-down hook listener (`--hook-addr`); no hook when unset.
+    pub hook_addr: Option<SocketAddr>,
+    /// Pre-scale-down hook settings.
+    pub hook: crate::hook::HookConfig,
+}
+
+impl RunConfig {
+    /// Namespace of the leader-election Lease: the flag, else the pod's
+    /// namespace, else `default`.
+    pub fn lease_namespace(&self) -> String {
+        self.lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into())
+    }
 }
 
 /// Per-policy memory across reconciles.
@@ -314,11 +329,7 @@ pub async fn run_with_client(
     // Leadership.
     let (leader_tx, leader_rx) = watch::channel(!config.leader_election);
     let _lease_task = if config.leader_election {
-        let lease_ns = config
-            .lease_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "default".into());
+        let lease_ns = config.lease_namespace();
         let manager =
             kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
                 .with_namespace(lease_ns)
@@ -389,10 +400,10 @@ pub async fn run_with_client(
             ),
         );
         tokio::spawn(async move {
-            let ok = stores.0.wait_until_ready().await.is_ok()
-                && stores.1.wait_until_ready().await.is_ok()
-                && stores.2.wait_until_ready().await.is_ok()
-                && stores.3.wait_until_ready().await.is_ok();
+            let ok = store_ready(&stores.0).await
+                && store_ready(&stores.1).await
+                && store_ready(&stores.2).await
+                && store_ready(&stores.3).await;
             if ok {
                 tracing::info!("caches synced");
                 ready.store(true, Ordering::Relaxed);
@@ -404,7 +415,7 @@ pub async fn run_with_client(
         config.metrics_addr,
         metrics.clone(),
         ready.clone(),
-        shutdown_rx,
+        shutdown_rx.clone(),
     )
     .await?;
 
@@ -437,6 +448,12 @@ pub async fn run_with_client(
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
     let leader_changes = leader_changes(leader_rx.clone());
+    // --- pre-scale-down hook (src/hook) ---
+    let hook_server = match config.hook_addr {
+        Some(addr) => Some(crate::hook::serve(addr, ctx.clone(), shutdown_rx.clone()).await?),
+        None => None,
+    };
+    // ---
     tracing::info!(
         namespace = ns.unwrap_or("(all)"),
         qps = config.qps,
@@ -477,6 +494,9 @@ pub async fn run_with_client(
     }
     let _ = shutdown_tx.send(true);
     let _ = server.await;
+    if let Some(hook) = hook_server {
+        let _ = hook.await;
+    }
     Ok(())
 }
 
@@ -501,6 +521,25 @@ fn policies_for_pod(
         })
         .map(|p| ObjectRef::from_obj(&*p))
         .collect()
+}
+
+/// Waits until a store has its first list. kube's readiness signal is a
+/// oneshot receiver shared by every waiter and keeps only the last waker:
+/// when the Controller also waits on the policy store, an earlier waiter is
+/// never woken and readiness hung forever (seen in the hook tests). Polling
+/// again every 200 ms re-registers the waker.
+async fn store_ready<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        if let Ok(r) =
+            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
+        {
+            return r.is_ok();
+        }
+    }
 }
 
 /// A stream that yields once per leadership change.
@@ -719,7 +758,7 @@ fn camel_case(kind: &str) -> String {
 }
 
 /// Older policy (then smaller name) wins a pod both select.
-fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
+pub(crate) fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
     let key = |p: &DeletionCostPolicy| {
         (
             p.metadata.creation_timestamp.as_ref().map(|t| t.0),
@@ -957,6 +996,13 @@ async fn apply_policy(
     };
 
     let round = plan_round(ctx, &policy, &resolved, false, None).await;
+    // forget writes this full round no longer wants: the cache has caught up
+    if let Ok(mut state) = ctx.state.lock() {
+        if let Some(st) = state.get_mut(&key) {
+            st.submitted
+                .retain(|pod, _| round.versions.contains_key(pod));
+        }
+    }
     let planned = &round.plan;
     let mut pending = 0;
     let mut rejected = 0;

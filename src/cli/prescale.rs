@@ -1,0 +1,361 @@
+//! `deletion-cost prescale`: the pre-scale-down hook's client.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde_json::{json, Value};
+
+use super::{print_out, CliError};
+
+/// Where a pod's ServiceAccount token is mounted.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// Output format of `prescale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrescaleOutput {
+    /// A readable summary.
+    Table,
+    /// The hook's JSON answer.
+    Json,
+}
+
+/// Flags of `prescale`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("workload").required(true).args(["deployment", "replicaset"])))]
+pub struct PrescaleArgs {
+    /// Namespace of the workload.
+    #[arg(long, short = 'n')]
+    pub namespace: String,
+    /// The Deployment about to scale in.
+    #[arg(long, value_name = "NAME")]
+    pub deployment: Option<String>,
+    /// The ReplicaSet about to scale in.
+    #[arg(long, value_name = "NAME")]
+    pub replicaset: Option<String>,
+    /// Target replica count.
+    #[arg(long, value_name = "N")]
+    pub replicas: u32,
+    /// Also let the operator set the scale and report which pods went.
+    #[arg(long)]
+    pub scale: bool,
+    /// The hook's base URL (the operator's `hook` Service port).
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8443",
+        env = "DELETION_COST_HOOK_URL"
+    )]
+    pub url: String,
+    /// File with the bearer token (default: this pod's ServiceAccount token).
+    #[arg(long, value_name = "FILE", default_value = SERVICE_ACCOUNT_TOKEN)]
+    pub token_file: PathBuf,
+    /// CA certificate (PEM) to trust for an https URL.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Time budget of the request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = PrescaleOutput::Table)]
+    pub output: PrescaleOutput,
+}
+
+/// The request body for these flags (pure).
+pub fn request_body(args: &PrescaleArgs) -> Value {
+    let (kind, name) = match (&args.deployment, &args.replicaset) {
+        (Some(d), _) => ("Deployment", d.as_str()),
+        (None, Some(r)) => ("ReplicaSet", r.as_str()),
+        (None, None) => ("Deployment", ""),
+    };
+    json!({
+        "namespace": args.namespace,
+        "workload": {"kind": kind, "name": name},
+        "replicas": args.replicas,
+        "scale": args.scale,
+        "timeoutSeconds": args.timeout,
+    })
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A readable summary of the hook's answer (pure).
+pub fn render_table(answer: &Value) -> String {
+    let mut out = String::new();
+    let w = &answer["workload"];
+    out.push_str(&format!(
+        "{} {}/{}: {} -> {} replicas (scale-in by {}), policy {}\n",
+        s(&w["kind"]),
+        s(&answer["namespace"]),
+        s(&w["name"]),
+        s(&answer["currentReplicas"]),
+        s(&answer["targetReplicas"]),
+        s(&answer["scaleDownBy"]),
+        s(&answer["policy"]),
+    ));
+    let p = &answer["patches"];
+    out.push_str(&format!(
+        "patches: {} planned, {} applied, {} gone, {} failed",
+        s(&p["planned"]),
+        s(&p["applied"]),
+        s(&p["gone"]),
+        p["failed"].as_array().map_or(0, Vec::len)
+    ));
+    if let Some(secs) = p["observedAfterSeconds"].as_f64() {
+        out.push_str(&format!(", observed after {secs:.2}s"));
+    }
+    out.push('\n');
+    if answer["dryRun"] == json!(true) || !p["held"].is_null() {
+        out.push_str(&format!("held: {}\n", s(&p["held"])));
+    }
+    out.push_str(&format!("verdict: {}\n", s(&answer["verdict"])));
+    let victims = answer["victims"].as_array().cloned().unwrap_or_default();
+    if !victims.is_empty() {
+        out.push_str("\nRANK  POD  REPLICASET  COST  INTENDED\n");
+        for (i, v) in victims.iter().enumerate() {
+            out.push_str(&format!(
+                "{}  {}  {}  {}  {}\n",
+                i + 1,
+                s(&v["pod"]),
+                s(&v["replicaSet"]),
+                s(&v["cost"]),
+                s(&v["intendedCost"])
+            ));
+        }
+    }
+    for rs in answer["replicaSets"].as_array().into_iter().flatten() {
+        for m in rs["mismatches"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "mismatch in {}: {} goes before {} ({})\n",
+                s(&rs["name"]),
+                s(&m["pod"]),
+                s(&m["before"]),
+                s(&m["reason"])
+            ));
+        }
+    }
+    let sc = &answer["scale"];
+    if !sc.is_null() {
+        if sc["performed"] == json!(true) {
+            let c = &sc["comparison"];
+            let list = |v: &Value| {
+                v.as_array()
+                    .map(|a| a.iter().map(s).collect::<Vec<_>>().join(", "))
+                    .unwrap_or_default()
+            };
+            out.push_str(&format!(
+                "\nscaled to {}: deleted [{}], predicted [{}], as predicted: {}{}\n",
+                s(&sc["replicas"]),
+                list(&c["deleted"]),
+                list(&c["predicted"]),
+                s(&c["asPredicted"]),
+                if c["complete"] == json!(true) {
+                    ""
+                } else {
+                    " (not all deletions seen yet)"
+                }
+            ));
+        } else {
+            out.push_str(&format!("\nnot scaled: {}\n", s(&sc["skipped"])));
+        }
+    }
+    for w in answer["warnings"].as_array().into_iter().flatten() {
+        out.push_str(&format!("warning: {}\n", s(w)));
+    }
+    out
+}
+
+/// The message of a non-2xx answer (pure).
+pub fn error_message(status: u16, body: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) if v["error"].is_string() => {
+            let mut m = format!("hook answered {status}: {}", s(&v["error"]));
+            if let Some(leader) = v["leader"].as_str() {
+                m.push_str(&format!(" (leader: {leader})"));
+            }
+            m
+        }
+        _ => format!(
+            "hook answered {status}: {}",
+            String::from_utf8_lossy(body)
+                .chars()
+                .take(500)
+                .collect::<String>()
+        ),
+    }
+}
+
+/// Calls the hook and prints its answer.
+pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
+    if args.timeout == 0 {
+        return Err(CliError::bad_input("--timeout must be at least 1 second"));
+    }
+    let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
+        CliError::bad_input(format!("--token-file {}: {e}", args.token_file.display()))
+    })?;
+    let token = token.trim().to_string();
+    if token.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "--token-file {}: the file is empty",
+            args.token_file.display()
+        )));
+    }
+    let url = format!("{}/v1/prescale", args.url.trim_end_matches('/'));
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(args.timeout + 10))
+        .connect_timeout(Duration::from_secs(10));
+    if let Some(ca) = &args.ca_file {
+        let pem = std::fs::read(ca)
+            .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    let client = builder
+        .build()
+        .map_err(|e| CliError::failure(format!("building the HTTP client: {e}")))?;
+    let body = request_body(&args).to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
+    let (status, bytes) = runtime.block_on(async {
+        let resp = client
+            .post(&url)
+            .bearer_auth(&token)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| CliError::failure(format!("POST {url}: {e}")))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| CliError::failure(format!("reading the answer of {url}: {e}")))?;
+        Ok::<_, CliError>((status, bytes))
+    })?;
+    if !(200..300).contains(&status) {
+        return Err(CliError::failure(error_message(status, &bytes)));
+    }
+    let answer: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError::failure(format!("the hook's answer is not JSON: {e}")))?;
+    let text = match args.output {
+        PrescaleOutput::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&answer).unwrap_or_else(|_| answer.to_string())
+        ),
+        PrescaleOutput::Table => render_table(&answer),
+    };
+    print_out(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        args: PrescaleArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<PrescaleArgs, clap::Error> {
+        T::try_parse_from(std::iter::once("t").chain(argv.iter().copied())).map(|t| t.args)
+    }
+
+    #[test]
+    fn flags_build_the_request() {
+        let a = parse(&[
+            "-n",
+            "shop",
+            "--replicaset",
+            "web-1",
+            "--replicas",
+            "2",
+            "--scale",
+            "--timeout",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!(
+            request_body(&a),
+            json!({"namespace": "shop", "workload": {"kind": "ReplicaSet", "name": "web-1"},
+                   "replicas": 2, "scale": true, "timeoutSeconds": 9})
+        );
+        assert_eq!(a.token_file, PathBuf::from(SERVICE_ACCOUNT_TOKEN));
+        let d = parse(&["-n", "shop", "--deployment", "web", "--replicas", "0"]).unwrap();
+        assert_eq!(request_body(&d)["workload"]["kind"], "Deployment");
+        assert!(!d.scale);
+    }
+
+    #[test]
+    fn exactly_one_workload_is_required() {
+        assert!(parse(&["-n", "shop", "--replicas", "2"]).is_err());
+        assert!(parse(&[
+            "-n",
+            "shop",
+            "--deployment",
+            "a",
+            "--replicaset",
+            "b",
+            "--replicas",
+            "2"
+        ])
+        .is_err());
+        assert!(parse(&["-n", "shop", "--deployment", "a", "--replicas", "-1"]).is_err());
+    }
+
+    #[test]
+    fn errors_show_the_servers_message() {
+        let m = error_message(
+            503,
+            br#"{"error":"not the leader","code":503,"leader":"op-1"}"#,
+        );
+        assert_eq!(m, "hook answered 503: not the leader (leader: op-1)");
+        assert_eq!(
+            error_message(502, b"bad gateway"),
+            "hook answered 502: bad gateway"
+        );
+    }
+
+    #[test]
+    fn the_table_lists_victims_and_the_scale_result() {
+        let answer = json!({
+            "namespace": "shop", "workload": {"kind": "Deployment", "name": "web"},
+            "policy": "shop/web", "currentReplicas": 3, "targetReplicas": 1, "scaleDownBy": 2,
+            "dryRun": false,
+            "patches": {"planned": 2, "applied": 2, "gone": 0, "failed": [], "observed": true,
+                        "observedAfterSeconds": 0.25, "held": null},
+            "victims": [{"pod": "web-a", "replicaSet": "web-1", "cost": 0, "intendedCost": 0},
+                        {"pod": "web-b", "replicaSet": "web-1", "cost": 10, "intendedCost": 10}],
+            "verdict": "AsIntended",
+            "replicaSets": [{"name": "web-1", "mismatches": []}],
+            "scale": {"performed": true, "replicas": 1,
+                      "comparison": {"deleted": ["web-a", "web-b"], "predicted": ["web-a", "web-b"],
+                                     "asPredicted": true, "complete": true}},
+            "warnings": ["w1"],
+        });
+        let t = render_table(&answer);
+        assert!(
+            t.contains("Deployment shop/web: 3 -> 1 replicas (scale-in by 2), policy shop/web"),
+            "{t}"
+        );
+        assert!(t.contains("observed after 0.25s"), "{t}");
+        assert!(
+            t.contains("1  web-a  web-1  0  0\n2  web-b  web-1  10  10"),
+            "{t}"
+        );
+        assert!(
+            t.contains("deleted [web-a, web-b]") && t.contains("as predicted: true"),
+            "{t}"
+        );
+        assert!(t.contains("warning: w1"), "{t}");
+    }
+}

@@ -1,0 +1,590 @@
+//! The prescale flow: authenticate, validate, authorise, then refresh, patch
+//! (urgent), wait until the pod cache shows the values, re-check the order,
+//! and with `scale: true` scale and watch what the controller deletes.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::PostParams;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use tokio::sync::Semaphore;
+use tokio::time::{timeout_at, Instant};
+
+use super::api::{
+    overall_verdict, parse_request, FailedPatch, Limits, PatchSummary, PrescaleRequest,
+    PrescaleResponse, ReplicaSetAnswer, ScaleAnswer, Victim, WorkloadKind,
+};
+use super::auth;
+use super::compare::{active_pods_of, compare_victims, workload_replica_sets};
+use super::error::HookError;
+use super::HookConfig;
+use crate::apply::{Priority, WriteOutcome};
+use crate::comparator::POD_DELETION_COST;
+use crate::controller::{plan_round, submit_round, wins_over, Context, PolicyRound};
+use crate::plan::ResolvedPolicy;
+use crate::policy::validate::Target;
+use crate::policy::{DeletionCostPolicy, TargetKind};
+
+/// How often the pod cache is polled while waiting for patches or deletions.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Shared by every hook request.
+pub(crate) struct HookState {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) config: HookConfig,
+    in_flight: Mutex<HashSet<String>>,
+    slots: Arc<Semaphore>,
+}
+
+impl HookState {
+    pub(crate) fn new(ctx: Arc<Context>, config: HookConfig) -> Self {
+        let slots = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
+        HookState {
+            ctx,
+            config,
+            in_flight: Mutex::new(HashSet::new()),
+            slots,
+        }
+    }
+}
+
+/// Marks a workload as having a prescale in flight until dropped.
+struct Claim<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    key: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.set.lock() {
+            s.remove(&self.key);
+        }
+    }
+}
+
+fn claim<'a>(st: &'a HookState, req: &PrescaleRequest) -> Result<Claim<'a>, HookError> {
+    let key = req.target();
+    let mut set = st
+        .in_flight
+        .lock()
+        .map_err(|_| HookError::Internal("in-flight set poisoned".into()))?;
+    if !set.insert(key.clone()) {
+        return Err(HookError::Conflict(format!(
+            "another prescale for {key} is in flight; retry when it has answered"
+        )));
+    }
+    Ok(Claim {
+        set: &st.in_flight,
+        key,
+    })
+}
+
+/// Reads the body, at most `limit` bytes, within `deadline`.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    deadline: Instant,
+    seconds: u64,
+) -> Result<Vec<u8>, HookError> {
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(HookError::TooLarge { limit });
+    }
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk
+                .map_err(|e| HookError::BadRequest(format!("reading the request body: {e}")))?;
+            if buf.len() + chunk.len() > limit {
+                return Err(HookError::TooLarge { limit });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    timeout_at(deadline, read)
+        .await
+        .map_err(|_| HookError::SlowClient { seconds })?
+}
+
+/// The whole request: every failure is a [`HookError`].
+pub(crate) async fn handle(
+    st: &HookState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<PrescaleResponse, HookError> {
+    let read_deadline = Instant::now() + st.config.read_timeout;
+    let ctx = &st.ctx;
+    let token = auth::bearer_token(headers)?;
+    let bytes = read_body(
+        headers,
+        body,
+        st.config.max_body_bytes,
+        read_deadline,
+        st.config.read_timeout.as_secs(),
+    )
+    .await?;
+    let user = auth::authenticate(&ctx.client, token, &st.config.token_audiences).await?;
+    let limits = Limits {
+        default_timeout: st.config.default_timeout,
+        max_timeout: st.config.max_timeout,
+    };
+    let req = parse_request(&bytes, &limits).map_err(HookError::BadRequest)?;
+    auth::authorize(&ctx.client, &user, &req).await?;
+    if !ctx.is_leader() {
+        return Err(HookError::NotLeader {
+            leader: lease_holder(ctx).await,
+        });
+    }
+    let _claim = claim(st, &req)?;
+    let _permit = st
+        .slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| HookError::Busy {
+            limit: st.config.max_concurrent,
+        })?;
+    tracing::info!(
+        workload = %req.target(),
+        user = user.username.as_deref().unwrap_or("?"),
+        replicas = req.replicas,
+        scale = req.scale,
+        "prescale"
+    );
+    let deadline = Instant::now() + req.timeout;
+    prescale(st, &req, deadline).await
+}
+
+/// The lease holder's identity, when readable.
+async fn lease_holder(ctx: &Context) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.config.lease_namespace());
+    match api.get_opt(&ctx.config.lease_name).await {
+        Ok(lease) => lease
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty()),
+        Err(e) => {
+            tracing::warn!(error = %auth::api_error(&e), "reading the leader lease");
+            None
+        }
+    }
+}
+
+fn timeout(req: &PrescaleRequest, phase: &str) -> HookError {
+    HookError::Timeout {
+        seconds: req.timeout.as_secs(),
+        phase: phase.into(),
+    }
+}
+
+async fn get_scale(ctx: &Context, req: &PrescaleRequest) -> Result<Scale, HookError> {
+    let (ns, name) = (&req.namespace, &req.workload.name);
+    let got = match req.workload.kind {
+        WorkloadKind::Deployment => {
+            Api::<Deployment>::namespaced(ctx.client.clone(), ns)
+                .get_scale(name)
+                .await
+        }
+        WorkloadKind::ReplicaSet => {
+            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+                .get_scale(name)
+                .await
+        }
+    };
+    got.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 404 => {
+            HookError::NotFound(format!("{} does not exist", req.target()))
+        }
+        other => HookError::Internal(format!(
+            "reading the scale of {}: {}",
+            req.target(),
+            auth::api_error(&other)
+        )),
+    })
+}
+
+async fn replace_scale(
+    ctx: &Context,
+    req: &PrescaleRequest,
+    scale: &Scale,
+) -> Result<Scale, kube::Error> {
+    let (ns, name, pp) = (&req.namespace, &req.workload.name, PostParams::default());
+    match req.workload.kind {
+        WorkloadKind::Deployment => {
+            Api::<Deployment>::namespaced(ctx.client.clone(), ns)
+                .replace_scale(name, &pp, scale)
+                .await
+        }
+        WorkloadKind::ReplicaSet => {
+            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+                .replace_scale(name, &pp, scale)
+                .await
+        }
+    }
+}
+
+/// The policy managing the workload: among the namespace's valid policies
+/// that select its pods (or target it), the one that wins shared pods.
+fn find_policy(
+    ctx: &Context,
+    req: &PrescaleRequest,
+    snapshot: &crate::plan::Snapshot,
+    pods: &BTreeSet<String>,
+) -> Result<(Arc<DeletionCostPolicy>, ResolvedPolicy), HookError> {
+    let mut found: Vec<(Arc<DeletionCostPolicy>, ResolvedPolicy)> = ctx
+        .policies
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace().as_deref() == Some(req.namespace.as_str()))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let resolved = ResolvedPolicy::resolve(&p.name_any(), &req.namespace, &p.spec).ok()?;
+            let targets = match &resolved.spec.target {
+                Target::Workload(t) => {
+                    t.name == req.workload.name
+                        && matches!(
+                            (t.kind, req.workload.kind),
+                            (TargetKind::Deployment, WorkloadKind::Deployment)
+                                | (TargetKind::ReplicaSet, WorkloadKind::ReplicaSet)
+                        )
+                }
+                Target::Selector(_) => false,
+            };
+            let selects = !crate::plan::selected_pods(&resolved, snapshot).is_disjoint(pods);
+            (targets || selects).then_some((p, resolved))
+        })
+        .collect();
+    found.sort_by(|a, b| {
+        if wins_over(&a.0, &b.0) {
+            std::cmp::Ordering::Less
+        } else if wins_over(&b.0, &a.0) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    found.into_iter().next().ok_or_else(|| {
+        HookError::NotFound(format!(
+            "no valid DeletionCostPolicy in namespace {:?} manages {} ({} active pods)",
+            req.namespace,
+            req.target(),
+            pods.len()
+        ))
+    })
+}
+
+/// Only the workload's share of a round: its pods' patches and releases.
+fn workload_round(round: &PolicyRound, pods: &BTreeSet<String>) -> PolicyRound {
+    let mut plan = round.plan.clone();
+    plan.patches.retain(|p| pods.contains(&p.pod));
+    PolicyRound {
+        resolved: round.resolved.clone(),
+        plan,
+        releases: round
+            .releases
+            .iter()
+            .filter(|(name, _)| pods.contains(name))
+            .cloned()
+            .collect(),
+        conflicts: Vec::new(),
+        signal_error: round.signal_error.clone(),
+        last_refresh: round.last_refresh.clone(),
+        versions: round
+            .versions
+            .iter()
+            .filter(|(name, _)| pods.contains(*name))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+    }
+}
+
+/// Whether the pod cache shows `cost` on the pod (or the pod is gone or replaced).
+fn cache_shows(ctx: &Context, ns: &str, pod: &str, uid: Option<&str>, cost: Option<i32>) -> bool {
+    let Some(p) = ctx.pods.get(&ObjectRef::new(pod).within(ns)) else {
+        return true;
+    };
+    if uid.is_some() && p.uid().as_deref() != uid {
+        return true;
+    }
+    p.annotations().get(POD_DELETION_COST).cloned() == cost.map(|c| c.to_string())
+}
+
+async fn prescale(
+    st: &HookState,
+    req: &PrescaleRequest,
+    deadline: Instant,
+) -> Result<PrescaleResponse, HookError> {
+    let ctx = &st.ctx;
+    let ns = req.namespace.as_str();
+    let scale = timeout_at(deadline, get_scale(ctx, req))
+        .await
+        .map_err(|_| timeout(req, "reading the workload's scale"))??;
+    let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    if req.replicas > current {
+        return Err(HookError::BadRequest(format!(
+            "`replicas`: {} is above the current {current} of {}: not a scale-in",
+            req.replicas,
+            req.target()
+        )));
+    }
+    let scale_down_by = usize::try_from(current - req.replicas).unwrap_or(0);
+
+    let snapshot = ctx.snapshot(ns);
+    let rs_names = workload_replica_sets(&req.workload, ns, &snapshot.replica_sets);
+    let pods = active_pods_of(&rs_names, ns, &snapshot.pods);
+    let (policy, resolved) = find_policy(ctx, req, &snapshot, &pods)?;
+
+    // fresh signals, the workload's patches ahead of background work
+    let round = timeout_at(
+        deadline,
+        plan_round(ctx, &policy, &resolved, true, Some(scale_down_by)),
+    )
+    .await
+    .map_err(|_| timeout(req, "querying signals"))?;
+    let mine = workload_round(&round, &pods);
+    let requests = mine.requests();
+    let mut patches = PatchSummary {
+        planned: requests.len(),
+        observed: true,
+        ..Default::default()
+    };
+    let mut warnings = round.plan.warnings.clone();
+    if ctx.config.dry_run {
+        patches.held = Some(
+            "the operator runs with --dry-run: nothing was written; victims are predicted on the pods as they are"
+                .into(),
+        );
+    } else if let Some((reason, message)) = &round.signal_error {
+        patches.held = Some(format!(
+            "signals unavailable ({reason}): {message}; no cost was written"
+        ));
+    }
+    let started = Instant::now();
+    match submit_round(ctx, &mine, Priority::Urgent) {
+        Ok(Some(batch)) => {
+            let report = timeout_at(deadline, batch.wait())
+                .await
+                .map_err(|_| timeout(req, "waiting for the patches to land"))?;
+            let mut expected = Vec::new();
+            for (pod, outcome) in &report.outcomes {
+                match outcome {
+                    WriteOutcome::Applied => {
+                        patches.applied += 1;
+                        if let Some(r) = requests.iter().find(|r| r.pod == *pod) {
+                            expected.push(r.clone());
+                        }
+                    }
+                    WriteOutcome::Gone => patches.gone += 1,
+                    other => patches.failed.push(FailedPatch {
+                        pod: pod.name.clone(),
+                        error: format!("{other:?}"),
+                    }),
+                }
+            }
+            // read-your-writes: the order check must see what was written
+            let waited = timeout_at(deadline, async {
+                while !expected
+                    .iter()
+                    .all(|r| cache_shows(ctx, ns, &r.pod.name, r.uid.as_deref(), r.cost))
+                {
+                    tokio::time::sleep(POLL).await;
+                }
+            })
+            .await;
+            if waited.is_err() {
+                return Err(timeout(
+                    req,
+                    &format!(
+                        "waiting for the pod cache to show {} patched values",
+                        expected.len()
+                    ),
+                ));
+            }
+            let took = started.elapsed().as_secs_f64();
+            ctx.metrics.hook_patch_observed.observe(took);
+            patches.observed_after_seconds = Some(took);
+        }
+        Ok(None) => {
+            if !requests.is_empty() && patches.held.is_none() {
+                patches.held = Some("writes are not enabled yet (leadership starting)".into());
+            }
+            patches.observed = requests.is_empty();
+        }
+        Err(e) => {
+            return Err(HookError::Internal(format!(
+                "the patcher refused the workload's patches: {e}"
+            )))
+        }
+    }
+
+    // the order check on the pods as the cache now shows them
+    let checked = timeout_at(
+        deadline,
+        plan_round(ctx, &policy, &resolved, false, Some(scale_down_by)),
+    )
+    .await
+    .map_err(|_| timeout(req, "re-planning"))?;
+    let replica_sets: Vec<ReplicaSetAnswer> = checked
+        .plan
+        .replica_sets
+        .iter()
+        .filter(|r| rs_names.contains(&r.name))
+        .map(|r| ReplicaSetAnswer {
+            name: r.name.clone(),
+            victims: r
+                .victims
+                .iter()
+                .enumerate()
+                .map(|(i, pod)| Victim {
+                    pod: pod.clone(),
+                    replica_set: r.name.clone(),
+                    cost: r.live_costs.get(i).copied().unwrap_or(0),
+                    intended_cost: r.intended_costs.get(i).copied().unwrap_or(0),
+                })
+                .collect(),
+            verdict: r.verdict,
+            mismatches: r.mismatches.clone(),
+            tie_at_cut: r.tie_at_cut,
+        })
+        .collect();
+    if replica_sets.len() > 1 {
+        warnings.push(format!(
+            "{} ReplicaSets of {} have pods (a rollout?): the controller splits the scale-in between them; victims are shown per ReplicaSet for the whole amount",
+            replica_sets.len(),
+            req.target()
+        ));
+    }
+    let victims: Vec<Victim> = replica_sets
+        .iter()
+        .flat_map(|r| r.victims.iter().cloned())
+        .collect();
+    let verdict = overall_verdict(replica_sets.iter().map(|r| r.verdict));
+
+    let scale = if req.scale {
+        Some(
+            scale_in(
+                st,
+                req,
+                deadline,
+                &patches,
+                &victims,
+                &rs_names,
+                scale_down_by,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    Ok(PrescaleResponse {
+        namespace: req.namespace.clone(),
+        workload: req.workload.clone(),
+        policy: resolved.key(),
+        current_replicas: current,
+        target_replicas: req.replicas,
+        scale_down_by,
+        dry_run: ctx.config.dry_run,
+        patches,
+        victims,
+        verdict,
+        replica_sets,
+        scale,
+        warnings,
+    })
+}
+
+/// `scale: true`: settle, set the scale subresource, watch the deletions.
+async fn scale_in(
+    st: &HookState,
+    req: &PrescaleRequest,
+    deadline: Instant,
+    patches: &PatchSummary,
+    victims: &[Victim],
+    rs_names: &BTreeSet<String>,
+    scale_down_by: usize,
+) -> Result<ScaleAnswer, HookError> {
+    let ctx = &st.ctx;
+    let ns = req.namespace.as_str();
+    let skipped = |why: String| ScaleAnswer {
+        performed: false,
+        skipped: Some(why),
+        replicas: req.replicas,
+        comparison: None,
+    };
+    if let Some(held) = &patches.held {
+        return Ok(skipped(format!("not scaled: {held}")));
+    }
+    if !patches.failed.is_empty() || !patches.observed {
+        return Ok(skipped(format!(
+            "not scaled: {} cost patch(es) did not land, the order would not be the intended one",
+            patches.failed.len()
+        )));
+    }
+    // let every informer (the ReplicaSet controller's too) catch up
+    if Instant::now() + st.config.settle_delay >= deadline {
+        return Err(timeout(req, "the settle delay before scaling"));
+    }
+    tokio::time::sleep(st.config.settle_delay).await;
+
+    let pods_now = |ctx: &Context| {
+        let snapshot = ctx.snapshot(ns);
+        active_pods_of(rs_names, ns, &snapshot.pods)
+    };
+    let before = pods_now(ctx);
+    let set = timeout_at(deadline, async {
+        // one retry on a conflict (someone else touched the scale meanwhile)
+        let mut last = None;
+        for _ in 0..2 {
+            let mut scale = get_scale(ctx, req).await?;
+            scale.spec.get_or_insert_with(Default::default).replicas = Some(req.replicas);
+            match replace_scale(ctx, req, &scale).await {
+                Ok(s) => return Ok(s),
+                Err(kube::Error::Api(s)) if s.code == 409 => last = Some(s.message.clone()),
+                Err(e) => {
+                    return Err(HookError::Internal(format!(
+                        "setting the scale of {}: {}",
+                        req.target(),
+                        auth::api_error(&e)
+                    )))
+                }
+            }
+        }
+        Err(HookError::Conflict(format!(
+            "the scale of {} kept changing: {}",
+            req.target(),
+            last.unwrap_or_default()
+        )))
+    })
+    .await
+    .map_err(|_| timeout(req, "setting the scale subresource"))?;
+    set?;
+    tracing::info!(workload = %req.target(), replicas = req.replicas, "scaled");
+
+    // From here on the scale is set: running out of time answers what was
+    // seen so far (a 504 would make callers retry a scale that happened).
+    let predicted: Vec<String> = victims.iter().map(|v| v.pod.clone()).collect();
+    let mut comparison = compare_victims(&predicted, &before, &pods_now(ctx), scale_down_by);
+    while !comparison.complete && Instant::now() + POLL < deadline {
+        tokio::time::sleep(POLL).await;
+        comparison = compare_victims(&predicted, &before, &pods_now(ctx), scale_down_by);
+    }
+    Ok(ScaleAnswer {
+        performed: true,
+        skipped: None,
+        replicas: req.replicas,
+        comparison: Some(comparison),
+    })
+}

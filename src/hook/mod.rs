@@ -1,0 +1,74 @@
+//! The pre-scale-down hook: `POST /v1/prescale`.
+//!
+//! An autoscaler or a job about to scale a workload in calls it with the
+//! target replica count. The leader refreshes the managing policy's signals,
+//! writes the workload's costs ahead of background work (still inside the
+//! operator-wide limiter), waits until its pod cache shows them, and answers
+//! with the predicted victims and the order check; with `scale: true` it then
+//! sets the scale subresource and reports which pods went. Callers
+//! authenticate with a ServiceAccount token (TokenReview) and must be allowed
+//! to update the workload's scale (SubjectAccessReview).
+//!
+//! `api`, `error` and `compare` are pure; `auth`, `handler` and `server` are
+//! the shell.
+
+pub mod api;
+mod auth;
+pub mod compare;
+pub mod error;
+mod handler;
+mod server;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
+pub use compare::VictimComparison;
+pub use error::HookError;
+pub use server::serve;
+
+/// Certificate and key files (PEM) for serving the hook over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+}
+
+/// How the hook runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookConfig {
+    /// Wait between the observed patches and setting the scale (`scale: true`),
+    /// so the ReplicaSet controller's informer has them too.
+    pub settle_delay: Duration,
+    /// Requests worked on at once; more get 429.
+    pub max_concurrent: usize,
+    /// Audiences asked of the TokenReview (empty: the API server's default).
+    pub token_audiences: Vec<String>,
+    /// Serve TLS with these files; plain HTTP when unset.
+    pub tls: Option<TlsFiles>,
+    /// Largest request body accepted (413 above).
+    pub max_body_bytes: usize,
+    /// Time a client gets to send headers (connection closed) and body (408).
+    pub read_timeout: Duration,
+    /// Time budget of a request that names none.
+    pub default_timeout: Duration,
+    /// Largest time budget a request may ask for.
+    pub max_timeout: Duration,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig {
+            settle_delay: Duration::from_secs(1),
+            max_concurrent: 4,
+            token_audiences: Vec::new(),
+            tls: None,
+            max_body_bytes: 64 * 1024,
+            read_timeout: Duration::from_secs(10),
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(300),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The hook's listener: its own accept loop so the time to read request
+//! headers is bounded (slow clients), the number of open connections is
+//! capped, and TLS is optional.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use super::error::HookError;
+use super::handler::{handle, HookState};
+use crate::controller::{Context, ControllerError};
+
+/// Open connections at most; more are closed at once.
+const MAX_CONNECTIONS: usize = 256;
+
+fn json_response(status: u16, body: &serde_json::Value, retry_after: Option<u64>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (code, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = retry_after {
+        resp.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+fn error_response(st: &HookState, err: &HookError) -> Response {
+    st.ctx.metrics.hook_request(err.outcome());
+    json_response(err.status(), &err.body(), err.retry_after())
+}
+
+async fn prescale(State(st): State<Arc<HookState>>, headers: HeaderMap, body: Body) -> Response {
+    match handle(&st, &headers, body).await {
+        Ok(answer) => match serde_json::to_value(&answer) {
+            Ok(v) => {
+                st.ctx.metrics.hook_request("ok");
+                json_response(200, &v, None)
+            }
+            Err(e) => error_response(
+                &st,
+                &HookError::Internal(format!("encoding the answer: {e}")),
+            ),
+        },
+        Err(err) => {
+            tracing::info!(status = err.status(), error = %err, "prescale refused");
+            error_response(&st, &err)
+        }
+    }
+}
+
+fn router(state: Arc<HookState>) -> axum::Router {
+    let not_allowed = {
+        let st = state.clone();
+        move || {
+            let st = st.clone();
+            async move { error_response(&st, &HookError::NoRoute("use POST /v1/prescale".into())) }
+        }
+    };
+    let no_route = {
+        let st = state.clone();
+        move || {
+            let st = st.clone();
+            async move {
+                error_response(
+                    &st,
+                    &HookError::NoRoute("unknown path; the hook serves POST /v1/prescale".into()),
+                )
+            }
+        }
+    };
+    axum::Router::new()
+        .route("/v1/prescale", post(prescale).fallback(not_allowed))
+        .fallback(no_route)
+        .with_state(state)
+}
+
+/// Loads the certificate chain and key (PEM) into a TLS acceptor on ring.
+pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("--hook-tls-cert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "--hook-tls-cert {}: no certificate in the file",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--hook-tls-key {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS versions: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("--hook-tls-cert/--hook-tls-key: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Binds the hook listener and serves `POST /v1/prescale` until `shutdown`.
+pub async fn serve(
+    addr: SocketAddr,
+    ctx: Arc<Context>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
+    let config = ctx.config.hook.clone();
+    let tls = match &config.tls {
+        Some(files) => {
+            Some(tls_acceptor(&files.cert, &files.key).map_err(ControllerError::Config)?)
+        }
+        None => None,
+    };
+    let listener =
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ControllerError::Serve {
+                addr,
+                message: format!("hook listener: {e}"),
+            })?;
+    tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");
+    let read_timeout = config.read_timeout;
+    let app = router(Arc::new(HookState::new(ctx, config)));
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    Ok(tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.wait_for(|v| *v) => break,
+                a = listener.accept() => a,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "hook accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = connections.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "hook: too many open connections, closing a new one");
+                continue;
+            };
+            let (app, tls) = (app.clone(), tls.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let service = TowerToHyperService::new(app);
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(read_timeout);
+                let result = match tls {
+                    Some(acceptor) => {
+                        match tokio::time::timeout(read_timeout, acceptor.accept(stream)).await {
+                            Ok(Ok(s)) => builder.serve_connection(TokioIo::new(s), service).await,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "hook TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "hook TLS handshake timed out");
+                                return;
+                            }
+                        }
+                    }
+                    None => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "hook connection ended");
+                }
+            });
+        }
+    }))
+}

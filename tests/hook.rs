@@ -1,0 +1,788 @@
+//! The pre-scale-down hook end to end: the operator runs in-process against
+//! the fake API server; callers use HTTP on loopback.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
+use deletion_cost::controller::{run_with_client, RunConfig};
+use deletion_cost::hook::HookConfig;
+use deletion_cost::testing::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::{Body as KubeBody, ClientBuilder, DynBody};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Bounds every wait so a broken operator fails the test instead of hanging it.
+const HANG: Duration = Duration::from_secs(30);
+const NS: &str = "shop";
+const ALICE: &str = "alice-token";
+const BOB: &str = "bob-token";
+
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn config() -> RunConfig {
+    RunConfig {
+        namespace: Some(NS.into()),
+        prometheus_url: None,
+        prometheus_timeout: Duration::from_secs(2),
+        metrics_addr: free_addr(),
+        qps: 100.0,
+        burst: 100,
+        dry_run: false,
+        kubeconfig: None,
+        leader_election: false,
+        lease_name: "deletion-cost".into(),
+        lease_namespace: Some("ops".into()),
+        identity: "op-0".into(),
+        gates: FeatureGates::default(),
+        shutdown_grace: Duration::from_secs(1),
+        // background reconciles wait this long: in these tests only the hook writes
+        debounce: Duration::from_secs(3600),
+        hook_addr: Some(free_addr()),
+        hook: HookConfig {
+            settle_delay: Duration::from_millis(50),
+            read_timeout: Duration::from_secs(1),
+            ..HookConfig::default()
+        },
+    }
+}
+
+/// The operator running in-process; stopped on drop.
+struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    hook: SocketAddr,
+    metrics: SocketAddr,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.abort();
+    }
+}
+
+impl Operator {
+    /// Starts the operator and waits until its caches are synced and the hook
+    /// listens; retries on fresh ports when a listener cannot bind (a port
+    /// picked free can be taken before the operator binds it).
+    async fn start(mut config: RunConfig, client: kube::Client, fake: &FakeApi) -> Operator {
+        for _ in 0..5 {
+            let (tx, rx) = oneshot::channel::<()>();
+            let (hook, metrics) = (config.hook_addr.unwrap(), config.metrics_addr);
+            let (cfg, cl) = (config.clone(), client.clone());
+            let task = tokio::spawn(async move {
+                let stop = async move {
+                    let _ = rx.await;
+                };
+                if let Err(e) = run_with_client(cfg, cl, stop).await {
+                    eprintln!("operator stopped: {e}");
+                }
+            });
+            let op = Operator {
+                stop: Some(tx),
+                task,
+                hook,
+                metrics,
+            };
+            let started = eventually_or(|| async {
+                if op.task.is_finished() {
+                    return true;
+                }
+                let ready = reqwest::get(format!("http://{}/readyz", op.metrics))
+                    .await
+                    .is_ok_and(|r| r.status() == 200);
+                ready && tokio::net::TcpStream::connect(op.hook).await.is_ok()
+            })
+            .await;
+            if started.is_none() {
+                let seen: Vec<String> = fake
+                    .requests()
+                    .iter()
+                    .map(|r| format!("{} {}?{} -> {}", r.method, r.path, r.query, r.status))
+                    .collect();
+                panic!("operator not ready; API requests:\n{}", seen.join("\n"));
+            }
+            if !op.task.is_finished() {
+                return op;
+            }
+            config.metrics_addr = free_addr();
+            config.hook_addr = Some(free_addr());
+        }
+        panic!("the operator did not start");
+    }
+
+    async fn post(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.post_raw(token, body.to_string().into_bytes()).await
+    }
+
+    async fn post_raw(&self, token: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+        let mut req = http_client()
+            .post(format!("http://{}/v1/prescale", self.hook))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("hook unreachable");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let v = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("answer is not JSON ({e}): {text}"));
+        (status, v)
+    }
+
+    async fn metrics(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.metrics))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(HANG).build().unwrap()
+}
+
+async fn eventually_or<F, Fut>(mut cond: F) -> Option<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    tokio::time::timeout(HANG, async {
+        while !cond().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .ok()
+}
+
+async fn eventually<F, Fut>(mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    tokio::time::timeout(HANG, async {
+        while !cond().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("condition never held");
+}
+
+fn request(workload: &str, replicas: u32) -> Value {
+    json!({"namespace": NS, "workload": {"kind": "Deployment", "name": workload}, "replicas": replicas})
+}
+
+/// Nodes, tokens and the access policy shared by every test.
+fn seed_cluster(fake: &FakeApi) {
+    for (node, class) in [("spot-1", "spot"), ("od-1", "on-demand")] {
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "labels": {"karpenter.sh/capacity-type": class}}}))
+            .unwrap();
+    }
+    for (token, user) in [
+        (ALICE, "system:serviceaccount:ops:autoscaler"),
+        (BOB, "system:serviceaccount:ops:other"),
+    ] {
+        fake.add_token(
+            token,
+            TokenIdentity {
+                username: user.into(),
+                uid: format!("uid-{user}"),
+                groups: vec!["system:serviceaccounts".into()],
+                audiences: vec![],
+            },
+        );
+    }
+    fake.set_access_policy(|spec| {
+        spec.pointer("/user").and_then(Value::as_str)
+            == Some("system:serviceaccount:ops:autoscaler")
+            && spec
+                .pointer("/resourceAttributes/verb")
+                .and_then(Value::as_str)
+                == Some("update")
+            && spec
+                .pointer("/resourceAttributes/subresource")
+                .and_then(Value::as_str)
+                == Some("scale")
+            && spec
+                .pointer("/resourceAttributes/group")
+                .and_then(Value::as_str)
+                == Some("apps")
+    });
+}
+
+/// A Deployment with one ReplicaSet and `pods` Running, Ready pods: the
+/// first half on a spot node (ready for days), the rest on an on-demand node
+/// (ready for a minute). Its policy (when asked for) costs spot 10, on-demand
+/// 100, so the intended victims are the spot pods, the opposite of the order
+/// upstream uses without costs.
+fn seed_workload(fake: &FakeApi, name: &str, pods: usize, with_policy: bool) -> Vec<String> {
+    let dep = fake
+        .apply_json(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"replicas": pods, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+            "status": {"replicas": pods}}))
+        .unwrap();
+    let rs_name = format!("{name}-rs");
+    let rs = fake
+        .apply_json(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": rs_name, "namespace": NS, "labels": {"app": name},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                    "uid": dep["metadata"]["uid"], "controller": true}]},
+            "spec": {"replicas": pods, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+            "status": {"replicas": pods}}))
+        .unwrap();
+    let mut names = Vec::new();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for i in 0..pods {
+        // spot pods have been ready for days, on-demand ones for a minute:
+        // without costs upstream deletes the on-demand pods (ready most recently) first
+        let spot = i < pods / 2;
+        let node = if spot { "spot-1" } else { "od-1" };
+        let pod = format!("{name}-{i}");
+        let age = if spot { 2 * 86_400 } else { 60 };
+        let ts = now
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(age))
+            .unwrap()
+            .to_string();
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": NS, "labels": {"app": name},
+                "creationTimestamp": ts,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
+                    "uid": rs["metadata"]["uid"], "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running", "startTime": ts,
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ts}]}}))
+            .unwrap();
+        names.push(pod);
+    }
+    if with_policy {
+        fake.apply_json(json!({"apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"targetRef": {"kind": "Deployment", "name": name}, "combine": "sum",
+                     "signals": [{"billingClass": {"nodeLabel": "karpenter.sh/capacity-type",
+                                                   "costs": {"spot": 10, "on-demand": 100}, "default": 50}}]}}))
+            .unwrap();
+    }
+    names
+}
+
+fn spot_pods(names: &[String]) -> Vec<String> {
+    names[..names.len() / 2].to_vec()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn victims(answer: &Value) -> Vec<String> {
+    answer["victims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["pod"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn metric(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_has_its_status_code_and_json_body() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 4, true);
+    seed_workload(&fake, "lonely", 2, false);
+    let op = Operator::start(config(), fake.client(), &fake).await;
+    let ok = request("web", 2);
+
+    let cases: Vec<(Option<&str>, Vec<u8>, u16, &str)> = vec![
+        (None, ok.to_string().into(), 401, "Authorization"),
+        (Some("forged"), ok.to_string().into(), 401, "unauthenticated"),
+        (Some(BOB), ok.to_string().into(), 403, "may not update deployments/scale"),
+        (Some(ALICE), br#"{"namespace":"shop"}"#.to_vec(), 400, "workload"),
+        (Some(ALICE), json!({"namespace": NS, "workload": {"kind": "Deployment", "name": "web"}, "replicas": 2, "force": true}).to_string().into(), 400, "force"),
+        (Some(ALICE), json!({"namespace": NS, "workload": {"kind": "StatefulSet", "name": "web"}, "replicas": 2}).to_string().into(), 400, "workload.kind"),
+        (Some(ALICE), b"not json".to_vec(), 400, "request body"),
+        (Some(ALICE), request("web", 9).to_string().into(), 400, "not a scale-in"),
+        (Some(ALICE), vec![b' '; 70 * 1024], 413, "larger than"),
+        (Some(ALICE), request("ghost", 1).to_string().into(), 404, "does not exist"),
+        (Some(ALICE), request("lonely", 1).to_string().into(), 404, "no valid DeletionCostPolicy"),
+    ];
+    for (token, body, status, needle) in cases {
+        let (got, answer) = op.post_raw(token, body).await;
+        assert_eq!(got, status, "{answer}");
+        assert_eq!(answer["code"], status, "{answer}");
+        let msg = answer["error"].as_str().unwrap();
+        assert!(msg.contains(needle), "{status}: {msg}");
+        assert!(
+            !msg.contains(ALICE) && !msg.contains("forged"),
+            "token echoed: {msg}"
+        );
+    }
+    // nothing was written for any refused request
+    assert!(fake.writes_to("pods").is_empty());
+    assert!(fake.writes_to("deployments/scale").is_empty());
+
+    // unknown paths and methods get JSON too
+    let resp = http_client()
+        .get(format!("http://{}/v1/prescale", op.hook))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    let v: Value = resp.json_body().await;
+    assert_eq!(v["code"], 404);
+
+    let m = op.metrics().await;
+    for (outcome, n) in [
+        ("unauthenticated", 2.0),
+        ("forbidden", 1.0),
+        ("bad_request", 7.0),
+        ("not_found", 2.0),
+    ] {
+        assert_eq!(
+            metric(
+                &m,
+                &format!("deletion_cost_hook_requests_total{{outcome=\"{outcome}\"}}")
+            ),
+            n,
+            "{outcome}\n{m}"
+        );
+    }
+}
+
+/// `json()` without reqwest's json feature.
+trait JsonBody {
+    async fn json_body(self) -> Value;
+}
+
+impl JsonBody for reqwest::Response {
+    async fn json_body(self) -> Value {
+        serde_json::from_slice(&self.bytes().await.unwrap()).unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    let op = Operator::start(config(), fake.client(), &fake).await;
+
+    // headers never finished: the connection is closed after the read timeout
+    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    s.write_all(b"POST /v1/prescale HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(HANG, s.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "connection still open with half-sent headers");
+
+    // body announced but never sent: 408
+    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    s.write_all(
+        format!("POST /v1/prescale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(HANG, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(head.contains("\"code\":408"), "{head}");
+}
+
+/// Delays every frame of pod watch responses: the operator's pod cache lags
+/// the API server by at least `delay`.
+#[derive(Clone)]
+struct DelayPodWatch<S> {
+    inner: S,
+    delay: Duration,
+}
+
+impl<S> tower::Service<Request<KubeBody>> for DelayPodWatch<S>
+where
+    S: tower::Service<Request<KubeBody>, Response = Response<Box<DynBody>>> + Send,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Box<DynBody>>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<KubeBody>) -> Self::Future {
+        let pod_watch = req.uri().path().ends_with("/pods")
+            && req.uri().query().is_some_and(|q| q.contains("watch=true"));
+        let delay = self.delay;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            if !pod_watch {
+                return Ok(resp);
+            }
+            Ok(resp.map(|body| {
+                let frames = http_body_util::BodyStream::new(body).then(move |frame| async move {
+                    tokio::time::sleep(delay).await;
+                    frame
+                });
+                let body: Box<DynBody> =
+                    Box::new(http_body_util::StreamBody::new(Box::pin(frames)));
+                body
+            }))
+        })
+    }
+}
+
+fn lagging_client(fake: &FakeApi, delay: Duration) -> kube::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let layer = tower::layer::layer_fn(move |inner| DelayPodWatch { inner, delay });
+    ClientBuilder::try_from(fake.config())
+        .unwrap()
+        .with_layer(&layer)
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_waits_until_the_cache_shows_every_patch() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    let pods = seed_workload(&fake, "web", 4, true);
+    let op = Operator::start(
+        config(),
+        lagging_client(&fake, Duration::from_millis(400)),
+        &fake,
+    )
+    .await;
+
+    let (status, answer) = op.post(Some(ALICE), &request("web", 2)).await;
+    assert_eq!(status, 200, "{answer}");
+    // all four pods needed a cost; all four landed before the answer
+    assert_eq!(answer["patches"]["planned"], 4, "{answer}");
+    assert_eq!(answer["patches"]["applied"], 4, "{answer}");
+    assert_eq!(answer["patches"]["observed"], true);
+    assert_eq!(fake.writes_to("pods").len(), 4);
+    // the order check ran on the patched cache: live costs are the new ones
+    // (without them the newest, on-demand pods would be the victims)
+    assert_eq!(sorted(victims(&answer)), spot_pods(&pods), "{answer}");
+    for v in answer["victims"].as_array().unwrap() {
+        assert_eq!(v["cost"], 10, "{answer}");
+        assert_eq!(v["intendedCost"], 10);
+    }
+    for pod in &pods {
+        let stored = fake.get_json("Pod", NS, pod).unwrap();
+        let cost =
+            stored.pointer("/metadata/annotations/controller.kubernetes.io~1pod-deletion-cost");
+        let want = if spot_pods(&pods).contains(pod) {
+            "10"
+        } else {
+            "100"
+        };
+        assert_eq!(cost, Some(&json!(want)), "{pod}");
+    }
+    assert_eq!(answer["verdict"], "AsIntended", "{answer}");
+    assert_eq!(answer["replicaSets"][0]["mismatches"], json!([]));
+    assert_eq!(answer["scaleDownBy"], 2);
+    assert_eq!(answer["currentReplicas"], 4);
+    assert!(answer["scale"].is_null());
+    // priority: the patches were urgent, and still no scale write
+    assert!(fake.writes_to("deployments/scale").is_empty());
+
+    let m = op.metrics().await;
+    assert_eq!(
+        metric(&m, "deletion_cost_hook_patch_observed_seconds_count"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "deletion_cost_hook_requests_total{outcome=\"ok\"}"),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_workload_conflicts_and_the_concurrency_limit_answers_busy() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    seed_workload(&fake, "api", 2, true);
+    let mut cfg = config();
+    cfg.hook.max_concurrent = 1;
+    let op = Arc::new(Operator::start(cfg, fake.client(), &fake).await);
+    // pod patches hang until the fault is cleared: the first request stays in flight
+    fake.inject(
+        Fault::delay(Duration::from_secs(3600))
+            .on(Verb::Patch, "pods")
+            .always(),
+    );
+
+    let first = {
+        let op = op.clone();
+        tokio::spawn(async move { op.post(Some(ALICE), &request("web", 1)).await })
+    };
+    eventually(|| async { !fake.requests_for(Verb::Patch, "pods").is_empty() }).await;
+
+    let (status, answer) = op.post(Some(ALICE), &request("web", 1)).await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("Deployment shop/web"));
+    let (status, answer) = op.post(Some(ALICE), &request("api", 1)).await;
+    assert_eq!(status, 429, "{answer}");
+
+    fake.clear_faults();
+    // kube's client gave up on nothing: the delayed patches were only held
+    let (status, answer) = tokio::time::timeout(HANG, first).await.unwrap().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    // and the workload is free again
+    let (status, _) = op.post(Some(ALICE), &request("api", 1)).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_out_of_time_answers_504() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let op = Operator::start(config(), fake.client(), &fake).await;
+    fake.inject(
+        Fault::delay(Duration::from_secs(3600))
+            .on(Verb::Patch, "pods")
+            .always(),
+    );
+    let mut body = request("web", 1);
+    body["timeoutSeconds"] = json!(1);
+    let (status, answer) = op.post(Some(ALICE), &body).await;
+    assert_eq!(status, 504, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("patches"),
+        "{answer}"
+    );
+    assert!(fake.writes_to("deployments/scale").is_empty());
+    let m = op.metrics().await;
+    assert_eq!(
+        metric(&m, "deletion_cost_hook_requests_total{outcome=\"timeout\"}"),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_answers_503_with_the_leader() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    fake.apply_json(
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "deletion-cost", "namespace": "ops"},
+        "spec": {"holderIdentity": "op-1", "leaseDurationSeconds": 3600,
+                 "acquireTime": now.to_string(), "renewTime": now.to_string()}}),
+    )
+    .unwrap();
+    let mut cfg = config();
+    cfg.leader_election = true;
+    let op = Operator::start(cfg, fake.client(), &fake).await;
+    let (status, answer) = op.post(Some(ALICE), &request("web", 1)).await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["leader"], "op-1");
+    assert!(fake.writes_to("pods").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_operator_predicts_and_writes_nothing() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    let pods = seed_workload(&fake, "web", 4, true);
+    let mut cfg = config();
+    cfg.dry_run = true;
+    let op = Operator::start(cfg, fake.client(), &fake).await;
+    let mut body = request("web", 2);
+    body["scale"] = json!(true);
+    let (status, answer) = op.post(Some(ALICE), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["dryRun"], true);
+    assert!(answer["patches"]["held"]
+        .as_str()
+        .unwrap()
+        .contains("dry-run"));
+    assert_eq!(answer["patches"]["planned"], 4);
+    assert_eq!(answer["scale"]["performed"], false);
+    // on the pods as they are, the newest (on-demand) pods would go
+    assert_eq!(sorted(victims(&answer)), pods[2..].to_vec(), "{answer}");
+    assert_eq!(answer["verdict"], "NotAsIntended");
+    assert!(fake.writes().iter().all(|w| !matches!(
+        w.resource.as_deref(),
+        Some("pods") | Some("deployments/scale")
+    )));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_on_different_workloads_proceed_in_parallel() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 4, true);
+    seed_workload(&fake, "api", 4, true);
+    let op = Arc::new(Operator::start(config(), fake.client(), &fake).await);
+    // every pod patch is held for a while: a request cannot answer before its
+    // patches are answered
+    fake.inject(
+        Fault::delay(Duration::from_secs(2))
+            .on(Verb::Patch, "pods")
+            .always(),
+    );
+    let call = |w: &'static str| {
+        let op = op.clone();
+        tokio::spawn(async move { op.post(Some(ALICE), &request(w, 2)).await })
+    };
+    let (a, b) = (call("web"), call("api"));
+    let patched = |w: &str| {
+        fake.requests_for(Verb::Patch, "pods")
+            .iter()
+            .any(|r| r.name.as_deref().is_some_and(|n| n.starts_with(w)))
+    };
+    // in-flight overlap: both workloads have patches in flight and neither
+    // request has answered (a serialised hook sends the second workload's
+    // patches only after the first answered)
+    eventually(|| async { patched("web") && patched("api") }).await;
+    let in_flight = [&a, &b].iter().filter(|t| !t.is_finished()).count();
+    assert_eq!(
+        in_flight, 2,
+        "a request answered before the other's patches were sent"
+    );
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!((a.0, b.0), (200, 200), "{} {}", a.1, b.1);
+    assert_eq!(fake.requests_for(Verb::Patch, "pods").len(), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urgent_patches_stay_inside_the_operator_wide_limit() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 6, true);
+    seed_workload(&fake, "api", 6, true);
+    let mut cfg = config();
+    cfg.qps = 4.0;
+    cfg.burst = 2;
+    let op = Arc::new(Operator::start(cfg, fake.client(), &fake).await);
+    let call = |w: &'static str| {
+        let op = op.clone();
+        tokio::spawn(async move { op.post(Some(ALICE), &request(w, 3)).await })
+    };
+    let (a, b) = (call("web"), call("api"));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!((a.0, b.0), (200, 200), "{} {}", a.1, b.1);
+    assert_eq!(fake.writes_to("pods").len(), 12);
+    // burst 2 + 4/s: never more than 2 + 4 writes within any second
+    let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(1));
+    assert!(worst <= 6, "{worst} pod writes within one second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
+    let fake = Arc::new(FakeApi::start().await);
+    seed_cluster(&fake);
+    let pods = seed_workload(&fake, "web", 4, true);
+    let op = Operator::start(config(), fake.client(), &fake).await;
+
+    // the test plays the Deployment and ReplicaSet controllers: once the
+    // scale is set, delete the pods the embedded comparator picks
+    let controller = {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            eventually(|| async { !fake.writes_to("deployments/scale").is_empty() }).await;
+            let dep = fake.get_json("Deployment", NS, "web").unwrap();
+            let replicas = dep.pointer("/spec/replicas").unwrap().as_u64().unwrap() as usize;
+            let live: Vec<Pod> = fake
+                .list_json("Pod", Some(NS))
+                .into_iter()
+                .map(|v| serde_json::from_value(v).unwrap())
+                .collect();
+            let cmp = Comparator {
+                gates: FeatureGates::default(),
+                now: Some(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
+            };
+            let ordered = order_pods(&cmp, &live, &live);
+            let doomed: Vec<String> = ordered
+                .in_order()
+                .take(live.len() - replicas)
+                .map(|k| k.name.clone())
+                .collect();
+            for name in &doomed {
+                fake.delete_json("Pod", NS, name).unwrap();
+            }
+            doomed
+        })
+    };
+    let mut body = request("web", 2);
+    body["scale"] = json!(true);
+    let (status, answer) = op.post(Some(ALICE), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    let doomed = controller.await.unwrap();
+
+    let put = fake.writes_to("deployments/scale");
+    assert_eq!(put.len(), 1);
+    assert_eq!(put[0].method, "PUT");
+    assert_eq!(
+        put[0].json().unwrap().pointer("/spec/replicas"),
+        Some(&json!(2))
+    );
+    // the costs landed before the scale was set
+    let scale_at = put[0].at;
+    assert!(fake.writes_to("pods").iter().all(|w| w.at <= scale_at));
+
+    let scale = &answer["scale"];
+    assert_eq!(scale["performed"], true, "{answer}");
+    let cmp = &scale["comparison"];
+    assert_eq!(sorted(strings(&cmp["predicted"])), spot_pods(&pods));
+    let mut deleted = strings(&cmp["deleted"]);
+    deleted.sort();
+    let mut expected = doomed.clone();
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert_eq!(cmp["complete"], true);
+    assert_eq!(cmp["asPredicted"], true, "{answer}");
+}
