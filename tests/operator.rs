@@ -6,77 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
-use deletion_cost::controller::{run_with_client, ControllerError, RunConfig, FINALIZER};
+mod support;
+
+use deletion_cost::comparator::POD_DELETION_COST;
+use deletion_cost::controller::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, RecordedRequest, Verb};
+use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-const NS: &str = "shop";
-
-fn config(qps: f64, burst: u32) -> RunConfig {
-    RunConfig {
-        namespace: Some(NS.into()),
-        prometheus_url: None,
-        prometheus_timeout: Duration::from_secs(2),
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        qps,
-        burst,
-        dry_run: false,
-        kubeconfig: None,
-        leader_election: false,
-        lease_name: "deletion-cost".into(),
-        lease_namespace: Some(NS.into()),
-        identity: "operator-a".into(),
-        gates: FeatureGates::default(),
-        shutdown_grace: Duration::from_secs(5),
-        debounce: Duration::from_millis(100),
-        hook_addr: None,
-        hook: Default::default(),
-    }
-}
-
-struct Operator {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ControllerError>>,
-}
-
-impl Operator {
-    fn start(fake: &FakeApi, config: RunConfig) -> Self {
-        let mut kc = fake.config();
-        // every retry must pass our limiter, as in production
-        kc.default_retry = false;
-        let client = client_for(kc);
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_with_client(config, client, async move {
-            let _ = rx.await;
-        }));
-        Self {
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    /// Graceful stop (SIGTERM).
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let result = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
-        match result {
-            Ok(Ok(Ok(()))) => {}
-            other => panic!("operator did not stop cleanly: {other:?}"),
-        }
-    }
-
-    /// Abrupt stop (the process is killed).
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
+use support::operator::{config, eventually, Operator, NS};
 
 fn node(fake: &FakeApi, name: &str, capacity: &str) {
     fake.apply_json(json!({
@@ -167,18 +104,6 @@ fn expected(i: usize) -> &'static str {
     }
 }
 
-/// Polls `done` every 50 ms up to `limit`.
-async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn pod_patches(fake: &FakeApi) -> Vec<RecordedRequest> {
     fake.requests_for(Verb::Patch, "pods")
 }
@@ -193,7 +118,7 @@ async fn first_sync_stays_under_the_limit_and_steady_state_writes_nothing() {
     let n = 1000;
     cluster(&fake, n);
     let (qps, burst) = (250.0, 25);
-    let op = Operator::start(&fake, config(qps, burst));
+    let op = Operator::start(&fake, config("operator-a", qps, burst));
     eventually(Duration::from_secs(60), "1,000 pods costed", || {
         converged(&fake, n)
     })
@@ -248,7 +173,7 @@ async fn relabelled_node_recosts_only_its_pods() {
     let fake = FakeApi::start().await;
     let n = 40;
     cluster(&fake, n);
-    let op = Operator::start(&fake, config(100.0, 10));
+    let op = Operator::start(&fake, config("operator-a", 100.0, 10));
     eventually(Duration::from_secs(30), "pods costed", || {
         converged(&fake, n)
     })
@@ -285,7 +210,7 @@ async fn too_many_requests_honours_retry_after() {
             .times(1)
             .retry_after(2),
     );
-    let op = Operator::start(&fake, config(100.0, 10));
+    let op = Operator::start(&fake, config("operator-a", 100.0, 10));
     eventually(Duration::from_secs(30), "pods costed", || {
         converged(&fake, 4)
     })
@@ -319,7 +244,7 @@ async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
     let fake = FakeApi::start().await;
     let n = 120;
     cluster(&fake, n);
-    let op = Operator::start(&fake, config(40.0, 4));
+    let op = Operator::start(&fake, config("operator-a", 40.0, 4));
     eventually(Duration::from_secs(30), "some writes", || {
         pod_patches(&fake).len() >= 30
     })
@@ -328,7 +253,7 @@ async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
     let before = pod_patches(&fake).len();
     assert!(before < n, "killed before finishing ({before} writes)");
 
-    let op = Operator::start(&fake, config(40.0, 4));
+    let op = Operator::start(&fake, config("operator-a", 40.0, 4));
     eventually(
         Duration::from_secs(60),
         "all pods costed after restart",
@@ -360,7 +285,7 @@ async fn a_replica_without_the_lease_writes_nothing() {
                  "acquireTime": now, "renewTime": now}
     }))
     .unwrap();
-    let mut cfg = config(100.0, 10);
+    let mut cfg = config("operator-a", 100.0, 10);
     cfg.leader_election = true;
     let op = Operator::start(&fake, cfg);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -404,7 +329,7 @@ async fn finalizer_removes_exactly_its_own_values_and_foreign_costs_stay() {
         BTreeMap::from([(POD_DELETION_COST, "9000")]),
     );
     policy(&fake);
-    let op = Operator::start(&fake, config(100.0, 10));
+    let op = Operator::start(&fake, config("operator-a", 100.0, 10));
     eventually(Duration::from_secs(30), "pods costed", || {
         (0..6).all(|i| cost(&fake, &format!("web-{i:04}")).is_some())
     })
@@ -446,7 +371,7 @@ async fn finalizer_removes_exactly_its_own_values_and_foreign_costs_stay() {
 async fn dry_run_writes_nothing() {
     let fake = FakeApi::start().await;
     cluster(&fake, 16);
-    let mut cfg = config(100.0, 10);
+    let mut cfg = config("operator-a", 100.0, 10);
     cfg.dry_run = true;
     let op = Operator::start(&fake, cfg);
     // it reads: the caches list pods and policies
@@ -512,7 +437,7 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     }))
     .unwrap();
     let port = free_port();
-    let mut cfg = config(100.0, 10);
+    let mut cfg = config("operator-a", 100.0, 10);
     cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
     let op = Operator::start(&fake, cfg);
     eventually(
@@ -557,7 +482,7 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
 async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
     let fake = FakeApi::start().await;
     cluster(&fake, 8);
-    let op = Operator::start(&fake, config(100.0, 10));
+    let op = Operator::start(&fake, config("operator-a", 100.0, 10));
     eventually(Duration::from_secs(30), "pods costed", || {
         converged(&fake, 8)
     })

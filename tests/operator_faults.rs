@@ -10,69 +10,14 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
-use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
+use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, Verb};
+use deletion_cost::testing::fake_api::{FakeApi, Fault, Verb};
 use serde_json::{json, Value};
+use support::operator::{config, eventually, Operator, NS};
 use support::prometheus::{openmetrics, unix_now, PrometheusServer};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-const NS: &str = "shop";
-
-fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
-    RunConfig {
-        namespace: Some(NS.into()),
-        prometheus_url: None,
-        prometheus_timeout: Duration::from_secs(2),
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        qps,
-        burst,
-        dry_run: false,
-        kubeconfig: None,
-        leader_election: false,
-        lease_name: "deletion-cost".into(),
-        lease_namespace: Some(NS.into()),
-        identity: identity.into(),
-        gates: FeatureGates::default(),
-        shutdown_grace: Duration::from_secs(5),
-        debounce: Duration::from_millis(100),
-        hook_addr: None,
-        hook: Default::default(),
-    }
-}
-
-struct Operator {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ControllerError>>,
-}
-
-impl Operator {
-    fn start(fake: &FakeApi, config: RunConfig) -> Self {
-        let mut kc = fake.config();
-        kc.default_retry = false;
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_with_client(config, client_for(kc), async move {
-            let _ = rx.await;
-        }));
-        Self {
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
-            Ok(Ok(Ok(()))) => {}
-            other => panic!("operator did not stop cleanly: {other:?}"),
-        }
-    }
-}
 
 fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>) {
     for (name, capacity) in [("spot-0", "spot"), ("od-0", "on-demand")] {
@@ -128,17 +73,6 @@ fn condition(fake: &FakeApi, type_: &str) -> Option<Value> {
         .iter()
         .find(|c| c["type"] == type_)
         .cloned()
-}
-
-async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn successful_writes_per_pod(fake: &FakeApi) -> BTreeMap<String, usize> {

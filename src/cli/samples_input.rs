@@ -4,22 +4,12 @@ use super::CliError;
 use crate::plan::ResolvedPolicy;
 use crate::policy::validate::{Target, Utilization};
 use crate::policy::LabelSelector;
-use crate::policy::ValidatedSignal;
 use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient, DEFAULT_TIMEOUT};
 use crate::signals::samples::{read_samples, SignalSpec as SampleSignal};
 use crate::signals::SignalSamples;
 
 fn utilization_signals(policy: &ResolvedPolicy) -> Vec<(usize, &Utilization)> {
-    policy
-        .spec
-        .signals
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match s {
-            ValidatedSignal::Utilization(u) => Some((i, u)),
-            _ => None,
-        })
-        .collect()
+    policy.spec.utilization_signals()
 }
 
 /// Reads a samples file for every utilisation signal of the policy. Saved

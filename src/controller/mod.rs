@@ -34,7 +34,7 @@ use crate::comparator::{FeatureGates, POD_DELETION_COST};
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::validate::Target;
-use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus, ValidatedSignal};
+use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient};
 use crate::signals::SignalSamples;
 
@@ -672,16 +672,7 @@ async fn reconcile(
 /// Reads each utilisation signal when its refresh is due; keeps the last good
 /// samples on failure and reports why.
 async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut PolicyState) {
-    let util: Vec<(usize, &crate::policy::validate::Utilization)> = policy
-        .spec
-        .signals
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match s {
-            ValidatedSignal::Utilization(u) => Some((i, u)),
-            _ => None,
-        })
-        .collect();
+    let util = policy.spec.utilization_signals();
     if util.is_empty() {
         state.signal_error = None;
         return;

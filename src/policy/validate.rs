@@ -328,6 +328,18 @@ impl ValidatedPolicy {
         total.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32
     }
 
+    /// The utilisation signals with their index in `signals`.
+    pub fn utilization_signals(&self) -> Vec<(usize, &Utilization)> {
+        self.signals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                ValidatedSignal::Utilization(u) => Some((i, u)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Inclusive range of [`ValidatedPolicy::combine`]'s results.
     pub fn combined_range(&self) -> (i64, i64) {
         match self.combine {

@@ -2,4 +2,5 @@
 // Each test binary uses only some helpers.
 #![allow(dead_code)]
 
+pub mod operator;
 pub mod prometheus;

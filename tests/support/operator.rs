@@ -1,0 +1,88 @@
+//! Running the operator in-process against the fake API server.
+
+use std::time::Duration;
+
+use deletion_cost::comparator::FeatureGates;
+use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
+use deletion_cost::testing::fake_api::{client_for, FakeApi};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Namespace the scenario tests use.
+pub const NS: &str = "shop";
+
+/// A run configuration for tests: namespace `shop`, no Prometheus, metrics on
+/// a free loopback port, no leader election, fast debounce.
+pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
+    RunConfig {
+        namespace: Some(NS.into()),
+        prometheus_url: None,
+        prometheus_timeout: Duration::from_secs(2),
+        metrics_addr: "127.0.0.1:0".parse().expect("loopback address"),
+        qps,
+        burst,
+        dry_run: false,
+        kubeconfig: None,
+        leader_election: false,
+        lease_name: "deletion-cost".into(),
+        lease_namespace: Some(NS.into()),
+        identity: identity.into(),
+        gates: FeatureGates::default(),
+        shutdown_grace: Duration::from_secs(5),
+        debounce: Duration::from_millis(100),
+        hook_addr: None,
+        hook: Default::default(),
+    }
+}
+
+/// An operator task; stop it gracefully or kill it.
+pub struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ControllerError>>,
+}
+
+impl Operator {
+    /// Starts the operator on a client of `fake` with kube's own retries off,
+    /// as in production: every retry must pass our limiter.
+    pub fn start(fake: &FakeApi, config: RunConfig) -> Self {
+        let mut kc = fake.config();
+        kc.default_retry = false;
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_with_client(config, client_for(kc), async move {
+            let _ = rx.await;
+        }));
+        Self {
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    /// Graceful stop (SIGTERM); panics when it does not stop cleanly.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("operator did not stop cleanly: {other:?}"),
+        }
+    }
+
+    /// Abrupt stop (the process is killed).
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// Polls `done` every 50 ms up to `limit`.
+pub async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
