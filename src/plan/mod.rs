@@ -759,4 +759,8 @@ fn check_replica_sets(
 }
 
 #[cfg(test)]
+mod equivalence;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
