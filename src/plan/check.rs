@@ -1,7 +1,7 @@
 //! The order check: does upstream's predicted order delete pods in ascending
 //! intended cost, and where not, why.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
 
@@ -108,11 +108,12 @@ pub fn check_order(
     _policy: &ResolvedPolicy,
 ) -> (Verdict, Vec<Mismatch>) {
     let order = &ordered.ranking.order;
-    let ambiguous: Vec<usize> = ordered
+    // a set: looked up for every inversion, and an ambiguity can span every pod
+    let ambiguous: HashSet<usize> = ordered
         .ranking
         .ambiguity
         .as_ref()
-        .map(|a| a.pods.clone())
+        .map(|a| a.pods.iter().copied().collect())
         .unwrap_or_default();
     let mut mismatches = Vec::new();
     for pos in 0..order.len().saturating_sub(1) {
