@@ -1,7 +1,10 @@
 //! The order check: does upstream's predicted order delete pods in ascending
 //! intended cost, and where not, why.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use foldhash::HashSet;
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
 
@@ -100,11 +103,11 @@ fn cost_reason(plan: Option<&&PodPlan>) -> Option<MismatchReason> {
 
 /// Compares upstream's order (`ordered`) with the intended costs (given in
 /// predicted order) and explains each adjacent inversion.
-pub fn check_order(
+pub fn check_order<S: BuildHasher>(
     cmp: &Comparator,
     ordered: &OrderedPods,
     intended: &[i32],
-    plans: &HashMap<&str, &PodPlan>,
+    plans: &HashMap<&str, &PodPlan, S>,
     _policy: &ResolvedPolicy,
 ) -> (Verdict, Vec<Mismatch>) {
     let order = &ordered.ranking.order;

@@ -7,7 +7,12 @@ pub mod check;
 pub mod resolve;
 pub mod snapshot;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+// Seeded hashing, several times faster than std's SipHash on short keys such
+// as pod and node names; maps here are only looked up, never iterated, so
+// their order cannot leak into a plan.
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -253,7 +258,7 @@ fn related_pods<'a>(
     replica_sets: &[&ReplicaSet],
     ns_pods: &[&'a Pod],
 ) -> Vec<&'a Pod> {
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
     let mut out = Vec::new();
     for sibling in replica_sets.iter().filter(|r| {
         controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
@@ -378,7 +383,7 @@ pub fn plan_excluding(
 
     // Signal inputs that depend on the whole set of pods.
     let pods_per_node: HashMap<&str, i64> = {
-        let mut m = HashMap::new();
+        let mut m = HashMap::with_capacity(nodes.len());
         for p in snapshot.pods.iter().filter(|p| is_pod_active(p)) {
             let n = node_of(p);
             if !n.is_empty() {
@@ -397,7 +402,8 @@ pub fn plan_excluding(
         })
         .collect();
 
-    let mut values: PreviousValues = BTreeMap::new();
+    // pods are sorted by name: collected in order, the map is built in bulk
+    let mut kept_values: Vec<(String, BTreeMap<usize, i64>)> = Vec::with_capacity(pods.len());
     let mut plans = Vec::with_capacity(pods.len());
     let mut patches = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
@@ -440,7 +446,11 @@ pub fn plan_excluding(
             });
         }
         if !kept.is_empty() {
-            values.entry(name.clone()).or_default().extend(kept);
+            match kept_values.last_mut() {
+                // pods sharing a name (invalid, but possible in a file) merge
+                Some((last, m)) if *last == name => m.extend(kept),
+                _ => kept_values.push((name.clone(), kept)),
+            }
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
@@ -479,6 +489,7 @@ pub fn plan_excluding(
         });
     }
 
+    let values: PreviousValues = kept_values.into_iter().collect();
     let replica_sets =
         check_replica_sets(policy, &plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
     Plan {
@@ -585,16 +596,19 @@ fn evaluate_signal(
                 })
                 .collect()
         }
-        ValidatedSignal::NodeConsolidation(c) => pods
-            .iter()
-            .map(|p| {
-                let count = pods_per_node.get(node_of(p)).copied().unwrap_or(0);
-                (
-                    Some(count.min(i64::from(c.max_pods))),
-                    format!("{count} pods on node"),
-                )
-            })
-            .collect(),
+        ValidatedSignal::NodeConsolidation(c) => {
+            // the detail depends only on the count: formatted once per count
+            let mut details: HashMap<i64, String> = HashMap::new();
+            pods.iter()
+                .map(|p| {
+                    let count = pods_per_node.get(node_of(p)).copied().unwrap_or(0);
+                    let detail = details
+                        .entry(count)
+                        .or_insert_with(|| format!("{count} pods on node"));
+                    (Some(count.min(i64::from(c.max_pods))), detail.clone())
+                })
+                .collect()
+        }
         ValidatedSignal::ZoneBalance(z) => {
             let mut per_zone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
             for (i, p) in pods.iter().enumerate() {
@@ -609,10 +623,13 @@ fn evaluate_signal(
                 // i-th pod of a zone with c pods sits at i + (fullest - c): zones
                 // lose pods round-robin from the fullest down
                 let c = members.len() as i64;
+                let detail = format!(
+                    "{} ({c} pods)",
+                    if zone.is_empty() { "(none)" } else { zone }
+                );
                 for (pos, &i) in members.iter().enumerate() {
                     let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
-                    let z = if zone.is_empty() { "(none)" } else { zone };
-                    out[i] = (Some(v), format!("{z} ({c} pods)"));
+                    out[i] = (Some(v), detail.clone());
                 }
             }
             out
@@ -635,13 +652,11 @@ fn check_replica_sets(
         now: opts.now,
     };
     // what upstream will read: the snapshot, with our patches if assumed landed
-    let patched: HashMap<&str, i32> = plans
-        .iter()
-        .filter_map(|p| match p.action {
-            Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
-            _ => None,
-        })
-        .collect();
+    let mut patched: HashMap<&str, i32> = HashMap::with_capacity(plans.len());
+    patched.extend(plans.iter().filter_map(|p| match p.action {
+        Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
+        _ => None,
+    }));
     // Keys are built from the pods as they are, then given the patched cost:
     // the cost annotation is the only thing a patch changes that the
     // comparator reads, so this equals keying a patched copy of each pod
@@ -653,8 +668,8 @@ fn check_replica_sets(
         }
         k
     };
-    let plan_by_name: HashMap<&str, &PodPlan> =
-        plans.iter().map(|p| (p.name.as_str(), p)).collect();
+    let mut plan_by_name: HashMap<&str, &PodPlan> = HashMap::with_capacity(plans.len());
+    plan_by_name.extend(plans.iter().map(|p| (p.name.as_str(), p)));
     let mut groups: BTreeMap<Option<&str>, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         groups
