@@ -173,6 +173,18 @@ fn optimised_planner_matches_the_reference_on_a_2000_pod_cluster() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
+    /// The planner keys a patched pod with the cost it writes, unparsed: this
+    /// holds only if upstream parses our decimal back to the same value.
+    #[test]
+    fn written_costs_parse_back_unchanged(c in any::<i32>()) {
+        prop_assert_eq!(
+            parse_deletion_cost(&c.to_string()),
+            crate::comparator::ParsedCost { value: c, problem: None }
+        );
+        let mut buf = String::from("stale");
+        prop_assert_eq!(decimal(&mut buf, c), c.to_string());
+    }
+
     #[test]
     fn optimised_planner_matches_the_reference_on_small_clusters(
         n in 1usize..300,

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::comparator::{
     assign_ranks, is_pod_active, parse_deletion_cost, rank_pods, Comparator, FeatureGates, GoTime,
-    OrderedPods, PodKey, POD_DELETION_COST,
+    OrderedPods, ParsedCost, PodKey, POD_DELETION_COST,
 };
 use crate::policy::validate::{BillingSource, Target};
 use crate::policy::{
@@ -287,6 +287,15 @@ fn creation_ns(p: &Pod) -> i128 {
         .unwrap_or(i128::MIN)
 }
 
+/// `n` in decimal, written into `buf` (reused to avoid an allocation per pod).
+fn decimal(buf: &mut String, n: i32) -> &str {
+    use std::fmt::Write;
+    buf.clear();
+    // writing to a String cannot fail
+    let _ = write!(buf, "{n}");
+    buf
+}
+
 /// `spec.nodeName`, empty when unassigned.
 fn node_of(p: &Pod) -> &str {
     p.spec
@@ -406,6 +415,9 @@ pub fn plan_excluding(
     let mut kept_values: Vec<(String, BTreeMap<usize, i64>)> = Vec::with_capacity(pods.len());
     let mut plans = Vec::with_capacity(pods.len());
     let mut patches = Vec::new();
+    // per-pod scratch buffers, reused
+    let mut combined = Vec::with_capacity(policy.spec.signals.len());
+    let mut desired_text = String::new();
     for (i, pod) in pods.iter().enumerate() {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let annotations = pod.metadata.annotations.as_ref();
@@ -418,7 +430,7 @@ pub fn plan_excluding(
             (Some(_), w) => CostOwner::Foreign(w),
         };
         let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
-        let mut combined = Vec::with_capacity(policy.spec.signals.len());
+        combined.clear();
         let mut kept = BTreeMap::new();
         let mut missing: Option<String> = None;
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
@@ -457,7 +469,7 @@ pub fn plan_excluding(
             (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
             (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
             (CostOwner::Ours, Some(d))
-                if current_raw.as_deref() == Some(d.to_string().as_str()) =>
+                if current_raw.as_deref() == Some(decimal(&mut desired_text, d)) =>
             {
                 Action::Unchanged
             }
@@ -541,14 +553,23 @@ fn evaluate_signal(
                 .collect();
             // over a class budget: the newest pods beyond it go first
             let mut over = vec![false; pods.len()];
+            // creation times read once, not twice per comparison
+            let created: Vec<i128> = if b.budgets.is_empty() {
+                Vec::new()
+            } else {
+                pods.iter().map(|p| creation_ns(p)).collect()
+            };
             for (class, budget) in &b.budgets {
                 let mut on: Vec<usize> = (0..pods.len())
                     .filter(|&i| classes[i] == Some(class.as_str()))
                     .collect();
                 let excess = on.len().saturating_sub(*budget as usize);
+                if excess == 0 {
+                    continue;
+                }
                 on.sort_by(|&a, &b| {
-                    creation_ns(pods[b])
-                        .cmp(&creation_ns(pods[a]))
+                    created[b]
+                        .cmp(&created[a])
                         .then_with(|| pods[b].metadata.name.cmp(&pods[a].metadata.name))
                 });
                 for i in on.into_iter().take(excess) {
@@ -663,8 +684,12 @@ fn check_replica_sets(
     // without cloning it.
     let key_of = |p: &Pod| -> PodKey {
         let mut k = PodKey::from_pod(p).with_now(cmp.now);
-        if let Some(c) = p.metadata.name.as_deref().and_then(|n| patched.get(n)) {
-            k.cost = parse_deletion_cost(&c.to_string());
+        if let Some(&c) = p.metadata.name.as_deref().and_then(|n| patched.get(n)) {
+            // what upstream parses from the decimal we write (tested)
+            k.cost = ParsedCost {
+                value: c,
+                problem: None,
+            };
         }
         k
     };
