@@ -2,6 +2,9 @@
 //! intended cost, and where not, why.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use foldhash::HashSet;
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
 
@@ -100,19 +103,20 @@ fn cost_reason(plan: Option<&&PodPlan>) -> Option<MismatchReason> {
 
 /// Compares upstream's order (`ordered`) with the intended costs (given in
 /// predicted order) and explains each adjacent inversion.
-pub fn check_order(
+pub fn check_order<S: BuildHasher>(
     cmp: &Comparator,
     ordered: &OrderedPods,
     intended: &[i32],
-    plans: &HashMap<&str, &PodPlan>,
+    plans: &HashMap<&str, &PodPlan, S>,
     _policy: &ResolvedPolicy,
 ) -> (Verdict, Vec<Mismatch>) {
     let order = &ordered.ranking.order;
-    let ambiguous: Vec<usize> = ordered
+    // a set: looked up for every inversion, and an ambiguity can span every pod
+    let ambiguous: HashSet<usize> = ordered
         .ranking
         .ambiguity
         .as_ref()
-        .map(|a| a.pods.clone())
+        .map(|a| a.pods.iter().copied().collect())
         .unwrap_or_default();
     let mut mismatches = Vec::new();
     for pos in 0..order.len().saturating_sub(1) {

@@ -7,14 +7,20 @@ pub mod check;
 pub mod resolve;
 pub mod snapshot;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+// Seeded hashing, several times faster than std's SipHash on short keys such
+// as pod and node names; maps here are only looked up, never iterated, so
+// their order cannot leak into a plan.
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::comparator::{
-    self, is_pod_active, parse_deletion_cost, Comparator, FeatureGates, GoTime, POD_DELETION_COST,
+    assign_ranks, is_pod_active, parse_deletion_cost, rank_pods, Comparator, FeatureGates, GoTime,
+    OrderedPods, ParsedCost, PodKey, POD_DELETION_COST,
 };
 use crate::policy::validate::{BillingSource, Target};
 use crate::policy::{
@@ -244,18 +250,15 @@ fn selected<'a>(
     }
 }
 
-/// Upstream's related pods for a ReplicaSet: every pod in the namespace
-/// selected by a ReplicaSet sharing its controller (deduplicated by UID);
-/// none when the ReplicaSet has no controller.
+/// Upstream's related pods for the ReplicaSets controlled by `owner`: every
+/// pod in the namespace selected by one of them (deduplicated by UID). The
+/// same for every ReplicaSet of that controller, so callers compute it once.
 fn related_pods<'a>(
-    rs: &ReplicaSet,
+    owner: &OwnerReference,
     replica_sets: &[&ReplicaSet],
     ns_pods: &[&'a Pod],
 ) -> Vec<&'a Pod> {
-    let Some(owner) = controller_of(rs.metadata.owner_references.as_ref()) else {
-        return Vec::new();
-    };
-    let mut seen = BTreeSet::new();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
     let mut out = Vec::new();
     for sibling in replica_sets.iter().filter(|r| {
         controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
@@ -266,11 +269,10 @@ fn related_pods<'a>(
             continue;
         }
         for p in ns_pods {
-            if sel.matches(p.metadata.labels.as_ref()) {
-                let uid = p.metadata.uid.clone().unwrap_or_default();
-                if seen.insert(uid) {
-                    out.push(*p);
-                }
+            if sel.matches(p.metadata.labels.as_ref())
+                && seen.insert(p.metadata.uid.as_deref().unwrap_or(""))
+            {
+                out.push(*p);
             }
         }
     }
@@ -283,6 +285,23 @@ fn creation_ns(p: &Pod) -> i128 {
         .as_ref()
         .map(|t| t.0.as_nanosecond())
         .unwrap_or(i128::MIN)
+}
+
+/// `n` in decimal, written into `buf` (reused to avoid an allocation per pod).
+fn decimal(buf: &mut String, n: i32) -> &str {
+    use std::fmt::Write;
+    buf.clear();
+    // writing to a String cannot fail
+    let _ = write!(buf, "{n}");
+    buf
+}
+
+/// `spec.nodeName`, empty when unassigned.
+fn node_of(p: &Pod) -> &str {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("")
 }
 
 /// Names of the active pods a policy selects in a snapshot.
@@ -343,12 +362,6 @@ pub fn plan_excluding(
         .iter()
         .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
         .collect();
-    let node_name = |p: &Pod| -> String {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default()
-    };
 
     let all_selected: Vec<&Pod> = selected(policy, &ns_pods, &ns_rs)
         .into_iter()
@@ -365,10 +378,10 @@ pub fn plan_excluding(
         .collect();
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
 
-    let missing_nodes: BTreeSet<String> = pods
+    let missing_nodes: BTreeSet<&str> = pods
         .iter()
-        .map(|p| node_name(p))
-        .filter(|n| !n.is_empty() && !nodes.contains_key(n.as_str()))
+        .map(|p| node_of(p))
+        .filter(|n| !n.is_empty() && !nodes.contains_key(n))
         .collect();
     if !missing_nodes.is_empty() {
         warnings.push(format!(
@@ -378,44 +391,33 @@ pub fn plan_excluding(
     }
 
     // Signal inputs that depend on the whole set of pods.
-    let pods_per_node: HashMap<String, i64> = {
-        let mut m = HashMap::new();
+    let pods_per_node: HashMap<&str, i64> = {
+        let mut m = HashMap::with_capacity(nodes.len());
         for p in snapshot.pods.iter().filter(|p| is_pod_active(p)) {
-            let n = node_name(p);
+            let n = node_of(p);
             if !n.is_empty() {
                 *m.entry(n).or_insert(0) += 1;
             }
         }
         m
     };
-    let node_label = |p: &Pod, key: &str| -> Option<String> {
-        nodes
-            .get(node_name(p).as_str())
-            .and_then(|n| n.metadata.labels.as_ref())
-            .and_then(|l| l.get(key).cloned())
-    };
-    let signal_values: Vec<Vec<(Option<i64>, String)>> = policy
+    let mut signal_values: Vec<Vec<(Option<i64>, String)>> = policy
         .spec
         .signals
         .iter()
         .enumerate()
         .map(|(idx, spec)| {
-            evaluate_signal(
-                idx,
-                spec,
-                &pods,
-                &nodes,
-                &pods_per_node,
-                samples,
-                previous,
-                &node_label,
-            )
+            evaluate_signal(idx, spec, &pods, &nodes, &pods_per_node, samples, previous)
         })
         .collect();
 
-    let mut values: PreviousValues = BTreeMap::new();
+    // pods are sorted by name: collected in order, the map is built in bulk
+    let mut kept_values: Vec<(String, BTreeMap<usize, i64>)> = Vec::with_capacity(pods.len());
     let mut plans = Vec::with_capacity(pods.len());
     let mut patches = Vec::new();
+    // per-pod scratch buffers, reused
+    let mut combined = Vec::with_capacity(policy.spec.signals.len());
+    let mut desired_text = String::new();
     for (i, pod) in pods.iter().enumerate() {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let annotations = pod.metadata.annotations.as_ref();
@@ -427,13 +429,15 @@ pub fn plan_excluding(
             (Some(_), Some(w)) if w == policy.name => CostOwner::Ours,
             (Some(_), w) => CostOwner::Foreign(w),
         };
-        let mut breakdown = Vec::new();
-        let mut combined = Vec::new();
+        let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
+        combined.clear();
+        let mut kept = BTreeMap::new();
         let mut missing: Option<String> = None;
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
-            let (v, detail) = &signal_values[idx][i];
+            // each value is read once: move its detail out instead of cloning
+            let (v, detail) = std::mem::take(&mut signal_values[idx][i]);
             let v = match v {
-                Some(v) => Some(*v),
+                Some(v) => Some(v),
                 None => match policy.spec.on_signal_missing {
                     OnSignalMissing::KeepLastValue => {
                         missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind_name()));
@@ -444,21 +448,28 @@ pub fn plan_excluding(
                 },
             };
             if let Some(v) = v {
-                values.entry(name.clone()).or_default().insert(idx, v);
+                kept.insert(idx, v);
                 combined.push(v);
             }
             breakdown.push(SignalValue {
                 signal: spec.kind_name(),
                 value: v,
-                detail: detail.clone(),
+                detail,
             });
+        }
+        if !kept.is_empty() {
+            match kept_values.last_mut() {
+                // pods sharing a name (invalid, but possible in a file) merge
+                Some((last, m)) if *last == name => m.extend(kept),
+                _ => kept_values.push((name.clone(), kept)),
+            }
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
             (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
             (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
             (CostOwner::Ours, Some(d))
-                if current_raw.as_deref() == Some(d.to_string().as_str()) =>
+                if current_raw.as_deref() == Some(decimal(&mut desired_text, d)) =>
             {
                 Action::Unchanged
             }
@@ -475,7 +486,7 @@ pub fn plan_excluding(
         plans.push(PodPlan {
             name,
             uid: pod.metadata.uid.clone().unwrap_or_default(),
-            node: node_name(pod),
+            node: node_of(pod).to_string(),
             replica_set: pod_rs(pod).map(|r| r.name.clone()),
             signals: breakdown,
             current_raw,
@@ -490,6 +501,7 @@ pub fn plan_excluding(
         });
     }
 
+    let values: PreviousValues = kept_values.into_iter().collect();
     let replica_sets =
         check_replica_sets(policy, &plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
     Plan {
@@ -510,17 +522,17 @@ fn evaluate_signal(
     spec: &ValidatedSignal,
     pods: &[&Pod],
     nodes: &HashMap<&str, &Node>,
-    pods_per_node: &HashMap<String, i64>,
+    pods_per_node: &HashMap<&str, i64>,
     samples: &SignalSamples,
     previous: &PreviousValues,
-    node_label: &dyn Fn(&Pod, &str) -> Option<String>,
 ) -> Vec<(Option<i64>, String)> {
-    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
-    let node_of = |p: &Pod| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default()
+    fn name(p: &Pod) -> &str {
+        p.metadata.name.as_deref().unwrap_or("")
+    }
+    let node_labels = |p: &Pod| {
+        nodes
+            .get(node_of(p))
+            .and_then(|n| n.metadata.labels.as_ref())
     };
     match spec {
         ValidatedSignal::BillingClass(b) => {
@@ -528,36 +540,49 @@ fn evaluate_signal(
                 BillingSource::NodeLabel(l) => (Some(l.as_str()), BillingPreset::Auto),
                 BillingSource::Preset(p) => (None, *p),
             };
-            let classes: Vec<Option<String>> = pods
+            // a node's class is the same for all its pods: derive it once per node
+            let mut by_node: HashMap<&str, Option<String>> = HashMap::new();
+            for p in pods {
+                by_node
+                    .entry(node_of(p))
+                    .or_insert_with(|| billing_class(node_labels(p), label, preset));
+            }
+            let classes: Vec<Option<&str>> = pods
                 .iter()
-                .map(|p| {
-                    let labels = nodes
-                        .get(node_of(p).as_str())
-                        .and_then(|n| n.metadata.labels.as_ref());
-                    billing_class(labels, label, preset)
-                })
+                .map(|p| by_node.get(node_of(p)).and_then(|c| c.as_deref()))
                 .collect();
             // over a class budget: the newest pods beyond it go first
-            let mut over: BTreeSet<usize> = BTreeSet::new();
+            let mut over = vec![false; pods.len()];
+            // creation times read once, not twice per comparison
+            let created: Vec<i128> = if b.budgets.is_empty() {
+                Vec::new()
+            } else {
+                pods.iter().map(|p| creation_ns(p)).collect()
+            };
             for (class, budget) in &b.budgets {
                 let mut on: Vec<usize> = (0..pods.len())
-                    .filter(|&i| classes[i].as_deref() == Some(class.as_str()))
+                    .filter(|&i| classes[i] == Some(class.as_str()))
                     .collect();
                 let excess = on.len().saturating_sub(*budget as usize);
+                if excess == 0 {
+                    continue;
+                }
                 on.sort_by(|&a, &b| {
-                    creation_ns(pods[b])
-                        .cmp(&creation_ns(pods[a]))
+                    created[b]
+                        .cmp(&created[a])
                         .then_with(|| pods[b].metadata.name.cmp(&pods[a].metadata.name))
                 });
-                over.extend(on.into_iter().take(excess));
+                for i in on.into_iter().take(excess) {
+                    over[i] = true;
+                }
             }
             let lo = b.over_budget_value().unwrap_or(spec.value_range().0);
             (0..pods.len())
                 .map(|i| {
-                    let class = classes[i].as_deref();
+                    let class = classes[i];
                     let base = b.cost_of(class);
                     let shown = class.unwrap_or("(none)");
-                    if over.contains(&i) {
+                    if over[i] {
                         (Some(lo), format!("{shown} (over budget)"))
                     } else {
                         (Some(i64::from(base)), shown.to_string())
@@ -571,7 +596,7 @@ fn evaluate_signal(
                 .map(|p| {
                     let n = name(p);
                     let prev = previous
-                        .get(&n)
+                        .get(n)
                         .and_then(|m| m.get(&idx))
                         .and_then(|v| u32::try_from(*v).ok());
                     let q = |v: f64| {
@@ -584,7 +609,7 @@ fn evaluate_signal(
                             u.hysteresis,
                         ))
                     };
-                    match by_pod.and_then(|m| m.get(&n)) {
+                    match by_pod.and_then(|m| m.get(n)) {
                         Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}")),
                         Some(Sample::Unusable(problem)) => (None, problem.to_string()),
                         None => (None, "no sample".to_string()),
@@ -592,24 +617,26 @@ fn evaluate_signal(
                 })
                 .collect()
         }
-        ValidatedSignal::NodeConsolidation(c) => pods
-            .iter()
-            .map(|p| {
-                let count = pods_per_node.get(&node_of(p)).copied().unwrap_or(0);
-                (
-                    Some(count.min(i64::from(c.max_pods))),
-                    format!("{count} pods on node"),
-                )
-            })
-            .collect(),
+        ValidatedSignal::NodeConsolidation(c) => {
+            // the detail depends only on the count: formatted once per count
+            let mut details: HashMap<i64, String> = HashMap::new();
+            pods.iter()
+                .map(|p| {
+                    let count = pods_per_node.get(node_of(p)).copied().unwrap_or(0);
+                    let detail = details
+                        .entry(count)
+                        .or_insert_with(|| format!("{count} pods on node"));
+                    (Some(count.min(i64::from(c.max_pods))), detail.clone())
+                })
+                .collect()
+        }
         ValidatedSignal::ZoneBalance(z) => {
-            let zones: Vec<String> = pods
-                .iter()
-                .map(|p| node_label(p, &z.topology_key).unwrap_or_default())
-                .collect();
             let mut per_zone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, z) in zones.iter().enumerate() {
-                per_zone.entry(z.as_str()).or_default().push(i);
+            for (i, p) in pods.iter().enumerate() {
+                let zone = node_labels(p)
+                    .and_then(|l| l.get(&z.topology_key))
+                    .map_or("", String::as_str);
+                per_zone.entry(zone).or_default().push(i);
             }
             let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
             let mut out = vec![(None, String::new()); pods.len()];
@@ -617,10 +644,13 @@ fn evaluate_signal(
                 // i-th pod of a zone with c pods sits at i + (fullest - c): zones
                 // lose pods round-robin from the fullest down
                 let c = members.len() as i64;
+                let detail = format!(
+                    "{} ({c} pods)",
+                    if zone.is_empty() { "(none)" } else { zone }
+                );
                 for (pos, &i) in members.iter().enumerate() {
                     let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
-                    let z = if zone.is_empty() { "(none)" } else { zone };
-                    out[i] = (Some(v), format!("{z} ({c} pods)"));
+                    out[i] = (Some(v), detail.clone());
                 }
             }
             out
@@ -643,59 +673,68 @@ fn check_replica_sets(
         now: opts.now,
     };
     // what upstream will read: the snapshot, with our patches if assumed landed
-    let patched: HashMap<&str, i32> = plans
-        .iter()
-        .filter_map(|p| match p.action {
-            Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
-            _ => None,
-        })
-        .collect();
-    let view = |p: &Pod| -> Pod {
-        let mut p = p.clone();
-        if let Some(c) = p.metadata.name.as_deref().and_then(|n| patched.get(n)) {
-            p.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(POD_DELETION_COST.to_string(), c.to_string());
+    let mut patched: HashMap<&str, i32> = HashMap::with_capacity(plans.len());
+    patched.extend(plans.iter().filter_map(|p| match p.action {
+        Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
+        _ => None,
+    }));
+    // Keys are built from the pods as they are, then given the patched cost:
+    // the cost annotation is the only thing a patch changes that the
+    // comparator reads, so this equals keying a patched copy of each pod
+    // without cloning it.
+    let key_of = |p: &Pod| -> PodKey {
+        let mut k = PodKey::from_pod(p).with_now(cmp.now);
+        if let Some(&c) = p.metadata.name.as_deref().and_then(|n| patched.get(n)) {
+            // what upstream parses from the decimal we write (tested)
+            k.cost = ParsedCost {
+                value: c,
+                problem: None,
+            };
         }
-        p
+        k
     };
-    let plan_by_name: HashMap<&str, &PodPlan> =
-        plans.iter().map(|p| (p.name.as_str(), p)).collect();
-    let mut groups: BTreeMap<Option<String>, Vec<&Pod>> = BTreeMap::new();
+    let mut plan_by_name: HashMap<&str, &PodPlan> = HashMap::with_capacity(plans.len());
+    plan_by_name.extend(plans.iter().map(|p| (p.name.as_str(), p)));
+    let mut groups: BTreeMap<Option<&str>, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         groups
-            .entry(pod_rs(p).map(|r| r.name.clone()))
+            .entry(pod_rs(p).map(|r| r.name.as_str()))
             .or_default()
             .push(p);
     }
+    // upstream orders every active pod a ReplicaSet owns, selected or not:
+    // one pass over the namespace for all groups, in the namespace's order
+    let mut owned_by: HashMap<&str, Vec<&Pod>> =
+        groups.keys().flatten().map(|n| (*n, Vec::new())).collect();
+    for p in ns_pods.iter().filter(|p| is_pod_active(p)) {
+        if let Some(owned) = pod_rs(p).and_then(|r| owned_by.get_mut(r.name.as_str())) {
+            owned.push(p);
+        }
+    }
+    // related pods depend only on the controller: computed once per controller
+    let mut related_by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
     let mut out = Vec::new();
     for (rs_name, members) in groups {
-        let rs = rs_name
-            .as_deref()
-            .and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
-        // upstream orders every active pod the ReplicaSet owns, selected or not
-        let owned: Vec<Pod> = match &rs_name {
-            Some(n) => ns_pods
-                .iter()
-                .filter(|p| is_pod_active(p) && pod_rs(p).is_some_and(|r| &r.name == n))
-                .map(|p| view(p))
-                .collect(),
-            None => members.iter().map(|p| view(p)).collect(),
+        let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
+        let owned: Vec<&Pod> = match rs_name {
+            Some(n) => owned_by.remove(n).unwrap_or_default(),
+            None => members,
         };
-        let related: Vec<Pod> = match rs {
-            Some(rs) => related_pods(rs, ns_rs, ns_pods)
-                .into_iter()
-                .map(view)
-                .collect(),
+        let related: &[&Pod] = match rs {
+            Some(rs) => match controller_of(rs.metadata.owner_references.as_ref()) {
+                Some(owner) => related_by_owner
+                    .entry(owner.uid.as_str())
+                    .or_insert_with(|| related_pods(owner, ns_rs, ns_pods)),
+                None => &[],
+            },
             None => {
-                if let Some(n) = &rs_name {
+                if let Some(n) = rs_name {
                     warnings.push(format!(
                         "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
                     ));
-                    owned.clone()
+                    &owned
                 } else {
-                    Vec::new()
+                    &[]
                 }
             }
         };
@@ -703,7 +742,10 @@ fn check_replica_sets(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let ordered = comparator::order_pods(&cmp, owned.iter(), related.iter());
+        let mut keys: Vec<PodKey> = owned.iter().map(|p| key_of(p)).collect();
+        assign_ranks(&mut keys, related.iter().copied());
+        let ranking = rank_pods(&cmp, &keys);
+        let ordered = OrderedPods { keys, ranking };
         let names: Vec<String> = ordered.in_order().map(|k| k.name.clone()).collect();
         let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
         let intended_costs: Vec<i32> = ordered
@@ -742,7 +784,7 @@ fn check_replica_sets(
             })
             .unwrap_or_default();
         out.push(ReplicaSetPlan {
-            name: rs_name.unwrap_or_else(|| "(none)".into()),
+            name: rs_name.unwrap_or("(none)").to_string(),
             deployment,
             predicted: names,
             intended_costs,
@@ -758,5 +800,9 @@ fn check_replica_sets(
     out
 }
 
+#[cfg(test)]
+mod equivalence;
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;
