@@ -20,7 +20,13 @@ use serde_json::json;
 
 const NAMESPACES: usize = 5;
 const POLICIES_PER_NS: usize = 10;
-const PODS_PER_POLICY: usize = 200;
+/// Pods per policy; `LOAD_PODS_PER_POLICY` overrides (default 200: 10,000 pods).
+fn pods_per_policy() -> usize {
+    std::env::var("LOAD_PODS_PER_POLICY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
 const NODES: usize = 300;
 const QPS: f64 = 500.0;
 const BURST: u32 = 50;
@@ -72,9 +78,18 @@ fn start_operator(fake: &FakeApi, dir: &tempfile::TempDir) -> OperatorProcess {
             "--log-format",
             "json",
         ])
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("LOAD_OPERATOR_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match std::env::var("LOAD_OPERATOR_LOG") {
+            // `LOAD_OPERATOR_LOG=FILE` keeps the operator's logs
+            Ok(path) => std::fs::File::create(path)
+                .map(Stdio::from)
+                .unwrap_or(Stdio::null()),
+            Err(_) => Stdio::null(),
+        })
         .spawn()
         .unwrap();
     OperatorProcess {
@@ -146,10 +161,10 @@ fn seed(fake: &FakeApi) {
                 "metadata": {"name": rs, "namespace": namespace, "uid": format!("{namespace}-{rs}"),
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": app,
                         "uid": format!("{namespace}-{app}"), "controller": true}]},
-                "spec": {"replicas": PODS_PER_POLICY, "selector": {"matchLabels": {"app": app}}}
+                "spec": {"replicas": pods_per_policy(), "selector": {"matchLabels": {"app": app}}}
             }))
             .unwrap();
-            for k in 0..PODS_PER_POLICY {
+            for k in 0..pods_per_policy() {
                 pod_i += 1;
                 fake.apply_json(pod_json(&namespace, &app, &rs, k, pod_i))
                     .unwrap();
@@ -195,7 +210,7 @@ fn pod_json(namespace: &str, app: &str, rs: &str, k: usize, i: usize) -> serde_j
 #[ignore = "load harness: run by hand, see the module doc"]
 async fn ten_thousand_pods_fifty_policies() {
     let fake = FakeApi::start().await;
-    let total = NAMESPACES * POLICIES_PER_NS * PODS_PER_POLICY;
+    let total = NAMESPACES * POLICIES_PER_NS * pods_per_policy();
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
     fake.clear_requests();

@@ -411,10 +411,6 @@ fn list(
     query: &Query,
 ) -> Result<Response, ApiError> {
     let sel = Selectors::parse(query.get("labelSelector"), query.get("fieldSelector"))?;
-    let store = lock(&sh.store);
-    let all = store.list(t.res, t.namespace.as_deref(), &sel);
-    let rv = store.rv();
-    drop(store);
     let offset = match query.get("continue").filter(|c| !c.is_empty()) {
         Some(c) => c
             .parse::<usize>()
@@ -426,10 +422,13 @@ fn list(
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let end = offset.saturating_add(limit).min(all.len());
-    let page = all.get(offset.min(all.len())..end).unwrap_or(&[]);
-    let cont = (end < all.len()).then(|| end.to_string());
-    Ok(json_response(200, &list_body(def, page, rv, cont)))
+    let store = lock(&sh.store);
+    let (page, total) = store.list_page(t.res, t.namespace.as_deref(), &sel, offset, limit);
+    let rv = store.rv();
+    drop(store);
+    let end = offset.saturating_add(page.len()).min(total);
+    let cont = (end < total).then(|| end.to_string());
+    Ok(json_response(200, &list_body(def, &page, rv, cont)))
 }
 
 fn watch_line(kind: &str, obj: &Value) -> Bytes {

@@ -399,6 +399,33 @@ impl Store {
 
     /// Objects of a resource in `ns` (all namespaces when `None`) matching the selectors,
     /// sorted by namespace and name.
+    /// One page of a LIST: clones only the page (lists of 100k pods are paged
+    /// 500 at a time; cloning everything per page was quadratic). Returns the
+    /// page and the number of matching objects.
+    pub fn list_page(
+        &self,
+        res: usize,
+        ns: Option<&str>,
+        sel: &Selectors,
+        offset: usize,
+        limit: usize,
+    ) -> (Vec<Value>, usize) {
+        let mut total = 0;
+        let mut page = Vec::new();
+        for (_, s) in self.objects[res]
+            .iter()
+            .filter(|((ons, _), _)| ns.is_none_or(|n| n == ons))
+            .filter(|(_, s)| sel.matches(&s.obj))
+        {
+            if total >= offset && page.len() < limit {
+                page.push(s.obj.clone());
+            }
+            total += 1;
+        }
+        (page, total)
+    }
+
+    /// Every matching object.
     pub fn list(&self, res: usize, ns: Option<&str>, sel: &Selectors) -> Vec<Value> {
         self.objects[res]
             .iter()
