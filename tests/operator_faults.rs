@@ -314,3 +314,93 @@ async fn two_replicas_racing_write_each_pod_once() {
     op_a.stop().await;
     op_b.stop().await;
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+async fn leader_gauge(port: u16) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    out.lines()
+        .find(|l| l.starts_with("deletion_cost_leader "))
+        .map(|l| l.trim_start_matches("deletion_cost_leader ").to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_lost_stops_writes_and_regained_resumes_them() {
+    let fake = FakeApi::start().await;
+    seed(
+        &fake,
+        6,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }),
+        None,
+    );
+    let port = free_port();
+    let mut cfg = config("operator-a", 50.0, 5);
+    cfg.leader_election = true;
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let op = Operator::start(&fake, cfg);
+    eventually(Duration::from_secs(30), "first pods written", || {
+        (0..6).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
+    })
+    .await;
+
+    // another replica takes the lease
+    let mut lease = fake
+        .get_json("leases", NS, "deletion-cost")
+        .expect("lease taken");
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    lease["spec"]["holderIdentity"] = json!("operator-b");
+    lease["spec"]["renewTime"] = json!(now);
+    lease["spec"]["acquireTime"] = json!(now);
+    lease["spec"]["leaseDurationSeconds"] = json!(20);
+    fake.apply_json(lease).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while leader_gauge(port).await.as_deref() != Some("0") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "operator-a never noticed the lost lease"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // a new pod while following: not written
+    fake.apply_json(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-new", "namespace": NS, "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
+        "spec": {"nodeName": "spot-0", "containers": [{"name": "app", "image": "app:1"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+    }))
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(leader_gauge(port).await.as_deref(), Some("0"));
+    assert_eq!(cost(&fake, "web-new"), None, "a follower wrote");
+
+    // operator-b stops renewing: operator-a takes the lease back and catches up
+    eventually(
+        Duration::from_secs(60),
+        "web-new written after regaining the lease",
+        || cost(&fake, "web-new").as_deref() == Some("0"),
+    )
+    .await;
+    let per_pod = successful_writes_per_pod(&fake);
+    assert!(per_pod.values().all(|c| *c == 1), "duplicates: {per_pod:?}");
+    op.stop().await;
+}
