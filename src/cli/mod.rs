@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions and dispatch. Each subcommand's
 //! module parses its flags, calls the pure core and formats the answer.
 
+pub mod cluster_flags;
 pub mod crd;
 pub mod plan;
 pub mod predict;

@@ -7,7 +7,6 @@ use std::path::Path;
 use clap::ValueEnum;
 
 use super::{print_out, CliError};
-use crate::comparator::{FeatureGates, KubeVersion};
 use crate::input::{parse_objects, read_source, RawObject};
 use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::DeletionCostPolicy;
@@ -139,33 +138,6 @@ fn policies(objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
     Ok(out)
 }
 
-fn parse_now(now: Option<&str>) -> Result<i128, CliError> {
-    match now {
-        Some(s) => s
-            .parse::<k8s_openapi::jiff::Timestamp>()
-            .map(|t| t.as_nanosecond())
-            .map_err(|e| CliError::bad_input(format!("--now {s:?}: not an RFC 3339 time: {e}"))),
-        None => Ok(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
-    }
-}
-
-/// Gates from `--kubernetes-version` defaults plus `--feature-gates` overrides.
-pub fn gates_from_flags(
-    version: Option<&str>,
-    overrides: Option<&str>,
-) -> Result<FeatureGates, CliError> {
-    let version: Option<KubeVersion> = version
-        .map(|v| v.parse().map_err(CliError::bad_input))
-        .transpose()?;
-    let base = version.map(FeatureGates::defaults_for).unwrap_or_default();
-    match overrides {
-        Some(spec) => base
-            .apply_overrides(spec, version)
-            .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}"))),
-        None => Ok(base),
-    }
-}
-
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let bundled = args.policy.is_none() && args.snapshot.is_none();
@@ -188,10 +160,12 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     };
     let policies = policies(&policy_objs)?;
     let snapshot = Snapshot::from_objects(&snapshot_objs).map_err(CliError::bad_input)?;
-    let now = parse_now(args.now.as_deref())?;
+    let now =
+        super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
+            .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
     let opts = PlanOptions {
-        gates: gates_from_flags(
+        gates: super::cluster_flags::gates_from_flags(
             args.kubernetes_version.as_deref(),
             args.feature_gates.as_deref(),
         )?,

@@ -105,28 +105,10 @@ pub struct Settings {
 impl Settings {
     /// Checks the flags; `default_now` is used when `--now` is absent.
     pub fn from_args(args: &PredictArgs, default_now: Timestamp) -> Result<Self, CliError> {
-        let now = match &args.now {
-            None => default_now,
-            Some(s) => s.trim().parse::<Timestamp>().map_err(|e| {
-                CliError::bad_input(format!(
-                    "--now {s:?}: expected an RFC 3339 time such as 2025-01-31T12:00:00Z: {e}"
-                ))
-            })?,
-        };
-        let kubernetes_version = args
-            .kubernetes_version
-            .as_deref()
-            .map(str::parse::<KubeVersion>)
-            .transpose()
-            .map_err(|e| CliError::bad_input(format!("--kubernetes-version: {e}")))?;
-        let base =
-            kubernetes_version.map_or_else(FeatureGates::default, FeatureGates::defaults_for);
-        let gates = match &args.feature_gates {
-            None => base,
-            Some(spec) => base
-                .apply_overrides(spec, kubernetes_version)
-                .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}")))?,
-        };
+        let now = super::cluster_flags::parse_now(args.now.as_deref(), default_now)?;
+        let kubernetes_version =
+            super::cluster_flags::parse_version(args.kubernetes_version.as_deref())?;
+        let gates = super::cluster_flags::gates(kubernetes_version, args.feature_gates.as_deref())?;
         Ok(Self {
             now,
             gates,

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::plan::gates_from_flags;
+use super::cluster_flags::gates_from_flags;
 use super::CliError;
 use crate::controller::{self, RunConfig};
 use crate::hook::{HookConfig, TlsFiles};
