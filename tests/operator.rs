@@ -13,7 +13,10 @@ use deletion_cost::controller::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use serde_json::{json, Value};
-use support::operator::{config, eventually, Operator, NS};
+use support::operator::{
+    condition, config, cost, eventually, free_port, http_get, owner, successful_writes_per_pod,
+    Operator, NS,
+};
 
 fn node(fake: &FakeApi, name: &str, capacity: &str) {
     fake.apply_json(json!({
@@ -74,26 +77,6 @@ fn cluster(fake: &FakeApi, n: usize) {
         pod(fake, &format!("web-{i:04}"), &node, BTreeMap::new());
     }
     policy(fake);
-}
-
-fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
-    fake.get_json("pods", NS, pod)?
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            POD_DELETION_COST.replace('/', "~1")
-        ))?
-        .as_str()
-        .map(String::from)
-}
-
-fn owner(fake: &FakeApi, pod: &str) -> Option<String> {
-    fake.get_json("pods", NS, pod)?
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            POLICY_ANNOTATION.replace('/', "~1")
-        ))?
-        .as_str()
-        .map(String::from)
 }
 
 fn expected(i: usize) -> &'static str {
@@ -261,12 +244,7 @@ async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
-    for r in pod_patches(&fake).iter().filter(|r| r.status == 200) {
-        *per_pod
-            .entry(r.name.clone().unwrap_or_default())
-            .or_default() += 1;
-    }
+    let per_pod = successful_writes_per_pod(&fake);
     assert_eq!(per_pod.len(), n, "every pod written");
     let dup: Vec<_> = per_pod.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dup.is_empty(), "written twice: {dup:?}");
@@ -389,40 +367,6 @@ async fn dry_run_writes_nothing() {
     op.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
-async fn http_get(port: u16, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    let code = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
-}
-
-fn status_condition(fake: &FakeApi, name: &str, type_: &str) -> Option<Value> {
-    fake.get_json("deletioncostpolicies", NS, name)?
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     let fake = FakeApi::start().await;
@@ -447,7 +391,7 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     )
     .await;
     eventually(Duration::from_secs(10), "Conflict on the loser", || {
-        status_condition(&fake, "zzz-newer", "Conflict").is_some_and(|c| c["status"] == "True")
+        condition(&fake, "zzz-newer", "Conflict").is_some_and(|c| c["status"] == "True")
     })
     .await;
     assert!((0..8).all(|i| owner(&fake, &format!("web-{i:04}")).as_deref() == Some("web")));
@@ -508,7 +452,7 @@ async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
         "range": {"min": 0, "max": 1}, "buckets": 0}}]);
     fake.apply_json(pol).unwrap();
     eventually(Duration::from_secs(10), "InvalidSpec", || {
-        status_condition(&fake, "web", "Ready").is_some_and(|c| {
+        condition(&fake, "web", "Ready").is_some_and(|c| {
             c["reason"] == "InvalidSpec" && c["message"].to_string().contains("buckets")
         })
     })

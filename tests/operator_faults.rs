@@ -14,7 +14,10 @@ use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost::testing::fake_api::{FakeApi, Fault, Verb};
 use serde_json::{json, Value};
-use support::operator::{config, eventually, Operator, NS};
+use support::operator::{
+    condition, config, cost, eventually, free_port, http_get, successful_writes_per_pod, Operator,
+    NS,
+};
 use support::prometheus::{openmetrics, unix_now, PrometheusServer};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
@@ -54,39 +57,6 @@ fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>)
         "spec": policy_spec
     }))
     .unwrap();
-}
-
-fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
-    fake.get_json("pods", NS, pod)?
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            POD_DELETION_COST.replace('/', "~1")
-        ))?
-        .as_str()
-        .map(String::from)
-}
-
-fn condition(fake: &FakeApi, type_: &str) -> Option<Value> {
-    fake.get_json("deletioncostpolicies", NS, "web")?
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
-fn successful_writes_per_pod(fake: &FakeApi) -> BTreeMap<String, usize> {
-    let mut per_pod = BTreeMap::new();
-    for r in fake
-        .requests_for(Verb::Patch, "pods")
-        .iter()
-        .filter(|r| r.status == 200)
-    {
-        *per_pod
-            .entry(r.name.clone().unwrap_or_default())
-            .or_default() += 1;
-    }
-    per_pod
 }
 
 /// A TCP front for Prometheus the test can switch: refuse, answer garbage,
@@ -185,13 +155,13 @@ async fn bad_signal_data_changes_no_cost_and_recovery_stays_under_the_limit() {
 
     // Prometheus unreachable, then answering garbage: no pod is touched
     eventually(Duration::from_secs(15), "SignalsAvailable=False", || {
-        condition(&fake, "SignalsAvailable")
+        condition(&fake, "web", "SignalsAvailable")
             .is_some_and(|c| c["status"] == "False" && c["reason"] == "Unreachable")
     })
     .await;
     switch.set(GARBAGE);
     eventually(Duration::from_secs(15), "InvalidBody reported", || {
-        condition(&fake, "SignalsAvailable").is_some_and(|c| c["reason"] == "InvalidBody")
+        condition(&fake, "web", "SignalsAvailable").is_some_and(|c| c["reason"] == "InvalidBody")
     })
     .await;
     assert!(
@@ -207,7 +177,7 @@ async fn bad_signal_data_changes_no_cost_and_recovery_stays_under_the_limit() {
     })
     .await;
     eventually(Duration::from_secs(10), "SignalsAvailable=True", || {
-        condition(&fake, "SignalsAvailable").is_some_and(|c| c["status"] == "True")
+        condition(&fake, "web", "SignalsAvailable").is_some_and(|c| c["status"] == "True")
     })
     .await;
     let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(1));
@@ -315,24 +285,9 @@ async fn two_replicas_racing_write_each_pod_once() {
     op_b.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
 async fn leader_gauge(port: u16) -> Option<String> {
-    use tokio::io::AsyncReadExt;
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    out.lines()
+    let (_, body) = http_get(port, "/metrics").await;
+    body.lines()
         .find(|l| l.starts_with("deletion_cost_leader "))
         .map(|l| l.trim_start_matches("deletion_cost_leader ").to_string())
 }

@@ -6,6 +6,26 @@ use k8s_openapi::jiff::Timestamp;
 use super::CliError;
 use crate::comparator::{FeatureGates, KubeVersion};
 
+/// `--feature-gates` and `--kubernetes-version`: the gates of the cluster's
+/// controller-manager.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct GateFlags {
+    /// Gate overrides, e.g. `PodDeletionCost=false,LogarithmicScaleDown=true`.
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Server version whose gate defaults apply (before --feature-gates), e.g. 1.30.
+    #[arg(long, value_name = "X.Y")]
+    pub kubernetes_version: Option<String>,
+}
+
+impl GateFlags {
+    /// The parsed version (if given) and the gates in force.
+    pub fn resolve(&self) -> Result<(Option<KubeVersion>, FeatureGates), CliError> {
+        let version = parse_version(self.kubernetes_version.as_deref())?;
+        Ok((version, gates(version, self.feature_gates.as_deref())?))
+    }
+}
+
 /// Parses `--now` (RFC 3339), or returns `default` when absent.
 pub fn parse_now(now: Option<&str>, default: Timestamp) -> Result<Timestamp, CliError> {
     match now {
@@ -39,12 +59,4 @@ pub fn gates(
             .apply_overrides(spec, version)
             .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}"))),
     }
-}
-
-/// `--kubernetes-version` and `--feature-gates` together.
-pub fn gates_from_flags(
-    version: Option<&str>,
-    overrides: Option<&str>,
-) -> Result<FeatureGates, CliError> {
-    gates(parse_version(version)?, overrides)
 }

@@ -65,12 +65,9 @@ pub struct PlanArgs {
     /// Time used for the comparator's log2 buckets (RFC 3339; default: now).
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
-    /// Feature gates of the cluster (PodDeletionCost=BOOL,LogarithmicScaleDown=BOOL).
-    #[arg(long, value_name = "GATES")]
-    pub feature_gates: Option<String>,
-    /// Kubernetes minor version whose gate defaults apply (e.g. 1.33).
-    #[arg(long, value_name = "X.Y")]
-    pub kubernetes_version: Option<String>,
+    /// The cluster's feature gates.
+    #[command(flatten)]
+    pub gates: super::cluster_flags::GateFlags,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -165,10 +162,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
     let opts = PlanOptions {
-        gates: super::cluster_flags::gates_from_flags(
-            args.kubernetes_version.as_deref(),
-            args.feature_gates.as_deref(),
-        )?,
+        gates: args.gates.resolve()?.1,
         now: Some(now),
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,

@@ -74,12 +74,9 @@ pub struct PredictArgs {
     /// The controller's `now` for the log2 time buckets (default: current time).
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
-    /// Gate overrides, e.g. `PodDeletionCost=false,LogarithmicScaleDown=true`.
-    #[arg(long, value_name = "GATES")]
-    pub feature_gates: Option<String>,
-    /// Server version whose gate defaults apply (before --feature-gates), e.g. 1.30.
-    #[arg(long, value_name = "X.Y")]
-    pub kubernetes_version: Option<String>,
+    /// The cluster's feature gates.
+    #[command(flatten)]
+    pub gates: super::cluster_flags::GateFlags,
     /// Only the first N pods of each ReplicaSet: the victims of scaling in by N.
     // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -106,9 +103,7 @@ impl Settings {
     /// Checks the flags; `default_now` is used when `--now` is absent.
     pub fn from_args(args: &PredictArgs, default_now: Timestamp) -> Result<Self, CliError> {
         let now = super::cluster_flags::parse_now(args.now.as_deref(), default_now)?;
-        let kubernetes_version =
-            super::cluster_flags::parse_version(args.kubernetes_version.as_deref())?;
-        let gates = super::cluster_flags::gates(kubernetes_version, args.feature_gates.as_deref())?;
+        let (kubernetes_version, gates) = args.gates.resolve()?;
         Ok(Self {
             now,
             gates,

@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::cluster_flags::gates_from_flags;
 use super::CliError;
 use crate::controller::{self, RunConfig};
 use crate::hook::{HookConfig, TlsFiles};
@@ -46,12 +45,9 @@ pub struct RunArgs {
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
-    /// Feature gates of the cluster (PodDeletionCost=BOOL,LogarithmicScaleDown=BOOL).
-    #[arg(long, value_name = "GATES")]
-    pub feature_gates: Option<String>,
-    /// Kubernetes minor version whose gate defaults apply (e.g. 1.33).
-    #[arg(long, value_name = "X.Y")]
-    pub kubernetes_version: Option<String>,
+    /// The cluster's feature gates.
+    #[command(flatten)]
+    pub gates: super::cluster_flags::GateFlags,
     /// Seconds SIGTERM waits for in-flight writes.
     #[arg(long, value_name = "SECONDS", default_value_t = 20)]
     pub shutdown_grace: u64,
@@ -83,10 +79,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--prometheus-timeout must be a positive number of seconds",
         ));
     }
-    let gates = gates_from_flags(
-        args.kubernetes_version.as_deref(),
-        args.feature_gates.as_deref(),
-    )?;
+    let (_, gates) = args.gates.resolve()?;
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
         return Err(CliError::bad_input(
             "--hook-settle-delay must be a number of seconds >= 0",

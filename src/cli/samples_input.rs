@@ -2,9 +2,8 @@
 
 use super::CliError;
 use crate::plan::ResolvedPolicy;
-use crate::policy::validate::{Target, Utilization};
-use crate::policy::LabelSelector;
-use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient, DEFAULT_TIMEOUT};
+use crate::policy::validate::Utilization;
+use crate::signals::prometheus::{PrometheusClient, SignalFetchError, DEFAULT_TIMEOUT};
 use crate::signals::samples::{read_samples, SignalSpec as SampleSignal};
 use crate::signals::SignalSamples;
 
@@ -47,29 +46,23 @@ pub fn load(
 /// Queries Prometheus once per utilisation signal of the policy.
 pub fn query(url: &str, policy: &ResolvedPolicy) -> Result<SignalSamples, CliError> {
     let client = PrometheusClient::new(url).map_err(CliError::bad_input)?;
-    let labels = match &policy.spec.target {
-        Target::Selector(LabelSelector { match_labels, .. }) => match_labels.clone(),
-        Target::Workload(_) => Default::default(),
-    };
+    let labels = policy.spec.selector_labels();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
     let mut out = SignalSamples::default();
     for (index, u) in utilization_signals(policy) {
-        let rendered = render_query(&u.query, &policy.namespace, &labels).map_err(|e| {
-            CliError::bad_input(format!(
-                "spec.signals[{index}].utilization.prometheus.query: {e}"
-            ))
-        })?;
-        let opts = FetchOptions {
-            timeout: DEFAULT_TIMEOUT,
-            max_age: Some(u.max_age),
-            ..Default::default()
-        };
         let fetched = runtime
-            .block_on(client.fetch_utilization(&rendered, &u.pod_label, &opts))
-            .map_err(|e| CliError::failure(format!("--prometheus {url}: {e}")))?;
+            .block_on(client.fetch_signal(u, &policy.namespace, &labels, DEFAULT_TIMEOUT))
+            .map_err(|e| match e {
+                SignalFetchError::Query(e) => CliError::bad_input(format!(
+                    "spec.signals[{index}].utilization.prometheus.query: {e}"
+                )),
+                SignalFetchError::Prometheus(e) => {
+                    CliError::failure(format!("--prometheus {url}: {e}"))
+                }
+            })?;
         tracing::info!(
             signal = index,
             series = fetched.meta.series,

@@ -33,9 +33,8 @@ use crate::apply::{
 use crate::comparator::{FeatureGates, POD_DELETION_COST};
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
-use crate::policy::validate::Target;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
-use crate::signals::prometheus::{render_query, FetchOptions, PrometheusClient};
+use crate::signals::prometheus::{PrometheusClient, SignalFetchError};
 use crate::signals::SignalSamples;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
@@ -691,32 +690,23 @@ async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut Pol
         ));
         return;
     };
-    let labels = match &policy.spec.target {
-        Target::Selector(s) => s.match_labels.clone(),
-        Target::Workload(_) => BTreeMap::new(),
-    };
+    let labels = policy.spec.selector_labels();
     let mut error = None;
     for (index, u) in util {
-        let query = match render_query(&u.query, &policy.namespace, &labels) {
-            Ok(q) => q,
-            Err(e) => {
+        let fetched = prom
+            .fetch_signal(u, &policy.namespace, &labels, ctx.config.prometheus_timeout)
+            .await;
+        match fetched {
+            Ok(fetched) => {
+                state.samples.utilization.insert(index, fetched.samples);
+            }
+            Err(SignalFetchError::Query(e)) => {
                 error = Some((
                     "BadQuery".to_string(),
                     format!("spec.signals[{index}].utilization.prometheus.query: {e}"),
                 ));
-                continue;
             }
-        };
-        let opts = FetchOptions {
-            timeout: ctx.config.prometheus_timeout,
-            max_age: Some(u.max_age),
-            ..Default::default()
-        };
-        match prom.fetch_utilization(&query, &u.pod_label, &opts).await {
-            Ok(fetched) => {
-                state.samples.utilization.insert(index, fetched.samples);
-            }
-            Err(e) => {
+            Err(SignalFetchError::Prometheus(e)) => {
                 ctx.metrics
                     .signal_fetch_errors
                     .get_or_create(&PolicyReason {

@@ -328,6 +328,15 @@ impl ValidatedPolicy {
         total.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32
     }
 
+    /// Labels that `$selector` in a query stands for: the selector's
+    /// `matchLabels` (none for a `targetRef`).
+    pub fn selector_labels(&self) -> BTreeMap<String, String> {
+        match &self.target {
+            Target::Selector(s) => s.match_labels.clone(),
+            Target::Workload(_) => BTreeMap::new(),
+        }
+    }
+
     /// The utilisation signals with their index in `signals`.
     pub fn utilization_signals(&self) -> Vec<(usize, &Utilization)> {
         self.signals

@@ -37,6 +37,17 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Why one utilisation signal could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalFetchError {
+    /// The policy's query template does not render (unknown placeholder).
+    #[error("prometheus.query: {0}")]
+    Query(QueryTemplateError),
+    /// Prometheus could not answer it.
+    #[error(transparent)]
+    Prometheus(PromError),
+}
+
 /// A query template that cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryTemplateError {
@@ -229,6 +240,28 @@ impl PrometheusClient {
     /// The URL this client queries.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Reads one utilisation signal of a policy: renders its query for the
+    /// namespace and selector labels, then runs it with the signal's pod
+    /// label and `maxAge`.
+    pub async fn fetch_signal(
+        &self,
+        signal: &crate::policy::validate::Utilization,
+        namespace: &str,
+        match_labels: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<Fetched, SignalFetchError> {
+        let query = render_query(&signal.query, namespace, match_labels)
+            .map_err(SignalFetchError::Query)?;
+        let opts = FetchOptions {
+            timeout,
+            max_age: Some(signal.max_age),
+            ..Default::default()
+        };
+        self.fetch_utilization(&query, &signal.pod_label, &opts)
+            .await
+            .map_err(SignalFetchError::Prometheus)
     }
 
     /// Runs one instant `query` (already rendered, see [`render_query`]) and

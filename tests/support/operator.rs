@@ -86,3 +86,74 @@ pub async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> b
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An annotation of a pod in `shop`, as the fake API server holds it.
+pub fn annotation(fake: &FakeApi, pod: &str, key: &str) -> Option<String> {
+    fake.get_json("pods", NS, pod)?
+        .pointer(&format!("/metadata/annotations/{}", key.replace('/', "~1")))?
+        .as_str()
+        .map(String::from)
+}
+
+/// The pod's deletion cost annotation.
+pub fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
+    annotation(fake, pod, deletion_cost::comparator::POD_DELETION_COST)
+}
+
+/// The policy that wrote the pod's cost.
+pub fn owner(fake: &FakeApi, pod: &str) -> Option<String> {
+    annotation(fake, pod, deletion_cost::plan::POLICY_ANNOTATION)
+}
+
+/// A status condition of a policy in `shop`.
+pub fn condition(fake: &FakeApi, policy: &str, type_: &str) -> Option<serde_json::Value> {
+    fake.get_json("deletioncostpolicies", NS, policy)?
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// Pod patches that landed (HTTP 200), per pod.
+pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<String, usize> {
+    let mut per_pod = std::collections::BTreeMap::new();
+    for r in fake
+        .requests_for(deletion_cost::testing::fake_api::Verb::Patch, "pods")
+        .iter()
+        .filter(|r| r.status == 200)
+    {
+        *per_pod
+            .entry(r.name.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    per_pod
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// `GET path` on 127.0.0.1:port: (status code, whole response).
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return (0, String::new());
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if s.write_all(request.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, out)
+}
