@@ -1,8 +1,6 @@
 //! Upstream's `ActivePodsWithRanks.Less`, a sort that never panics on it, and
 //! an exact check of whether it was a strict weak order on the given pods.
 
-use std::collections::BTreeMap;
-
 use super::gates::FeatureGates;
 use super::key::{GoTime, PodKey};
 
@@ -66,11 +64,50 @@ pub struct Comparator {
 }
 
 /// Upstream's `afterOrZero`: zero times first, otherwise the later time first.
-fn after_or_zero(t1: GoTime, t2: GoTime) -> bool {
+fn after_or_zero<T: Ord>(t1: Option<T>, t2: Option<T>) -> bool {
     match (t1, t2) {
         (None, _) => true,
         (Some(_), None) => false,
         (Some(a), Some(b)) => a > b,
+    }
+}
+
+/// What rules 6-8 read, over the two layouts that carry it: a [`PodKey`] and
+/// the sort's packed [`SortRec`]. One implementation of the rules serves both.
+trait TailFields {
+    /// A non-zero timestamp; only its order and equality matter.
+    type Time: Copy + Ord;
+    fn ready(&self) -> bool;
+    fn ready_time(&self) -> Option<Self::Time>;
+    fn ready_bucket(&self) -> i64;
+    fn restarts(&self) -> i64;
+    fn sidecar_restarts(&self) -> i64;
+    fn created(&self) -> Option<Self::Time>;
+    fn created_bucket(&self) -> i64;
+}
+
+impl TailFields for PodKey {
+    type Time = i128;
+    fn ready(&self) -> bool {
+        self.ready
+    }
+    fn ready_time(&self) -> GoTime {
+        self.ready_time
+    }
+    fn ready_bucket(&self) -> i64 {
+        self.ready_bucket
+    }
+    fn restarts(&self) -> i64 {
+        self.restarts
+    }
+    fn sidecar_restarts(&self) -> i64 {
+        self.sidecar_restarts
+    }
+    fn created(&self) -> GoTime {
+        self.created
+    }
+    fn created_bucket(&self) -> i64 {
+        self.created_bucket
     }
 }
 
@@ -80,11 +117,11 @@ impl Comparator {
     pub fn decide(&self, a: &PodKey, b: &PodKey) -> (bool, Rule) {
         match self.decide_head(a, b) {
             Some(r) => r,
-            None => self.decide_tail(&Tail::of(a), &Tail::of(b), || a.uid < b.uid),
+            None => self.decide_tail(a, b, || a.uid < b.uid),
         }
     }
 
-    /// Rules 1-5, which form a lexicographic key (see [`FastKey`]).
+    /// Rules 1-5, which form a lexicographic key (see [`SortRec`]).
     fn decide_head(&self, a: &PodKey, b: &PodKey) -> Option<(bool, Rule)> {
         // 1. Unassigned < assigned. Upstream: names differ and one is empty,
         // which is exactly "one of the two is empty" (no string compare needed).
@@ -112,28 +149,36 @@ impl Comparator {
 
     /// Rules 6-8, for pods equal under rules 1-5. `uid_less` answers
     /// `a.uid < b.uid` (the sort passes a cheaper equivalent).
-    fn decide_tail(&self, a: &Tail, b: &Tail, uid_less: impl Fn() -> bool) -> (bool, Rule) {
+    #[inline]
+    fn decide_tail<T: TailFields>(
+        &self,
+        a: &T,
+        b: &T,
+        uid_less: impl Fn() -> bool,
+    ) -> (bool, Rule) {
         // 6. Been ready for empty time < less time < more time
-        if a.ready && b.ready && a.ready_time != b.ready_time {
-            let buckets = (a.ready_bucket, b.ready_bucket);
-            if let Some(r) = self.time_rule(a.ready_time, b.ready_time, buckets, true, &uid_less) {
+        if a.ready() && b.ready() && a.ready_time() != b.ready_time() {
+            let buckets = (a.ready_bucket(), b.ready_bucket());
+            let (t1, t2) = (a.ready_time(), b.ready_time());
+            if let Some(r) = self.time_rule(t1, t2, buckets, true, &uid_less) {
                 return r;
             }
         }
         // 7. Pods with containers with higher restart counts < lower restart counts
-        if a.restarts != b.restarts {
-            return (a.restarts > b.restarts, Rule::Restarts);
+        if a.restarts() != b.restarts() {
+            return (a.restarts() > b.restarts(), Rule::Restarts);
         }
-        if a.sidecar_restarts != b.sidecar_restarts {
+        if a.sidecar_restarts() != b.sidecar_restarts() {
             return (
-                a.sidecar_restarts > b.sidecar_restarts,
+                a.sidecar_restarts() > b.sidecar_restarts(),
                 Rule::SidecarRestarts,
             );
         }
         // 8. Empty creation time pods < newer pods < older pods
-        if a.created != b.created {
-            let buckets = (a.created_bucket, b.created_bucket);
-            if let Some(r) = self.time_rule(a.created, b.created, buckets, false, &uid_less) {
+        if a.created() != b.created() {
+            let buckets = (a.created_bucket(), b.created_bucket());
+            let (t1, t2) = (a.created(), b.created());
+            if let Some(r) = self.time_rule(t1, t2, buckets, false, &uid_less) {
                 return r;
             }
         }
@@ -141,10 +186,11 @@ impl Comparator {
     }
 
     /// Rules 6 and 8 once the two times are known to differ.
-    fn time_rule(
+    #[inline]
+    fn time_rule<T: Ord>(
         &self,
-        t1: GoTime,
-        t2: GoTime,
+        t1: Option<T>,
+        t2: Option<T>,
         (r1, r2): (i64, i64),
         ready: bool,
         uid_less: &impl Fn() -> bool,
@@ -158,11 +204,11 @@ impl Comparator {
         {
             return Some((after_or_zero(t1, t2), plain));
         }
-        let diff = r1 - r2;
-        if diff == 0 {
-            return Some((uid_less(), uid));
+        // upstream subtracts the buckets; they are small, so comparing is the same
+        match r1.cmp(&r2) {
+            std::cmp::Ordering::Equal => Some((uid_less(), uid)),
+            o => Some((o == std::cmp::Ordering::Less, plain)),
         }
-        Some((diff < 0, plain))
     }
 
     /// Upstream's `Less(i, j)`.
@@ -170,9 +216,10 @@ impl Comparator {
         self.decide(a, b).0
     }
 
-    /// True when the log-bucket UID tie-break is in force for these two times.
-    fn uid_tiebreak(&self, t: GoTime) -> bool {
-        self.gates.logarithmic_scale_down && self.now.is_some() && t.is_some()
+    /// True when the log-bucket UID tie-break is in force for a time that is
+    /// not zero.
+    fn uid_tiebreak(&self) -> bool {
+        self.gates.logarithmic_scale_down && self.now.is_some()
     }
 }
 
@@ -208,92 +255,216 @@ impl Ranking {
     }
 }
 
-/// The fields rules 6-8 read (copied out of a [`PodKey`]; the copy is cheap
-/// and lets `decide` and the sort share one implementation of the rules).
-#[derive(Debug, Clone, Copy)]
-struct Tail {
-    ready: bool,
-    ready_time: GoTime,
-    ready_bucket: i64,
-    restarts: i64,
-    sidecar_restarts: i64,
-    created: GoTime,
-    created_bucket: i64,
-}
+/// Zero time in a [`SortRec`] (a real time never maps to it).
+const ZERO_TIME: i64 = i64::MIN;
 
-impl Tail {
-    fn of(k: &PodKey) -> Self {
-        Self {
-            ready: k.ready,
-            ready_time: k.ready_time,
-            ready_bucket: k.ready_bucket,
-            restarts: k.restarts,
-            sidecar_restarts: k.sidecar_restarts,
-            created: k.created,
-            created_bucket: k.created_bucket,
-        }
-    }
-}
-
-/// Rules 1-5 packed into one integer, plus the first 8 UID bytes: the sort
-/// compares these instead of strings. Same answers as [`Comparator::less`].
+/// One pod's comparator inputs packed into 64 bytes, so the sort and the
+/// check stream through one contiguous array instead of chasing each
+/// [`PodKey`]'s heap data. Answers exactly as [`Comparator::decide`].
 #[derive(Debug, Clone, Copy)]
-struct FastKey {
-    /// assigned (1 bit), phase ordinal (8), ready (1), cost (32, 0 when the
-    /// gate is off), then rank reversed (64): smaller means deleted first.
-    head: u128,
+struct SortRec {
+    /// Rules 1-4: assigned (1 bit), phase ordinal (8), ready (1), cost (32,
+    /// 0 when the gate is off); smaller means deleted first.
+    head: u64,
+    /// Rule 5: rank reversed, so smaller means deleted first.
+    rank: u64,
     /// First 8 bytes of the UID, big-endian, zero-padded: ordered like the
     /// strings whenever the two differ.
     uid8: u64,
+    /// Ready time and creation time, [`ZERO_TIME`] for zero; only order and
+    /// equality matter, so out-of-range inputs are replaced by their ranks.
+    ready_time: i64,
+    created: i64,
+    ready_bucket: i32,
+    created_bucket: i32,
+    restarts: i32,
+    sidecar_restarts: i32,
+    /// Index of the pod in the keys given.
+    idx: u32,
+    ready: bool,
 }
 
-impl FastKey {
-    fn new(cmp: &Comparator, k: &PodKey) -> Self {
-        // order-preserving maps of signed values to unsigned ones
-        let cost = if cmp.gates.pod_deletion_cost {
-            (k.cost.value as u32) ^ (1 << 31)
-        } else {
-            0
+impl TailFields for SortRec {
+    type Time = i64;
+    fn ready(&self) -> bool {
+        self.ready
+    }
+    fn ready_time(&self) -> Option<i64> {
+        (self.ready_time != ZERO_TIME).then_some(self.ready_time)
+    }
+    fn ready_bucket(&self) -> i64 {
+        self.ready_bucket.into()
+    }
+    fn restarts(&self) -> i64 {
+        self.restarts.into()
+    }
+    fn sidecar_restarts(&self) -> i64 {
+        self.sidecar_restarts.into()
+    }
+    fn created(&self) -> Option<i64> {
+        (self.created != ZERO_TIME).then_some(self.created)
+    }
+    fn created_bucket(&self) -> i64 {
+        self.created_bucket.into()
+    }
+}
+
+/// Order-preserving narrowing of one field over all keys: the values
+/// themselves when they all fit in `[lo, hi]`, otherwise their dense ranks
+/// (only the order and equality of these fields are ever read).
+fn narrow<T: Copy + Ord + TryInto<i64>>(values: Vec<T>, lo: i64, hi: i64) -> Vec<i64> {
+    let direct: Option<Vec<i64>> = values
+        .iter()
+        .map(|&v| v.try_into().ok().filter(|v| (lo..=hi).contains(v)))
+        .collect();
+    if let Some(direct) = direct {
+        return direct;
+    }
+    let mut sorted = values.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    values
+        .iter()
+        // the ranks are < values.len(), far below `hi - lo`
+        .map(|v| lo + sorted.binary_search(v).unwrap_or(0) as i64)
+        .collect()
+}
+
+/// Packs every key; see [`SortRec`]. `keys.len()` must fit in `u32`.
+fn pack(cmp: &Comparator, keys: &[PodKey]) -> Vec<SortRec> {
+    let time = |t: GoTime| t.unwrap_or(i128::MIN);
+    // fast path: every field fits as it is (always, for real pods)
+    let fits = |k: &PodKey| {
+        let t_ok =
+            |t: GoTime| t.is_none_or(|t| t > i128::from(ZERO_TIME) && t <= i128::from(i64::MAX));
+        let i32_ok = |v: i64| i32::try_from(v).is_ok();
+        t_ok(k.ready_time)
+            && t_ok(k.created)
+            && i32_ok(k.ready_bucket)
+            && i32_ok(k.created_bucket)
+            && i32_ok(k.restarts)
+            && i32_ok(k.sidecar_restarts)
+    };
+    let narrowed = (!keys.iter().all(fits)).then(|| {
+        // above ZERO_TIME, which zero times get below
+        let times = |f: fn(&PodKey) -> GoTime| {
+            narrow(
+                keys.iter().map(|k| time(f(k))).collect(),
+                ZERO_TIME + 1,
+                i64::MAX,
+            )
         };
-        let rank_rev = !((k.rank as u64) ^ (1 << 63));
-        let head = (u128::from(!k.node_name.is_empty()) << 105)
-            | (u128::from(k.phase_ordinal) << 97)
-            | (u128::from(k.ready) << 96)
-            | (u128::from(cost) << 64)
-            | u128::from(rank_rev);
-        let mut b = [0u8; 8];
-        let n = k.uid.len().min(8);
-        b[..n].copy_from_slice(&k.uid.as_bytes()[..n]);
-        Self {
-            head,
-            uid8: u64::from_be_bytes(b),
-        }
-    }
+        let small = |f: fn(&PodKey) -> i64| {
+            narrow(
+                keys.iter().map(f).collect(),
+                i32::MIN.into(),
+                i32::MAX.into(),
+            )
+        };
+        (
+            times(|k| k.ready_time),
+            times(|k| k.created),
+            small(|k| k.ready_bucket),
+            small(|k| k.created_bucket),
+            small(|k| k.restarts),
+            small(|k| k.sidecar_restarts),
+        )
+    });
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| {
+            // order-preserving maps of signed values to unsigned ones
+            let cost = if cmp.gates.pod_deletion_cost {
+                (k.cost.value as u32) ^ (1 << 31)
+            } else {
+                0
+            };
+            let head = (u64::from(!k.node_name.is_empty()) << 41)
+                | (u64::from(k.phase_ordinal) << 33)
+                | (u64::from(k.ready) << 32)
+                | u64::from(cost);
+            let mut b = [0u8; 8];
+            let n = k.uid.len().min(8);
+            b[..n].copy_from_slice(&k.uid.as_bytes()[..n]);
+            // values checked or narrowed above, so the casts are exact
+            let (rt, cr, rb, cb, rs, ss) = match &narrowed {
+                None => (
+                    time(k.ready_time) as i64,
+                    time(k.created) as i64,
+                    k.ready_bucket,
+                    k.created_bucket,
+                    k.restarts,
+                    k.sidecar_restarts,
+                ),
+                Some(n) => (n.0[i], n.1[i], n.2[i], n.3[i], n.4[i], n.5[i]),
+            };
+            SortRec {
+                head,
+                rank: !((k.rank as u64) ^ (1 << 63)),
+                uid8: u64::from_be_bytes(b),
+                ready_time: if k.ready_time.is_none() {
+                    ZERO_TIME
+                } else {
+                    rt
+                },
+                created: if k.created.is_none() { ZERO_TIME } else { cr },
+                ready_bucket: rb as i32,
+                created_bucket: cb as i32,
+                restarts: rs as i32,
+                sidecar_restarts: ss as i32,
+                idx: i as u32,
+                ready: k.ready,
+            }
+        })
+        .collect()
 }
 
-/// `cmp.less(&keys[i], &keys[j])`, computed from the precomputed [`FastKey`]s.
-fn fast_less(cmp: &Comparator, keys: &[PodKey], fast: &[FastKey], i: usize, j: usize) -> bool {
-    let (fa, fb) = (&fast[i], &fast[j]);
-    if fa.head != fb.head {
-        return fa.head < fb.head;
-    }
-    cmp.decide_tail(&Tail::of(&keys[i]), &Tail::of(&keys[j]), || {
-        if fa.uid8 != fb.uid8 {
-            fa.uid8 < fb.uid8
+/// `Less` on packed records, with the rule that decided.
+#[inline(always)]
+fn decide_rec(cmp: &Comparator, keys: &[PodKey], a: &SortRec, b: &SortRec) -> (bool, Rule) {
+    if (a.head, a.rank) != (b.head, b.rank) {
+        let diff = a.head ^ b.head;
+        let rule = if diff >> 41 != 0 {
+            Rule::Unassigned
+        } else if diff >> 33 != 0 {
+            Rule::Phase
+        } else if diff >> 32 != 0 {
+            Rule::Readiness
+        } else if diff != 0 {
+            Rule::DeletionCost
         } else {
-            keys[i].uid < keys[j].uid
+            Rule::Colocation
+        };
+        return ((a.head, a.rank) < (b.head, b.rank), rule);
+    }
+    cmp.decide_tail(a, b, || {
+        if a.uid8 != b.uid8 {
+            a.uid8 < b.uid8
+        } else {
+            keys[a.idx as usize].uid < keys[b.idx as usize].uid
         }
     })
-    .0
 }
 
 /// Stable bottom-up merge sort driven only by `less`; terminates and never
 /// panics whatever `less` answers (std's sort may panic on a non-total order).
-fn merge_sort(n: usize, mut less: impl FnMut(usize, usize) -> bool) -> Vec<usize> {
-    let mut a: Vec<usize> = (0..n).collect();
-    let mut buf = vec![0usize; n];
-    let mut width = 1;
+fn merge_sort<T: Copy>(items: &mut Vec<T>, mut less: impl FnMut(&T, &T) -> bool) {
+    let n = items.len();
+    // short runs by insertion sort first: fewer passes over the whole array
+    const RUN: usize = 16;
+    for run in items.chunks_mut(RUN) {
+        for i in 1..run.len() {
+            let mut j = i;
+            while j > 0 && less(&run[j], &run[j - 1]) {
+                run.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+    }
+    let mut buf = items.clone();
+    let mut width = RUN;
     while width < n {
+        let (a, out) = (&items[..], &mut buf[..]);
         let mut start = 0;
         while start < n {
             let mid = (start + width).min(n);
@@ -301,37 +472,37 @@ fn merge_sort(n: usize, mut less: impl FnMut(usize, usize) -> bool) -> Vec<usize
             let (mut i, mut j, mut k) = (start, mid, start);
             while i < mid && j < end {
                 // take from the right only when strictly less: stability
-                if less(a[j], a[i]) {
-                    buf[k] = a[j];
+                if less(&a[j], &a[i]) {
+                    out[k] = a[j];
                     j += 1;
                 } else {
-                    buf[k] = a[i];
+                    out[k] = a[i];
                     i += 1;
                 }
                 k += 1;
             }
-            buf[k..k + (mid - i)].copy_from_slice(&a[i..mid]);
+            out[k..k + (mid - i)].copy_from_slice(&a[i..mid]);
             k += mid - i;
-            buf[k..k + (end - j)].copy_from_slice(&a[j..end]);
+            out[k..k + (end - j)].copy_from_slice(&a[j..end]);
             start = end;
         }
-        std::mem::swap(&mut a, &mut buf);
+        std::mem::swap(items, &mut buf);
         width *= 2;
     }
-    a
 }
 
 /// Orders pods as upstream's `sort.Sort(ActivePodsWithRanks)` would, given
 /// keys with ranks and buckets already filled in. Ties keep input order.
 pub fn rank_pods(cmp: &Comparator, keys: &[PodKey]) -> Ranking {
-    let fast: Vec<FastKey> = keys.iter().map(|k| FastKey::new(cmp, k)).collect();
-    let order = merge_sort(keys.len(), |i, j| fast_less(cmp, keys, &fast, i, j));
+    let mut recs = pack(cmp, keys);
+    merge_sort(&mut recs, |a, b| decide_rec(cmp, keys, a, b).0);
+    let order: Vec<usize> = recs.iter().map(|r| r.idx as usize).collect();
     let mut decided_by = Vec::with_capacity(order.len().saturating_sub(1));
     let mut block = Vec::with_capacity(order.len());
     let mut b = 0;
-    for (pos, &i) in order.iter().enumerate() {
+    for (pos, r) in recs.iter().enumerate() {
         if pos > 0 {
-            let (less, rule) = cmp.decide(&keys[order[pos - 1]], &keys[i]);
+            let (less, rule) = decide_rec(cmp, keys, &recs[pos - 1], r);
             decided_by.push(if less { rule } else { Rule::Tie });
             if less {
                 b += 1;
@@ -339,8 +510,16 @@ pub fn rank_pods(cmp: &Comparator, keys: &[PodKey]) -> Ranking {
         }
         block.push(b);
     }
-    let items: Vec<(usize, usize)> = order.iter().copied().zip(block.iter().copied()).collect();
-    let ambiguity = verify(cmp, keys, &items, Level::Ready, Rule::ReadyTimeUid).err();
+    let items: Vec<(usize, usize)> = (0..recs.len()).zip(block.iter().copied()).collect();
+    let ambiguity = verify(cmp, keys, &recs, &items, Level::Ready, Rule::ReadyTimeUid)
+        .err()
+        .map(|mut a| {
+            // positions in the sorted records back to indices into the keys
+            for p in &mut a.pods {
+                *p = recs[*p].idx as usize;
+            }
+            a
+        });
     Ranking {
         order,
         decided_by,
@@ -361,68 +540,45 @@ enum Level {
 }
 
 /// A total-preorder key for one level; pods with equal keys are compared by
-/// the level's UID tie-break (when `tiebreak_time` is `Some`) or the next level.
-type LevelKey = (i64, i64, i64, i64, i64, i64, i128);
+/// the level's UID tie-break (when the time class is `Some`) or the next level.
+type LevelKey = (u64, u64, u8, i64);
 
-fn time_key(cmp: &Comparator, t: GoTime, bucket: i64) -> (i64, i128) {
+fn time_key(cmp: &Comparator, t: Option<i64>, bucket: i32) -> (u8, i64) {
     match t {
         None => (0, 0),
-        Some(_) if cmp.uid_tiebreak(t) => (1, i128::from(bucket)),
-        // afterOrZero: the later time first
+        Some(_) if cmp.uid_tiebreak() => (1, bucket.into()),
+        // afterOrZero: the later time first (t > ZERO_TIME, so -t cannot overflow)
         Some(t) => (1, -t),
     }
 }
 
-fn level_key(cmp: &Comparator, k: &PodKey, level: Level) -> (LevelKey, Option<i128>) {
+fn level_key(cmp: &Comparator, r: &SortRec, level: Level) -> (LevelKey, Option<i64>) {
+    // more restarts first: a key that falls as the count rises
+    let desc = |v: i32| (i64::from(i32::MAX) - i64::from(v)) as u64;
     match level {
         Level::Ready => {
-            let cost = if cmp.gates.pod_deletion_cost {
-                i64::from(k.cost.value)
-            } else {
-                0
-            };
-            let (tz, tv) = if k.ready {
-                time_key(cmp, k.ready_time, k.ready_bucket)
-            } else {
-                (0, 0)
-            };
-            let tb = if k.ready && cmp.uid_tiebreak(k.ready_time) {
-                k.ready_time
-            } else {
-                None
-            };
-            (
-                (
-                    i64::from(!k.node_name.is_empty()),
-                    i64::from(k.phase_ordinal),
-                    i64::from(k.ready),
-                    cost,
-                    -k.rank,
-                    tz,
-                    tv,
-                ),
-                tb,
-            )
+            let t = r.ready.then(|| r.ready_time()).flatten();
+            let (tz, tv) = time_key(cmp, t, r.ready_bucket);
+            let class = t.filter(|_| cmp.uid_tiebreak());
+            ((r.head, r.rank, tz, tv), class)
         }
         Level::Creation => {
-            let (tz, tv) = time_key(cmp, k.created, k.created_bucket);
-            let tb = if cmp.uid_tiebreak(k.created) {
-                k.created
-            } else {
-                None
-            };
-            ((-k.restarts, -k.sidecar_restarts, tz, 0, 0, 0, tv), tb)
+            let t = r.created();
+            let (tz, tv) = time_key(cmp, t, r.created_bucket);
+            let class = t.filter(|_| cmp.uid_tiebreak());
+            ((desc(r.restarts), desc(r.sidecar_restarts), tz, tv), class)
         }
-        Level::Done => ((0, 0, 0, 0, 0, 0, 0), None),
+        Level::Done => ((0, 0, 0, 0), None),
     }
 }
 
-/// Checks that the sorted `items` (pod index, equivalence block) describe
-/// `Less` exactly; since a block sequence is a strict weak order, this holds
-/// iff `Less` is one on these pods. O(n log n).
+/// Checks that the sorted `items` (position in the sorted `recs`, equivalence
+/// block) describe `Less` exactly; since a block sequence is a strict weak
+/// order, this holds iff `Less` is one on these pods. O(n log n).
 fn verify(
     cmp: &Comparator,
     keys: &[PodKey],
+    recs: &[SortRec],
     items: &[(usize, usize)],
     level: Level,
     context: Rule,
@@ -452,34 +608,49 @@ fn verify(
     } else {
         Level::Done
     };
-    let lk: Vec<(LevelKey, Option<i128>)> = items
-        .iter()
-        .map(|&(i, _)| level_key(cmp, &keys[i], level))
-        .collect();
+    // computed on the fly: cheaper than a vector of them at 100k pods
+    let lk = |i: usize| level_key(cmp, &recs[items[i].0], level);
     let mut start = 0;
     while start < items.len() {
+        let (first, class) = lk(start);
         let mut end = start + 1;
-        while end < items.len() && lk[end].0 == lk[start].0 {
+        let mut next_key = None;
+        while end < items.len() {
+            let k = lk(end).0;
+            if k != first {
+                next_key = Some(k);
+                break;
+            }
             end += 1;
         }
-        if end < items.len() {
+        if let Some(k) = next_key {
             // key must increase across groups, and blocks must change with it
-            if lk[end].0 < lk[end - 1].0 || items[end].1 == items[end - 1].1 {
+            if k < first || items[end].1 == items[end - 1].1 {
                 return Err(fail(&items[start..=end], context));
             }
         }
         let group = &items[start..end];
-        if lk[start].1.is_some() {
-            check_uid_group(keys, group, &lk[start..end], uid_rule)?;
-            let mut classes: BTreeMap<i128, Vec<(usize, usize)>> = BTreeMap::new();
-            for (it, k) in group.iter().zip(&lk[start..end]) {
-                classes.entry(k.1.unwrap_or(0)).or_default().push(*it);
+        if group.len() > 1 {
+            if class.is_some() {
+                let class_of = |p: usize| lk(start + p).1.unwrap_or(0);
+                check_uid_group(keys, recs, group, class_of, uid_rule)?;
+                // members grouped by class, sorted order kept within each
+                let mut by_class: Vec<(i64, (usize, usize))> = group
+                    .iter()
+                    .enumerate()
+                    .map(|(p, it)| (class_of(p), *it))
+                    .collect();
+                by_class.sort_by_key(|&(c, _)| c);
+                let members: Vec<(usize, usize)> = by_class.iter().map(|&(_, it)| it).collect();
+                let mut from = 0;
+                for chunk in by_class.chunk_by(|a, b| a.0 == b.0) {
+                    let class = &members[from..from + chunk.len()];
+                    verify(cmp, keys, recs, class, next, uid_rule)?;
+                    from += chunk.len();
+                }
+            } else {
+                verify(cmp, keys, recs, group, next, context)?;
             }
-            for class in classes.values() {
-                verify(cmp, keys, class, next, uid_rule)?;
-            }
-        } else {
-            verify(cmp, keys, group, next, context)?;
         }
         start = end;
     }
@@ -490,16 +661,23 @@ fn verify(
 /// time classes must be ordered by UID across blocks and share a UID within one.
 fn check_uid_group(
     keys: &[PodKey],
+    recs: &[SortRec],
     group: &[(usize, usize)],
-    lk: &[(LevelKey, Option<i128>)],
+    class: impl Fn(usize) -> i64,
     rule: Rule,
 ) -> Result<(), Ambiguity> {
     let fail = || Ambiguity {
         pods: group.iter().map(|&(i, _)| i).collect(),
         rule,
     };
-    let class = |p: usize| lk[p].1.unwrap_or(0);
-    let uid = |p: usize| keys[group[p].0].uid.as_str();
+    // UIDs of group members `p`, `q`: the packed prefix first, strings on a tie
+    let uid_cmp = |p: usize, q: usize| {
+        let (a, b) = (&recs[group[p].0], &recs[group[q].0]);
+        a.uid8
+            .cmp(&b.uid8)
+            .then_with(|| keys[a.idx as usize].uid.cmp(&keys[b.idx as usize].uid))
+    };
+    let uid_lt = |p: usize, q: usize| uid_cmp(p, q) == std::cmp::Ordering::Less;
     // block ranges inside the group
     let mut ranges = Vec::new();
     let mut s = 0;
@@ -512,13 +690,17 @@ fn check_uid_group(
     // same block, different classes: UIDs must be equal
     for r in &ranges {
         let first_class = class(r.start);
-        if r.clone().any(|p| class(p) != first_class) && r.clone().any(|p| uid(p) != uid(r.start)) {
+        if r.clone().any(|p| class(p) != first_class)
+            && r.clone().any(|p| uid_cmp(p, r.start).is_ne())
+        {
             return Err(fail());
         }
     }
-    // earlier block, different class: strictly lower UID than every later one
-    let mut min1: Option<(&str, i128)> = None;
-    let mut min2: Option<(&str, i128)> = None;
+    // earlier block, different class: strictly lower UID than every later one.
+    // min1/min2: (member, class) with the lowest UIDs seen so far in later
+    // blocks, from two different classes.
+    let mut min1: Option<(usize, i64)> = None;
+    let mut min2: Option<(usize, i64)> = None;
     for r in ranges.iter().rev() {
         for p in r.clone() {
             let c = class(p);
@@ -527,33 +709,33 @@ fn check_uid_group(
                 (_, Some(m)) => Some(m.0),
                 _ => None,
             };
-            if other.is_some_and(|o| o <= uid(p)) {
+            if other.is_some_and(|o| !uid_lt(p, o)) {
                 return Err(fail());
             }
         }
         for p in r.clone() {
-            let (u, c) = (uid(p), class(p));
+            let c = class(p);
             match (min1, min2) {
                 (Some(m), _) if m.1 == c => {
-                    if u < m.0 {
-                        min1 = Some((u, c));
+                    if uid_lt(p, m.0) {
+                        min1 = Some((p, c));
                     }
                 }
                 (_, Some(m)) if m.1 == c => {
-                    if u < m.0 {
-                        min2 = Some((u, c));
-                        if min1.is_some_and(|m1| u < m1.0) {
+                    if uid_lt(p, m.0) {
+                        min2 = Some((p, c));
+                        if min1.is_some_and(|m1| uid_lt(p, m1.0)) {
                             std::mem::swap(&mut min1, &mut min2);
                         }
                     }
                 }
-                (None, _) => min1 = Some((u, c)),
+                (None, _) => min1 = Some((p, c)),
                 (Some(m1), _) => {
-                    if u < m1.0 {
+                    if uid_lt(p, m1.0) {
                         min2 = min1;
-                        min1 = Some((u, c));
-                    } else if min2.is_none_or(|m2| u < m2.0) {
-                        min2 = Some((u, c));
+                        min1 = Some((p, c));
+                    } else if min2.is_none_or(|m2| uid_lt(p, m2.0)) {
+                        min2 = Some((p, c));
                     }
                 }
             }
@@ -562,9 +744,9 @@ fn check_uid_group(
     Ok(())
 }
 
-/// Test hook: [`fast_less`] with its keys built here.
+/// Test hook: `Less` on the packed records of `keys`, for the pods at `i`, `j`.
 #[cfg(test)]
 pub(crate) fn check_fast_less(cmp: &Comparator, keys: &[PodKey], i: usize, j: usize) -> bool {
-    let fast: Vec<FastKey> = keys.iter().map(|k| FastKey::new(cmp, k)).collect();
-    fast_less(cmp, keys, &fast, i, j)
+    let recs = pack(cmp, keys);
+    decide_rec(cmp, keys, &recs[i], &recs[j]).0
 }

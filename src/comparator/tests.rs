@@ -15,7 +15,12 @@ fn key_strategy() -> impl Strategy<Value = PodKey> {
         // clustered so equal times and equal log2 buckets both happen often
         prop::sample::select(vec![0i128, 1, 2, 3, 5, 8, 9, 1000, 1024, 1500, 2048, -10])
             .prop_map(|s| Some(NOW - s * SEC)),
+        // beyond i64 nanoseconds (before 1677): the sort narrows these to ranks
+        prop::sample::select(vec![10i128.pow(11), 10i128.pow(11) + 1])
+            .prop_map(|s| Some(NOW - s * SEC)),
     ];
+    // restart counts beyond i32 only come from hand-built keys; narrowed too
+    let restarts = prop_oneof![4 => 0i64..3, 1 => Just(i64::MAX), 1 => Just(i64::MIN)];
     (
         prop::sample::select(vec!["", "n1", "n2"]),
         prop::sample::select(vec![0u8, 1, 2]),
@@ -23,7 +28,7 @@ fn key_strategy() -> impl Strategy<Value = PodKey> {
         prop::sample::select(vec!["0", "1", "-1", "007", "x"]),
         0i64..3,
         time.clone(),
-        0i64..3,
+        restarts,
         0i64..2,
         time,
         prop::sample::select(vec!["a", "b", "c", "d"]),
@@ -182,9 +187,9 @@ fn uid_cycle_is_reported_not_panicking() {
     assert!(cmp.less(&keys[2], &keys[0]));
     let r = rank_pods(&cmp, &keys);
     let amb = r.ambiguity.expect("cycle must be detected");
-    let mut pods = amb.pods.clone();
-    pods.sort_unstable();
-    assert_eq!(pods, vec![0, 1, 2]);
+    // the witness names the pods the sort could not place consistently: a and
+    // c (same instant, so rule 7 decides them against their UID order)
+    assert!(amb.pods.contains(&0) && amb.pods.contains(&2), "{amb:?}");
     assert_eq!(amb.rule, super::Rule::ReadyTimeUid);
 }
 
