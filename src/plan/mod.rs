@@ -8,6 +8,7 @@ pub mod resolve;
 pub mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 // Seeded hashing, several times faster than std's SipHash on short keys such
 // as pod and node names; maps here are only looked up, never iterated, so
@@ -75,8 +76,9 @@ pub struct SignalValue {
     pub signal: &'static str,
     /// Value fed to the combination (`None` when missing and kept).
     pub value: Option<i64>,
-    /// Readable input (class, raw utilisation, pods on node, zone).
-    pub detail: String,
+    /// Readable input (class, raw utilisation, pods on node, zone); shared
+    /// between the pods that have the same one.
+    pub detail: Arc<str>,
 }
 
 /// What the plan does with a pod.
@@ -376,7 +378,13 @@ pub fn plan_excluding(
         .into_iter()
         .filter(|p| is_pod_active(p))
         .collect();
-    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    // names read once, not twice per comparison (the sort is stable)
+    let mut named: Vec<(&str, &Pod)> = pods
+        .iter()
+        .map(|p| (p.metadata.name.as_deref().unwrap_or(""), *p))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    pods = named.into_iter().map(|(_, p)| p).collect();
 
     let missing_nodes: BTreeSet<&str> = pods
         .iter()
@@ -401,7 +409,7 @@ pub fn plan_excluding(
         }
         m
     };
-    let mut signal_values: Vec<Vec<(Option<i64>, String)>> = policy
+    let mut signal_values: Vec<Vec<(Option<i64>, Arc<str>)>> = policy
         .spec
         .signals
         .iter()
@@ -515,6 +523,16 @@ pub fn plan_excluding(
     }
 }
 
+/// The value under `name` in a map iterated in key order, for names asked in
+/// ascending order (repeats allowed): a merge join, no lookup per name.
+fn seek<'m, V>(
+    it: &mut std::iter::Peekable<impl Iterator<Item = (&'m String, &'m V)>>,
+    name: &str,
+) -> Option<&'m V> {
+    while it.next_if(|(k, _)| k.as_str() < name).is_some() {}
+    it.peek().filter(|(k, _)| k.as_str() == name).map(|(_, v)| *v)
+}
+
 /// Values of one signal for every pod, with a readable detail.
 #[allow(clippy::too_many_arguments)]
 fn evaluate_signal(
@@ -525,7 +543,7 @@ fn evaluate_signal(
     pods_per_node: &HashMap<&str, i64>,
     samples: &SignalSamples,
     previous: &PreviousValues,
-) -> Vec<(Option<i64>, String)> {
+) -> Vec<(Option<i64>, Arc<str>)> {
     fn name(p: &Pod) -> &str {
         p.metadata.name.as_deref().unwrap_or("")
     }
@@ -577,26 +595,40 @@ fn evaluate_signal(
                 }
             }
             let lo = b.over_budget_value().unwrap_or(spec.value_range().0);
+            // one detail per (class, over budget), shared by its pods
+            let mut details: HashMap<(Option<&str>, bool), Arc<str>> = HashMap::new();
             (0..pods.len())
                 .map(|i| {
                     let class = classes[i];
-                    let base = b.cost_of(class);
-                    let shown = class.unwrap_or("(none)");
-                    if over[i] {
-                        (Some(lo), format!("{shown} (over budget)"))
-                    } else {
-                        (Some(i64::from(base)), shown.to_string())
-                    }
+                    let detail = details
+                        .entry((class, over[i]))
+                        .or_insert_with(|| {
+                            let shown = class.unwrap_or("(none)");
+                            if over[i] {
+                                format!("{shown} (over budget)").into()
+                            } else {
+                                shown.into()
+                            }
+                        })
+                        .clone();
+                    let v = if over[i] { lo } else { i64::from(b.cost_of(class)) };
+                    (Some(v), detail)
                 })
                 .collect()
         }
         ValidatedSignal::Utilization(u) => {
-            let by_pod = samples.utilization.get(&idx).map(|s| &s.by_pod);
+            // pods are sorted by name, as both maps are: walked side by side
+            // instead of one lookup per pod
+            let mut by_pod = samples
+                .utilization
+                .get(&idx)
+                .map(|s| s.by_pod.iter().peekable());
+            let mut prev_values = previous.iter().peekable();
+            let no_sample: Arc<str> = "no sample".into();
             pods.iter()
                 .map(|p| {
                     let n = name(p);
-                    let prev = previous
-                        .get(n)
+                    let prev = seek(&mut prev_values, n)
                         .and_then(|m| m.get(&idx))
                         .and_then(|v| u32::try_from(*v).ok());
                     let q = |v: f64| {
@@ -609,23 +641,23 @@ fn evaluate_signal(
                             u.hysteresis,
                         ))
                     };
-                    match by_pod.and_then(|m| m.get(n)) {
-                        Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}")),
-                        Some(Sample::Unusable(problem)) => (None, problem.to_string()),
-                        None => (None, "no sample".to_string()),
+                    match by_pod.as_mut().and_then(|m| seek(m, n)) {
+                        Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}").into()),
+                        Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
+                        None => (None, no_sample.clone()),
                     }
                 })
                 .collect()
         }
         ValidatedSignal::NodeConsolidation(c) => {
             // the detail depends only on the count: formatted once per count
-            let mut details: HashMap<i64, String> = HashMap::new();
+            let mut details: HashMap<i64, Arc<str>> = HashMap::new();
             pods.iter()
                 .map(|p| {
                     let count = pods_per_node.get(node_of(p)).copied().unwrap_or(0);
                     let detail = details
                         .entry(count)
-                        .or_insert_with(|| format!("{count} pods on node"));
+                        .or_insert_with(|| format!("{count} pods on node").into());
                     (Some(count.min(i64::from(c.max_pods))), detail.clone())
                 })
                 .collect()
@@ -639,15 +671,16 @@ fn evaluate_signal(
                 per_zone.entry(zone).or_default().push(i);
             }
             let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
-            let mut out = vec![(None, String::new()); pods.len()];
+            let mut out = vec![(None, Arc::<str>::default()); pods.len()];
             for (zone, members) in &per_zone {
                 // i-th pod of a zone with c pods sits at i + (fullest - c): zones
                 // lose pods round-robin from the fullest down
                 let c = members.len() as i64;
-                let detail = format!(
+                let detail: Arc<str> = format!(
                     "{} ({c} pods)",
                     if zone.is_empty() { "(none)" } else { zone }
-                );
+                )
+                .into();
                 for (pos, &i) in members.iter().enumerate() {
                     let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
                     out[i] = (Some(v), detail.clone());

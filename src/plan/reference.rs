@@ -258,7 +258,7 @@ pub(super) fn plan_excluding(
             breakdown.push(SignalValue {
                 signal: spec.kind_name(),
                 value: v,
-                detail: detail.clone(),
+                detail: detail.as_str().into(),
             });
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
