@@ -3,8 +3,11 @@
 //! reconcile builds a snapshot from them, plans (pure), hands the patches to
 //! the rate-limited patcher and writes the status. Only the lease holder writes.
 
+pub mod cached_pod;
 pub mod status;
 pub mod trim;
+
+use cached_pod::CachedPod;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -15,7 +18,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -162,7 +165,7 @@ struct PolicyState {
 pub struct Context {
     pub(crate) client: Client,
     pub(crate) config: RunConfig,
-    pub(crate) pods: Store<Pod>,
+    pub(crate) pods: Store<CachedPod>,
     pub(crate) nodes: Store<Node>,
     pub(crate) replica_sets: Store<ReplicaSet>,
     pub(crate) policies: Store<DeletionCostPolicy>,
@@ -195,7 +198,7 @@ impl Context {
                 .state()
                 .iter()
                 .filter(|p| in_ns(&p.metadata))
-                .map(|p| (**p).clone())
+                .map(|p| p.to_pod())
                 .collect(),
             nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
             replica_sets: self
@@ -361,9 +364,8 @@ pub async fn run_with_client(
 
     // Watches with trimmed objects.
     let wc = watcher::Config::default();
-    let (pods, pods_w) = reflector::store::<Pod>();
-    let pod_events = watcher(api::<Pod>(&client, ns), wc.clone())
-        .modify(trim::trim_pod)
+    let (pods, pods_w) = reflector::store::<CachedPod>();
+    let pod_events = watcher(api::<CachedPod>(&client, ns), wc.clone())
         .reflect(pods_w)
         .default_backoff()
         .touched_objects();
@@ -462,7 +464,9 @@ pub async fn run_with_client(
     );
     let grace = config.shutdown_grace;
     controller
-        .watches_stream(pod_events, move |pod: Pod| policies_for_pod(&p1, &pod))
+        .watches_stream(pod_events, move |pod: CachedPod| {
+            policies_for_pod(&p1, &pod)
+        })
         .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
         .watches_stream(node_events, move |_node: Node| {
             p3.state()
@@ -503,7 +507,7 @@ pub async fn run_with_client(
 /// target a workload (cheap to re-check), and the one that wrote its cost.
 fn policies_for_pod(
     store: &Store<DeletionCostPolicy>,
-    pod: &Pod,
+    pod: &CachedPod,
 ) -> Vec<ObjectRef<DeletionCostPolicy>> {
     let ns = pod.namespace();
     let writer = pod.annotations().get(POLICY_ANNOTATION);
@@ -797,6 +801,18 @@ pub async fn plan_round(
     scale_down_by: Option<usize>,
 ) -> PolicyRound {
     let (ns, name, key) = (&resolved.namespace, &resolved.name, resolved.key());
+    let mut state = ctx
+        .state
+        .lock()
+        .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
+        .unwrap_or_default();
+    if force_refresh {
+        state.last_fetch = None;
+    }
+    refresh_signals(ctx, resolved, &mut state).await;
+    // No await from here on: the snapshot (a copy of the namespace's pods) is
+    // never held across one, so at most one per worker thread exists at a
+    // time, however many policies reconcile at once.
     let snapshot = ctx.snapshot(ns);
     // overlapping policies: the older one keeps the shared pods
     let mine = plan::selected_pods(resolved, &snapshot);
@@ -823,15 +839,6 @@ pub async fn plan_round(
         }
     }
 
-    let mut state = ctx
-        .state
-        .lock()
-        .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
-        .unwrap_or_default();
-    if force_refresh {
-        state.last_fetch = None;
-    }
-    refresh_signals(ctx, resolved, &mut state).await;
     let opts = PlanOptions {
         gates: ctx.config.gates,
         now: Some(Timestamp::now().as_nanosecond()),
@@ -1120,7 +1127,7 @@ async fn cleanup(
 ) -> Result<Action, ControllerError> {
     let ns = policy.namespace().unwrap_or_default();
     let name = policy.name_any();
-    let ours: Vec<Arc<Pod>> = ctx
+    let ours: Vec<Arc<CachedPod>> = ctx
         .pods
         .state()
         .into_iter()

@@ -530,7 +530,9 @@ fn seek<'m, V>(
     name: &str,
 ) -> Option<&'m V> {
     while it.next_if(|(k, _)| k.as_str() < name).is_some() {}
-    it.peek().filter(|(k, _)| k.as_str() == name).map(|(_, v)| *v)
+    it.peek()
+        .filter(|(k, _)| k.as_str() == name)
+        .map(|(_, v)| *v)
 }
 
 /// Values of one signal for every pod, with a readable detail.
@@ -611,7 +613,11 @@ fn evaluate_signal(
                             }
                         })
                         .clone();
-                    let v = if over[i] { lo } else { i64::from(b.cost_of(class)) };
+                    let v = if over[i] {
+                        lo
+                    } else {
+                        i64::from(b.cost_of(class))
+                    };
                     (Some(v), detail)
                 })
                 .collect()
