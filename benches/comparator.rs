@@ -1,14 +1,20 @@
-//! The embedded comparator at 1k, 10k and 100k pods, three costs measured
-//! apart: (a) key precomputation (`PodKey::from_pod`, `with_now`,
-//! `assign_ranks`), (b) `rank_pods` (sort plus strict-weak-order check) on
-//! ready keys, (c) parsing a `kubectl get pods -o json` PodList of that size.
+//! The embedded comparator at 1k, 10k and 100k pods, costs measured apart:
+//! (a) key precomputation (`PodKey::from_pod`, `with_now`, `assign_ranks`),
+//! (b) `rank_pods` (sort plus strict-weak-order check) on ready keys,
+//! (c) parsing a `kubectl get pods -o json` List of that size, through the
+//! general path (`parse_objects` + `pods_from`) and through `parse_pods`
+//! (what `predict` uses), and (d) `predict` end to end on that List written
+//! to a file: read, parse, order, render the table.
+//!
+//! Run: `cargo bench --bench comparator -- --sample-size 10 --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use deletion_cost::cli::predict::{predict, render_table, Settings};
 use deletion_cost::comparator::key::go_time;
 use deletion_cost::comparator::{assign_ranks, rank_pods, Comparator, FeatureGates, PodKey};
-use deletion_cost::input::{parse_objects, pods_from};
+use deletion_cost::input::{parse_objects, parse_pods, pods_from, read_source};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -41,6 +47,29 @@ fn bench(c: &mut Criterion) {
         let list =
             serde_json::json!({"apiVersion": "v1", "kind": "List", "items": &pods}).to_string();
 
+        // the check stops at the first conflict: say whether one was found,
+        // so the rank_pods figure can be read as a full or a cut-short check
+        let ranking = rank_pods(&cmp, &ready_keys);
+        println!(
+            "{n} pods: strict weak order: {}",
+            match &ranking.ambiguity {
+                None => "yes (full check)".to_string(),
+                Some(a) => format!("no ({} pods in the first conflict)", a.pods.len()),
+            }
+        );
+        // the same keys with every time made distinct (plus i ns): a strict
+        // weak order, so the check runs to the end
+        let distinct: Vec<PodKey> = ready_keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut k = k.clone();
+                k.ready_time = k.ready_time.map(|t| t + i as i128);
+                k.created = k.created.map(|t| t + i as i128);
+                k.with_now(cmp.now)
+            })
+            .collect();
+        assert!(rank_pods(&cmp, &distinct).ambiguity.is_none());
         let mut g = c.benchmark_group("comparator");
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::new("keys", n), &pods, |b, pods| {
@@ -49,10 +78,34 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("rank_pods", n), &ready_keys, |b, k| {
             b.iter(|| rank_pods(&cmp, black_box(k)))
         });
+        g.bench_with_input(
+            BenchmarkId::new("rank_pods_full_check", n),
+            &distinct,
+            |b, k| b.iter(|| rank_pods(&cmp, black_box(k))),
+        );
         g.bench_with_input(BenchmarkId::new("parse_json", n), &list, |b, text| {
             b.iter(|| {
                 let objects = parse_objects("bench.json", black_box(text)).unwrap();
                 pods_from(&objects).unwrap()
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("parse_pods", n), &list, |b, text| {
+            b.iter(|| parse_pods("bench.json", black_box(text)).unwrap())
+        });
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &list).unwrap();
+        let path = file.path().to_str().unwrap().to_string();
+        let settings = Settings {
+            now: gen::now(),
+            gates: FeatureGates::default(),
+            kubernetes_version: None,
+            scale_down_by: Some(10),
+        };
+        g.bench_with_input(BenchmarkId::new("predict", n), &path, |b, path| {
+            b.iter(|| {
+                let (name, text) = read_source(path).unwrap();
+                let pods = parse_pods(&name, &text).unwrap();
+                render_table(&predict(&settings, &pods, None))
             })
         });
         g.finish();

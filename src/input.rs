@@ -248,6 +248,49 @@ pub fn pods_from(
         .collect()
 }
 
+/// Parses pods from JSON or YAML as [`parse_objects`] + [`pods_from`] do,
+/// with the same answers. A JSON List or array of pods (what `kubectl get pods
+/// -o json` prints) is first decoded straight into typed pods, without the
+/// intermediate `serde_json::Value` tree: several times faster on large lists.
+/// The typed decode accepts exactly what the general path accepts (same `Pod`
+/// type, which checks `kind` and `apiVersion`); on any failure the general
+/// path runs, so errors still name the item and field.
+pub fn parse_pods(
+    source_name: &str,
+    text: &str,
+) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
+    if let Some(pods) = typed_pod_list(text) {
+        return Ok(pods);
+    }
+    let objects = parse_objects(source_name, text)?;
+    pods_from(&objects)
+}
+
+fn typed_pod_list(text: &str) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
+    use k8s_openapi::api::core::v1::Pod;
+    #[derive(serde::Deserialize)]
+    struct Items {
+        kind: Option<String>,
+        items: Option<Vec<Pod>>,
+    }
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str::<Vec<Pod>>(text).ok();
+    }
+    if !trimmed.starts_with('{') {
+        return None;
+    }
+    let list: Items = serde_json::from_str(text).ok()?;
+    // the same test `flatten` applies to decide that an object is a list
+    let kind = list.kind.unwrap_or_default();
+    let is_list = kind.ends_with("List") || (kind.is_empty() && list.items.is_some());
+    if is_list {
+        list.items
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +311,36 @@ mod tests {
         let objs = parse_objects("f.yaml", yaml).unwrap();
         assert_eq!(objs.len(), 2);
         assert_eq!(objs[1].location, "document 2");
+    }
+
+    /// The typed fast path answers exactly as the general path, and leaves
+    /// every error to it.
+    #[test]
+    fn parse_pods_matches_the_general_path() {
+        let general = |t: &str| parse_objects("f.json", t).and_then(|o| pods_from(&o));
+        let cases = [
+            r#"{"apiVersion":"v1","kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[]}"#,
+            r#"{"items":[{"metadata":{"name":"a"}}]}"#,
+            r#"  [{"metadata":{"name":"a"}},{"kind":"Pod","apiVersion":"v1"}]"#,
+            r#"{"kind":"List","items":null}"#,
+            r#"{"kind":"List","items":[{"kind":"List","items":[{"metadata":{"name":"n"}}]}]}"#,
+            r#"[[{"metadata":{"name":"a"}}]]"#,
+            r#"{"kind":"Pod","metadata":{"name":"a"},"items":[]}"#,
+            r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"x"}}]}"#,
+            r#"{"kind":"List","items":[{"apiVersion":"v2","kind":"Pod"}]}"#,
+            r#"{"kind":"PodList","items":[{"status":{"conditions":[{"type":"Ready","status":5}]}}]}"#,
+            r#"{"kind":"List","items":[3]}"#,
+            r#"{"kind":"List","items":[]} trailing"#,
+            "kind: Pod\nmetadata:\n  name: y\n",
+        ];
+        for text in cases {
+            match (parse_pods("f.json", text), general(text)) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+                (a, b) => panic!("{text}: fast {a:?} vs general {b:?}"),
+            }
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
     KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
 };
-use crate::input::{parse_objects, pods_from, read_source};
+use crate::input::{parse_pods, read_source};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -592,8 +592,7 @@ pub fn render_table(p: &Prediction) -> String {
 
 fn load_pods(path: &str) -> Result<Vec<Pod>, CliError> {
     let (name, text) = read_source(path).map_err(CliError::bad_input)?;
-    let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
-    pods_from(&objects).map_err(CliError::bad_input)
+    parse_pods(&name, &text).map_err(CliError::bad_input)
 }
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
