@@ -30,7 +30,7 @@ fn comparator() -> Comparator {
     }
 }
 
-fn keys(cmp: &Comparator, pods: &[Pod]) -> Vec<PodKey> {
+fn keys<'a>(cmp: &Comparator, pods: &'a [Pod]) -> Vec<PodKey<'a>> {
     let mut keys: Vec<PodKey> = pods
         .iter()
         .map(|p| PodKey::from_pod(p).with_now(cmp.now))

@@ -749,7 +749,7 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
             let doomed: Vec<String> = ordered
                 .in_order()
                 .take(live.len() - replicas)
-                .map(|k| k.name.clone())
+                .map(|k| k.name.to_string())
                 .collect();
             for name in &doomed {
                 fake.delete_json("Pod", NS, name).unwrap();

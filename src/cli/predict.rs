@@ -332,11 +332,11 @@ fn group_prediction(
             let ready_time = if k.ready { k.ready_time } else { None };
             PodPrediction {
                 position: pos + 1,
-                namespace: k.namespace.clone(),
-                name: k.name.clone(),
-                uid: k.uid.clone(),
-                node: k.node_name.clone(),
-                phase: k.phase.clone(),
+                namespace: k.namespace.to_string(),
+                name: k.name.to_string(),
+                uid: k.uid.to_string(),
+                node: k.node_name.to_string(),
+                phase: k.phase.as_deref().map(str::to_string),
                 ready: k.ready,
                 cost: k.cost.value,
                 cost_annotation: members[i]
@@ -364,7 +364,7 @@ fn group_prediction(
         pods: a
             .pods
             .iter()
-            .map(|&i| ordered.keys[i].name.clone())
+            .map(|&i| ordered.keys[i].name.to_string())
             .collect(),
         rule: a.rule,
         explanation: format!(
@@ -376,7 +376,11 @@ fn group_prediction(
     GroupPrediction {
         owner,
         pods,
-        victims: victims.map(|v| v.iter().map(|&i| ordered.keys[i].name.clone()).collect()),
+        victims: victims.map(|v| {
+            v.iter()
+                .map(|&i| ordered.keys[i].name.to_string())
+                .collect()
+        }),
         tie_at_cut: settings.scale_down_by.map(|n| ranking.tie_at_cut(n)),
         ambiguity,
     }

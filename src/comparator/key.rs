@@ -1,7 +1,9 @@
 //! Per-pod comparison keys, computed once so the sort does no parsing or
 //! allocation per comparison.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+
+use foldhash::{HashMap, HashMapExt};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -102,19 +104,22 @@ pub fn max_container_restarts(pod: &Pod) -> (i64, i64) {
     (regular, sidecar)
 }
 
-/// Everything the comparator reads from one pod.
+/// Everything the comparator reads from one pod. Its strings borrow from the
+/// pod it was read from (keys are built for every pod of a ReplicaSet, and
+/// copying five strings each was most of their cost); tests and callers
+/// without a pod own them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodKey {
+pub struct PodKey<'a> {
     /// `metadata.namespace` (empty when absent).
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// `metadata.name` (empty when absent).
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// `metadata.uid`; Go compares it bytewise, as Rust does.
-    pub uid: String,
+    pub uid: Cow<'a, str>,
     /// `spec.nodeName`; empty means unassigned.
-    pub node_name: String,
+    pub node_name: Cow<'a, str>,
     /// `status.phase` as written.
-    pub phase: Option<String>,
+    pub phase: Option<Cow<'a, str>>,
     /// Ordinal of the phase (rule 2).
     pub phase_ordinal: u8,
     /// Rule 3.
@@ -137,23 +142,24 @@ pub struct PodKey {
     pub created_bucket: i64,
 }
 
-impl PodKey {
-    /// Extracts the key from a pod. Ranks start at 0 and buckets are unset.
-    pub fn from_pod(pod: &Pod) -> Self {
+fn borrowed(s: Option<&String>) -> Cow<'_, str> {
+    Cow::Borrowed(s.map_or("", String::as_str))
+}
+
+impl<'a> PodKey<'a> {
+    /// Extracts the key from a pod, borrowing its strings. Ranks start at 0
+    /// and buckets are unset.
+    pub fn from_pod(pod: &'a Pod) -> Self {
         let ready = is_pod_ready(pod);
         let (restarts, sidecar_restarts) = max_container_restarts(pod);
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         Self {
-            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            node_name: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default(),
-            phase_ordinal: phase_ordinal(phase.as_deref()),
-            phase,
+            namespace: borrowed(pod.metadata.namespace.as_ref()),
+            name: borrowed(pod.metadata.name.as_ref()),
+            uid: borrowed(pod.metadata.uid.as_ref()),
+            node_name: borrowed(pod.spec.as_ref().and_then(|s| s.node_name.as_ref())),
+            phase_ordinal: phase_ordinal(phase),
+            phase: phase.map(Cow::Borrowed),
             ready,
             cost: deletion_cost_from_annotations(pod.metadata.annotations.as_ref()),
             rank: 0,
@@ -178,22 +184,41 @@ impl PodKey {
     }
 }
 
+/// Active related pods per `spec.nodeName` (the empty node name is an
+/// ordinary key): the input of the colocation rank, the same for every
+/// ReplicaSet that shares the related pods.
+#[derive(Debug, Clone, Default)]
+pub struct PodsOnNode<'a>(HashMap<&'a str, i64>);
+
+impl<'a> PodsOnNode<'a> {
+    /// Counts the active pods among `related` per node.
+    pub fn count(related: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let related = related.into_iter();
+        let mut on_node: HashMap<&str, i64> = HashMap::with_capacity(related.size_hint().0 / 8);
+        for pod in related {
+            if is_pod_active(pod) {
+                let node = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or("");
+                *on_node.entry(node).or_default() += 1;
+            }
+        }
+        Self(on_node)
+    }
+
+    /// Sets each key's rank to the count on its node.
+    pub fn assign(&self, keys: &mut [PodKey]) {
+        for k in keys.iter_mut() {
+            k.rank = self.0.get(&*k.node_name).copied().unwrap_or(0);
+        }
+    }
+}
+
 /// Upstream's `getPodsRankedByRelatedPodsOnSameNode`: each pod's rank is the
 /// number of active related pods whose `spec.nodeName` equals its own (the
 /// empty node name is an ordinary key).
 pub fn assign_ranks<'a>(keys: &mut [PodKey], related: impl IntoIterator<Item = &'a Pod>) {
-    let mut on_node: HashMap<&str, i64> = HashMap::new();
-    for pod in related {
-        if is_pod_active(pod) {
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .unwrap_or("");
-            *on_node.entry(node).or_default() += 1;
-        }
-    }
-    for k in keys.iter_mut() {
-        k.rank = on_node.get(k.node_name.as_str()).copied().unwrap_or(0);
-    }
+    PodsOnNode::count(related).assign(keys);
 }

@@ -12,21 +12,23 @@ use k8s_openapi::api::core::v1::Pod;
 
 pub use cost::{parse_deletion_cost, CostProblem, ParsedCost, POD_DELETION_COST};
 pub use gates::{FeatureGates, GateError, KubeVersion};
-pub use key::{assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey};
+pub use key::{
+    assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey, PodsOnNode,
+};
 pub use order::{rank_pods, Ambiguity, Comparator, Ranking, Rule};
 
 /// Active pods of one ReplicaSet in the order upstream deletes them.
 #[derive(Debug, Clone)]
-pub struct OrderedPods {
+pub struct OrderedPods<'a> {
     /// Keys of the pods, in the order they were given.
-    pub keys: Vec<PodKey>,
+    pub keys: Vec<PodKey<'a>>,
     /// The order, ties and ambiguity over `keys`.
     pub ranking: Ranking,
 }
 
-impl OrderedPods {
+impl<'a> OrderedPods<'a> {
     /// Keys in deletion order.
-    pub fn in_order(&self) -> impl Iterator<Item = &PodKey> {
+    pub fn in_order(&self) -> impl Iterator<Item = &PodKey<'a>> {
         self.ranking.order.iter().map(|&i| &self.keys[i])
     }
 
@@ -49,7 +51,7 @@ pub fn order_pods<'a>(
     cmp: &Comparator,
     pods: impl IntoIterator<Item = &'a Pod>,
     related: impl IntoIterator<Item = &'a Pod>,
-) -> OrderedPods {
+) -> OrderedPods<'a> {
     let mut keys: Vec<PodKey> = pods
         .into_iter()
         .map(|p| PodKey::from_pod(p).with_now(cmp.now))

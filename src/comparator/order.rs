@@ -86,7 +86,7 @@ trait TailFields {
     fn created_bucket(&self) -> i64;
 }
 
-impl TailFields for PodKey {
+impl TailFields for PodKey<'_> {
     type Time = i128;
     fn ready(&self) -> bool {
         self.ready

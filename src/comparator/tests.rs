@@ -9,7 +9,7 @@ use super::{FeatureGates, PodKey};
 const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 const SEC: i128 = 1_000_000_000;
 
-fn key_strategy() -> impl Strategy<Value = PodKey> {
+fn key_strategy() -> impl Strategy<Value = PodKey<'static>> {
     let time = prop_oneof![
         Just(None),
         // clustered so equal times and equal log2 buckets both happen often
@@ -36,7 +36,7 @@ fn key_strategy() -> impl Strategy<Value = PodKey> {
         .prop_map(
             |(node, phase, ready, cost, rank, rt, restarts, sidecar, created, uid)| PodKey {
                 namespace: "ns".into(),
-                name: format!("{uid}-{node}"),
+                name: format!("{uid}-{node}").into(),
                 uid: uid.into(),
                 node_name: node.into(),
                 phase: None,
@@ -89,7 +89,7 @@ fn is_strict_weak_order(cmp: &Comparator, k: &[PodKey]) -> bool {
     true
 }
 
-fn prepared(cmp: &Comparator, keys: Vec<PodKey>) -> Vec<PodKey> {
+fn prepared<'a>(cmp: &Comparator, keys: Vec<PodKey<'a>>) -> Vec<PodKey<'a>> {
     keys.into_iter().map(|k| k.with_now(cmp.now)).collect()
 }
 
@@ -146,7 +146,7 @@ proptest! {
     }
 }
 
-fn key(uid: &str, ready_secs_ago: Option<i128>, restarts: i64) -> PodKey {
+fn key(uid: &str, ready_secs_ago: Option<i128>, restarts: i64) -> PodKey<'_> {
     PodKey {
         namespace: "ns".into(),
         name: uid.into(),
@@ -209,7 +209,7 @@ fn same_bucket_distinct_times_sorts_by_uid() {
     );
     let r = rank_pods(&cmp, &keys);
     assert!(r.ambiguity.is_none());
-    let names: Vec<&str> = r.order.iter().map(|&i| keys[i].uid.as_str()).collect();
+    let names: Vec<&str> = r.order.iter().map(|&i| &*keys[i].uid).collect();
     assert_eq!(names, ["a", "b", "c"]);
     // without the log gate the most recently ready goes first
     let plain = Comparator {
@@ -220,7 +220,7 @@ fn same_bucket_distinct_times_sorts_by_uid() {
         now: Some(NOW),
     };
     let r = rank_pods(&plain, &keys);
-    let names: Vec<&str> = r.order.iter().map(|&i| keys[i].uid.as_str()).collect();
+    let names: Vec<&str> = r.order.iter().map(|&i| &*keys[i].uid).collect();
     assert_eq!(names, ["b", "a", "c"]);
 }
 

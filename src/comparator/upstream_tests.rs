@@ -287,8 +287,8 @@ fn comparator(gates: FeatureGates) -> Comparator {
 }
 
 /// `ActivePodsWithRanks{Pods: {p1, p2}, Rank: {r1, r2}, Now: now}`.
-fn keys(cmp: &Comparator, p1: (&Pod, i64), p2: (&Pod, i64)) -> (PodKey, PodKey) {
-    let key = |(p, rank): (&Pod, i64)| {
+fn keys<'a>(cmp: &Comparator, p1: (&'a Pod, i64), p2: (&'a Pod, i64)) -> (PodKey<'a>, PodKey<'a>) {
+    let key = |(p, rank): (&'a Pod, i64)| -> PodKey<'a> {
         let mut k = PodKey::from_pod(p).with_now(cmp.now);
         k.rank = rank;
         k
@@ -561,7 +561,7 @@ fn get_pods_to_delete<'a>(pods: &[&'a Pod], related: &[&'a Pod], diff: usize) ->
     ordered
         .victims(diff)
         .into_iter()
-        .map(|i| ordered.keys[i].name.clone())
+        .map(|i| ordered.keys[i].name.to_string())
         .collect()
 }
 
@@ -711,7 +711,7 @@ fn get_pods_to_delete_ranks_count_duplicates() {
     let ordered = order_pods(&cmp, [&a, &b], [&a, &b, &b]);
     assert_eq!(ordered.keys[0].rank, 1);
     assert_eq!(ordered.keys[1].rank, 2);
-    let names: Vec<&str> = ordered.in_order().map(|k| k.name.as_str()).collect();
+    let names: Vec<&str> = ordered.in_order().map(|k| &*k.name).collect();
     assert_eq!(names, ["b", "a"]);
     assert_eq!(ordered.ranking.decided_by, [super::Rule::Colocation]);
 }

@@ -1,9 +1,6 @@
 //! The order check: does upstream's predicted order delete pods in ascending
 //! intended cost, and where not, why.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-
 use foldhash::HashSet;
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
@@ -89,7 +86,7 @@ pub struct Mismatch {
     pub rule: Rule,
 }
 
-fn cost_reason(plan: Option<&&PodPlan>) -> Option<MismatchReason> {
+fn cost_reason(plan: Option<&PodPlan>) -> Option<MismatchReason> {
     let Some(p) = plan else {
         return Some(MismatchReason::NotManaged);
     };
@@ -102,12 +99,13 @@ fn cost_reason(plan: Option<&&PodPlan>) -> Option<MismatchReason> {
 }
 
 /// Compares upstream's order (`ordered`) with the intended costs (given in
-/// predicted order) and explains each adjacent inversion.
-pub fn check_order<S: BuildHasher>(
+/// predicted order) and explains each adjacent inversion. `plans[i]` is the
+/// plan of the pod of `ordered.keys[i]` (`None`: not managed by the policy).
+pub fn check_order(
     cmp: &Comparator,
     ordered: &OrderedPods,
     intended: &[i32],
-    plans: &HashMap<&str, &PodPlan, S>,
+    plans: &[Option<&PodPlan>],
     _policy: &ResolvedPolicy,
 ) -> (Verdict, Vec<Mismatch>) {
     let order = &ordered.ranking.order;
@@ -133,13 +131,13 @@ pub fn check_order<S: BuildHasher>(
             _ if ambiguous.contains(&order[pos]) && ambiguous.contains(&order[pos + 1]) => {
                 MismatchReason::Ambiguous
             }
-            _ => cost_reason(plans.get(a.name.as_str()))
-                .or_else(|| cost_reason(plans.get(b.name.as_str())))
+            _ => cost_reason(plans[order[pos]])
+                .or_else(|| cost_reason(plans[order[pos + 1]]))
                 .unwrap_or(MismatchReason::PendingPatch),
         };
         mismatches.push(Mismatch {
-            pod: a.name.clone(),
-            before: b.name.clone(),
+            pod: a.name.to_string(),
+            before: b.name.to_string(),
             reason,
             rule,
         });

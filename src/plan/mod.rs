@@ -20,8 +20,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::comparator::{
-    assign_ranks, is_pod_active, parse_deletion_cost, rank_pods, Comparator, FeatureGates, GoTime,
-    OrderedPods, ParsedCost, PodKey, POD_DELETION_COST,
+    is_pod_active, parse_deletion_cost, rank_pods, Comparator, FeatureGates, GoTime, OrderedPods,
+    ParsedCost, PodKey, PodsOnNode, POD_DELETION_COST,
 };
 use crate::policy::validate::{BillingSource, Target};
 use crate::policy::{
@@ -698,11 +698,12 @@ fn evaluate_signal(
 }
 
 /// Orders each ReplicaSet's pods with the comparator and checks the result.
-fn check_replica_sets(
+/// `plans[i]` is the plan of `pods[i]`.
+fn check_replica_sets<'a>(
     policy: &ResolvedPolicy,
     plans: &[PodPlan],
-    pods: &[&Pod],
-    ns_pods: &[&Pod],
+    pods: &[&'a Pod],
+    ns_pods: &[&'a Pod],
     ns_rs: &[&ReplicaSet],
     opts: &PlanOptions,
     warnings: &mut Vec<String>,
@@ -711,29 +712,27 @@ fn check_replica_sets(
         gates: opts.gates,
         now: opts.now,
     };
-    // what upstream will read: the snapshot, with our patches if assumed landed
-    let mut patched: HashMap<&str, i32> = HashMap::with_capacity(plans.len());
-    patched.extend(plans.iter().filter_map(|p| match p.action {
-        Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
-        _ => None,
-    }));
-    // Keys are built from the pods as they are, then given the patched cost:
-    // the cost annotation is the only thing a patch changes that the
-    // comparator reads, so this equals keying a patched copy of each pod
-    // without cloning it.
-    let key_of = |p: &Pod| -> PodKey {
+    // Plans are found by the pod's address, not its name: both sides point
+    // into the same snapshot, and a pointer hashes faster than a name.
+    let mut plan_of: HashMap<*const Pod, &PodPlan> = HashMap::with_capacity(plans.len());
+    plan_of.extend(pods.iter().map(|p| *p as *const Pod).zip(plans));
+    // Keys are built from the pods as they are, then given the patched cost
+    // if patches are assumed landed: the cost annotation is the only thing a
+    // patch changes that the comparator reads, so this equals keying a
+    // patched copy of each pod without cloning it.
+    let key_of = |p: &'a Pod, plan: Option<&PodPlan>| -> PodKey<'a> {
         let mut k = PodKey::from_pod(p).with_now(cmp.now);
-        if let Some(&c) = p.metadata.name.as_deref().and_then(|n| patched.get(n)) {
-            // what upstream parses from the decimal we write (tested)
-            k.cost = ParsedCost {
-                value: c,
-                problem: None,
-            };
+        if let Some(Action::Patch(c)) = plan.map(|x| &x.action) {
+            if opts.assume_patches_applied {
+                // what upstream parses from the decimal we write (tested)
+                k.cost = ParsedCost {
+                    value: *c,
+                    problem: None,
+                };
+            }
         }
         k
     };
-    let mut plan_by_name: HashMap<&str, &PodPlan> = HashMap::with_capacity(plans.len());
-    plan_by_name.extend(plans.iter().map(|p| (p.name.as_str(), p)));
     let mut groups: BTreeMap<Option<&str>, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         groups
@@ -750,8 +749,9 @@ fn check_replica_sets(
             owned.push(p);
         }
     }
-    // related pods depend only on the controller: computed once per controller
-    let mut related_by_owner: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    // related pods, and their count per node, depend only on the controller:
+    // computed once per controller, not once per ReplicaSet
+    let mut related_by_owner: HashMap<&str, (usize, PodsOnNode)> = HashMap::new();
     let mut out = Vec::new();
     for (rs_name, members) in groups {
         let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
@@ -759,21 +759,34 @@ fn check_replica_sets(
             Some(n) => owned_by.remove(n).unwrap_or_default(),
             None => members,
         };
-        let related: &[&Pod] = match rs {
+        let own_counts;
+        let (related_count, on_node): (usize, &PodsOnNode) = match rs {
             Some(rs) => match controller_of(rs.metadata.owner_references.as_ref()) {
-                Some(owner) => related_by_owner
-                    .entry(owner.uid.as_str())
-                    .or_insert_with(|| related_pods(owner, ns_rs, ns_pods)),
-                None => &[],
+                Some(owner) => {
+                    let (n, counts) =
+                        related_by_owner
+                            .entry(owner.uid.as_str())
+                            .or_insert_with(|| {
+                                let related = related_pods(owner, ns_rs, ns_pods);
+                                (related.len(), PodsOnNode::count(related))
+                            });
+                    (*n, counts)
+                }
+                None => {
+                    own_counts = PodsOnNode::default();
+                    (0, &own_counts)
+                }
             },
             None => {
                 if let Some(n) = rs_name {
                     warnings.push(format!(
                         "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
                     ));
-                    &owned
+                    own_counts = PodsOnNode::count(owned.iter().copied());
+                    (owned.len(), &own_counts)
                 } else {
-                    &[]
+                    own_counts = PodsOnNode::default();
+                    (0, &own_counts)
                 }
             }
         };
@@ -781,46 +794,40 @@ fn check_replica_sets(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let mut keys: Vec<PodKey> = owned.iter().map(|p| key_of(p)).collect();
-        assign_ranks(&mut keys, related.iter().copied());
+        let owned_plans: Vec<Option<&PodPlan>> = owned
+            .iter()
+            .map(|p| plan_of.get(&(*p as *const Pod)).copied())
+            .collect();
+        let mut keys: Vec<PodKey> = owned
+            .iter()
+            .zip(&owned_plans)
+            .map(|(p, plan)| key_of(p, *plan))
+            .collect();
+        on_node.assign(&mut keys);
         let ranking = rank_pods(&cmp, &keys);
         let ordered = OrderedPods { keys, ranking };
-        let names: Vec<String> = ordered.in_order().map(|k| k.name.clone()).collect();
+        let order = &ordered.ranking.order;
+        let name = |i: usize| ordered.keys[i].name.to_string();
+        let names: Vec<String> = order.iter().map(|&i| name(i)).collect();
         let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
-        let intended_costs: Vec<i32> = ordered
-            .in_order()
-            .map(|k| {
-                plan_by_name
-                    .get(k.name.as_str())
-                    .map(|p| p.intended())
-                    .unwrap_or(k.cost.value)
-            })
+        let intended_costs: Vec<i32> = order
+            .iter()
+            .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
             .collect();
         let victims: Vec<String> = opts
             .scale_down_by
-            .map(|n| {
-                ordered
-                    .victims(n)
-                    .into_iter()
-                    .map(|i| ordered.keys[i].name.clone())
-                    .collect()
-            })
+            .map(|n| ordered.victims(n).into_iter().map(name).collect())
             .unwrap_or_default();
         let tie_at_cut = opts
             .scale_down_by
             .is_some_and(|n| ordered.ranking.tie_at_cut(n));
         let (verdict, mismatches) =
-            check::check_order(&cmp, &ordered, &intended_costs, &plan_by_name, policy);
+            check::check_order(&cmp, &ordered, &intended_costs, &owned_plans, policy);
         let ambiguous = ordered
             .ranking
             .ambiguity
             .as_ref()
-            .map(|a| {
-                a.pods
-                    .iter()
-                    .map(|&i| ordered.keys[i].name.clone())
-                    .collect()
-            })
+            .map(|a| a.pods.iter().map(|&i| name(i)).collect())
             .unwrap_or_default();
         out.push(ReplicaSetPlan {
             name: rs_name.unwrap_or("(none)").to_string(),
@@ -833,7 +840,7 @@ fn check_replica_sets(
             mismatches,
             ambiguous,
             tie_at_cut,
-            related_pods: related.len(),
+            related_pods: related_count,
         });
     }
     out

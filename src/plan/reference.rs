@@ -512,13 +512,13 @@ fn check_replica_sets(
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
         let ordered = comparator::order_pods(&cmp, owned.iter(), related.iter());
-        let names: Vec<String> = ordered.in_order().map(|k| k.name.clone()).collect();
+        let names: Vec<String> = ordered.in_order().map(|k| k.name.to_string()).collect();
         let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
         let intended_costs: Vec<i32> = ordered
             .in_order()
             .map(|k| {
                 plan_by_name
-                    .get(k.name.as_str())
+                    .get(&*k.name)
                     .map(|p| p.intended())
                     .unwrap_or(k.cost.value)
             })
@@ -529,15 +529,20 @@ fn check_replica_sets(
                 ordered
                     .victims(n)
                     .into_iter()
-                    .map(|i| ordered.keys[i].name.clone())
+                    .map(|i| ordered.keys[i].name.to_string())
                     .collect()
             })
             .unwrap_or_default();
         let tie_at_cut = opts
             .scale_down_by
             .is_some_and(|n| ordered.ranking.tie_at_cut(n));
+        let key_plans: Vec<Option<&PodPlan>> = ordered
+            .keys
+            .iter()
+            .map(|k| plan_by_name.get(&*k.name).copied())
+            .collect();
         let (verdict, mismatches) =
-            check::check_order(&cmp, &ordered, &intended_costs, &plan_by_name, policy);
+            check::check_order(&cmp, &ordered, &intended_costs, &key_plans, policy);
         let ambiguous = ordered
             .ranking
             .ambiguity
@@ -545,7 +550,7 @@ fn check_replica_sets(
             .map(|a| {
                 a.pods
                     .iter()
-                    .map(|&i| ordered.keys[i].name.clone())
+                    .map(|&i| ordered.keys[i].name.to_string())
                     .collect()
             })
             .unwrap_or_default();
