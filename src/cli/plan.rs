@@ -263,11 +263,11 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
     let mut rows = vec![header];
     for pod in &p.pods {
         let mut r = vec![
-            pod.name.clone(),
+            pod.name.to_string(),
             if pod.node.is_empty() {
                 "-".into()
             } else {
-                pod.node.clone()
+                pod.node.to_string()
             },
         ];
         r.extend(pod.signals.iter().map(|s| match s.value {
@@ -329,7 +329,7 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
             };
             rows.push(vec![
                 (i + 1).to_string(),
-                name.clone(),
+                name.to_string(),
                 rs.live_costs[i].to_string(),
                 victim.to_string(),
             ]);

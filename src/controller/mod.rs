@@ -780,7 +780,7 @@ impl PolicyRound {
             .plan
             .patches
             .iter()
-            .map(|p| PatchRequest::set(PodKey::new(ns, &p.pod), name, p.cost).with_uid(&p.uid))
+            .map(|p| PatchRequest::set(PodKey::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
             .collect();
         reqs.extend(
             self.releases
@@ -865,7 +865,7 @@ pub async fn plan_round(
     }
 
     // pods carrying our cost that we no longer manage
-    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| p.name.as_str()).collect();
+    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
     let releases = snapshot
         .pods
         .iter()
@@ -879,7 +879,7 @@ pub async fn plan_round(
     let wanted: BTreeSet<&str> = planned
         .patches
         .iter()
-        .map(|p| p.pod.as_str())
+        .map(|p| &*p.pod)
         .chain(releases.iter().map(|(n, _)| n.as_str()))
         .collect();
     let versions = snapshot

@@ -175,7 +175,12 @@ pub fn build(
             .iter()
             .map(|r| ReplicaSetVictims {
                 replica_set: r.name.clone(),
-                pods: r.predicted.iter().take(VICTIMS_SHOWN).cloned().collect(),
+                pods: r
+                    .predicted
+                    .iter()
+                    .take(VICTIMS_SHOWN)
+                    .map(|p| p.to_string())
+                    .collect(),
             })
             .collect(),
         mismatches: plan
@@ -253,7 +258,7 @@ mod tests {
             replica_sets: vec![ReplicaSetPlan {
                 name: "web-abc".into(),
                 deployment: Some("web".into()),
-                predicted: (0..8).map(|i| format!("p{i}")).collect(),
+                predicted: (0..8).map(|i| format!("p{i}").into()).collect(),
                 intended_costs: vec![],
                 live_costs: vec![],
                 victims: vec![],

@@ -289,7 +289,7 @@ fn find_policy(
 /// Only the workload's share of a round: its pods' patches and releases.
 fn workload_round(round: &PolicyRound, pods: &BTreeSet<String>) -> PolicyRound {
     let mut plan = round.plan.clone();
-    plan.patches.retain(|p| pods.contains(&p.pod));
+    plan.patches.retain(|p| pods.contains(&*p.pod));
     PolicyRound {
         resolved: round.resolved.clone(),
         plan,
@@ -449,7 +449,7 @@ async fn prescale(
                 .iter()
                 .enumerate()
                 .map(|(i, pod)| Victim {
-                    pod: pod.clone(),
+                    pod: pod.to_string(),
                     replica_set: r.name.clone(),
                     cost: r.live_costs.get(i).copied().unwrap_or(0),
                     intended_cost: r.intended_costs.get(i).copied().unwrap_or(0),

@@ -108,11 +108,7 @@ fn assert_same(
     assert!(new == reference, "{}", first_difference(&new, &reference));
 
     let mut landed = snap.clone();
-    let by_name: HashMap<&str, i32> = new
-        .patches
-        .iter()
-        .map(|x| (x.pod.as_str(), x.cost))
-        .collect();
+    let by_name: HashMap<&str, i32> = new.patches.iter().map(|x| (&*x.pod, x.cost)).collect();
     for pod in landed
         .pods
         .iter_mut()

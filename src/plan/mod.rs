@@ -4,6 +4,7 @@
 //! against the order the policy intends. It never talks to the API.
 
 pub mod check;
+pub mod previous;
 pub mod resolve;
 pub mod snapshot;
 
@@ -33,6 +34,7 @@ use crate::signals::utilization::quantize;
 use crate::signals::{Sample, SignalSamples};
 
 pub use check::{Mismatch, MismatchReason, Verdict};
+pub use previous::PreviousValues;
 pub use resolve::{default_value, ResolveError, ResolvedPolicy};
 pub use snapshot::Snapshot;
 
@@ -52,9 +54,6 @@ pub struct PlanOptions {
     /// offline `plan`), or on the pods as they are (the operator's check).
     pub assume_patches_applied: bool,
 }
-
-/// Signal values remembered from the last plan, for hysteresis.
-pub type PreviousValues = BTreeMap<String, BTreeMap<usize, i64>>;
 
 /// Who wrote a pod's current cost.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -99,14 +98,14 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodPlan {
-    /// Pod name.
-    pub name: String,
+    /// Pod name (shared with its patch and its place in the predicted order).
+    pub name: Arc<str>,
     /// Pod UID.
-    pub uid: String,
-    /// `spec.nodeName`.
-    pub node: String,
+    pub uid: Arc<str>,
+    /// `spec.nodeName` (shared by the pods of a node).
+    pub node: Arc<str>,
     /// Controlling ReplicaSet, if any.
-    pub replica_set: Option<String>,
+    pub replica_set: Option<Arc<str>>,
     /// Per-signal breakdown.
     pub signals: Vec<SignalValue>,
     /// Current annotation value as written.
@@ -133,11 +132,11 @@ impl PodPlan {
 #[serde(rename_all = "camelCase")]
 pub struct Patch {
     /// Pod namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Pod name.
-    pub pod: String,
+    pub pod: Arc<str>,
     /// Pod UID.
-    pub uid: String,
+    pub uid: Arc<str>,
     /// Cost to write.
     pub cost: i32,
 }
@@ -151,19 +150,19 @@ pub struct ReplicaSetPlan {
     /// Its controlling Deployment, if any.
     pub deployment: Option<String>,
     /// Pods in the order upstream deletes them.
-    pub predicted: Vec<String>,
+    pub predicted: Vec<Arc<str>>,
     /// Intended cost of each pod in `predicted`.
     pub intended_costs: Vec<i32>,
     /// Cost upstream reads for each pod in `predicted`.
     pub live_costs: Vec<i32>,
     /// First `scale_down_by` pods upstream deletes.
-    pub victims: Vec<String>,
+    pub victims: Vec<Arc<str>>,
     /// Whether upstream's order matches the intended one.
     pub verdict: Verdict,
     /// Where and why it differs.
     pub mismatches: Vec<Mismatch>,
     /// Pods whose relative order upstream cannot settle (non-transitive comparator).
-    pub ambiguous: Vec<String>,
+    pub ambiguous: Vec<Arc<str>>,
     /// The victim cut falls between pods upstream treats as equal.
     pub tie_at_cut: bool,
     /// Number of related pods used for the colocation rank.
@@ -419,15 +418,20 @@ pub fn plan_excluding(
         })
         .collect();
 
-    // pods are sorted by name: collected in order, the map is built in bulk
-    let mut kept_values: Vec<(String, BTreeMap<usize, i64>)> = Vec::with_capacity(pods.len());
+    // pods are sorted by name: collected in order, the values are built in bulk
+    let mut kept_values: Vec<(Arc<str>, usize, i64)> = Vec::new();
     let mut plans = Vec::with_capacity(pods.len());
+    // strings many pods share, allocated once
+    let namespace: Arc<str> = ns.into();
+    let mut node_names: HashMap<&str, Arc<str>> = HashMap::with_capacity(nodes.len());
+    let mut rs_names: HashMap<&str, Arc<str>> = HashMap::new();
     let mut patches = Vec::new();
     // per-pod scratch buffers, reused
     let mut combined = Vec::with_capacity(policy.spec.signals.len());
     let mut desired_text = String::new();
     for (i, pod) in pods.iter().enumerate() {
-        let name = pod.metadata.name.clone().unwrap_or_default();
+        let name: Arc<str> = pod.metadata.name.as_deref().unwrap_or("").into();
+        let uid: Arc<str> = pod.metadata.uid.as_deref().unwrap_or("").into();
         let annotations = pod.metadata.annotations.as_ref();
         let current_raw = annotations.and_then(|a| a.get(POD_DELETION_COST)).cloned();
         let current = parse_deletion_cost(current_raw.as_deref().unwrap_or("0")).value;
@@ -439,7 +443,6 @@ pub fn plan_excluding(
         };
         let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
         combined.clear();
-        let mut kept = BTreeMap::new();
         let mut missing: Option<String> = None;
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
             // each value is read once: move its detail out instead of cloning
@@ -456,7 +459,10 @@ pub fn plan_excluding(
                 },
             };
             if let Some(v) = v {
-                kept.insert(idx, v);
+                // only utilisation reads its last value back
+                if matches!(spec, ValidatedSignal::Utilization(_)) {
+                    kept_values.push((name.clone(), idx, v));
+                }
                 combined.push(v);
             }
             breakdown.push(SignalValue {
@@ -464,13 +470,6 @@ pub fn plan_excluding(
                 value: v,
                 detail,
             });
-        }
-        if !kept.is_empty() {
-            match kept_values.last_mut() {
-                // pods sharing a name (invalid, but possible in a file) merge
-                Some((last, m)) if *last == name => m.extend(kept),
-                _ => kept_values.push((name.clone(), kept)),
-            }
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
@@ -485,17 +484,27 @@ pub fn plan_excluding(
         };
         if let Action::Patch(cost) = action {
             patches.push(Patch {
-                namespace: ns.to_string(),
+                namespace: namespace.clone(),
                 pod: name.clone(),
-                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                uid: uid.clone(),
                 cost,
             });
         }
+        let node = node_names
+            .entry(node_of(pod))
+            .or_insert_with_key(|n| (*n).into())
+            .clone();
+        let replica_set = pod_rs(pod).map(|r| {
+            rs_names
+                .entry(r.name.as_str())
+                .or_insert_with_key(|n| (*n).into())
+                .clone()
+        });
         plans.push(PodPlan {
             name,
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            node: node_of(pod).to_string(),
-            replica_set: pod_rs(pod).map(|r| r.name.clone()),
+            uid,
+            node,
+            replica_set,
             signals: breakdown,
             current_raw,
             current,
@@ -509,6 +518,7 @@ pub fn plan_excluding(
         });
     }
 
+    // pods sharing a name (invalid, but possible in a file): the last one's values win
     let values: PreviousValues = kept_values.into_iter().collect();
     let replica_sets =
         check_replica_sets(policy, &plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
@@ -629,14 +639,12 @@ fn evaluate_signal(
                 .utilization
                 .get(&idx)
                 .map(|s| s.by_pod.iter().peekable());
-            let mut prev_values = previous.iter().peekable();
+            let mut prev_values = previous.cursor(idx);
             let no_sample: Arc<str> = "no sample".into();
             pods.iter()
                 .map(|p| {
                     let n = name(p);
-                    let prev = seek(&mut prev_values, n)
-                        .and_then(|m| m.get(&idx))
-                        .and_then(|v| u32::try_from(*v).ok());
+                    let prev = prev_values.seek(n).and_then(|v| u32::try_from(v).ok());
                     let q = |v: f64| {
                         i64::from(quantize(
                             v,
@@ -807,14 +815,21 @@ fn check_replica_sets<'a>(
         let ranking = rank_pods(&cmp, &keys);
         let ordered = OrderedPods { keys, ranking };
         let order = &ordered.ranking.order;
-        let name = |i: usize| ordered.keys[i].name.to_string();
-        let names: Vec<String> = order.iter().map(|&i| name(i)).collect();
+        // a managed pod's name is its plan's, shared
+        let key_names: Vec<Arc<str>> = ordered
+            .keys
+            .iter()
+            .zip(&owned_plans)
+            .map(|(k, plan)| plan.map_or_else(|| Arc::from(&*k.name), |p| p.name.clone()))
+            .collect();
+        let name = |i: usize| key_names[i].clone();
+        let names: Vec<Arc<str>> = order.iter().map(|&i| name(i)).collect();
         let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
         let intended_costs: Vec<i32> = order
             .iter()
             .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
             .collect();
-        let victims: Vec<String> = opts
+        let victims: Vec<Arc<str>> = opts
             .scale_down_by
             .map(|n| ordered.victims(n).into_iter().map(name).collect())
             .unwrap_or_default();

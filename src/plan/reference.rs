@@ -3,6 +3,7 @@
 //! pod for the comparator's view and rescans the namespace per ReplicaSet).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -77,7 +78,7 @@ fn selected<'a>(
             ns_pods
                 .iter()
                 .copied()
-                .filter(|p| pod_rs(p).is_some_and(|r| rs_names.contains(r.name.as_str())))
+                .filter(|p| pod_rs(p).is_some_and(|r| rs_names.contains(&*r.name)))
                 .collect()
         }
     }
@@ -221,7 +222,8 @@ pub(super) fn plan_excluding(
         })
         .collect();
 
-    let mut values: PreviousValues = BTreeMap::new();
+    // the reference remembers every signal's value; only utilisation's are read
+    let mut values: BTreeMap<String, BTreeMap<usize, i64>> = BTreeMap::new();
     let mut plans = Vec::with_capacity(pods.len());
     let mut patches = Vec::new();
     for (i, pod) in pods.iter().enumerate() {
@@ -274,17 +276,17 @@ pub(super) fn plan_excluding(
         };
         if let Action::Patch(cost) = action {
             patches.push(Patch {
-                namespace: ns.to_string(),
-                pod: name.clone(),
-                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                namespace: ns.into(),
+                pod: name.as_str().into(),
+                uid: pod.metadata.uid.as_deref().unwrap_or_default().into(),
                 cost,
             });
         }
         plans.push(PodPlan {
-            name,
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            node: node_name(pod),
-            replica_set: pod_rs(pod).map(|r| r.name.clone()),
+            name: name.into(),
+            uid: pod.metadata.uid.as_deref().unwrap_or_default().into(),
+            node: node_name(pod).into(),
+            replica_set: pod_rs(pod).map(|r| r.name.as_str().into()),
             signals: breakdown,
             current_raw,
             current,
@@ -305,7 +307,16 @@ pub(super) fn plan_excluding(
         pods: plans,
         patches,
         replica_sets,
-        values,
+        values: values
+            .into_iter()
+            .flat_map(|(pod, m)| {
+                m.into_iter()
+                    .filter(|(idx, _)| {
+                        matches!(policy.spec.signals[*idx], ValidatedSignal::Utilization(_))
+                    })
+                    .map(move |(idx, v)| (pod.clone(), idx, v))
+            })
+            .collect(),
         inactive,
         warnings,
     }
@@ -378,10 +389,7 @@ fn evaluate_signal(
             pods.iter()
                 .map(|p| {
                     let n = name(p);
-                    let prev = previous
-                        .get(&n)
-                        .and_then(|m| m.get(&idx))
-                        .and_then(|v| u32::try_from(*v).ok());
+                    let prev = previous.get(&n, idx).and_then(|v| u32::try_from(v).ok());
                     let q = |v: f64| {
                         i64::from(quantize(
                             v,
@@ -454,7 +462,7 @@ fn check_replica_sets(
     let patched: HashMap<&str, i32> = plans
         .iter()
         .filter_map(|p| match p.action {
-            Action::Patch(c) if opts.assume_patches_applied => Some((p.name.as_str(), c)),
+            Action::Patch(c) if opts.assume_patches_applied => Some((&*p.name, c)),
             _ => None,
         })
         .collect();
@@ -468,8 +476,7 @@ fn check_replica_sets(
         }
         p
     };
-    let plan_by_name: HashMap<&str, &PodPlan> =
-        plans.iter().map(|p| (p.name.as_str(), p)).collect();
+    let plan_by_name: HashMap<&str, &PodPlan> = plans.iter().map(|p| (&*p.name, p)).collect();
     let mut groups: BTreeMap<Option<String>, Vec<&Pod>> = BTreeMap::new();
     for p in pods {
         groups
@@ -512,7 +519,7 @@ fn check_replica_sets(
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
         let ordered = comparator::order_pods(&cmp, owned.iter(), related.iter());
-        let names: Vec<String> = ordered.in_order().map(|k| k.name.to_string()).collect();
+        let names: Vec<Arc<str>> = ordered.in_order().map(|k| (&*k.name).into()).collect();
         let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
         let intended_costs: Vec<i32> = ordered
             .in_order()
@@ -523,13 +530,13 @@ fn check_replica_sets(
                     .unwrap_or(k.cost.value)
             })
             .collect();
-        let victims: Vec<String> = opts
+        let victims: Vec<Arc<str>> = opts
             .scale_down_by
             .map(|n| {
                 ordered
                     .victims(n)
                     .into_iter()
-                    .map(|i| ordered.keys[i].name.to_string())
+                    .map(|i| (&*ordered.keys[i].name).into())
                     .collect()
             })
             .unwrap_or_default();
@@ -550,7 +557,7 @@ fn check_replica_sets(
             .map(|a| {
                 a.pods
                     .iter()
-                    .map(|&i| ordered.keys[i].name.to_string())
+                    .map(|&i| (&*ordered.keys[i].name).into())
                     .collect()
             })
             .unwrap_or_default();

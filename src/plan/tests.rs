@@ -188,7 +188,7 @@ fn apply(snapshot: &mut Snapshot, plan: &Plan, policy: &str) {
         let p = snapshot
             .pods
             .iter_mut()
-            .find(|p| p.metadata.name.as_deref() == Some(patch.pod.as_str()))
+            .find(|p| p.metadata.name.as_deref() == Some(&*patch.pod))
             .unwrap();
         let a = p.metadata.annotations.get_or_insert_with(Default::default);
         a.insert(POD_DELETION_COST.into(), patch.cost.to_string());
@@ -199,7 +199,7 @@ fn apply(snapshot: &mut Snapshot, plan: &Plan, policy: &str) {
 fn cost_of(plan: &Plan, pod: &str) -> Option<i32> {
     plan.pods
         .iter()
-        .find(|p| p.name == pod)
+        .find(|p| &*p.name == pod)
         .and_then(|p| p.desired)
 }
 
@@ -221,7 +221,7 @@ fn spot_first_costs_and_order() {
     assert_eq!(cost_of(&plan, "b"), Some(0));
     assert_eq!(plan.patches.len(), 3);
     let rs = &plan.replica_sets[0];
-    assert_eq!(rs.victims, vec!["b".to_string()]);
+    assert_eq!(rs.victims, vec![Arc::from("b")]);
     assert_eq!(rs.verdict, Verdict::AsIntended);
     assert_eq!(rs.deployment.as_deref(), Some("web"));
 }
@@ -250,7 +250,7 @@ fn relabelled_node_recosts_only_its_pods() {
     snap.nodes[0] = node("spot-1", &[("karpenter.sh/capacity-type", "on-demand")]);
     let second = plan(&p, &snap, &Default::default(), &first.values, &opts());
     assert_eq!(second.patches.len(), 1);
-    assert_eq!(second.patches[0].pod, "b");
+    assert_eq!(&*second.patches[0].pod, "b");
     assert_eq!(second.patches[0].cost, 100);
 }
 
@@ -268,7 +268,7 @@ fn never_patches_outside_the_selector() {
         &Default::default(),
         &opts(),
     );
-    let names: Vec<&str> = plan.patches.iter().map(|p| p.pod.as_str()).collect();
+    let names: Vec<&str> = plan.patches.iter().map(|p| &*p.pod).collect();
     assert_eq!(names, ["a"]);
 }
 
@@ -465,7 +465,7 @@ fn consolidation_prefers_emptier_nodes() {
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     assert_eq!(cost_of(&plan, "c"), Some(1));
     assert_eq!(cost_of(&plan, "a"), Some(3));
-    assert_eq!(plan.replica_sets[0].victims, vec!["c".to_string()]);
+    assert_eq!(plan.replica_sets[0].victims, vec![Arc::from("c")]);
 }
 
 #[test]
@@ -478,7 +478,7 @@ fn target_ref_deployment_follows_ownership() {
          signals:\n- billingClass: {costs: {spot: 0}, default: 5}\n",
     );
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
-    let names: Vec<&str> = plan.pods.iter().map(|p| p.name.as_str()).collect();
+    let names: Vec<&str> = plan.pods.iter().map(|p| &*p.name).collect();
     assert_eq!(names, ["a"]);
 }
 
@@ -569,7 +569,7 @@ fn colocation_rank_counts_pods_of_sibling_replica_sets() {
         .find(|r| r.name == "web-abc")
         .unwrap();
     assert_eq!(rs.related_pods, 3);
-    assert_eq!(rs.predicted[0], "a");
+    assert_eq!(&*rs.predicted[0], "a");
 }
 
 #[test]
