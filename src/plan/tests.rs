@@ -670,3 +670,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The prefix-keyed sort gives byte order, stable among equal names.
+    #[test]
+    fn pods_sort_by_name_in_byte_order(
+        names in prop::collection::vec("(web-[a-c]{0,3})?[a-c\\x00]{0,20}", 0..40),
+    ) {
+        let pods: Vec<Pod> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Pod {
+                metadata: ObjectMeta {
+                    name: Some(n.clone()),
+                    uid: Some(i.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect();
+        let got: Vec<&str> = sorted_by_name(pods.iter().collect())
+            .iter()
+            .map(|p| p.metadata.uid.as_deref().unwrap_or(""))
+            .collect();
+        let mut want: Vec<(&str, String)> =
+            names.iter().enumerate().map(|(i, n)| (n.as_str(), i.to_string())).collect();
+        want.sort_by(|a, b| a.0.cmp(b.0));
+        let want: Vec<&str> = want.iter().map(|(_, u)| u.as_str()).collect();
+        prop_assert_eq!(got, want);
+    }
+}
