@@ -379,10 +379,13 @@ pub fn plan_excluding(
         .collect();
     pods = sorted_by_name(pods);
 
-    let missing_nodes: BTreeSet<&str> = pods
+    let pod_nodes = PodNodes::new(&pods, &nodes, &snapshot.pods);
+    let missing_nodes: BTreeSet<&str> = pod_nodes
+        .names
         .iter()
-        .map(|p| node_of(p))
-        .filter(|n| !n.is_empty() && !nodes.contains_key(n))
+        .zip(&pod_nodes.node)
+        .filter(|(n, node)| !n.is_empty() && node.is_none())
+        .map(|(n, _)| *n)
         .collect();
     if !missing_nodes.is_empty() {
         warnings.push(format!(
@@ -391,25 +394,12 @@ pub fn plan_excluding(
         ));
     }
 
-    // Signal inputs that depend on the whole set of pods.
-    let pods_per_node: HashMap<&str, i64> = {
-        let mut m = HashMap::with_capacity(nodes.len());
-        for p in snapshot.pods.iter().filter(|p| is_pod_active(p)) {
-            let n = node_of(p);
-            if !n.is_empty() {
-                *m.entry(n).or_insert(0) += 1;
-            }
-        }
-        m
-    };
     let mut signal_values: Vec<Vec<(Option<i64>, Arc<str>)>> = policy
         .spec
         .signals
         .iter()
         .enumerate()
-        .map(|(idx, spec)| {
-            evaluate_signal(idx, spec, &pods, &nodes, &pods_per_node, samples, previous)
-        })
+        .map(|(idx, spec)| evaluate_signal(idx, spec, &pods, &pod_nodes, samples, previous))
         .collect();
 
     // pods are sorted by name: collected in order, the values are built in bulk
@@ -417,7 +407,7 @@ pub fn plan_excluding(
     let mut plans = Vec::with_capacity(pods.len());
     // strings many pods share, allocated once
     let namespace: Arc<str> = ns.into();
-    let mut node_names: HashMap<&str, Arc<str>> = HashMap::with_capacity(nodes.len());
+    let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
     let mut rs_names: HashMap<&str, Arc<str>> = HashMap::new();
     let mut patches = Vec::new();
     // per-pod scratch buffers, reused
@@ -484,10 +474,7 @@ pub fn plan_excluding(
                 cost,
             });
         }
-        let node = node_names
-            .entry(node_of(pod))
-            .or_insert_with_key(|n| (*n).into())
-            .clone();
+        let node = node_names[pod_nodes.slot[i] as usize].clone();
         let replica_set = pod_rs(pod).map(|r| {
             rs_names
                 .entry(r.name.as_str())
@@ -575,25 +562,69 @@ fn seek<'m, V>(
     None
 }
 
+/// The nodes of the selected pods, each looked up once: the signals read a
+/// pod's node through its slot instead of hashing its name again.
+struct PodNodes<'a> {
+    /// Slot of each pod's node (pods in plan order).
+    slot: Vec<u32>,
+    /// Node name per slot (empty: unscheduled).
+    names: Vec<&'a str>,
+    /// The node per slot, when the snapshot has it.
+    node: Vec<Option<&'a Node>>,
+    /// Active pods of the whole snapshot on each slot's node.
+    pods_on: Vec<i64>,
+}
+
+impl<'a> PodNodes<'a> {
+    fn new(pods: &[&'a Pod], nodes: &HashMap<&'a str, &'a Node>, all: &'a [Pod]) -> Self {
+        let mut slot_of: HashMap<&str, u32> = HashMap::with_capacity(nodes.len() + 1);
+        let mut names = Vec::new();
+        let slot = pods
+            .iter()
+            .map(|p| {
+                let n = node_of(p);
+                *slot_of.entry(n).or_insert_with(|| {
+                    names.push(n);
+                    (names.len() - 1) as u32
+                })
+            })
+            .collect();
+        let node = names.iter().map(|n| nodes.get(n).copied()).collect();
+        let mut pods_on = vec![0; names.len()];
+        for p in all.iter().filter(|p| is_pod_active(p)) {
+            let n = node_of(p);
+            if !n.is_empty() {
+                if let Some(&s) = slot_of.get(n) {
+                    pods_on[s as usize] += 1;
+                }
+            }
+        }
+        Self {
+            slot,
+            names,
+            node,
+            pods_on,
+        }
+    }
+
+    /// Labels of pod `i`'s node.
+    fn labels(&self, i: usize) -> Option<&'a BTreeMap<String, String>> {
+        self.node[self.slot[i] as usize].and_then(|n| n.metadata.labels.as_ref())
+    }
+}
+
 /// Values of one signal for every pod, with a readable detail.
-#[allow(clippy::too_many_arguments)]
 fn evaluate_signal(
     idx: usize,
     spec: &ValidatedSignal,
     pods: &[&Pod],
-    nodes: &HashMap<&str, &Node>,
-    pods_per_node: &HashMap<&str, i64>,
+    pod_nodes: &PodNodes,
     samples: &SignalSamples,
     previous: &PreviousValues,
 ) -> Vec<(Option<i64>, Arc<str>)> {
     fn name(p: &Pod) -> &str {
         p.metadata.name.as_deref().unwrap_or("")
     }
-    let node_labels = |p: &Pod| {
-        nodes
-            .get(node_of(p))
-            .and_then(|n| n.metadata.labels.as_ref())
-    };
     match spec {
         ValidatedSignal::BillingClass(b) => {
             let (label, preset) = match &b.source {
@@ -601,15 +632,15 @@ fn evaluate_signal(
                 BillingSource::Preset(p) => (None, *p),
             };
             // a node's class is the same for all its pods: derive it once per node
-            let mut by_node: HashMap<&str, Option<String>> = HashMap::new();
-            for p in pods {
-                by_node
-                    .entry(node_of(p))
-                    .or_insert_with(|| billing_class(node_labels(p), label, preset));
-            }
-            let classes: Vec<Option<&str>> = pods
+            let by_slot: Vec<Option<String>> = pod_nodes
+                .node
                 .iter()
-                .map(|p| by_node.get(node_of(p)).and_then(|c| c.as_deref()))
+                .map(|n| billing_class(n.and_then(|n| n.metadata.labels.as_ref()), label, preset))
+                .collect();
+            let classes: Vec<Option<&str>> = pod_nodes
+                .slot
+                .iter()
+                .map(|&s| by_slot[s as usize].as_deref())
                 .collect();
             // over a class budget: the newest pods beyond it go first
             let mut over = vec![false; pods.len()];
@@ -696,9 +727,11 @@ fn evaluate_signal(
         ValidatedSignal::NodeConsolidation(c) => {
             // the detail depends only on the count: formatted once per count
             let mut details: HashMap<i64, Arc<str>> = HashMap::new();
-            pods.iter()
-                .map(|p| {
-                    let count = pods_per_node.get(node_of(p)).copied().unwrap_or(0);
+            pod_nodes
+                .slot
+                .iter()
+                .map(|&s| {
+                    let count = pod_nodes.pods_on[s as usize];
                     let detail = details
                         .entry(count)
                         .or_insert_with(|| format!("{count} pods on node").into());
@@ -708,8 +741,9 @@ fn evaluate_signal(
         }
         ValidatedSignal::ZoneBalance(z) => {
             let mut per_zone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, p) in pods.iter().enumerate() {
-                let zone = node_labels(p)
+            for i in 0..pods.len() {
+                let zone = pod_nodes
+                    .labels(i)
                     .and_then(|l| l.get(&z.topology_key))
                     .map_or("", String::as_str);
                 per_zone.entry(zone).or_default().push(i);
