@@ -845,7 +845,7 @@ pub async fn plan_round(
         scale_down_by,
         assume_patches_applied: false,
     };
-    let planned = plan::plan_excluding(
+    let mut planned = plan::plan_excluding(
         resolved,
         &snapshot,
         &state.samples,
@@ -853,7 +853,8 @@ pub async fn plan_round(
         &opts,
         &excluded,
     );
-    state.previous = planned.values.clone();
+    // nothing after this reads the plan's values: moved, not copied
+    state.previous = std::mem::take(&mut planned.values);
     let (signal_error, last_refresh) = (state.signal_error.clone(), state.last_refresh.clone());
     if let Ok(mut s) = ctx.state.lock() {
         let mismatch_reasons = s
