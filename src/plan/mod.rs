@@ -8,6 +8,7 @@ pub mod previous;
 pub mod resolve;
 pub mod snapshot;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -543,15 +544,16 @@ fn sorted_by_name<'a>(pods: Vec<&'a Pod>) -> Vec<&'a Pod> {
     keyed.into_iter().map(|(_, _, p)| p).collect()
 }
 
-/// The value under `name` in a map iterated in key order, for names asked in
-/// ascending order (repeats allowed): a merge join, no lookup per name.
-fn seek<'m, V>(
-    it: &mut std::iter::Peekable<impl Iterator<Item = (&'m String, &'m V)>>,
+/// The value under `name` in (name, value) pairs iterated in name order, for
+/// names asked in ascending order (repeats allowed): a merge join, no lookup
+/// per name.
+fn seek<K: AsRef<str>, V: Copy>(
+    it: &mut std::iter::Peekable<impl Iterator<Item = (K, V)>>,
     name: &str,
-) -> Option<&'m V> {
+) -> Option<V> {
     // one comparison per step: each key's bytes are read once
     while let Some((k, v)) = it.peek() {
-        match k.as_str().cmp(name) {
+        match k.as_ref().cmp(name) {
             std::cmp::Ordering::Less => {
                 it.next();
             }
@@ -700,12 +702,16 @@ fn evaluate_signal(
                 .utilization
                 .get(&idx)
                 .map(|s| s.by_pod.iter().peekable());
-            let mut prev_values = previous.cursor(idx);
+            let mut prev_values = previous
+                .iter()
+                .filter(|(_, signal, _)| *signal == idx)
+                .map(|(pod, _, v)| (pod, v))
+                .peekable();
             let no_sample: Arc<str> = "no sample".into();
             pods.iter()
                 .map(|p| {
                     let n = name(p);
-                    let prev = prev_values.seek(n).and_then(|v| u32::try_from(v).ok());
+                    let prev = seek(&mut prev_values, n).and_then(|v| u32::try_from(v).ok());
                     let q = |v: f64| {
                         i64::from(quantize(
                             v,
@@ -831,8 +837,7 @@ fn check_replica_sets<'a>(
             Some(n) => owned_by.remove(n).unwrap_or_default(),
             None => members,
         };
-        let own_counts;
-        let (related_count, on_node): (usize, &PodsOnNode) = match rs {
+        let (related_count, on_node): (usize, Cow<PodsOnNode>) = match rs {
             Some(rs) => match controller_of(rs.metadata.owner_references.as_ref()) {
                 Some(owner) => {
                     let (n, counts) =
@@ -842,25 +847,22 @@ fn check_replica_sets<'a>(
                                 let related = related_pods(owner, ns_rs, ns_pods);
                                 (related.len(), PodsOnNode::count(related))
                             });
-                    (*n, counts)
+                    (*n, Cow::Borrowed(counts))
                 }
-                None => {
-                    own_counts = PodsOnNode::default();
-                    (0, &own_counts)
-                }
+                None => (0, Cow::default()),
             },
-            None => {
-                if let Some(n) = rs_name {
+            None => match rs_name {
+                Some(n) => {
                     warnings.push(format!(
                         "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
                     ));
-                    own_counts = PodsOnNode::count(owned.iter().copied());
-                    (owned.len(), &own_counts)
-                } else {
-                    own_counts = PodsOnNode::default();
-                    (0, &own_counts)
+                    (
+                        owned.len(),
+                        Cow::Owned(PodsOnNode::count(owned.iter().copied())),
+                    )
                 }
-            }
+                None => (0, Cow::default()),
+            },
         };
         let deployment = rs
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))

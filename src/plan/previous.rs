@@ -39,14 +39,6 @@ impl PreviousValues {
     pub fn iter(&self) -> impl Iterator<Item = (&str, usize, i64)> {
         self.entries.iter().map(|(p, s, v)| (&**p, *s, *v))
     }
-
-    /// A reader of one signal's values for pods asked in ascending name order.
-    pub(super) fn cursor(&self, signal: usize) -> Cursor<'_> {
-        Cursor {
-            rest: &self.entries,
-            signal,
-        }
-    }
 }
 
 /// Builds from values in any order; where a (pod, signal) repeats, the last wins.
@@ -77,30 +69,6 @@ impl<N: Into<Arc<str>>> FromIterator<(N, usize, i64)> for PreviousValues {
     }
 }
 
-/// Walks one signal's values alongside pods sorted by name: a merge join,
-/// no search per pod.
-pub(super) struct Cursor<'a> {
-    rest: &'a [(Arc<str>, usize, i64)],
-    signal: usize,
-}
-
-impl Cursor<'_> {
-    /// The value for `pod`; pods must be asked in ascending order (repeats allowed).
-    pub(super) fn seek(&mut self, pod: &str) -> Option<i64> {
-        while let Some(((p, s, _), rest)) = self.rest.split_first() {
-            if (&**p, *s) < (pod, self.signal) {
-                self.rest = rest;
-            } else {
-                break;
-            }
-        }
-        self.rest
-            .first()
-            .filter(|(p, s, _)| &**p == pod && *s == self.signal)
-            .map(|e| e.2)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,10 +82,15 @@ mod tests {
         assert_eq!(v.get("a", 1), Some(3));
         assert_eq!(v.get("a", 2), None);
         assert_eq!(v.get("z", 1), None);
-        let mut c = v.cursor(1);
+        // the planner's merge join over one signal's values
+        let mut c = v
+            .iter()
+            .filter(|(_, s, _)| *s == 1)
+            .map(|(p, _, v)| (p, v))
+            .peekable();
         let got: Vec<Option<i64>> = ["a", "a", "b", "bb", "c", "d"]
             .iter()
-            .map(|p| c.seek(p))
+            .map(|p| super::super::seek(&mut c, p))
             .collect();
         assert_eq!(got, [Some(3), Some(3), Some(5), None, Some(7), None]);
     }
