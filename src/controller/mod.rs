@@ -4,6 +4,7 @@
 //! the rate-limited patcher and writes the status. Only the lease holder writes.
 
 pub mod cached_pod;
+pub mod heap;
 pub mod status;
 pub mod trim;
 
@@ -176,6 +177,8 @@ pub struct Context {
     pub(crate) recorder: Recorder,
     /// Every cache has synced (plans over half-listed pods would be wrong).
     pub(crate) synced: Arc<AtomicBool>,
+    /// Planning rounds since the heap was last given back.
+    pub(crate) churn: heap::Churn,
 }
 
 impl Context {
@@ -296,6 +299,7 @@ async fn follow_leadership(
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     check_limits(&config)?;
+    heap::configure();
     let client = client(config.kubeconfig.as_ref()).await?;
     run_with_client(config, client, shutdown_signal()).await
 }
@@ -437,7 +441,9 @@ pub async fn run_with_client(
         prometheus,
         state: Mutex::new(HashMap::new()),
         synced: ready.clone(),
+        churn: heap::Churn::default(),
     });
+    tokio::spawn(release_heap(ctx.clone(), shutdown_rx.clone()));
 
     let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
         store
@@ -501,6 +507,42 @@ pub async fn run_with_client(
         let _ = hook.await;
     }
     Ok(())
+}
+
+/// How often the release task looks for the end of a busy period.
+const HEAP_RELEASE_EVERY: Duration = Duration::from_secs(1);
+
+/// Gives freed heap back to the OS once a busy period (planning rounds, or
+/// writes going out while the queue drains) is over, so RSS follows what is
+/// live instead of the busiest moment. Not during one: the next round would
+/// only fault the same pages back in.
+async fn release_heap(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(HEAP_RELEASE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut last_writes, mut pending) = (0, false);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let writes = ctx.patcher().map_or(0, |p| {
+            let s = p.stats();
+            s.attempts() + s.rejected + s.abandoned
+        });
+        let busy = ctx.churn.take() | (writes != last_writes);
+        last_writes = writes;
+        if busy {
+            pending = true;
+        } else if pending {
+            pending = false;
+            let started = std::time::Instant::now();
+            heap::release();
+            tracing::debug!(
+                took_us = started.elapsed().as_micros() as u64,
+                "returned free heap to the OS"
+            );
+        }
+    }
 }
 
 /// Policies a pod event concerns: those whose selector matches it, those that
@@ -814,6 +856,7 @@ pub async fn plan_round(
     // never held across one, so at most one per worker thread exists at a
     // time, however many policies reconcile at once.
     let snapshot = ctx.snapshot(ns);
+    ctx.churn.note();
     // overlapping policies: the older one keeps the shared pods
     let mine = plan::selected_pods(resolved, &snapshot);
     let mut excluded = BTreeSet::new();

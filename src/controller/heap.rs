@@ -1,0 +1,90 @@
+//! Giving freed heap memory back to the OS.
+//!
+//! A reconcile round allocates a namespace snapshot and a plan and frees them
+//! again; the write queue grows and drains. glibc keeps what was freed in its
+//! arenas, so without help the operator's RSS stays near its busiest moment
+//! long after the work is done. Two things bring it down to what is live:
+//! fixed (not self-raising) mmap and trim thresholds, set once at start, and a
+//! `malloc_trim` after busy periods, which also releases free pages in the
+//! middle of the heap. On other allocators both are no-ops.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Size from which glibc serves an allocation with its own mapping, and the
+/// free space at the top of the heap it keeps before returning it: 128 KiB,
+/// glibc's own starting value, held fixed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const FIXED_THRESHOLD: libc::c_int = 128 * 1024;
+
+/// Sets the allocator's thresholds for a long-running process. Call once,
+/// before the caches fill.
+pub fn configure() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes glibc's tuning parameters; any value is
+    // accepted or refused (returns 0) without touching allocated memory.
+    unsafe {
+        // glibc raises both thresholds each time a large mapped block is freed
+        // (the write queue's buffers are), after which freed memory stays in
+        // the process; setting them turns that off.
+        if libc::mallopt(libc::M_MMAP_THRESHOLD, FIXED_THRESHOLD) == 0
+            || libc::mallopt(libc::M_TRIM_THRESHOLD, FIXED_THRESHOLD) == 0
+        {
+            tracing::warn!("the allocator refused its thresholds; freed memory may stay resident");
+        }
+    }
+}
+
+/// Returns the heap's free pages to the OS. It walks every free chunk (a few
+/// milliseconds with 10k pods cached), so it runs after busy periods, not
+/// after every round.
+pub fn release() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim walks glibc's own free lists under its locks and
+    // only releases pages no allocation uses.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Whether heavy allocation has happened since the last release.
+#[derive(Debug, Default)]
+pub struct Churn(AtomicBool);
+
+impl Churn {
+    /// Records that a round allocated and freed a lot (a snapshot and a plan).
+    pub fn note(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether anything was noted since the last call; clears the note.
+    pub fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn churn_is_reported_once() {
+        let churn = Churn::default();
+        assert!(!churn.take());
+        churn.note();
+        churn.note();
+        assert!(churn.take());
+        assert!(!churn.take());
+    }
+
+    #[test]
+    fn release_after_freeing_keeps_the_heap_usable() {
+        configure();
+        let big: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 * 1024]).collect();
+        let sum: u64 = big.iter().map(|v| u64::from(v[0])).sum();
+        drop(big);
+        release();
+        let again = vec![7u8; 1 << 20];
+        assert_eq!(sum, (0..64).sum::<u64>());
+        assert!(again.iter().all(|&b| b == 7));
+    }
+}
