@@ -260,16 +260,43 @@ fn related_pods<'a>(
     replica_sets: &[&ReplicaSet],
     ns_pods: &[&'a Pod],
 ) -> Vec<&'a Pod> {
+    let selectors = sibling_selectors(owner, replica_sets);
+    // each pod's labels read once for all siblings
     let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
     let mut out = Vec::new();
-    for sibling in replica_sets.iter().filter(|r| {
-        controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
-    }) {
-        let sel = to_selector(&sibling.spec.selector);
-        // upstream skips a sibling whose selector does not parse
-        if sel.check().is_err() {
-            continue;
+    for p in ns_pods {
+        let labels = p.metadata.labels.as_ref();
+        if selectors.iter().any(|s| s.matches(labels)) {
+            if !seen.insert(p.metadata.uid.as_deref().unwrap_or("")) {
+                // Two pods share a UID (possible in a file): which one counts
+                // depends on upstream's sibling-by-sibling order.
+                return related_pods_by_sibling(&selectors, ns_pods);
+            }
+            out.push(*p);
         }
+    }
+    out
+}
+
+/// Selectors of the ReplicaSets controlled by `owner`, in snapshot order;
+/// upstream skips a sibling whose selector does not parse.
+fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<LabelSelector> {
+    replica_sets
+        .iter()
+        .filter(|r| {
+            controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
+        })
+        .map(|r| to_selector(&r.spec.selector))
+        .filter(|sel| sel.check().is_ok())
+        .collect()
+}
+
+/// Related pods exactly as upstream lists them: sibling by sibling, each
+/// UID kept the first time it is seen.
+fn related_pods_by_sibling<'a>(selectors: &[LabelSelector], ns_pods: &[&'a Pod]) -> Vec<&'a Pod> {
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
+    let mut out = Vec::new();
+    for sel in selectors {
         for p in ns_pods {
             if sel.matches(p.metadata.labels.as_ref())
                 && seen.insert(p.metadata.uid.as_deref().unwrap_or(""))
@@ -349,38 +376,146 @@ pub fn plan_excluding(
 ) -> Plan {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
-    let ns_pods: Vec<&Pod> = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
-        .collect();
     let ns_rs: Vec<&ReplicaSet> = snapshot
         .replica_sets
         .iter()
         .filter(|r| r.metadata.namespace.as_deref().unwrap_or("") == ns)
         .collect();
+    // each half of a large snapshot filtered on its own thread
+    let Selection {
+        ns_pods,
+        active: mut pods,
+        inactive,
+    } = if snapshot.pods.len() >= 2 * PARALLEL_FROM {
+        let (first, second) = snapshot.pods.split_at(snapshot.pods.len() / 2);
+        std::thread::scope(|s| {
+            let other = s.spawn(|| selection(policy, second, &ns_rs, excluded));
+            let mut whole = selection(policy, first, &ns_rs, excluded);
+            match other.join() {
+                Ok(rest) => {
+                    whole.append(rest);
+                    whole
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    } else {
+        selection(policy, &snapshot.pods, &ns_rs, excluded)
+    };
+    pods = sorted_by_name(pods);
+
+    // Costing the pods and keying their ReplicaSets for the comparator are
+    // independent: on a large namespace they run side by side.
+    let ((costed, cost_warnings), (keyed, rs_warnings)) = if ns_pods.len() >= PARALLEL_FROM {
+        std::thread::scope(|s| {
+            let keying = s.spawn(|| key_replica_sets(&pods, &ns_pods, &ns_rs, opts.now));
+            let costed = cost_pods(policy, &pods, snapshot, samples, previous);
+            match keying.join() {
+                Ok(keyed) => (costed, keyed),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    } else {
+        (
+            cost_pods(policy, &pods, snapshot, samples, previous),
+            key_replica_sets(&pods, &ns_pods, &ns_rs, opts.now),
+        )
+    };
+    warnings.extend(cost_warnings);
+    warnings.extend(rs_warnings);
+    let replica_sets = check_replica_sets(policy, keyed, &costed.plans, opts);
+    Plan {
+        policy: format!("{ns}/{}", policy.name),
+        pods: costed.plans,
+        patches: costed.patches,
+        replica_sets,
+        values: costed.values,
+        inactive,
+        warnings,
+    }
+}
+
+/// The pods of a policy's namespace, in snapshot order, and which of them it
+/// plans for.
+struct Selection<'a> {
+    /// Every pod of the namespace.
+    ns_pods: Vec<&'a Pod>,
+    /// Selected active pods, not excluded.
+    active: Vec<&'a Pod>,
+    /// Names of the selected pods left out as terminating or finished.
+    inactive: Vec<String>,
+}
+
+impl<'a> Selection<'a> {
+    /// Adds the selection over the pods that follow.
+    fn append(&mut self, rest: Selection<'a>) {
+        self.ns_pods.extend(rest.ns_pods);
+        self.active.extend(rest.active);
+        self.inactive.extend(rest.inactive);
+    }
+}
+
+/// The pods of `pods` in the policy's namespace, and those it selects.
+fn selection<'a>(
+    policy: &ResolvedPolicy,
+    pods: &'a [Pod],
+    ns_rs: &[&ReplicaSet],
+    excluded: &BTreeSet<String>,
+) -> Selection<'a> {
+    let ns = policy.namespace.as_str();
+    let ns_pods: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
+        .collect();
+    let mut active = Vec::new();
+    let mut inactive = Vec::new();
+    for p in selected(policy, &ns_pods, ns_rs) {
+        if excluded.contains(p.metadata.name.as_deref().unwrap_or("")) {
+            continue;
+        }
+        if is_pod_active(p) {
+            active.push(p);
+        } else if let Some(name) = &p.metadata.name {
+            inactive.push(name.clone());
+        }
+    }
+    Selection {
+        ns_pods,
+        active,
+        inactive,
+    }
+}
+
+/// From this many pods in the namespace, costing and keying run on two
+/// threads, and from twice as many in the snapshot, so does selection; small
+/// plans stay on the calling thread. Both threads run the same functions as
+/// the single-threaded path, so plans do not depend on it.
+const PARALLEL_FROM: usize = 1000;
+
+/// Each selected pod's plan, the patches and the values to remember.
+struct Costed {
+    plans: Vec<PodPlan>,
+    patches: Vec<Patch>,
+    values: PreviousValues,
+}
+
+/// Costs the selected pods (`pods`, sorted by name) with every signal;
+/// returns the plans and the warnings the costing raised.
+fn cost_pods(
+    policy: &ResolvedPolicy,
+    pods: &[&Pod],
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+) -> (Costed, Vec<String>) {
+    let mut warnings = Vec::new();
     let nodes: HashMap<&str, &Node> = snapshot
         .nodes
         .iter()
         .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
         .collect();
 
-    let all_selected: Vec<&Pod> = selected(policy, &ns_pods, &ns_rs)
-        .into_iter()
-        .filter(|p| !excluded.contains(p.metadata.name.as_deref().unwrap_or("")))
-        .collect();
-    let inactive: Vec<String> = all_selected
-        .iter()
-        .filter(|p| !is_pod_active(p))
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
-    let mut pods: Vec<&Pod> = all_selected
-        .into_iter()
-        .filter(|p| is_pod_active(p))
-        .collect();
-    pods = sorted_by_name(pods);
-
-    let pod_nodes = PodNodes::new(&pods, &nodes, &snapshot.pods);
+    let pod_nodes = PodNodes::new(pods, &nodes, &snapshot.pods);
     let missing_nodes: BTreeSet<&str> = pod_nodes
         .names
         .iter()
@@ -400,14 +535,14 @@ pub fn plan_excluding(
         .signals
         .iter()
         .enumerate()
-        .map(|(idx, spec)| evaluate_signal(idx, spec, &pods, &pod_nodes, samples, previous))
+        .map(|(idx, spec)| evaluate_signal(idx, spec, pods, &pod_nodes, samples, previous))
         .collect();
 
     // pods are sorted by name: collected in order, the values are built in bulk
     let mut kept_values: Vec<(Arc<str>, usize, i64)> = Vec::new();
     let mut plans = Vec::with_capacity(pods.len());
     // strings many pods share, allocated once
-    let namespace: Arc<str> = ns.into();
+    let namespace: Arc<str> = policy.namespace.as_str().into();
     let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
     let mut rs_names: HashMap<&str, Arc<str>> = HashMap::new();
     let mut patches = Vec::new();
@@ -420,11 +555,11 @@ pub fn plan_excluding(
         let annotations = pod.metadata.annotations.as_ref();
         let current_raw = annotations.and_then(|a| a.get(POD_DELETION_COST)).cloned();
         let current = parse_deletion_cost(current_raw.as_deref().unwrap_or("0")).value;
-        let writer = annotations.and_then(|a| a.get(POLICY_ANNOTATION)).cloned();
+        let writer = annotations.and_then(|a| a.get(POLICY_ANNOTATION));
         let owner = match (&current_raw, writer) {
             (None, _) => CostOwner::None,
-            (Some(_), Some(w)) if w == policy.name => CostOwner::Ours,
-            (Some(_), w) => CostOwner::Foreign(w),
+            (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
+            (Some(_), w) => CostOwner::Foreign(w.cloned()),
         };
         let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
         combined.clear();
@@ -502,17 +637,14 @@ pub fn plan_excluding(
 
     // pods sharing a name (invalid, but possible in a file): the last one's values win
     let values: PreviousValues = kept_values.into_iter().collect();
-    let replica_sets =
-        check_replica_sets(policy, &plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
-    Plan {
-        policy: format!("{ns}/{}", policy.name),
-        pods: plans,
-        patches,
-        replica_sets,
-        values,
-        inactive,
+    (
+        Costed {
+            plans,
+            patches,
+            values,
+        },
         warnings,
-    }
+    )
 }
 
 /// Pods sorted by name, stably. Each name is read once into a key of its 16
@@ -607,11 +739,6 @@ impl<'a> PodNodes<'a> {
             node,
             pods_on,
         }
-    }
-
-    /// Labels of pod `i`'s node.
-    fn labels(&self, i: usize) -> Option<&'a BTreeMap<String, String>> {
-        self.node[self.slot[i] as usize].and_then(|n| n.metadata.labels.as_ref())
     }
 }
 
@@ -708,6 +835,8 @@ fn evaluate_signal(
                 .map(|(pod, _, v)| (pod, v))
                 .peekable();
             let no_sample: Arc<str> = "no sample".into();
+            // formatted into one buffer: one allocation per detail, not two
+            let mut text = String::new();
             pods.iter()
                 .map(|p| {
                     let n = name(p);
@@ -723,7 +852,13 @@ fn evaluate_signal(
                         ))
                     };
                     match by_pod.as_mut().and_then(|m| seek(m, n)) {
-                        Some(Sample::Value(v)) => (Some(q(*v)), format!("{v:.3}").into()),
+                        Some(Sample::Value(v)) => {
+                            use std::fmt::Write;
+                            text.clear();
+                            // writing to a String cannot fail
+                            let _ = write!(text, "{v:.3}");
+                            (Some(q(*v)), Arc::from(text.as_str()))
+                        }
                         Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
                         None => (None, no_sample.clone()),
                     }
@@ -746,13 +881,19 @@ fn evaluate_signal(
                 .collect()
         }
         ValidatedSignal::ZoneBalance(z) => {
+            // a node's zone is the same for all its pods: read once per node
+            let zone_of: Vec<&str> = pod_nodes
+                .node
+                .iter()
+                .map(|n| {
+                    n.and_then(|n| n.metadata.labels.as_ref())
+                        .and_then(|l| l.get(&z.topology_key))
+                        .map_or("", String::as_str)
+                })
+                .collect();
             let mut per_zone: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for i in 0..pods.len() {
-                let zone = pod_nodes
-                    .labels(i)
-                    .and_then(|l| l.get(&z.topology_key))
-                    .map_or("", String::as_str);
-                per_zone.entry(zone).or_default().push(i);
+            for (i, &s) in pod_nodes.slot.iter().enumerate() {
+                per_zone.entry(zone_of[s as usize]).or_default().push(i);
             }
             let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
             let mut out = vec![(None, Arc::<str>::default()); pods.len()];
@@ -775,44 +916,39 @@ fn evaluate_signal(
     }
 }
 
-/// Orders each ReplicaSet's pods with the comparator and checks the result.
-/// `plans[i]` is the plan of `pods[i]`.
-fn check_replica_sets<'a>(
-    policy: &ResolvedPolicy,
-    plans: &[PodPlan],
+/// One ReplicaSet's pods keyed for the comparator, before their costs are
+/// final: everything the order needs that does not depend on the plans, so
+/// it can be built while the pods are being costed.
+struct KeyedReplicaSet<'a> {
+    /// ReplicaSet name (`None`: selected pods without one).
+    name: Option<&'a str>,
+    /// Its controlling Deployment.
+    deployment: Option<String>,
+    /// Keys of the active pods it owns, with their colocation ranks; each
+    /// key's cost is the live one.
+    keys: Vec<PodKey<'a>>,
+    /// For each key, the index of its pod among the selected pods.
+    selected: Vec<Option<u32>>,
+    /// Related pods behind the colocation ranks.
+    related_pods: usize,
+}
+
+/// Groups the selected pods (`pods`, in plan order) by ReplicaSet and keys
+/// every active pod each one owns, with the colocation ranks upstream gives
+/// them. Returns the groups in name order and the warnings they raise.
+fn key_replica_sets<'a>(
     pods: &[&'a Pod],
     ns_pods: &[&'a Pod],
-    ns_rs: &[&ReplicaSet],
-    opts: &PlanOptions,
-    warnings: &mut Vec<String>,
-) -> Vec<ReplicaSetPlan> {
-    let cmp = Comparator {
-        gates: opts.gates,
-        now: opts.now,
-    };
-    // Plans are found by the pod's address, not its name: both sides point
-    // into the same snapshot, and a pointer hashes faster than a name.
-    let mut plan_of: HashMap<*const Pod, &PodPlan> = HashMap::with_capacity(plans.len());
-    plan_of.extend(pods.iter().map(|p| *p as *const Pod).zip(plans));
-    // Keys are built from the pods as they are, then given the patched cost
-    // if patches are assumed landed: the cost annotation is the only thing a
-    // patch changes that the comparator reads, so this equals keying a
-    // patched copy of each pod without cloning it.
-    let key_of = |p: &'a Pod, plan: Option<&PodPlan>| -> PodKey<'a> {
-        let mut k = PodKey::from_pod(p).with_now(cmp.now);
-        if let Some(Action::Patch(c)) = plan.map(|x| &x.action) {
-            if opts.assume_patches_applied {
-                // what upstream parses from the decimal we write (tested)
-                k.cost = ParsedCost {
-                    value: *c,
-                    problem: None,
-                };
-            }
-        }
-        k
-    };
+    ns_rs: &[&'a ReplicaSet],
+    now: GoTime,
+) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
+    let mut warnings = Vec::new();
+    // selected pods are found by address, not name: both sides point into
+    // the same snapshot, and a pointer hashes faster than a name
+    let mut index_of: HashMap<*const Pod, u32> = HashMap::with_capacity(pods.len());
     let mut groups: BTreeMap<Option<&str>, Vec<&Pod>> = BTreeMap::new();
-    for p in pods {
+    for (i, p) in pods.iter().enumerate() {
+        index_of.insert(*p as *const Pod, i as u32);
         groups
             .entry(pod_rs(p).map(|r| r.name.as_str()))
             .or_default()
@@ -830,7 +966,7 @@ fn check_replica_sets<'a>(
     // related pods, and their count per node, depend only on the controller:
     // computed once per controller, not once per ReplicaSet
     let mut related_by_owner: HashMap<&str, (usize, PodsOnNode)> = HashMap::new();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(groups.len());
     for (rs_name, members) in groups {
         let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
         let owned: Vec<&Pod> = match rs_name {
@@ -868,16 +1004,65 @@ fn check_replica_sets<'a>(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let owned_plans: Vec<Option<&PodPlan>> = owned
-            .iter()
-            .map(|p| plan_of.get(&(*p as *const Pod)).copied())
-            .collect();
         let mut keys: Vec<PodKey> = owned
             .iter()
-            .zip(&owned_plans)
-            .map(|(p, plan)| key_of(p, *plan))
+            .map(|p| PodKey::from_pod(p).with_now(now))
             .collect();
         on_node.assign(&mut keys);
+        let selected = owned
+            .iter()
+            .map(|p| index_of.get(&(*p as *const Pod)).copied())
+            .collect();
+        out.push(KeyedReplicaSet {
+            name: rs_name,
+            deployment,
+            keys,
+            selected,
+            related_pods: related_count,
+        });
+    }
+    (out, warnings)
+}
+
+/// Orders each keyed ReplicaSet with the comparator and checks the result.
+/// `plans[i]` is the plan of the i-th selected pod.
+fn check_replica_sets(
+    policy: &ResolvedPolicy,
+    keyed: Vec<KeyedReplicaSet>,
+    plans: &[PodPlan],
+    opts: &PlanOptions,
+) -> Vec<ReplicaSetPlan> {
+    let cmp = Comparator {
+        gates: opts.gates,
+        now: opts.now,
+    };
+    let mut out = Vec::with_capacity(keyed.len());
+    for group in keyed {
+        let KeyedReplicaSet {
+            name: rs_name,
+            deployment,
+            mut keys,
+            selected,
+            related_pods,
+        } = group;
+        let owned_plans: Vec<Option<&PodPlan>> = selected
+            .iter()
+            .map(|i| i.map(|i| &plans[i as usize]))
+            .collect();
+        if opts.assume_patches_applied {
+            // The cost annotation is the only thing a patch changes that the
+            // comparator reads, so this equals keying a patched copy of each
+            // pod without cloning it.
+            for (k, plan) in keys.iter_mut().zip(&owned_plans) {
+                if let Some(Action::Patch(c)) = plan.map(|x| &x.action) {
+                    // what upstream parses from the decimal we write (tested)
+                    k.cost = ParsedCost {
+                        value: *c,
+                        problem: None,
+                    };
+                }
+            }
+        }
         let ranking = rank_pods(&cmp, &keys);
         let ordered = OrderedPods { keys, ranking };
         let order = &ordered.ranking.order;
@@ -921,7 +1106,7 @@ fn check_replica_sets<'a>(
             mismatches,
             ambiguous,
             tie_at_cut,
-            related_pods: related_count,
+            related_pods,
         });
     }
     out
