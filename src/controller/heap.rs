@@ -23,9 +23,9 @@ pub fn configure() {
     // SAFETY: mallopt only changes glibc's tuning parameters; any value is
     // accepted or refused (returns 0) without touching allocated memory.
     unsafe {
-        // glibc raises both thresholds each time a large mapped block is freed
-        // (the write queue's buffers are), after which freed memory stays in
-        // the process; setting them turns that off.
+        // glibc raises both thresholds each time it frees a block large
+        // enough to have had its own mapping, after which freed memory stays
+        // in the process; setting them turns that off.
         if libc::mallopt(libc::M_MMAP_THRESHOLD, FIXED_THRESHOLD) == 0
             || libc::mallopt(libc::M_TRIM_THRESHOLD, FIXED_THRESHOLD) == 0
         {

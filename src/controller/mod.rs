@@ -177,7 +177,7 @@ pub struct Context {
     pub(crate) recorder: Recorder,
     /// Every cache has synced (plans over half-listed pods would be wrong).
     pub(crate) synced: Arc<AtomicBool>,
-    /// Planning rounds since the heap was last given back.
+    /// Whether planning rounds ran since the heap was last given back.
     pub(crate) churn: heap::Churn,
 }
 
