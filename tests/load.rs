@@ -109,8 +109,13 @@ fn proc_field(pid: u32, file: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
+/// A `/proc/PID/status` memory field (`VmRSS:`, `VmHWM:`) in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
+    proc_field(pid, "status", field).unwrap_or(0) as f64 / 1024.0
+}
+
 fn rss_mib(pid: u32) -> f64 {
-    proc_field(pid, "status", "VmRSS:").unwrap_or(0) as f64 / 1024.0
+    status_mib(pid, "VmRSS:")
 }
 
 /// utime + stime in seconds.
@@ -269,7 +274,7 @@ async fn ten_thousand_pods_fifty_policies() {
     let cycle_wall = c0.elapsed();
     let cycle_writes = fake.requests_for(Verb::Patch, "pods").len();
     let rss_after_cycle = rss_mib(pid);
-    let peak_10k = proc_field(pid, "status", "VmHWM:").unwrap_or(0) as f64 / 1024.0;
+    let peak_10k = status_mib(pid, "VmHWM:");
     drop(op);
 
     // 100k pods watched: 90k more pods nobody selects, fresh operator

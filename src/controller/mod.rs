@@ -536,8 +536,9 @@ async fn release_heap(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
         } else if pending {
             pending = false;
             let started = std::time::Instant::now();
-            heap::release();
+            let released = heap::release();
             tracing::debug!(
+                released,
                 took_us = started.elapsed().as_micros() as u64,
                 "returned free heap to the OS"
             );

@@ -316,13 +316,18 @@ fn creation_ns(p: &Pod) -> i128 {
         .unwrap_or(i128::MIN)
 }
 
-/// `n` in decimal, written into `buf` (reused to avoid an allocation per pod).
-fn decimal(buf: &mut String, n: i32) -> &str {
+/// `args` written into `buf`, which is reused to avoid an allocation per pod.
+fn formatted<'b>(buf: &'b mut String, args: std::fmt::Arguments) -> &'b str {
     use std::fmt::Write;
     buf.clear();
     // writing to a String cannot fail
-    let _ = write!(buf, "{n}");
+    let _ = buf.write_fmt(args);
     buf
+}
+
+/// `n` in decimal, written into `buf`.
+fn decimal(buf: &mut String, n: i32) -> &str {
+    formatted(buf, format_args!("{n}"))
 }
 
 /// `spec.nodeName`, empty when unassigned.
@@ -335,22 +340,40 @@ fn node_of(p: &Pod) -> &str {
 
 /// Names of the active pods a policy selects in a snapshot.
 pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
-    let ns = policy.namespace.as_str();
-    let ns_pods: Vec<&Pod> = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
-        .collect();
-    let ns_rs: Vec<&ReplicaSet> = snapshot
-        .replica_sets
-        .iter()
-        .filter(|r| r.metadata.namespace.as_deref().unwrap_or("") == ns)
-        .collect();
-    selected(policy, &ns_pods, &ns_rs)
+    let ns_rs = namespace_replica_sets(policy, snapshot);
+    selection(policy, &snapshot.pods, &ns_rs, &BTreeSet::new())
+        .active
         .into_iter()
-        .filter(|p| is_pod_active(p))
         .filter_map(|p| p.metadata.name.clone())
         .collect()
+}
+
+/// The ReplicaSets of the policy's namespace.
+fn namespace_replica_sets<'a>(
+    policy: &ResolvedPolicy,
+    snapshot: &'a Snapshot,
+) -> Vec<&'a ReplicaSet> {
+    snapshot
+        .replica_sets
+        .iter()
+        .filter(|r| r.metadata.namespace.as_deref().unwrap_or("") == policy.namespace)
+        .collect()
+}
+
+/// `a()` and `b()`: on two threads when `parallel`, else one after the
+/// other. The results are the same either way.
+fn both<A: Send, B>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    if !parallel {
+        return (a(), b());
+    }
+    std::thread::scope(|s| {
+        let other = s.spawn(a);
+        let mine = b();
+        match other.join() {
+            Ok(theirs) => (theirs, mine),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }
 
 /// Plans one policy over a snapshot.
@@ -376,51 +399,29 @@ pub fn plan_excluding(
 ) -> Plan {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
-    let ns_rs: Vec<&ReplicaSet> = snapshot
-        .replica_sets
-        .iter()
-        .filter(|r| r.metadata.namespace.as_deref().unwrap_or("") == ns)
-        .collect();
-    // each half of a large snapshot filtered on its own thread
+    let ns_rs = namespace_replica_sets(policy, snapshot);
+    // the two halves of the snapshot, each on its own thread when large
+    let (first, second) = snapshot.pods.split_at(snapshot.pods.len() / 2);
+    let (rest, mut whole) = both(
+        snapshot.pods.len() >= 2 * PARALLEL_FROM,
+        || selection(policy, second, &ns_rs, excluded),
+        || selection(policy, first, &ns_rs, excluded),
+    );
+    whole.append(rest);
     let Selection {
         ns_pods,
-        active: mut pods,
+        active,
         inactive,
-    } = if snapshot.pods.len() >= 2 * PARALLEL_FROM {
-        let (first, second) = snapshot.pods.split_at(snapshot.pods.len() / 2);
-        std::thread::scope(|s| {
-            let other = s.spawn(|| selection(policy, second, &ns_rs, excluded));
-            let mut whole = selection(policy, first, &ns_rs, excluded);
-            match other.join() {
-                Ok(rest) => {
-                    whole.append(rest);
-                    whole
-                }
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
-    } else {
-        selection(policy, &snapshot.pods, &ns_rs, excluded)
-    };
-    pods = sorted_by_name(pods);
+    } = whole;
+    let pods = sorted_by_name(active);
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
-    let ((costed, cost_warnings), (keyed, rs_warnings)) = if ns_pods.len() >= PARALLEL_FROM {
-        std::thread::scope(|s| {
-            let keying = s.spawn(|| key_replica_sets(&pods, &ns_pods, &ns_rs, opts.now));
-            let costed = cost_pods(policy, &pods, snapshot, samples, previous);
-            match keying.join() {
-                Ok(keyed) => (costed, keyed),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
-    } else {
-        (
-            cost_pods(policy, &pods, snapshot, samples, previous),
-            key_replica_sets(&pods, &ns_pods, &ns_rs, opts.now),
-        )
-    };
+    let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
+        ns_pods.len() >= PARALLEL_FROM,
+        || key_replica_sets(&pods, &ns_pods, &ns_rs, opts.now),
+        || cost_pods(policy, &pods, snapshot, samples, previous),
+    );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
     let replica_sets = check_replica_sets(policy, keyed, &costed.plans, opts);
@@ -852,13 +853,10 @@ fn evaluate_signal(
                         ))
                     };
                     match by_pod.as_mut().and_then(|m| seek(m, n)) {
-                        Some(Sample::Value(v)) => {
-                            use std::fmt::Write;
-                            text.clear();
-                            // writing to a String cannot fail
-                            let _ = write!(text, "{v:.3}");
-                            (Some(q(*v)), Arc::from(text.as_str()))
-                        }
+                        Some(Sample::Value(v)) => (
+                            Some(q(*v)),
+                            Arc::from(formatted(&mut text, format_args!("{v:.3}"))),
+                        ),
                         Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
                         None => (None, no_sample.clone()),
                     }
@@ -1037,14 +1035,14 @@ fn check_replica_sets(
         now: opts.now,
     };
     let mut out = Vec::with_capacity(keyed.len());
-    for group in keyed {
-        let KeyedReplicaSet {
-            name: rs_name,
-            deployment,
-            mut keys,
-            selected,
-            related_pods,
-        } = group;
+    for KeyedReplicaSet {
+        name: rs_name,
+        deployment,
+        mut keys,
+        selected,
+        related_pods,
+    } in keyed
+    {
         let owned_plans: Vec<Option<&PodPlan>> = selected
             .iter()
             .map(|i| i.map(|i| &plans[i as usize]))

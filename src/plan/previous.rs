@@ -74,7 +74,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lookups_and_cursor_agree() {
+    fn lookups_and_the_merge_join_agree() {
         let v: PreviousValues = [("b", 1, 5), ("a", 1, 3), ("a", 0, 2), ("c", 1, 7)]
             .into_iter()
             .collect();
