@@ -277,7 +277,7 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
         r.push(match (&pod.current_raw, &pod.owner) {
             (None, _) => "-".into(),
             (Some(raw), CostOwner::Foreign(_)) => format!("{raw} (foreign)"),
-            (Some(raw), _) => raw.clone(),
+            (Some(raw), _) => raw.to_string(),
         });
         r.push(
             pod.desired

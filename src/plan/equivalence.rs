@@ -6,7 +6,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
+use foldhash::HashMap;
+
+use super::cost::decimal;
 use super::*;
+use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
 use crate::policy::DeletionCostPolicySpec;
 use crate::signals::UtilizationSamples;
 
@@ -41,8 +45,9 @@ fn resolve(yaml: &str) -> ResolvedPolicy {
     ResolvedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec).unwrap()
 }
 
-/// The bench policy with `lexicographic` and `sum`, plus a selector variant
-/// that also selects pods without a ReplicaSet and of another Deployment.
+/// The bench policy with `lexicographic` and `sum`, a selector variant that
+/// also selects pods without a ReplicaSet and of another Deployment, and
+/// one without the consolidation signal (nodes then go uncounted).
 fn policies(pods: usize) -> Vec<ResolvedPolicy> {
     let budget = pods / 3;
     let all = cluster::policy_yaml("lexicographic", budget);
@@ -50,10 +55,13 @@ fn policies(pods: usize) -> Vec<ResolvedPolicy> {
         "targetRef: {kind: Deployment, name: web}",
         "selector: {matchLabels: {team: platform}}",
     );
+    let without_consolidation = all.replace("- nodeConsolidation: {maxPods: 110}\n", "");
+    assert_ne!(without_consolidation, all, "the bench policy changed shape");
     vec![
         resolve(&all),
         resolve(&cluster::policy_yaml("sum", budget)),
         resolve(&by_selector),
+        resolve(&without_consolidation),
     ]
 }
 
@@ -237,7 +245,7 @@ proptest! {
     fn optimised_planner_matches_the_reference_on_small_clusters(
         n in 1usize..300,
         seed in any::<u64>(),
-        which in 0usize..3,
+        which in 0usize..4,
         assume in any::<bool>(),
         cut in prop::option::of(0usize..50),
     ) {

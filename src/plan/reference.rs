@@ -288,7 +288,7 @@ pub(super) fn plan_excluding(
             node: node_name(pod).into(),
             replica_set: pod_rs(pod).map(|r| r.name.as_str().into()),
             signals: breakdown,
-            current_raw,
+            current_raw: current_raw.map(Arc::from),
             current,
             owner,
             desired: if matches!(action, Action::KeepForeign) {

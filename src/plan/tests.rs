@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
+use crate::comparator::POD_DELETION_COST;
 use crate::policy::DeletionCostPolicySpec;
 use crate::signals::{Sample, UtilizationSamples};
 
@@ -672,9 +673,10 @@ proptest! {
 }
 
 proptest! {
-    /// The prefix-keyed sort gives byte order, stable among equal names.
+    /// Selection sorts each half of the snapshot by a prefix key and merges
+    /// the halves: byte order, stable among equal names.
     #[test]
-    fn pods_sort_by_name_in_byte_order(
+    fn selected_pods_sort_by_name_in_byte_order(
         names in prop::collection::vec("(web-[a-c]{0,3})?[a-c\\x00]{0,20}", 0..40),
     ) {
         let pods: Vec<Pod> = names
@@ -683,15 +685,20 @@ proptest! {
             .map(|(i, n)| Pod {
                 metadata: ObjectMeta {
                     name: Some(n.clone()),
+                    namespace: Some("shop".into()),
                     uid: Some(i.to_string()),
+                    labels: Some(BTreeMap::from([("app".into(), "web".into())])),
                     ..Default::default()
                 },
                 ..Default::default()
             })
             .collect();
-        let got: Vec<&str> = sorted_by_name(pods.iter().collect())
+        let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
+        let selection = table::select(&p, &pods, &[], &BTreeSet::new(), true);
+        let got: Vec<&str> = selection
+            .active
             .iter()
-            .map(|p| p.metadata.uid.as_deref().unwrap_or(""))
+            .map(|&i| selection.pods[i as usize].pod.metadata.uid.as_deref().unwrap_or(""))
             .collect();
         let mut want: Vec<(&str, String)> =
             names.iter().enumerate().map(|(i, n)| (n.as_str(), i.to_string())).collect();

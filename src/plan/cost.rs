@@ -1,0 +1,488 @@
+//! Costing: each selected pod's signal values, its desired cost, and the
+//! patch when that differs from what it carries.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+// Seeded hashing, several times faster than std's SipHash on short keys such
+// as node names; maps here are only looked up, never iterated, so their
+// order cannot leak into a plan.
+use foldhash::{HashMap, HashMapExt};
+use k8s_openapi::api::core::v1::Node;
+
+use super::table::{NodeSlots, NsPod};
+use super::{
+    default_value, Action, CostOwner, Patch, PodPlan, PreviousValues, ResolvedPolicy, SignalValue,
+    POLICY_ANNOTATION,
+};
+use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
+use crate::policy::validate::BillingSource;
+use crate::policy::{BillingPreset, OnSignalMissing, ValidatedSignal};
+use crate::signals::billing::billing_class;
+use crate::signals::utilization::quantize;
+use crate::signals::{Sample, SignalSamples};
+
+fn creation_ns(p: &NsPod) -> i128 {
+    p.pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_nanosecond())
+        .unwrap_or(i128::MIN)
+}
+
+/// `args` written into `buf`, which is reused to avoid an allocation per pod.
+fn formatted<'b>(buf: &'b mut String, args: std::fmt::Arguments) -> &'b str {
+    use std::fmt::Write;
+    buf.clear();
+    // writing to a String cannot fail
+    let _ = buf.write_fmt(args);
+    buf
+}
+
+/// `n` in decimal, written into `buf`.
+pub(super) fn decimal(buf: &mut String, n: i32) -> &str {
+    formatted(buf, format_args!("{n}"))
+}
+
+/// Strings many pods share, each allocated once, with a value derived from it.
+struct Shared<V>(HashMap<Arc<str>, V>);
+
+impl<V> Default for Shared<V> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<V: Copy> Shared<V> {
+    /// The shared copy of `s` and its value, derived on first sight.
+    fn get(&mut self, s: &str, derive: impl FnOnce(&str) -> V) -> (Arc<str>, V) {
+        if let Some((k, v)) = self.0.get_key_value(s) {
+            return (k.clone(), *v);
+        }
+        let v = derive(s);
+        let k: Arc<str> = s.into();
+        self.0.insert(k.clone(), v);
+        (k, v)
+    }
+}
+
+/// Each selected pod's plan, the patches and the values to remember.
+pub(super) struct Costed {
+    pub plans: Vec<PodPlan>,
+    pub patches: Vec<Patch>,
+    pub values: PreviousValues,
+}
+
+/// Costs the selected pods (`pods`, sorted by name) with every signal;
+/// returns the plans and the warnings the costing raised.
+pub(super) fn cost_pods(
+    policy: &ResolvedPolicy,
+    pods: &[&NsPod],
+    slots: &NodeSlots,
+    nodes: &[Node],
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+) -> (Costed, Vec<String>) {
+    let mut warnings = Vec::new();
+    let pod_nodes = PodNodes::new(pods, slots, nodes);
+    let missing_nodes: BTreeSet<&str> = pod_nodes
+        .names
+        .iter()
+        .zip(&pod_nodes.node)
+        .filter(|(n, node)| !n.is_empty() && node.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing_nodes.is_empty() {
+        warnings.push(format!(
+            "nodes not in the snapshot (their labels read as empty): {}",
+            missing_nodes.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+
+    let mut signal_values: Vec<Vec<(Option<i64>, Arc<str>)>> = policy
+        .spec
+        .signals
+        .iter()
+        .enumerate()
+        .map(|(idx, spec)| evaluate_signal(idx, spec, pods, &pod_nodes, samples, previous))
+        .collect();
+
+    // pods are sorted by name: collected in order, the values are built in bulk
+    let mut kept_values: Vec<(Arc<str>, usize, i64)> = Vec::new();
+    let mut plans = Vec::with_capacity(pods.len());
+    // strings many pods share, allocated once
+    let namespace: Arc<str> = policy.namespace.as_str().into();
+    let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
+    let mut rs_names: HashMap<&str, Arc<str>> = HashMap::new();
+    // costs as written: few distinct values, each parsed once
+    let mut costs = Shared::default();
+    let mut patches = Vec::new();
+    // per-pod scratch buffers, reused
+    let mut combined = Vec::with_capacity(policy.spec.signals.len());
+    let mut desired_text = String::new();
+    for (i, row) in pods.iter().enumerate() {
+        let pod = row.pod;
+        let name: Arc<str> = row.name.into();
+        let uid: Arc<str> = pod.metadata.uid.as_deref().unwrap_or("").into();
+        let annotations = pod.metadata.annotations.as_ref();
+        let (current_raw, current) = match annotations.and_then(|a| a.get(POD_DELETION_COST)) {
+            Some(raw) => {
+                let (raw, cost) = costs.get(raw, |r| parse_deletion_cost(r).value);
+                (Some(raw), cost)
+            }
+            None => (None, parse_deletion_cost("0").value),
+        };
+        let writer = annotations.and_then(|a| a.get(POLICY_ANNOTATION));
+        let owner = match (&current_raw, writer) {
+            (None, _) => CostOwner::None,
+            (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
+            (Some(_), w) => CostOwner::Foreign(w.cloned()),
+        };
+        let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
+        combined.clear();
+        let mut missing: Option<String> = None;
+        for (idx, spec) in policy.spec.signals.iter().enumerate() {
+            // each value is read once: move its detail out instead of cloning
+            let (v, detail) = std::mem::take(&mut signal_values[idx][i]);
+            let v = match v {
+                Some(v) => Some(v),
+                None => match policy.spec.on_signal_missing {
+                    OnSignalMissing::KeepLastValue => {
+                        missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind_name()));
+                        None
+                    }
+                    OnSignalMissing::Skip => Some(spec.value_range().0),
+                    OnSignalMissing::UseDefault => Some(default_value(spec)),
+                },
+            };
+            if let Some(v) = v {
+                // only utilisation reads its last value back
+                if matches!(spec, ValidatedSignal::Utilization(_)) {
+                    kept_values.push((name.clone(), idx, v));
+                }
+                combined.push(v);
+            }
+            breakdown.push(SignalValue {
+                signal: spec.kind_name(),
+                value: v,
+                detail,
+            });
+        }
+        let desired = missing.is_none().then(|| policy.spec.combine(&combined));
+        let action = match (&owner, desired) {
+            (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
+            (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
+            (CostOwner::Ours, Some(d))
+                if current_raw.as_deref() == Some(decimal(&mut desired_text, d)) =>
+            {
+                Action::Unchanged
+            }
+            (_, Some(d)) => Action::Patch(d),
+        };
+        if let Action::Patch(cost) = action {
+            patches.push(Patch {
+                namespace: namespace.clone(),
+                pod: name.clone(),
+                uid: uid.clone(),
+                cost,
+            });
+        }
+        let node = node_names[pod_nodes.slot[i] as usize].clone();
+        let replica_set = row.replica_set.map(|r| {
+            rs_names
+                .entry(r)
+                .or_insert_with_key(|n| (*n).into())
+                .clone()
+        });
+        plans.push(PodPlan {
+            name,
+            uid,
+            node,
+            replica_set,
+            signals: breakdown,
+            current_raw,
+            current,
+            owner,
+            desired: if matches!(action, Action::KeepForeign) {
+                None
+            } else {
+                desired
+            },
+            action,
+        });
+    }
+
+    // pods sharing a name (invalid, but possible in a file): the last one's values win
+    let values: PreviousValues = kept_values.into_iter().collect();
+    (
+        Costed {
+            plans,
+            patches,
+            values,
+        },
+        warnings,
+    )
+}
+
+/// The value under `name` in (name, value) pairs iterated in name order, for
+/// names asked in ascending order (repeats allowed): a merge join, no lookup
+/// per name.
+pub(super) fn seek<K: AsRef<str>, V: Copy>(
+    it: &mut std::iter::Peekable<impl Iterator<Item = (K, V)>>,
+    name: &str,
+) -> Option<V> {
+    // one comparison per step: each key's bytes are read once
+    while let Some((k, v)) = it.peek() {
+        match k.as_ref().cmp(name) {
+            std::cmp::Ordering::Less => {
+                it.next();
+            }
+            std::cmp::Ordering::Equal => return Some(*v),
+            std::cmp::Ordering::Greater => return None,
+        }
+    }
+    None
+}
+
+/// The nodes of the selected pods, numbered from 0 in the order the pods
+/// first name them, each looked up once: the signals read a pod's node
+/// through its slot.
+struct PodNodes<'a> {
+    /// Slot of each pod's node (pods in plan order).
+    slot: Vec<u32>,
+    /// Node name per slot (empty: unscheduled).
+    names: Vec<&'a str>,
+    /// The node per slot, when the snapshot has it.
+    node: Vec<Option<&'a Node>>,
+    /// Active pods of the whole snapshot on each slot's node.
+    pods_on: Vec<i64>,
+}
+
+impl<'a> PodNodes<'a> {
+    fn new(pods: &[&NsPod], slots: &NodeSlots<'a>, nodes: &'a [Node]) -> Self {
+        // the table's slots cover every node seen; keep those of these pods
+        let mut local = vec![u32::MAX; slots.names.len()];
+        let mut names = Vec::new();
+        let mut pods_on = Vec::new();
+        let slot = pods
+            .iter()
+            .map(|p| {
+                let s = &mut local[p.node as usize];
+                if *s == u32::MAX {
+                    *s = names.len() as u32;
+                    names.push(slots.names[p.node as usize]);
+                    pods_on.push(slots.active_pods[p.node as usize]);
+                }
+                *s
+            })
+            .collect();
+        let by_name: HashMap<&str, &Node> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
+            .collect();
+        let node = names.iter().map(|n| by_name.get(n).copied()).collect();
+        Self {
+            slot,
+            names,
+            node,
+            pods_on,
+        }
+    }
+}
+
+/// Values of one signal for every pod, with a readable detail.
+fn evaluate_signal(
+    idx: usize,
+    spec: &ValidatedSignal,
+    pods: &[&NsPod],
+    pod_nodes: &PodNodes,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+) -> Vec<(Option<i64>, Arc<str>)> {
+    match spec {
+        ValidatedSignal::BillingClass(b) => {
+            let (label, preset) = match &b.source {
+                BillingSource::NodeLabel(l) => (Some(l.as_str()), BillingPreset::Auto),
+                BillingSource::Preset(p) => (None, *p),
+            };
+            // a node's class is the same for all its pods: derive it once per
+            // node, and number the classes so pods compare numbers, not names
+            let mut class_ids: HashMap<Option<String>, usize> = HashMap::new();
+            let mut classes: Vec<Option<String>> = Vec::new();
+            let class_of_slot: Vec<usize> = pod_nodes
+                .node
+                .iter()
+                .map(|n| {
+                    let class =
+                        billing_class(n.and_then(|n| n.metadata.labels.as_ref()), label, preset);
+                    *class_ids.entry(class).or_insert_with_key(|c| {
+                        classes.push(c.clone());
+                        classes.len() - 1
+                    })
+                })
+                .collect();
+            let class: Vec<usize> = pod_nodes
+                .slot
+                .iter()
+                .map(|&s| class_of_slot[s as usize])
+                .collect();
+            // over a class budget: the newest pods beyond it go first
+            let mut over = vec![false; pods.len()];
+            // creation times read once, not twice per comparison
+            let created: Vec<i128> = if b.budgets.is_empty() {
+                Vec::new()
+            } else {
+                pods.iter().map(|p| creation_ns(p)).collect()
+            };
+            for (name, budget) in &b.budgets {
+                let Some(&id) = class_ids.get(&Some(name.clone())) else {
+                    continue;
+                };
+                let mut on: Vec<usize> = (0..pods.len()).filter(|&i| class[i] == id).collect();
+                let excess = on.len().saturating_sub(*budget as usize);
+                if excess == 0 {
+                    continue;
+                }
+                // newest first, then by name descending; the index settles
+                // the rest as a stable sort would, so only the cut is needed
+                on.select_nth_unstable_by(excess - 1, |&a, &b| {
+                    created[b]
+                        .cmp(&created[a])
+                        .then_with(|| pods[b].pod.metadata.name.cmp(&pods[a].pod.metadata.name))
+                        .then_with(|| a.cmp(&b))
+                });
+                for &i in &on[..excess] {
+                    over[i] = true;
+                }
+            }
+            let lo = b.over_budget_value().unwrap_or(spec.value_range().0);
+            let cost: Vec<i64> = classes
+                .iter()
+                .map(|c| i64::from(b.cost_of(c.as_deref())))
+                .collect();
+            // one detail per (class, over budget), shared by its pods
+            let mut details: Vec<[Option<Arc<str>>; 2]> = vec![[None, None]; classes.len()];
+            (0..pods.len())
+                .map(|i| {
+                    let c = class[i];
+                    let detail = details[c][usize::from(over[i])]
+                        .get_or_insert_with(|| {
+                            let shown = classes[c].as_deref().unwrap_or("(none)");
+                            if over[i] {
+                                format!("{shown} (over budget)").into()
+                            } else {
+                                shown.into()
+                            }
+                        })
+                        .clone();
+                    (Some(if over[i] { lo } else { cost[c] }), detail)
+                })
+                .collect()
+        }
+        ValidatedSignal::Utilization(u) => {
+            // pods are sorted by name, as both maps are: walked side by side
+            // instead of one lookup per pod
+            let mut by_pod = samples
+                .utilization
+                .get(&idx)
+                .map(|s| s.by_pod.iter().peekable());
+            let mut prev_values = previous
+                .iter()
+                .filter(|(_, signal, _)| *signal == idx)
+                .map(|(pod, _, v)| (pod, v))
+                .peekable();
+            let no_sample: Arc<str> = "no sample".into();
+            // formatted into one buffer; values shown alike share one string
+            let mut text = String::new();
+            let mut shown = Shared::default();
+            pods.iter()
+                .map(|p| {
+                    let n = p.name;
+                    let prev = seek(&mut prev_values, n).and_then(|v| u32::try_from(v).ok());
+                    let q = |v: f64| {
+                        i64::from(quantize(
+                            v,
+                            u.range.min,
+                            u.range.max,
+                            u.buckets,
+                            prev,
+                            u.hysteresis,
+                        ))
+                    };
+                    match by_pod.as_mut().and_then(|m| seek(m, n)) {
+                        Some(Sample::Value(v)) => (
+                            Some(q(*v)),
+                            shown
+                                .get(formatted(&mut text, format_args!("{v:.3}")), |_| ())
+                                .0,
+                        ),
+                        Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
+                        None => (None, no_sample.clone()),
+                    }
+                })
+                .collect()
+        }
+        ValidatedSignal::NodeConsolidation(c) => {
+            // the detail depends only on the count: formatted once per count
+            let mut details: HashMap<i64, Arc<str>> = HashMap::new();
+            pod_nodes
+                .slot
+                .iter()
+                .map(|&s| {
+                    let count = pod_nodes.pods_on[s as usize];
+                    let detail = details
+                        .entry(count)
+                        .or_insert_with(|| format!("{count} pods on node").into());
+                    (Some(count.min(i64::from(c.max_pods))), detail.clone())
+                })
+                .collect()
+        }
+        ValidatedSignal::ZoneBalance(z) => {
+            // a node's zone is the same for all its pods: read once per node
+            let zone_of: Vec<&str> = pod_nodes
+                .node
+                .iter()
+                .map(|n| {
+                    n.and_then(|n| n.metadata.labels.as_ref())
+                        .and_then(|l| l.get(&z.topology_key))
+                        .map_or("", String::as_str)
+                })
+                .collect();
+            // pods grouped through their node's zone number, not its name
+            let mut zone_ids: BTreeMap<&str, usize> = BTreeMap::new();
+            let zone_id: Vec<usize> = zone_of
+                .iter()
+                .map(|zone| {
+                    let next = zone_ids.len();
+                    *zone_ids.entry(zone).or_insert(next)
+                })
+                .collect();
+            let mut members_of = vec![Vec::new(); zone_ids.len()];
+            for (i, &s) in pod_nodes.slot.iter().enumerate() {
+                members_of[zone_id[s as usize]].push(i);
+            }
+            let per_zone: BTreeMap<&str, Vec<usize>> = zone_ids
+                .into_iter()
+                .map(|(zone, id)| (zone, std::mem::take(&mut members_of[id])))
+                .collect();
+            let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
+            let mut out = vec![(None, Arc::<str>::default()); pods.len()];
+            for (zone, members) in &per_zone {
+                // i-th pod of a zone with c pods sits at i + (fullest - c): zones
+                // lose pods round-robin from the fullest down
+                let c = members.len() as i64;
+                let detail: Arc<str> = format!(
+                    "{} ({c} pods)",
+                    if zone.is_empty() { "(none)" } else { zone }
+                )
+                .into();
+                for (pos, &i) in members.iter().enumerate() {
+                    let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
+                    out[i] = (Some(v), detail.clone());
+                }
+            }
+            out
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Ordering: the pods of each ReplicaSet keyed for the comparator, with the
+//! colocation ranks upstream gives them, then ordered and checked against
+//! the costs the policy intends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+// Seeded hashing, several times faster than std's SipHash on short keys such
+// as UIDs and ReplicaSet names; maps here are only looked up, never iterated,
+// so their order cannot leak into a plan.
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::table::NsPod;
+use super::{check, controller_of, Action, PlanOptions, PodPlan, ReplicaSetPlan, ResolvedPolicy};
+use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
+use crate::policy::{LabelSelector, LabelSelectorRequirement};
+
+/// Converts an apps/v1 selector to ours for matching.
+fn to_selector(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> LabelSelector {
+    LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|r| LabelSelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+/// Upstream's related pods for the ReplicaSets controlled by `owner`: every
+/// pod in the namespace selected by one of them (deduplicated by UID). The
+/// same for every ReplicaSet of that controller, so callers compute it once.
+fn related_pods<'p, 'a>(
+    owner: &OwnerReference,
+    replica_sets: &[&ReplicaSet],
+    ns_pods: &'p [NsPod<'a>],
+) -> Vec<&'p NsPod<'a>> {
+    let selectors = sibling_selectors(owner, replica_sets);
+    // each pod's labels read once for all siblings
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
+    let mut out = Vec::new();
+    for p in ns_pods {
+        let labels = p.pod.metadata.labels.as_ref();
+        if selectors.iter().any(|s| s.matches(labels)) {
+            if !seen.insert(p.pod.metadata.uid.as_deref().unwrap_or("")) {
+                // Two pods share a UID (possible in a file): which one counts
+                // depends on upstream's sibling-by-sibling order.
+                return related_pods_by_sibling(&selectors, ns_pods);
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Selectors of the ReplicaSets controlled by `owner`, in snapshot order;
+/// upstream skips a sibling whose selector does not parse.
+fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<LabelSelector> {
+    replica_sets
+        .iter()
+        .filter(|r| {
+            controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
+        })
+        .map(|r| to_selector(&r.spec.selector))
+        .filter(|sel| sel.check().is_ok())
+        .collect()
+}
+
+/// Related pods exactly as upstream lists them: sibling by sibling, each
+/// UID kept the first time it is seen.
+fn related_pods_by_sibling<'p, 'a>(
+    selectors: &[LabelSelector],
+    ns_pods: &'p [NsPod<'a>],
+) -> Vec<&'p NsPod<'a>> {
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
+    let mut out = Vec::new();
+    for sel in selectors {
+        for p in ns_pods {
+            if sel.matches(p.pod.metadata.labels.as_ref())
+                && seen.insert(p.pod.metadata.uid.as_deref().unwrap_or(""))
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// One ReplicaSet's pods keyed for the comparator, before their costs are
+/// final: everything the order needs that does not depend on the plans, so
+/// it can be built while the pods are being costed.
+pub(super) struct KeyedReplicaSet<'a> {
+    /// ReplicaSet name (`None`: selected pods without one).
+    name: Option<&'a str>,
+    /// Its controlling Deployment.
+    deployment: Option<String>,
+    /// Keys of the active pods it owns, with their colocation ranks; each
+    /// key's cost is the live one.
+    keys: Vec<PodKey<'a>>,
+    /// For each key, the index of its pod among the selected pods.
+    selected: Vec<Option<u32>>,
+    /// Related pods behind the colocation ranks.
+    related_pods: usize,
+}
+
+/// Active pods per node slot among `pods`: the input of the colocation
+/// rank (upstream counts by `spec.nodeName`, the empty name included, which
+/// is what a slot stands for).
+fn pods_on_node<'p, 'a: 'p>(
+    slots: usize,
+    pods: impl IntoIterator<Item = &'p NsPod<'a>>,
+) -> Vec<i64> {
+    let mut on_node = vec![0; slots];
+    for p in pods.into_iter().filter(|p| p.active) {
+        on_node[p.node as usize] += 1;
+    }
+    on_node
+}
+
+/// Groups the selected pods (`by_name`: their indexes in `ns_pods`, in plan
+/// order) by ReplicaSet and keys every active pod each one owns, with the
+/// colocation ranks upstream gives them. `slots` is the number of node
+/// slots. Returns the groups in name order and the warnings they raise.
+pub(super) fn key_replica_sets<'a>(
+    by_name: &[u32],
+    ns_pods: &[NsPod<'a>],
+    slots: usize,
+    ns_rs: &[&'a ReplicaSet],
+    now: GoTime,
+) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
+    const NOT_SELECTED: u32 = u32::MAX;
+    let mut warnings = Vec::new();
+    let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
+    let mut groups: BTreeMap<Option<&str>, Vec<u32>> = BTreeMap::new();
+    for (i, &p) in by_name.iter().enumerate() {
+        plan_index[p as usize] = i as u32;
+        groups
+            .entry(ns_pods[p as usize].replica_set)
+            .or_default()
+            .push(p);
+    }
+    // upstream orders every active pod a ReplicaSet owns, selected or not:
+    // one pass over the namespace for all groups, in the namespace's order
+    let mut owned_by: HashMap<&str, Vec<u32>> =
+        groups.keys().flatten().map(|n| (*n, Vec::new())).collect();
+    for (i, p) in ns_pods.iter().enumerate().filter(|(_, p)| p.active) {
+        if let Some(owned) = p.replica_set.and_then(|r| owned_by.get_mut(r)) {
+            owned.push(i as u32);
+        }
+    }
+    // related pods, and their count per node, depend only on the controller:
+    // computed once per controller, not once per ReplicaSet
+    let mut related_by_owner: HashMap<&str, (usize, Vec<i64>)> = HashMap::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for (rs_name, members) in groups {
+        let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
+        let owned: Vec<u32> = match rs_name {
+            Some(n) => owned_by.remove(n).unwrap_or_default(),
+            None => members,
+        };
+        let owned_pods = || owned.iter().map(|&i| &ns_pods[i as usize]);
+        let own_counts;
+        let (related_count, on_node): (usize, Option<&[i64]>) = match rs {
+            Some(rs) => match controller_of(rs.metadata.owner_references.as_ref()) {
+                Some(owner) => {
+                    let (n, counts) =
+                        related_by_owner
+                            .entry(owner.uid.as_str())
+                            .or_insert_with(|| {
+                                let related = related_pods(owner, ns_rs, ns_pods);
+                                (related.len(), pods_on_node(slots, related))
+                            });
+                    (*n, Some(counts))
+                }
+                None => (0, None),
+            },
+            None => match rs_name {
+                Some(n) => {
+                    warnings.push(format!(
+                        "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
+                    ));
+                    own_counts = pods_on_node(slots, owned_pods());
+                    (owned.len(), Some(&own_counts))
+                }
+                None => (0, None),
+            },
+        };
+        let deployment = rs
+            .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
+            .filter(|o| o.kind == "Deployment")
+            .map(|o| o.name.clone());
+        let keys: Vec<PodKey> = owned_pods()
+            .map(|p| {
+                let mut key = PodKey::from_pod(p.pod).with_now(now);
+                key.rank = on_node.map_or(0, |c| c[p.node as usize]);
+                key
+            })
+            .collect();
+        let selected = owned
+            .iter()
+            .map(|&i| Some(plan_index[i as usize]).filter(|&j| j != NOT_SELECTED))
+            .collect();
+        out.push(KeyedReplicaSet {
+            name: rs_name,
+            deployment,
+            keys,
+            selected,
+            related_pods: related_count,
+        });
+    }
+    (out, warnings)
+}
+
+/// Orders each keyed ReplicaSet with the comparator and checks the result.
+/// `plans[i]` is the plan of the i-th selected pod.
+pub(super) fn check_replica_sets(
+    policy: &ResolvedPolicy,
+    keyed: Vec<KeyedReplicaSet>,
+    plans: &[PodPlan],
+    opts: &PlanOptions,
+) -> Vec<ReplicaSetPlan> {
+    let cmp = Comparator {
+        gates: opts.gates,
+        now: opts.now,
+    };
+    let mut out = Vec::with_capacity(keyed.len());
+    for KeyedReplicaSet {
+        name: rs_name,
+        deployment,
+        mut keys,
+        selected,
+        related_pods,
+    } in keyed
+    {
+        let owned_plans: Vec<Option<&PodPlan>> = selected
+            .iter()
+            .map(|i| i.map(|i| &plans[i as usize]))
+            .collect();
+        if opts.assume_patches_applied {
+            // The cost annotation is the only thing a patch changes that the
+            // comparator reads, so this equals keying a patched copy of each
+            // pod without cloning it.
+            for (k, plan) in keys.iter_mut().zip(&owned_plans) {
+                if let Some(Action::Patch(c)) = plan.map(|x| &x.action) {
+                    // what upstream parses from the decimal we write (tested)
+                    k.cost = ParsedCost {
+                        value: *c,
+                        problem: None,
+                    };
+                }
+            }
+        }
+        let ranking = rank_pods(&cmp, &keys);
+        let ordered = OrderedPods { keys, ranking };
+        let order = &ordered.ranking.order;
+        // a managed pod's name is its plan's, shared
+        let key_names: Vec<Arc<str>> = ordered
+            .keys
+            .iter()
+            .zip(&owned_plans)
+            .map(|(k, plan)| plan.map_or_else(|| Arc::from(&*k.name), |p| p.name.clone()))
+            .collect();
+        let name = |i: usize| key_names[i].clone();
+        let names: Vec<Arc<str>> = order.iter().map(|&i| name(i)).collect();
+        let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
+        let intended_costs: Vec<i32> = order
+            .iter()
+            .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
+            .collect();
+        let victims: Vec<Arc<str>> = opts
+            .scale_down_by
+            .map(|n| ordered.victims(n).into_iter().map(name).collect())
+            .unwrap_or_default();
+        let tie_at_cut = opts
+            .scale_down_by
+            .is_some_and(|n| ordered.ranking.tie_at_cut(n));
+        let (verdict, mismatches) =
+            check::check_order(&cmp, &ordered, &intended_costs, &owned_plans, policy);
+        let ambiguous = ordered
+            .ranking
+            .ambiguity
+            .as_ref()
+            .map(|a| a.pods.iter().map(|&i| name(i)).collect())
+            .unwrap_or_default();
+        out.push(ReplicaSetPlan {
+            name: rs_name.unwrap_or("(none)").to_string(),
+            deployment,
+            predicted: names,
+            intended_costs,
+            live_costs,
+            victims,
+            verdict,
+            mismatches,
+            ambiguous,
+            tie_at_cut,
+            related_pods,
+        });
+    }
+    out
+}
