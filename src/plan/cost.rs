@@ -9,8 +9,9 @@ use std::sync::Arc;
 // order cannot leak into a plan.
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Node;
+use rayon::prelude::*;
 
-use super::table::{NodeSlots, NsPod};
+use super::table::{NodeSlots, NsPod, Selection};
 use super::{
     default_value, Action, CostOwner, Patch, PodPlan, PreviousValues, ResolvedPolicy, SignalValue,
     POLICY_ANNOTATION,
@@ -74,18 +75,19 @@ pub(super) struct Costed {
     pub values: PreviousValues,
 }
 
-/// Costs the selected pods (`pods`, sorted by name) with every signal;
-/// returns the plans and the warnings the costing raised.
+/// Costs the selected pods (`pods`, sorted by name, rows of `table`) with
+/// every signal; returns the plans and the warnings the costing raised.
 pub(super) fn cost_pods(
     policy: &ResolvedPolicy,
     pods: &[&NsPod],
-    slots: &NodeSlots,
+    table: &Selection,
     nodes: &[Node],
     samples: &SignalSamples,
     previous: &PreviousValues,
+    parallel: bool,
 ) -> (Costed, Vec<String>) {
     let mut warnings = Vec::new();
-    let pod_nodes = PodNodes::new(pods, slots, nodes);
+    let pod_nodes = PodNodes::new(pods, &table.nodes, nodes);
     let missing_nodes: BTreeSet<&str> = pod_nodes
         .names
         .iter()
@@ -100,30 +102,141 @@ pub(super) fn cost_pods(
         ));
     }
 
-    let mut signal_values: Vec<Vec<(Option<i64>, Arc<str>)>> = policy
-        .spec
-        .signals
-        .iter()
-        .enumerate()
-        .map(|(idx, spec)| evaluate_signal(idx, spec, pods, &pod_nodes, samples, previous))
-        .collect();
+    // Names are copied first, chunk by chunk: the plans share them, and the
+    // utilisation join then reads them from one place instead of from pods
+    // scattered over the heap.
+    let copy_names =
+        |chunk: &[&NsPod]| -> Vec<Arc<str>> { chunk.iter().map(|p| p.name.into()).collect() };
+    let names: Vec<Vec<Arc<str>>> = if parallel {
+        pods.par_chunks(COST_CHUNK).map(copy_names).collect()
+    } else {
+        pods.chunks(COST_CHUNK).map(copy_names).collect()
+    };
+    let evaluate =
+        |(idx, spec)| evaluate_signal(idx, spec, pods, &names, &pod_nodes, samples, previous);
+    let mut signal_values: Vec<Vec<SignalEntry>> = if parallel {
+        policy
+            .spec
+            .signals
+            .par_iter()
+            .enumerate()
+            .map(evaluate)
+            .collect()
+    } else {
+        policy
+            .spec
+            .signals
+            .iter()
+            .enumerate()
+            .map(evaluate)
+            .collect()
+    };
 
-    // pods are sorted by name: collected in order, the values are built in bulk
+    // Pods are costed in chunks, on both threads when `parallel`; each chunk
+    // owns its pods' signal values and its own copies of the strings its pods
+    // share, so the threads never write to the same reference count.
+    let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
+    let chunks = pods.len().div_ceil(COST_CHUNK);
+    let mut tasks: Vec<CostTask> = names
+        .into_iter()
+        .enumerate()
+        .map(|(c, names)| {
+            let from = c * COST_CHUNK;
+            let to = (from + COST_CHUNK).min(pods.len());
+            CostTask {
+                pods: &pods[from..to],
+                node_slot: &pod_nodes.slot[from..to],
+                names,
+                values: Vec::new(),
+            }
+        })
+        .collect();
+    debug_assert_eq!(tasks.len(), chunks);
+    for values in &mut signal_values {
+        for (task, chunk) in tasks.iter_mut().zip(values.chunks_mut(COST_CHUNK)) {
+            task.values.push(chunk);
+        }
+    }
+    let run = |task| cost_chunk(policy, task, &node_names, &table.replica_sets);
+    let costed: Vec<CostedChunk> = if parallel {
+        tasks.into_par_iter().map(run).collect()
+    } else {
+        tasks.into_iter().map(run).collect()
+    };
+    let mut plans = Vec::with_capacity(pods.len());
+    let mut patches = Vec::new();
+    let mut kept_values = Vec::new();
+    for c in costed {
+        plans.extend(c.plans);
+        patches.extend(c.patches);
+        kept_values.extend(c.kept_values);
+    }
+    // pods sharing a name (invalid, but possible in a file): the last one's values win
+    let values: PreviousValues = kept_values.into_iter().collect();
+    (
+        Costed {
+            plans,
+            patches,
+            values,
+        },
+        warnings,
+    )
+}
+
+/// Pods costed per chunk: big enough that a chunk's shared strings are few,
+/// small enough that a thread done early can take over part of the rest.
+/// Small in tests, so that plans of a few pods already span chunks.
+const COST_CHUNK: usize = if cfg!(test) { 64 } else { 4096 };
+
+/// One signal's value for one pod, with its readable detail.
+type SignalEntry = (Option<i64>, Arc<str>);
+
+/// One chunk of pods to cost, with what was computed for them beforehand.
+struct CostTask<'t, 'p, 'a> {
+    /// The pods, in plan order.
+    pods: &'t [&'p NsPod<'a>],
+    /// Slot of each pod's node in [`PodNodes`].
+    node_slot: &'t [u32],
+    /// Each pod's name, shared with its plan.
+    names: Vec<Arc<str>>,
+    /// `values[signal][pod]`: moved out as the pods are costed.
+    values: Vec<&'t mut [SignalEntry]>,
+}
+
+/// The plans and patches of one chunk of pods, and the utilisation values
+/// to remember, in pod order.
+struct CostedChunk {
+    plans: Vec<PodPlan>,
+    patches: Vec<Patch>,
+    kept_values: Vec<(Arc<str>, usize, i64)>,
+}
+
+/// Costs one chunk of pods from their signal values.
+fn cost_chunk(
+    policy: &ResolvedPolicy,
+    task: CostTask,
+    node_names: &[Arc<str>],
+    replica_sets: &[&str],
+) -> CostedChunk {
+    let CostTask {
+        pods,
+        node_slot,
+        names,
+        mut values,
+    } = task;
     let mut kept_values: Vec<(Arc<str>, usize, i64)> = Vec::new();
     let mut plans = Vec::with_capacity(pods.len());
     // strings many pods share, allocated once
     let namespace: Arc<str> = policy.namespace.as_str().into();
-    let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
-    let mut rs_names: HashMap<&str, Arc<str>> = HashMap::new();
+    let mut rs_names: Vec<Option<Arc<str>>> = vec![None; replica_sets.len()];
     // costs as written: few distinct values, each parsed once
     let mut costs = Shared::default();
     let mut patches = Vec::new();
     // per-pod scratch buffers, reused
     let mut combined = Vec::with_capacity(policy.spec.signals.len());
     let mut desired_text = String::new();
-    for (i, row) in pods.iter().enumerate() {
+    for (i, (row, name)) in pods.iter().zip(names).enumerate() {
         let pod = row.pod;
-        let name: Arc<str> = row.name.into();
         let uid: Arc<str> = pod.metadata.uid.as_deref().unwrap_or("").into();
         let annotations = pod.metadata.annotations.as_ref();
         let (current_raw, current) = match annotations.and_then(|a| a.get(POD_DELETION_COST)) {
@@ -144,7 +257,7 @@ pub(super) fn cost_pods(
         let mut missing: Option<String> = None;
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
             // each value is read once: move its detail out instead of cloning
-            let (v, detail) = std::mem::take(&mut signal_values[idx][i]);
+            let (v, detail) = std::mem::take(&mut values[idx][i]);
             let v = match v {
                 Some(v) => Some(v),
                 None => match policy.spec.on_signal_missing {
@@ -188,11 +301,10 @@ pub(super) fn cost_pods(
                 cost,
             });
         }
-        let node = node_names[pod_nodes.slot[i] as usize].clone();
+        let node = node_names[node_slot[i] as usize].clone();
         let replica_set = row.replica_set.map(|r| {
-            rs_names
-                .entry(r)
-                .or_insert_with_key(|n| (*n).into())
+            rs_names[r as usize]
+                .get_or_insert_with(|| replica_sets[r as usize].into())
                 .clone()
         });
         plans.push(PodPlan {
@@ -213,16 +325,11 @@ pub(super) fn cost_pods(
         });
     }
 
-    // pods sharing a name (invalid, but possible in a file): the last one's values win
-    let values: PreviousValues = kept_values.into_iter().collect();
-    (
-        Costed {
-            plans,
-            patches,
-            values,
-        },
-        warnings,
-    )
+    CostedChunk {
+        plans,
+        patches,
+        kept_values,
+    }
 }
 
 /// The value under `name` in (name, value) pairs iterated in name order, for
@@ -296,6 +403,7 @@ fn evaluate_signal(
     idx: usize,
     spec: &ValidatedSignal,
     pods: &[&NsPod],
+    names: &[Vec<Arc<str>>],
     pod_nodes: &PodNodes,
     samples: &SignalSamples,
     previous: &PreviousValues,
@@ -396,9 +504,11 @@ fn evaluate_signal(
             // formatted into one buffer; values shown alike share one string
             let mut text = String::new();
             let mut shown = Shared::default();
-            pods.iter()
-                .map(|p| {
-                    let n = p.name;
+            names
+                .iter()
+                .flatten()
+                .map(|n| {
+                    let n = &**n;
                     let prev = seek(&mut prev_values, n).and_then(|v| u32::try_from(v).ok());
                     let q = |v: f64| {
                         i64::from(quantize(

@@ -199,7 +199,15 @@ fn node_of(p: &Pod) -> &str {
 /// Names of the active pods a policy selects in a snapshot.
 pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
     let ns_rs = namespace_replica_sets(policy, snapshot);
-    let selection = table::select(policy, &snapshot.pods, &ns_rs, &BTreeSet::new(), false);
+    let selection = table::select(
+        policy,
+        &snapshot.pods,
+        &snapshot.nodes,
+        &ns_rs,
+        &BTreeSet::new(),
+        false,
+        snapshot.pods.len() >= 2 * PARALLEL_FROM,
+    );
     selection
         .active
         .iter()
@@ -219,26 +227,26 @@ fn namespace_replica_sets<'a>(
         .collect()
 }
 
-/// `a()` and `b()`: on two threads when `parallel`, else one after the
-/// other. The results are the same either way.
-fn both<A: Send, B>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
-    if !parallel {
-        return (a(), b());
+/// `a()` and `b()`: side by side on the thread pool when `parallel` (where
+/// a thread that is done helps with the other's parallel loops), else one
+/// after the other. The results are the same either way.
+fn both<A: Send, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
     }
-    std::thread::scope(|s| {
-        let other = s.spawn(a);
-        let mine = b();
-        match other.join() {
-            Ok(theirs) => (theirs, mine),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
 }
 
-/// From this many pods in the namespace, costing and keying run on two
-/// threads, and from twice as many in the snapshot, so does selection; small
-/// plans stay on the calling thread. Both threads run the same functions as
-/// the single-threaded path, so plans do not depend on it.
+/// From this many pods in the namespace, costing and keying run side by side
+/// on the thread pool, each over chunks the other thread can take over; from
+/// twice as many in the snapshot, so do the scan and the name sort. Small
+/// plans stay on the calling thread. Both paths run the same functions over
+/// the same chunks, so plans do not depend on it.
 const PARALLEL_FROM: usize = 1000;
 
 /// Plans one policy over a snapshot.
@@ -271,20 +279,36 @@ pub fn plan_excluding(
         .signals
         .iter()
         .any(|s| matches!(s, ValidatedSignal::NodeConsolidation(_)));
-    let table::Selection {
-        pods: ns_pods,
-        active: by_name,
-        inactive,
-        nodes,
-    } = table::select(policy, &snapshot.pods, &ns_rs, excluded, count_nodes);
-    let pods: Vec<&NsPod> = by_name.iter().map(|&i| &ns_pods[i as usize]).collect();
+    let mut table = table::select(
+        policy,
+        &snapshot.pods,
+        &snapshot.nodes,
+        &ns_rs,
+        excluded,
+        count_nodes,
+        snapshot.pods.len() >= 2 * PARALLEL_FROM,
+    );
+    let by_name = std::mem::take(&mut table.active);
+    let inactive = std::mem::take(&mut table.inactive);
+    let pods: Vec<&NsPod> = by_name.iter().map(|&i| &table.pods[i as usize]).collect();
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
+    let parallel = table.pods.len() >= PARALLEL_FROM;
     let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
-        ns_pods.len() >= PARALLEL_FROM,
-        || order::key_replica_sets(&by_name, &ns_pods, nodes.names.len(), &ns_rs, opts.now),
-        || cost::cost_pods(policy, &pods, &nodes, &snapshot.nodes, samples, previous),
+        parallel,
+        || order::key_replica_sets(&by_name, &table, &ns_rs, opts.now, parallel),
+        || {
+            cost::cost_pods(
+                policy,
+                &pods,
+                &table,
+                &snapshot.nodes,
+                samples,
+                previous,
+                parallel,
+            )
+        },
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);

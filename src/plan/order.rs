@@ -2,7 +2,6 @@
 //! colocation ranks upstream gives them, then ordered and checked against
 //! the costs the policy intends.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 // Seeded hashing, several times faster than std's SipHash on short keys such
@@ -11,8 +10,9 @@ use std::sync::Arc;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use rayon::prelude::*;
 
-use super::table::NsPod;
+use super::table::{NsPod, Selection};
 use super::{check, controller_of, Action, PlanOptions, PodPlan, ReplicaSetPlan, ResolvedPolicy};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
@@ -41,23 +41,28 @@ fn related_pods<'p, 'a>(
     owner: &OwnerReference,
     replica_sets: &[&ReplicaSet],
     ns_pods: &'p [NsPod<'a>],
+    parallel: bool,
 ) -> Vec<&'p NsPod<'a>> {
     let selectors = sibling_selectors(owner, replica_sets);
     // each pod's labels read once for all siblings
-    let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
-    let mut out = Vec::new();
-    for p in ns_pods {
+    let selected = |p: &&NsPod| {
         let labels = p.pod.metadata.labels.as_ref();
-        if selectors.iter().any(|s| s.matches(labels)) {
-            if !seen.insert(p.pod.metadata.uid.as_deref().unwrap_or("")) {
-                // Two pods share a UID (possible in a file): which one counts
-                // depends on upstream's sibling-by-sibling order.
-                return related_pods_by_sibling(&selectors, ns_pods);
-            }
-            out.push(p);
+        selectors.iter().any(|s| s.matches(labels))
+    };
+    let matching: Vec<&NsPod> = if parallel {
+        ns_pods.par_iter().filter(selected).collect()
+    } else {
+        ns_pods.iter().filter(selected).collect()
+    };
+    let mut seen: HashSet<&str> = HashSet::with_capacity(matching.len());
+    for p in &matching {
+        if !seen.insert(p.pod.metadata.uid.as_deref().unwrap_or("")) {
+            // Two pods share a UID (possible in a file): which one counts
+            // depends on upstream's sibling-by-sibling order.
+            return related_pods_by_sibling(&selectors, ns_pods);
         }
     }
-    out
+    matching
 }
 
 /// Selectors of the ReplicaSets controlled by `owner`, in snapshot order;
@@ -124,47 +129,55 @@ fn pods_on_node<'p, 'a: 'p>(
     on_node
 }
 
-/// Groups the selected pods (`by_name`: their indexes in `ns_pods`, in plan
+/// Groups the selected pods (`by_name`: their rows in `table`, in plan
 /// order) by ReplicaSet and keys every active pod each one owns, with the
-/// colocation ranks upstream gives them. `slots` is the number of node
-/// slots. Returns the groups in name order and the warnings they raise.
+/// colocation ranks upstream gives them. Returns the groups in name order
+/// and the warnings they raise.
 pub(super) fn key_replica_sets<'a>(
     by_name: &[u32],
-    ns_pods: &[NsPod<'a>],
-    slots: usize,
+    table: &Selection<'a>,
     ns_rs: &[&'a ReplicaSet],
     now: GoTime,
+    parallel: bool,
 ) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
     const NOT_SELECTED: u32 = u32::MAX;
+    let (ns_pods, replica_sets) = (&table.pods, &table.replica_sets);
+    let slots = table.nodes.names.len();
     let mut warnings = Vec::new();
     let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
-    let mut groups: BTreeMap<Option<&str>, Vec<u32>> = BTreeMap::new();
+    // upstream orders every active pod a ReplicaSet owns, selected or not:
+    // one group per ReplicaSet with a selected pod, filled in one pass over
+    // the namespace in the namespace's order
+    let mut owned_by: Vec<Option<Vec<u32>>> = vec![None; replica_sets.len()];
+    let mut without_rs = Vec::new();
     for (i, &p) in by_name.iter().enumerate() {
         plan_index[p as usize] = i as u32;
-        groups
-            .entry(ns_pods[p as usize].replica_set)
-            .or_default()
-            .push(p);
+        match ns_pods[p as usize].replica_set {
+            Some(r) => owned_by[r as usize] = Some(Vec::new()),
+            None => without_rs.push(p),
+        }
     }
-    // upstream orders every active pod a ReplicaSet owns, selected or not:
-    // one pass over the namespace for all groups, in the namespace's order
-    let mut owned_by: HashMap<&str, Vec<u32>> =
-        groups.keys().flatten().map(|n| (*n, Vec::new())).collect();
     for (i, p) in ns_pods.iter().enumerate().filter(|(_, p)| p.active) {
-        if let Some(owned) = p.replica_set.and_then(|r| owned_by.get_mut(r)) {
+        if let Some(Some(owned)) = p.replica_set.map(|r| &mut owned_by[r as usize]) {
             owned.push(i as u32);
         }
     }
+    // by name, the selected pods without a ReplicaSet first
+    let mut groups: Vec<(Option<&str>, Vec<u32>)> = owned_by
+        .into_iter()
+        .zip(replica_sets)
+        .filter_map(|(owned, name)| Some((Some(*name), owned?)))
+        .collect();
+    if !without_rs.is_empty() {
+        groups.push((None, without_rs));
+    }
+    groups.sort_by_key(|(name, _)| *name);
     // related pods, and their count per node, depend only on the controller:
     // computed once per controller, not once per ReplicaSet
     let mut related_by_owner: HashMap<&str, (usize, Vec<i64>)> = HashMap::new();
     let mut out = Vec::with_capacity(groups.len());
-    for (rs_name, members) in groups {
+    for (rs_name, owned) in groups {
         let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
-        let owned: Vec<u32> = match rs_name {
-            Some(n) => owned_by.remove(n).unwrap_or_default(),
-            None => members,
-        };
         let owned_pods = || owned.iter().map(|&i| &ns_pods[i as usize]);
         let own_counts;
         let (related_count, on_node): (usize, Option<&[i64]>) = match rs {
@@ -174,7 +187,7 @@ pub(super) fn key_replica_sets<'a>(
                         related_by_owner
                             .entry(owner.uid.as_str())
                             .or_insert_with(|| {
-                                let related = related_pods(owner, ns_rs, ns_pods);
+                                let related = related_pods(owner, ns_rs, ns_pods, parallel);
                                 (related.len(), pods_on_node(slots, related))
                             });
                     (*n, Some(counts))
@@ -196,13 +209,17 @@ pub(super) fn key_replica_sets<'a>(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let keys: Vec<PodKey> = owned_pods()
-            .map(|p| {
-                let mut key = PodKey::from_pod(p.pod).with_now(now);
-                key.rank = on_node.map_or(0, |c| c[p.node as usize]);
-                key
-            })
-            .collect();
+        let key = |&i: &u32| {
+            let p = &ns_pods[i as usize];
+            let mut key = PodKey::from_pod(p.pod).with_now(now);
+            key.rank = on_node.map_or(0, |c| c[p.node as usize]);
+            key
+        };
+        let keys: Vec<PodKey> = if parallel {
+            owned.par_iter().map(key).collect()
+        } else {
+            owned.iter().map(key).collect()
+        };
         let selected = owned
             .iter()
             .map(|&i| Some(plan_index[i as usize]).filter(|&j| j != NOT_SELECTED))

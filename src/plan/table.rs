@@ -5,11 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rayon::prelude::*;
 
-use super::{both, controller_of, node_of, pod_rs, ResolvedPolicy, PARALLEL_FROM};
+use super::{controller_of, node_of, pod_rs, ResolvedPolicy};
 use crate::comparator::is_pod_active;
 use crate::policy::validate::Target;
 use crate::policy::{LabelSelector, TargetKind};
@@ -20,8 +21,9 @@ pub(super) struct NsPod<'a> {
     pub pod: &'a Pod,
     /// `metadata.name`, empty when absent.
     pub name: &'a str,
-    /// Name of its controlling ReplicaSet.
-    pub replica_set: Option<&'a str>,
+    /// Its controlling ReplicaSet, as an index into
+    /// [`Selection::replica_sets`].
+    pub replica_set: Option<u32>,
     /// Slot of its `spec.nodeName` (the empty name included) in [`NodeSlots`].
     pub node: u32,
     /// Upstream's `IsPodActive`.
@@ -30,44 +32,51 @@ pub(super) struct NsPod<'a> {
 
 /// Node names, each given a slot: pods on the same node are then matched
 /// by slot, and each name is hashed once per pod instead of once per stage.
-#[derive(Default)]
 pub(super) struct NodeSlots<'a> {
-    slot_of: HashMap<&'a str, u32>,
-    /// Name of each slot.
+    /// Name of each slot: the snapshot's nodes first, then names no node
+    /// of the snapshot has (the empty one of unscheduled pods among them).
     pub names: Vec<&'a str>,
     /// Active pods of the whole snapshot on each slot's node (not counted
     /// unless asked, and never for the empty name).
     pub active_pods: Vec<i64>,
 }
 
-impl<'a> NodeSlots<'a> {
-    /// The slot of `name`, given a new one if it has none yet.
-    fn slot(&mut self, name: &'a str) -> u32 {
-        *self.slot_of.entry(name).or_insert_with(|| {
-            self.names.push(name);
-            self.active_pods.push(0);
-            (self.names.len() - 1) as u32
-        })
+/// Node slots while a chunk of the snapshot is scanned: the snapshot's
+/// nodes have the same slots in every chunk; other names get slots of the
+/// chunk's own, after them, renumbered when the chunks are joined.
+struct ChunkNodes<'k, 'a> {
+    known: &'k HashMap<&'a str, u32>,
+    other: HashMap<&'a str, u32>,
+    other_names: Vec<&'a str>,
+    active_pods: Vec<i64>,
+}
+
+impl<'k, 'a> ChunkNodes<'k, 'a> {
+    fn new(known: &'k HashMap<&'a str, u32>) -> Self {
+        Self {
+            known,
+            other: HashMap::new(),
+            other_names: Vec::new(),
+            active_pods: vec![0; known.len()],
+        }
     }
 
-    /// Takes in `other`'s slots and counts; returns the new slot of each of its slots.
-    fn absorb(&mut self, other: NodeSlots<'a>) -> Vec<u32> {
-        other
-            .names
-            .iter()
-            .zip(&other.active_pods)
-            .map(|(name, count)| {
-                let s = self.slot(name);
-                self.active_pods[s as usize] += count;
-                s
-            })
-            .collect()
+    /// The slot of `name`.
+    fn slot(&mut self, name: &'a str) -> u32 {
+        if let Some(&s) = self.known.get(name) {
+            return s;
+        }
+        let first_other = self.known.len();
+        *self.other.entry(name).or_insert_with(|| {
+            self.other_names.push(name);
+            self.active_pods.push(0);
+            (first_other + self.other_names.len() - 1) as u32
+        })
     }
 }
 
 /// The pods of a policy's namespace, in snapshot order, and which of them it
 /// plans for.
-#[derive(Default)]
 pub(super) struct Selection<'a> {
     /// Every pod of the namespace.
     pub pods: Vec<NsPod<'a>>,
@@ -78,32 +87,97 @@ pub(super) struct Selection<'a> {
     pub inactive: Vec<String>,
     /// Nodes of the namespace's pods (and, when counted, of every active pod).
     pub nodes: NodeSlots<'a>,
+    /// Names of the ReplicaSets that control the namespace's pods, each once.
+    pub replica_sets: Vec<&'a str>,
+}
+
+/// A [`Selection`] over one chunk of the snapshot, `active` unsorted and
+/// ReplicaSets numbered in the chunk.
+struct ChunkSelection<'k, 'a> {
+    pods: Vec<NsPod<'a>>,
+    active: Vec<u32>,
+    inactive: Vec<String>,
+    nodes: ChunkNodes<'k, 'a>,
+    rs_index: HashMap<&'a str, u32>,
+    /// Name of each of the chunk's ReplicaSets, and whether the target
+    /// selects its pods (a ReplicaSet target only).
+    replica_sets: Vec<(&'a str, bool)>,
+}
+
+impl<'a> ChunkSelection<'_, 'a> {
+    /// The chunk's number for the ReplicaSet `name`.
+    fn replica_set(&mut self, name: &'a str, matcher: &Matcher) -> u32 {
+        *self.rs_index.entry(name).or_insert_with(|| {
+            let picked = match matcher {
+                Matcher::ReplicaSets(names) => names.contains(name),
+                Matcher::Labels(_) => false,
+            };
+            self.replica_sets.push((name, picked));
+            (self.replica_sets.len() - 1) as u32
+        })
+    }
 }
 
 impl<'a> Selection<'a> {
-    /// Adds the selection over the pods that follow.
-    fn append(&mut self, rest: Selection<'a>) {
-        let moved = self.nodes.absorb(rest.nodes);
-        let offset = self.pods.len() as u32;
-        self.pods.extend(rest.pods.into_iter().map(|mut p| {
-            p.node = moved[p.node as usize];
-            p
-        }));
-        // both lists are sorted: merged, ties to the earlier pods, as a
-        // stable sort of the whole would place them
-        let mine = std::mem::take(&mut self.active);
-        let name = |i: u32| self.pods[i as usize].name;
-        let mut theirs = rest.active.into_iter().map(|i| i + offset).peekable();
-        let mut merged = Vec::with_capacity(mine.len() + theirs.len());
-        for i in mine {
-            while let Some(j) = theirs.next_if(|&j| name(j) < name(i)) {
-                merged.push(j);
+    /// Joins the chunks' selections in order, without sorting.
+    fn join(known_names: Vec<&'a str>, chunks: Vec<ChunkSelection<'_, 'a>>) -> Self {
+        let first_other = known_names.len();
+        let mut names = known_names;
+        let mut active_pods = vec![0; first_other];
+        let mut other: HashMap<&str, u32> = HashMap::new();
+        let mut rs_index: HashMap<&str, u32> = HashMap::new();
+        let mut out = Selection {
+            pods: Vec::with_capacity(chunks.iter().map(|c| c.pods.len()).sum()),
+            active: Vec::with_capacity(chunks.iter().map(|c| c.active.len()).sum()),
+            inactive: Vec::new(),
+            nodes: NodeSlots {
+                names: Vec::new(),
+                active_pods: Vec::new(),
+            },
+            replica_sets: Vec::new(),
+        };
+        for chunk in chunks {
+            // the chunk's own slots, renumbered
+            let moved: Vec<u32> = chunk
+                .nodes
+                .other_names
+                .iter()
+                .map(|&n| {
+                    *other.entry(n).or_insert_with(|| {
+                        names.push(n);
+                        active_pods.push(0);
+                        (names.len() - 1) as u32
+                    })
+                })
+                .collect();
+            let slot = |s: u32| match (s as usize).checked_sub(first_other) {
+                Some(i) => moved[i],
+                None => s,
+            };
+            for (s, count) in chunk.nodes.active_pods.iter().enumerate() {
+                active_pods[slot(s as u32) as usize] += count;
             }
-            merged.push(i);
+            let rs_moved: Vec<u32> = chunk
+                .replica_sets
+                .iter()
+                .map(|&(n, _)| {
+                    *rs_index.entry(n).or_insert_with(|| {
+                        out.replica_sets.push(n);
+                        (out.replica_sets.len() - 1) as u32
+                    })
+                })
+                .collect();
+            let offset = out.pods.len() as u32;
+            out.pods.extend(chunk.pods.into_iter().map(|mut p| {
+                p.node = slot(p.node);
+                p.replica_set = p.replica_set.map(|r| rs_moved[r as usize]);
+                p
+            }));
+            out.active.extend(chunk.active.iter().map(|i| i + offset));
+            out.inactive.extend(chunk.inactive);
         }
-        merged.extend(theirs);
-        self.active = merged;
-        self.inactive.extend(rest.inactive);
+        out.nodes = NodeSlots { names, active_pods };
+        out
     }
 }
 
@@ -115,8 +189,8 @@ enum Matcher<'a> {
     ReplicaSets(BTreeSet<&'a str>),
 }
 
-impl Matcher<'_> {
-    fn new<'a>(policy: &'a ResolvedPolicy, ns_rs: &[&'a ReplicaSet]) -> Matcher<'a> {
+impl<'m> Matcher<'m> {
+    fn new(policy: &'m ResolvedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
         match &policy.spec.target {
             Target::Selector(sel) => Matcher::Labels(sel),
             Target::Workload(t) if t.kind == TargetKind::ReplicaSet => {
@@ -135,45 +209,71 @@ impl Matcher<'_> {
         }
     }
 
-    fn matches(&self, p: &NsPod) -> bool {
+    /// Whether the target selects `p`; `rs_picked`: whether it selects
+    /// the pods of `p`'s ReplicaSet.
+    fn matches(&self, p: &Pod, rs_picked: bool) -> bool {
         match self {
-            Matcher::Labels(sel) => sel.matches(p.pod.metadata.labels.as_ref()),
-            Matcher::ReplicaSets(names) => p.replica_set.is_some_and(|n| names.contains(n)),
+            Matcher::Labels(sel) => sel.matches(p.metadata.labels.as_ref()),
+            Matcher::ReplicaSets(_) => rs_picked,
         }
     }
 }
 
+/// Snapshot pods scanned per chunk; a thread done early takes over chunks
+/// of the other. Small in tests, so that small snapshots span chunks.
+const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
+
 /// The policy's namespace in `pods` and the pods it selects (sorted by
-/// name), leaving out those in `excluded`. With `count_nodes`, also counts every active pod
-/// of the snapshot per node. Works on the snapshot's two halves, on two
-/// threads when it is large.
+/// name), leaving out those in `excluded`. With `count_nodes`, also counts
+/// every active pod of the snapshot per node. With `parallel`, the chunks
+/// are scanned and the names sorted on the thread pool; the result is the
+/// same either way.
 pub(super) fn select<'a>(
     policy: &ResolvedPolicy,
     pods: &'a [Pod],
+    nodes: &'a [Node],
     ns_rs: &[&'a ReplicaSet],
     excluded: &BTreeSet<String>,
     count_nodes: bool,
+    parallel: bool,
 ) -> Selection<'a> {
     let matcher = Matcher::new(policy, ns_rs);
     let ns = policy.namespace.as_str();
-    let (first, second) = pods.split_at(pods.len() / 2);
-    let (rest, mut whole) = both(
-        pods.len() >= 2 * PARALLEL_FROM,
-        || select_in(ns, second, &matcher, excluded, count_nodes),
-        || select_in(ns, first, &matcher, excluded, count_nodes),
-    );
-    whole.append(rest);
+    let mut known: HashMap<&str, u32> = HashMap::with_capacity(nodes.len());
+    let mut known_names = Vec::with_capacity(nodes.len());
+    for name in nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
+        known.entry(name).or_insert_with(|| {
+            known_names.push(name);
+            (known_names.len() - 1) as u32
+        });
+    }
+    let scan = |chunk: &'a [Pod]| select_in(ns, chunk, &known, &matcher, excluded, count_nodes);
+    let chunks: Vec<ChunkSelection> = if parallel {
+        pods.par_chunks(SELECT_CHUNK).map(scan).collect()
+    } else {
+        pods.chunks(SELECT_CHUNK).map(scan).collect()
+    };
+    let mut whole = Selection::join(known_names, chunks);
+    whole.active = sorted_by_name(&whole.pods, std::mem::take(&mut whole.active), parallel);
     whole
 }
 
-fn select_in<'a>(
+fn select_in<'k, 'a>(
     ns: &str,
     pods: &'a [Pod],
+    known: &'k HashMap<&'a str, u32>,
     matcher: &Matcher,
     excluded: &BTreeSet<String>,
     count_nodes: bool,
-) -> Selection<'a> {
-    let mut out = Selection::default();
+) -> ChunkSelection<'k, 'a> {
+    let mut out = ChunkSelection {
+        pods: Vec::new(),
+        active: Vec::new(),
+        inactive: Vec::new(),
+        nodes: ChunkNodes::new(known),
+        rs_index: HashMap::new(),
+        replica_sets: Vec::new(),
+    };
     for pod in pods {
         let active = is_pod_active(pod);
         let node_name = node_of(pod);
@@ -188,14 +288,16 @@ fn select_in<'a>(
         if count_nodes && active && !node_name.is_empty() {
             out.nodes.active_pods[node as usize] += 1;
         }
+        let replica_set = pod_rs(pod).map(|r| out.replica_set(&r.name, matcher));
+        let rs_picked = replica_set.is_some_and(|r| out.replica_sets[r as usize].1);
         let p = NsPod {
             pod,
             name: pod.metadata.name.as_deref().unwrap_or(""),
-            replica_set: pod_rs(pod).map(|r| r.name.as_str()),
+            replica_set,
             node,
             active,
         };
-        if matcher.matches(&p) && !excluded.contains(p.name) {
+        if matcher.matches(pod, rs_picked) && !excluded.contains(p.name) {
             if active {
                 out.active.push(out.pods.len() as u32);
             } else if let Some(name) = &pod.metadata.name {
@@ -204,36 +306,58 @@ fn select_in<'a>(
         }
         out.pods.push(p);
     }
-    out.active = sorted_by_name(&out.pods, std::mem::take(&mut out.active));
     out
 }
 
-/// Indexes of `which` pods sorted by name, stably. Each name is read once
-/// into a key of its 16 bytes after the prefix all names share, so most
-/// comparisons are one integer compare instead of two reads of names
-/// scattered over the heap.
-fn sorted_by_name(pods: &[NsPod], which: Vec<u32>) -> Vec<u32> {
+/// Length of the prefix every name in `names` shares with `first`, at most `upto`.
+fn common_prefix<'n>(first: &[u8], upto: usize, names: impl Iterator<Item = &'n str>) -> usize {
+    let mut common = upto.min(first.len());
+    for n in names.map(str::as_bytes) {
+        // most names share the whole prefix: one compare, not one per byte
+        if !n.starts_with(&first[..common]) {
+            common = n.iter().zip(first).take_while(|(a, b)| a == b).count();
+        }
+    }
+    common
+}
+
+/// Indexes of `which` pods sorted by name, stably (on the thread pool when
+/// `parallel`). Each name is read once into a key of its 16 bytes after the
+/// prefix all names share, so most comparisons are one integer compare
+/// instead of two reads of names scattered over the heap.
+fn sorted_by_name(pods: &[NsPod], which: Vec<u32>, parallel: bool) -> Vec<u32> {
     let name = |i: u32| pods[i as usize].name;
     let first = which.first().map_or("", |&i| name(i)).as_bytes();
-    let mut common = first.len();
-    for &i in &which {
-        let n = name(i).as_bytes();
-        common = common.min(n.iter().zip(first).take_while(|(a, b)| a == b).count());
-    }
-    let mut keyed: Vec<(u128, &str, u32)> = which
-        .into_iter()
-        .map(|i| {
-            let n = name(i);
-            let mut window = [0u8; 16];
-            let tail = &n.as_bytes()[common..];
-            let len = tail.len().min(16);
-            window[..len].copy_from_slice(&tail[..len]);
-            // zero-padded big-endian bytes order as the bytes do, except that
-            // a name ending inside the window ties with one that goes on with
-            // NULs; the full compare settles every tie
-            (u128::from_be_bytes(window), n, i)
-        })
-        .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let common = if parallel {
+        which
+            .par_chunks(SELECT_CHUNK)
+            .map(|c| common_prefix(first, first.len(), c.iter().map(|&i| name(i))))
+            .min()
+            .unwrap_or(0)
+    } else {
+        common_prefix(first, first.len(), which.iter().map(|&i| name(i)))
+    };
+    let key = |i: u32| {
+        let n = name(i);
+        let mut window = [0u8; 16];
+        let tail = &n.as_bytes()[common..];
+        let len = tail.len().min(16);
+        window[..len].copy_from_slice(&tail[..len]);
+        // zero-padded big-endian bytes order as the bytes do, except that
+        // a name ending inside the window ties with one that goes on with
+        // NULs; the full compare settles every tie
+        (u128::from_be_bytes(window), n, i)
+    };
+    let order =
+        |a: &(u128, &str, u32), b: &(u128, &str, u32)| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1));
+    let keyed: Vec<(u128, &str, u32)> = if parallel {
+        let mut keyed: Vec<_> = which.into_par_iter().map(key).collect();
+        keyed.par_sort_by(order);
+        keyed
+    } else {
+        let mut keyed: Vec<_> = which.into_iter().map(key).collect();
+        keyed.sort_by(order);
+        keyed
+    };
     keyed.into_iter().map(|(_, _, i)| i).collect()
 }

@@ -673,11 +673,12 @@ proptest! {
 }
 
 proptest! {
-    /// Selection sorts each half of the snapshot by a prefix key and merges
-    /// the halves: byte order, stable among equal names.
+    /// Selection sorts by a prefix key, on one thread or on the pool: byte
+    /// order, stable among equal names.
     #[test]
     fn selected_pods_sort_by_name_in_byte_order(
         names in prop::collection::vec("(web-[a-c]{0,3})?[a-c\\x00]{0,20}", 0..40),
+        parallel in any::<bool>(),
     ) {
         let pods: Vec<Pod> = names
             .iter()
@@ -694,7 +695,7 @@ proptest! {
             })
             .collect();
         let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
-        let selection = table::select(&p, &pods, &[], &BTreeSet::new(), true);
+        let selection = table::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
         let got: Vec<&str> = selection
             .active
             .iter()
