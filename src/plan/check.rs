@@ -5,7 +5,7 @@ use foldhash::HashSet;
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
 
-use super::{Action, CostOwner, PodPlan, ResolvedPolicy};
+use super::{Action, CostOwner, PodPlan};
 
 /// Outcome of the check for one ReplicaSet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -106,7 +106,6 @@ pub fn check_order(
     ordered: &OrderedPods,
     intended: &[i32],
     plans: &[Option<&PodPlan>],
-    _policy: &ResolvedPolicy,
 ) -> (Verdict, Vec<Mismatch>) {
     let order = &ordered.ranking.order;
     // a set: looked up for every inversion, and an ambiguity can span every pod

@@ -312,7 +312,7 @@ pub fn plan_excluding(
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
-    let replica_sets = order::check_replica_sets(policy, keyed, &costed.plans, opts);
+    let replica_sets = order::check_replica_sets(keyed, &costed.plans, opts);
     Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: costed.plans,

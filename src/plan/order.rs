@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rayon::prelude::*;
 
 use super::table::{NsPod, Selection};
-use super::{check, controller_of, Action, PlanOptions, PodPlan, ReplicaSetPlan, ResolvedPolicy};
+use super::{check, controller_of, Action, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
 
@@ -238,7 +238,6 @@ pub(super) fn key_replica_sets<'a>(
 /// Orders each keyed ReplicaSet with the comparator and checks the result.
 /// `plans[i]` is the plan of the i-th selected pod.
 pub(super) fn check_replica_sets(
-    policy: &ResolvedPolicy,
     keyed: Vec<KeyedReplicaSet>,
     plans: &[PodPlan],
     opts: &PlanOptions,
@@ -299,7 +298,7 @@ pub(super) fn check_replica_sets(
             .scale_down_by
             .is_some_and(|n| ordered.ranking.tie_at_cut(n));
         let (verdict, mismatches) =
-            check::check_order(&cmp, &ordered, &intended_costs, &owned_plans, policy);
+            check::check_order(&cmp, &ordered, &intended_costs, &owned_plans);
         let ambiguous = ordered
             .ranking
             .ambiguity

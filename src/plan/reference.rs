@@ -300,8 +300,7 @@ pub(super) fn plan_excluding(
         });
     }
 
-    let replica_sets =
-        check_replica_sets(policy, &plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
+    let replica_sets = check_replica_sets(&plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
     Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: plans,
@@ -446,7 +445,6 @@ fn evaluate_signal(
 
 /// Orders each ReplicaSet's pods with the comparator and checks the result.
 fn check_replica_sets(
-    policy: &ResolvedPolicy,
     plans: &[PodPlan],
     pods: &[&Pod],
     ns_pods: &[&Pod],
@@ -548,8 +546,7 @@ fn check_replica_sets(
             .iter()
             .map(|k| plan_by_name.get(&*k.name).copied())
             .collect();
-        let (verdict, mismatches) =
-            check::check_order(&cmp, &ordered, &intended_costs, &key_plans, policy);
+        let (verdict, mismatches) = check::check_order(&cmp, &ordered, &intended_costs, &key_plans);
         let ambiguous = ordered
             .ranking
             .ambiguity
