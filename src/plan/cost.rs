@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 use super::table::{NodeSlots, NsPod, Selection};
 use super::{
-    default_value, Action, CostOwner, Patch, PodPlan, PreviousValues, ResolvedPolicy, SignalValue,
-    POLICY_ANNOTATION,
+    default_value, map_chunks, map_in_order, Action, CostOwner, Patch, PodPlan, PreviousValues,
+    ResolvedPolicy, SignalValue, POLICY_ANNOTATION,
 };
 use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
 use crate::policy::validate::BillingSource;
@@ -105,39 +105,19 @@ pub(super) fn cost_pods(
     // Names are copied first, chunk by chunk: the plans share them, and the
     // utilisation join then reads them from one place instead of from pods
     // scattered over the heap.
-    let copy_names =
-        |chunk: &[&NsPod]| -> Vec<Arc<str>> { chunk.iter().map(|p| p.name.into()).collect() };
-    let names: Vec<Vec<Arc<str>>> = if parallel {
-        pods.par_chunks(COST_CHUNK).map(copy_names).collect()
-    } else {
-        pods.chunks(COST_CHUNK).map(copy_names).collect()
-    };
-    let evaluate =
-        |(idx, spec)| evaluate_signal(idx, spec, pods, &names, &pod_nodes, samples, previous);
-    let mut signal_values: Vec<Vec<SignalEntry>> = if parallel {
-        policy
-            .spec
-            .signals
-            .par_iter()
-            .enumerate()
-            .map(evaluate)
-            .collect()
-    } else {
-        policy
-            .spec
-            .signals
-            .iter()
-            .enumerate()
-            .map(evaluate)
-            .collect()
-    };
+    let names: Vec<Vec<Arc<str>>> = map_chunks(parallel, pods, COST_CHUNK, |chunk| {
+        chunk.iter().map(|p| p.name.into()).collect()
+    });
+    let mut signal_values: Vec<Vec<SignalEntry>> =
+        map_in_order(parallel, &policy.spec.signals, |idx, spec| {
+            evaluate_signal(idx, spec, pods, &names, &pod_nodes, samples, previous)
+        });
 
     // Pods are costed in chunks, on both threads when `parallel`. Each chunk
     // owns its pods' signal values and its own copies of the namespace and
     // ReplicaSet names all its pods share, so the threads do not contend for
     // those reference counts; only node names (~30 pods each) are shared.
     let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
-    let chunks = pods.len().div_ceil(COST_CHUNK);
     let mut tasks: Vec<CostTask> = names
         .into_iter()
         .enumerate()
@@ -152,7 +132,6 @@ pub(super) fn cost_pods(
             }
         })
         .collect();
-    debug_assert_eq!(tasks.len(), chunks);
     for values in &mut signal_values {
         for (task, chunk) in tasks.iter_mut().zip(values.chunks_mut(COST_CHUNK)) {
             task.values.push(chunk);

@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use crate::comparator::{FeatureGates, GoTime};
 use crate::policy::ValidatedSignal;
 use crate::signals::SignalSamples;
+use rayon::prelude::*;
 use table::NsPod;
 
 pub use check::{Mismatch, MismatchReason, Verdict};
@@ -239,6 +240,35 @@ fn both<A: Send, B: Send>(
         rayon::join(a, b)
     } else {
         (a(), b())
+    }
+}
+
+/// `f` over each item of `items` (with its index), results in order: on the
+/// thread pool when `parallel`, else on the calling thread.
+fn map_in_order<T: Sync, R: Send>(
+    parallel: bool,
+    items: &[T],
+    f: impl Fn(usize, &T) -> R + Sync + Send,
+) -> Vec<R> {
+    if parallel {
+        items.par_iter().enumerate().map(|(i, x)| f(i, x)).collect()
+    } else {
+        items.iter().enumerate().map(|(i, x)| f(i, x)).collect()
+    }
+}
+
+/// `f` over `items` in chunks of `size`, results in chunk order: on the
+/// thread pool when `parallel`, else on the calling thread.
+fn map_chunks<'t, T: Sync, R: Send>(
+    parallel: bool,
+    items: &'t [T],
+    size: usize,
+    f: impl Fn(&'t [T]) -> R + Sync + Send,
+) -> Vec<R> {
+    if parallel {
+        items.par_chunks(size).map(f).collect()
+    } else {
+        items.chunks(size).map(f).collect()
     }
 }
 

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rayon::prelude::*;
 
 use super::table::{NsPod, Selection};
-use super::{check, controller_of, Action, PlanOptions, PodPlan, ReplicaSetPlan};
+use super::{check, controller_of, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
 
@@ -178,7 +178,6 @@ pub(super) fn key_replica_sets<'a>(
     let mut out = Vec::with_capacity(groups.len());
     for (rs_name, owned) in groups {
         let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
-        let owned_pods = || owned.iter().map(|&i| &ns_pods[i as usize]);
         let own_counts;
         let (related_count, on_node): (usize, Option<&[i64]>) = match rs {
             Some(rs) => match controller_of(rs.metadata.owner_references.as_ref()) {
@@ -199,7 +198,7 @@ pub(super) fn key_replica_sets<'a>(
                     warnings.push(format!(
                         "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
                     ));
-                    own_counts = pods_on_node(slots, owned_pods());
+                    own_counts = pods_on_node(slots, owned.iter().map(|&i| &ns_pods[i as usize]));
                     (owned.len(), Some(&own_counts))
                 }
                 None => (0, None),
@@ -209,17 +208,12 @@ pub(super) fn key_replica_sets<'a>(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let key = |&i: &u32| {
+        let keys: Vec<PodKey> = map_in_order(parallel, &owned, |_, &i| {
             let p = &ns_pods[i as usize];
             let mut key = PodKey::from_pod(p.pod).with_now(now);
             key.rank = on_node.map_or(0, |c| c[p.node as usize]);
             key
-        };
-        let keys: Vec<PodKey> = if parallel {
-            owned.par_iter().map(key).collect()
-        } else {
-            owned.iter().map(key).collect()
-        };
+        });
         let selected = owned
             .iter()
             .map(|&i| Some(plan_index[i as usize]).filter(|&j| j != NOT_SELECTED))

@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rayon::prelude::*;
 
-use super::{controller_of, node_of, pod_rs, ResolvedPolicy};
+use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, ResolvedPolicy};
 use crate::comparator::is_pod_active;
 use crate::policy::validate::Target;
 use crate::policy::{LabelSelector, TargetKind};
@@ -247,12 +247,9 @@ pub(super) fn select<'a>(
             (known_names.len() - 1) as u32
         });
     }
-    let scan = |chunk: &'a [Pod]| select_in(ns, chunk, &known, &matcher, excluded, count_nodes);
-    let chunks: Vec<ChunkSelection> = if parallel {
-        pods.par_chunks(SELECT_CHUNK).map(scan).collect()
-    } else {
-        pods.chunks(SELECT_CHUNK).map(scan).collect()
-    };
+    let chunks = map_chunks(parallel, pods, SELECT_CHUNK, |chunk| {
+        select_in(ns, chunk, &known, &matcher, excluded, count_nodes)
+    });
     let mut whole = Selection::join(known_names, chunks);
     whole.active = sorted_by_name(&whole.pods, std::mem::take(&mut whole.active), parallel);
     whole
@@ -309,9 +306,9 @@ fn select_in<'k, 'a>(
     out
 }
 
-/// Length of the prefix every name in `names` shares with `first`, at most `upto`.
-fn common_prefix<'n>(first: &[u8], upto: usize, names: impl Iterator<Item = &'n str>) -> usize {
-    let mut common = upto.min(first.len());
+/// Length of the prefix every name in `names` shares with `first`.
+fn common_prefix<'n>(first: &[u8], names: impl Iterator<Item = &'n str>) -> usize {
+    let mut common = first.len();
     for n in names.map(str::as_bytes) {
         // most names share the whole prefix: one compare, not one per byte
         if !n.starts_with(&first[..common]) {
@@ -328,16 +325,13 @@ fn common_prefix<'n>(first: &[u8], upto: usize, names: impl Iterator<Item = &'n 
 fn sorted_by_name(pods: &[NsPod], which: Vec<u32>, parallel: bool) -> Vec<u32> {
     let name = |i: u32| pods[i as usize].name;
     let first = which.first().map_or("", |&i| name(i)).as_bytes();
-    let common = if parallel {
-        which
-            .par_chunks(SELECT_CHUNK)
-            .map(|c| common_prefix(first, first.len(), c.iter().map(|&i| name(i))))
-            .min()
-            .unwrap_or(0)
-    } else {
-        common_prefix(first, first.len(), which.iter().map(|&i| name(i)))
-    };
-    let key = |i: u32| {
+    let common = map_chunks(parallel, &which, SELECT_CHUNK, |c| {
+        common_prefix(first, c.iter().map(|&i| name(i)))
+    })
+    .into_iter()
+    .min()
+    .unwrap_or(0);
+    let key = |_, &i: &u32| {
         let n = name(i);
         let mut window = [0u8; 16];
         let tail = &n.as_bytes()[common..];
@@ -350,14 +344,11 @@ fn sorted_by_name(pods: &[NsPod], which: Vec<u32>, parallel: bool) -> Vec<u32> {
     };
     let order =
         |a: &(u128, &str, u32), b: &(u128, &str, u32)| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1));
-    let keyed: Vec<(u128, &str, u32)> = if parallel {
-        let mut keyed: Vec<_> = which.into_par_iter().map(key).collect();
+    let mut keyed = map_in_order(parallel, &which, key);
+    if parallel {
         keyed.par_sort_by(order);
-        keyed
     } else {
-        let mut keyed: Vec<_> = which.into_iter().map(key).collect();
         keyed.sort_by(order);
-        keyed
-    };
+    }
     keyed.into_iter().map(|(_, _, i)| i).collect()
 }
