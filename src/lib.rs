@@ -4,6 +4,10 @@
 //! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
 //! talks to the API server and Prometheus.
 
+/// `User-Agent` of every request the binary sends (API server, Prometheus,
+/// the hook), so audit logs and API Priority and Fairness can tell who calls.
+pub const USER_AGENT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
+
 pub mod apply;
 pub mod cli;
 pub mod comparator;

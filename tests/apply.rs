@@ -570,3 +570,75 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     assert!(a[0].body["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
     assert!(patcher.pending_for(&web).is_empty());
 }
+
+/// The real writer against the fake API server, which answers a stale UID as
+/// a real server does (422 on a merge patch): a pod deleted and recreated
+/// under the same name while its write waits is gone, and its namesake keeps
+/// no cost meant for the old pod.
+#[tokio::test]
+async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched() {
+    use deletion_cost::apply::KubePodWriter;
+    use deletion_cost::testing::fake_api::FakeApi as ApiServer;
+    use serde_json::json;
+
+    let server = ApiServer::start().await;
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "app:1"}]}})
+    };
+    let uid = |v: &Value| v["metadata"]["uid"].as_str().unwrap().to_owned();
+    let kept = uid(&server.apply_json(pod("web-0")).unwrap());
+    let old = uid(&server.apply_json(pod("web-1")).unwrap());
+
+    let mut kube = server.config();
+    kube.default_retry = false;
+    let client = deletion_cost::testing::fake_api::client_for(kube);
+    let patcher = Patcher::start(KubePodWriter::new(client), config(100.0, 10));
+    let batch = patcher
+        .submit_batch(
+            vec![
+                set("shop", "web", "web-0", 7).with_uid(kept),
+                set("shop", "web", "web-1", 7).with_uid(old.clone()),
+            ],
+            Priority::Background,
+        )
+        .unwrap();
+    // Single-threaded test runtime: nothing was sent yet. The ReplicaSet
+    // controller replaces the pod now.
+    server.delete_json("Pod", "shop", "web-1").unwrap();
+    let new = uid(&server.apply_json(pod("web-1")).unwrap());
+    assert_ne!(new, old);
+
+    let report = tokio::time::timeout(Duration::from_secs(20), batch.wait())
+        .await
+        .unwrap();
+    assert_eq!(
+        report.outcomes,
+        [
+            (PodKey::new("shop", "web-0"), WriteOutcome::Applied),
+            (PodKey::new("shop", "web-1"), WriteOutcome::Gone),
+        ]
+    );
+    assert!(report.all_done());
+    let stats = patcher.stats();
+    assert_eq!(
+        (stats.applied, stats.gone, stats.failed, stats.retried),
+        (1, 1, 0, 0)
+    );
+    // the server refused the stale write (422, as a real one does)...
+    let writes = server.writes_to("pods");
+    let to_new: Vec<u16> = writes
+        .iter()
+        .filter(|w| w.name.as_deref() == Some("web-1"))
+        .map(|w| w.status)
+        .collect();
+    assert_eq!(to_new, [422]);
+    // ...so the namesake carries no cost and keeps its own UID
+    let now = server.get_json("Pod", "shop", "web-1").unwrap();
+    assert_eq!(uid(&now), new);
+    assert!(now["metadata"]["annotations"][POD_DELETION_COST].is_null());
+    assert!(now["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    let kept = server.get_json("Pod", "shop", "web-0").unwrap();
+    assert_eq!(kept["metadata"]["annotations"][POD_DELETION_COST], "7");
+}

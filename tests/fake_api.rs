@@ -348,6 +348,97 @@ async fn errors_are_status_objects_kube_maps_to_api_errors() {
 }
 
 #[tokio::test]
+async fn a_stale_uid_is_refused_like_the_real_server_and_changes_nothing() {
+    let fake = FakeApi::start().await;
+    let live = fake.apply_json(pod("a", "p1", "web", "n1")).unwrap();
+    let live_uid = live["metadata"]["uid"].as_str().unwrap().to_owned();
+    let pods: Api<Pod> = Api::namespaced(fake.client(), "a");
+    let cost = "controller.kubernetes.io/pod-deletion-cost";
+
+    // PATCH has no preconditions: the merged UID fails validation (422)
+    let stale = json!({"metadata": {"uid": "stale-uid", "annotations": {cost: "7"}}});
+    let patches = [
+        Patch::Merge(stale.clone()),
+        Patch::Strategic(stale.clone()),
+        Patch::Json(
+            serde_json::from_value(json!([
+                {"op": "replace", "path": "/metadata/uid", "value": "stale-uid"},
+            ]))
+            .unwrap(),
+        ),
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p1", "uid": "stale-uid", "annotations": {cost: "7"}}})),
+    ];
+    for patch in patches {
+        let params = PatchParams::apply("test");
+        let err = api_error(pods.patch("p1", &params, &patch).await.unwrap_err());
+        assert_eq!(
+            (err.code, err.reason.as_str()),
+            (422, "Invalid"),
+            "{patch:?}"
+        );
+        assert_eq!(
+            err.message,
+            "Pod \"p1\" is invalid: metadata.uid: Invalid value: \"stale-uid\": field is immutable"
+        );
+        let details = err.details.unwrap();
+        assert_eq!(
+            (details.name.as_str(), details.kind.as_str()),
+            ("p1", "Pod")
+        );
+        let cause = &details.causes[0];
+        assert_eq!(
+            (
+                cause.reason.as_str(),
+                cause.field.as_str(),
+                cause.message.as_str()
+            ),
+            (
+                "FieldValueInvalid",
+                "metadata.uid",
+                "Invalid value: \"stale-uid\": field is immutable"
+            )
+        );
+    }
+    assert_eq!(fake.get_json("Pod", "a", "p1").unwrap(), live);
+
+    // PUT takes a sent UID as a precondition (409)
+    let mut replaced: Pod = serde_json::from_value(live.clone()).unwrap();
+    replaced.metadata.uid = Some("stale-uid".into());
+    replaced.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    let err = api_error(
+        pods.replace("p1", &PostParams::default(), &replaced)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+    assert!(
+        err.message.starts_with("Operation cannot be fulfilled on pods \"p1\": ")
+            && err.message.contains(&format!(
+                "Precondition failed: UID in precondition: stale-uid, UID in object meta: {live_uid}"
+            )),
+        "{}",
+        err.message
+    );
+    assert_eq!(fake.get_json("Pod", "a", "p1").unwrap(), live);
+
+    // the live UID, or none, is no change
+    let right = json!({"metadata": {"uid": live_uid, "annotations": {cost: "7"}}});
+    let patched = pods
+        .patch("p1", &PatchParams::default(), &Patch::Merge(&right))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.uid.as_deref(), Some(live_uid.as_str()));
+    replaced.metadata.uid = None;
+    replaced.metadata.resource_version = None;
+    let put = pods
+        .replace("p1", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(put.metadata.uid.as_deref(), Some(live_uid.as_str()));
+}
+
+#[tokio::test]
 async fn injected_faults_answer_and_then_drain() {
     let fake = FakeApi::start().await;
     fake.apply_json(pod("a", "p1", "web", "n1")).unwrap();

@@ -116,8 +116,9 @@ impl PatchRequest {
 /// Setting writes the cost as a decimal string (annotations are strings and
 /// upstream parses them as base-10 int32) plus the ownership annotation;
 /// removal sets both to `null`, which deletes them in a merge patch. A known
-/// UID goes in `metadata.uid`, which the API server treats as a precondition
-/// (409 when the pod was replaced).
+/// UID goes in `metadata.uid`: when the pod was replaced the merged UID
+/// differs from the live one and the API server refuses the patch (422,
+/// `metadata.uid` immutable).
 pub fn patch_body(req: &PatchRequest) -> Value {
     let mut annotations = Map::new();
     match req.cost {

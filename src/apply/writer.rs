@@ -17,7 +17,9 @@ pub const FIELD_MANAGER: &str = "deletion-cost-operator";
 /// Why a write did not land, classified by what the patcher does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
-    /// 404, or the UID precondition failed: the pod we meant is gone. Done.
+    /// 404, or the pod's UID is not the one sent (409 on a failed
+    /// precondition, 422 "immutable" on a merge patch): the pod we meant is
+    /// gone, replaced by a namesake. Done.
     #[error("pod is gone")]
     Gone,
     /// 429: the API server asks us to slow down (retry after the delay).
@@ -173,6 +175,9 @@ pub fn classify_status(status: &Status) -> WriteError {
         // A failed UID precondition means the pod was replaced by a namesake.
         409 if message.contains("UID in precondition") => WriteError::Gone,
         409 => WriteError::Conflict { message },
+        // A merge patch has no preconditions: the server merges our
+        // `metadata.uid` into the live pod and refuses the changed UID.
+        422 if uid_changed(status) => WriteError::Gone,
         429 => WriteError::TooManyRequests {
             retry_after: status
                 .details
@@ -188,10 +193,24 @@ pub fn classify_status(status: &Status) -> WriteError {
     }
 }
 
+/// Whether a 422 says `metadata.uid` differs from the live object's.
+fn uid_changed(status: &Status) -> bool {
+    const FIELD: &str = "metadata.uid";
+    let immutable = |m: &str| m.contains("immutable");
+    let by_cause = status.details.as_ref().is_some_and(|d| {
+        d.causes
+            .iter()
+            .any(|c| c.field == FIELD && (c.reason == "FieldValueInvalid" || immutable(&c.message)))
+    });
+    by_cause
+        || (status.message.contains(&format!("{FIELD}: Invalid value"))
+            && immutable(&status.message))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::response::StatusDetails;
+    use kube::core::response::{StatusCause, StatusDetails};
 
     fn status(code: u16, message: &str) -> Status {
         Status::failure(message, "").with_code(code)
@@ -215,6 +234,48 @@ mod tests {
         let e = classify_status(&status(409, "the object has been modified"));
         assert!(matches!(e, WriteError::Conflict { .. }));
         assert!(e.is_retryable());
+    }
+
+    /// A merge patch carrying a stale UID, as a real API server answers it.
+    fn uid_immutable(with_causes: bool) -> Status {
+        let mut s = Status::failure(
+            "Pod \"web-1\" is invalid: metadata.uid: Invalid value: \"u-old\": field is immutable",
+            "Invalid",
+        )
+        .with_code(422);
+        if with_causes {
+            s.details = Some(StatusDetails {
+                name: "web-1".into(),
+                group: String::new(),
+                kind: "Pod".into(),
+                uid: String::new(),
+                causes: vec![StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: "Invalid value: \"u-old\": field is immutable".into(),
+                    field: "metadata.uid".into(),
+                }],
+                retry_after_seconds: 0,
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn uid_immutable_on_a_merge_patch_is_gone() {
+        assert_eq!(classify_status(&uid_immutable(true)), WriteError::Gone);
+        // the message alone says it too (a proxy may strip details)
+        assert_eq!(classify_status(&uid_immutable(false)), WriteError::Gone);
+        // other invalid fields stay a permanent refusal
+        let mut other = uid_immutable(true);
+        other.message = "Pod \"web-1\" is invalid: metadata.annotations: Invalid value".into();
+        if let Some(d) = other.details.as_mut() {
+            d.causes[0].field = "metadata.annotations".into();
+            d.causes[0].message = "Invalid value: \"x\": name part must be 63 characters".into();
+        }
+        assert!(matches!(
+            classify_status(&other),
+            WriteError::Rejected { code: 422, .. }
+        ));
     }
 
     #[test]
@@ -373,6 +434,19 @@ mod kube_tests {
                 },
             ),
         ];
+        // a real server's answer to a merge patch whose UID is stale
+        let mut replaced = failure(
+            422,
+            "Invalid",
+            "Pod \"p\" is invalid: metadata.uid: Invalid value: \"u-old\": field is immutable",
+            0,
+        );
+        replaced["details"] = serde_json::json!({
+            "name": "p", "kind": "Pod",
+            "causes": [{"reason": "FieldValueInvalid", "field": "metadata.uid",
+                        "message": "Invalid value: \"u-old\": field is immutable"}],
+        });
+        let cases = cases.into_iter().chain([(422, replaced, WriteError::Gone)]);
         for (code, reply, want) in cases {
             let (client, _) = client(code, reply);
             let got = KubePodWriter::new(client)

@@ -207,6 +207,7 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     }
     let url = format!("{}/v1/prescale", args.url.trim_end_matches('/'));
     let mut builder = reqwest::Client::builder()
+        .user_agent(crate::USER_AGENT)
         .timeout(Duration::from_secs(args.timeout + 10))
         .connect_timeout(Duration::from_secs(10));
     if let Some(ca) = &args.ca_file {

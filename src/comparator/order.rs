@@ -253,6 +253,22 @@ impl Ranking {
     pub fn tie_at_cut(&self, n: usize) -> bool {
         n > 0 && n < self.order.len() && self.block[n - 1] == self.block[n]
     }
+
+    /// Runs of two or more pods upstream ranks equal, as position ranges in
+    /// `order`: among them upstream keeps its informer's list order.
+    pub fn ties(&self) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for pos in 1..=self.block.len() {
+            if pos == self.block.len() || self.block[pos] != self.block[start] {
+                if pos - start > 1 {
+                    out.push(start..pos);
+                }
+                start = pos;
+            }
+        }
+        out
+    }
 }
 
 /// Zero time in a [`SortRec`] (a real time never maps to it).

@@ -242,6 +242,9 @@ fn tie_at_cut_is_reported() {
     assert!(r.ambiguity.is_none());
     assert!(r.tie_at_cut(1));
     assert!(!r.tie_at_cut(2));
+    let ties = r.ties();
+    assert_eq!(ties.len(), 1);
+    assert_eq!(ties[0], 0..2);
 }
 
 proptest! {

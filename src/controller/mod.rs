@@ -237,6 +237,11 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, ControllerEr
             .map_err(|e| ControllerError::Client(e.to_string()))?,
     };
     config.default_retry = false;
+    // kube sends no User-Agent of its own: name us in audit logs and APF.
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static(crate::USER_AGENT),
+    ));
     Client::try_from(config).map_err(|e| ControllerError::Client(e.to_string()))
 }
 

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::{Action, CostOwner, MismatchReason, Plan, Verdict};
-use crate::policy::{Condition, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims};
+use crate::plan::{Action, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
+use crate::policy::{
+    Condition, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
+};
 
 /// Condition types.
 pub const READY: &str = "Ready";
@@ -17,6 +19,9 @@ pub const CONFLICT: &str = "Conflict";
 
 /// Pods listed per ReplicaSet in `status.victims`.
 pub const VICTIMS_SHOWN: usize = 5;
+/// Pods named per tie in `status.victims[].ties` (a tie can span the whole
+/// ReplicaSet).
+pub const TIE_PODS_SHOWN: usize = 10;
 /// Mismatches listed in `status.mismatches`.
 pub const MISMATCHES_SHOWN: usize = 10;
 
@@ -170,19 +175,7 @@ pub fn build(
             .last_refresh
             .clone()
             .or_else(|| prev.and_then(|p| p.last_refresh.clone())),
-        victims: plan
-            .replica_sets
-            .iter()
-            .map(|r| ReplicaSetVictims {
-                replica_set: r.name.clone(),
-                pods: r
-                    .predicted
-                    .iter()
-                    .take(VICTIMS_SHOWN)
-                    .map(|p| p.to_string())
-                    .collect(),
-            })
-            .collect(),
+        victims: plan.replica_sets.iter().map(victims).collect(),
         mismatches: plan
             .replica_sets
             .iter()
@@ -193,6 +186,60 @@ pub fn build(
                 reason: format!("{:?}", m.reason),
             })
             .collect(),
+    }
+}
+
+/// The first pods a ReplicaSet would delete, and the ties among them: where
+/// upstream ranks pods equal, the order shown is only one it may use.
+fn victims(r: &ReplicaSetPlan) -> ReplicaSetVictims {
+    let shown = r.predicted.len().min(VICTIMS_SHOWN);
+    let ties = r
+        .ties
+        .iter()
+        .filter(|t| t.start < shown)
+        .map(|t| {
+            let at_cut = t.end > shown;
+            let count = t.end - t.start;
+            // only a tie running past the list can be longer than the list
+            let message = if at_cut {
+                let named = if count > TIE_PODS_SHOWN {
+                    format!(" (the first {TIE_PODS_SHOWN} named)")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "the list of {shown} ends inside a tie of {count} pods{named}: which of them \
+                     upstream deletes depends on its informer's list order"
+                )
+            } else {
+                format!(
+                    "upstream ranks these {count} pods equal: the order it deletes them in \
+                     depends on its informer's list order"
+                )
+            };
+            VictimTie {
+                pods: r
+                    .predicted
+                    .get(t.clone())
+                    .unwrap_or_default()
+                    .iter()
+                    .take(TIE_PODS_SHOWN)
+                    .map(|p| p.to_string())
+                    .collect(),
+                at_cut,
+                message,
+            }
+        })
+        .collect();
+    ReplicaSetVictims {
+        replica_set: r.name.clone(),
+        pods: r
+            .predicted
+            .iter()
+            .take(shown)
+            .map(|p| p.to_string())
+            .collect(),
+        ties,
     }
 }
 
@@ -270,6 +317,7 @@ mod tests {
                 mismatches,
                 ambiguous: vec![],
                 tie_at_cut: false,
+                ties: vec![],
                 related_pods: 8,
             }],
             values: Default::default(),
@@ -328,6 +376,118 @@ mod tests {
             .map(|c| c.type_.as_str())
             .collect();
         assert_eq!(changed, [ORDER_AS_INTENDED, SIGNALS_AVAILABLE, CONFLICT]);
+    }
+
+    /// What the operator plans for 7 Ready pods of one ReplicaSet on one
+    /// node, 3 at cost 0 and 4 at cost 100, ready at `ready(i)`.
+    fn planned(ready: impl Fn(usize) -> String) -> Plan {
+        use k8s_openapi::api::core::v1::{Node, Pod};
+        let pods = (0..7)
+            .map(|i| {
+                let cost = if i < 3 { "0" } else { "100" };
+                serde_json::from_value::<Pod>(serde_json::json!({
+                    "metadata": {"name": format!("p{i}"), "namespace": "shop",
+                        "uid": format!("uid-{i}"), "labels": {"app": "web"},
+                        "creationTimestamp": "2026-11-01T00:00:00Z",
+                        "annotations": {crate::comparator::POD_DELETION_COST: cost},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                            "name": "web-abc", "uid": "rs", "controller": true}]},
+                    "spec": {"nodeName": "n1", "containers": []},
+                    "status": {"phase": "Running", "conditions": [{"type": "Ready",
+                        "status": "True", "lastTransitionTime": ready(i)}]},
+                }))
+                .unwrap()
+            })
+            .collect();
+        let node: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}})).unwrap();
+        let snapshot = crate::plan::Snapshot {
+            pods,
+            nodes: vec![node],
+            replica_sets: vec![],
+            deployments: vec![],
+            ignored: vec![],
+        };
+        let spec: crate::policy::DeletionCostPolicySpec = serde_saphyr::from_str(
+            "selector: {matchLabels: {app: web}}\n\
+             signals:\n- billingClass: {costs: {spot: 0}, default: 100}\n",
+        )
+        .unwrap();
+        let policy = crate::plan::ResolvedPolicy::resolve("web", "shop", &spec).unwrap();
+        let opts = crate::plan::PlanOptions {
+            gates: Default::default(),
+            now: Some(
+                "2026-11-22T03:00:00Z"
+                    .parse::<k8s_openapi::jiff::Timestamp>()
+                    .unwrap()
+                    .as_nanosecond(),
+            ),
+            // as the reconcile plans: live costs, no scale-down given
+            scale_down_by: None,
+            assume_patches_applied: false,
+        };
+        crate::plan::plan(
+            &policy,
+            &snapshot,
+            &Default::default(),
+            &Default::default(),
+            &opts,
+        )
+    }
+
+    #[test]
+    fn victims_name_the_ties_they_cut_through() {
+        // all Ready at the same second: upstream ranks equal costs equal
+        let same = planned(|_| "2026-11-20T00:00:00Z".into());
+        let s = build(None, &same, &Observed::default(), "t0");
+        let v = &s.victims[0];
+        assert_eq!(v.pods, ["p0", "p1", "p2", "p3", "p4"]);
+        assert_eq!(v.ties.len(), 2, "{v:?}");
+        // inside the list: only the order among them is open
+        assert_eq!(v.ties[0].pods, ["p0", "p1", "p2"]);
+        assert!(!v.ties[0].at_cut);
+        assert!(
+            v.ties[0].message.contains("3 pods equal"),
+            "{:?}",
+            v.ties[0]
+        );
+        // across the end of the list: p5 or p6 may go instead of p3 or p4
+        assert_eq!(v.ties[1].pods, ["p3", "p4", "p5", "p6"]);
+        assert!(v.ties[1].at_cut);
+        assert!(
+            v.ties[1].message.contains("ends inside a tie of 4 pods"),
+            "{:?}",
+            v.ties[1]
+        );
+        let yaml = serde_saphyr::to_string(&s).unwrap();
+        assert!(yaml.contains("atCut: true"), "{yaml}");
+
+        // distinct ready times: the UID tie-break settles every pair
+        let distinct = planned(|i| format!("2026-11-20T00:00:0{i}Z"));
+        let s = build(None, &distinct, &Observed::default(), "t0");
+        assert_eq!(s.victims[0].pods.len(), VICTIMS_SHOWN);
+        assert!(s.victims[0].ties.is_empty(), "{:?}", s.victims[0]);
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["victims"][0].get("ties").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_long_tie_names_its_first_pods() {
+        let mut plan = plan_with(vec![]);
+        let rs = &mut plan.replica_sets[0];
+        rs.predicted = (0..40).map(|i| format!("p{i}").into()).collect();
+        rs.ties = vec![std::ops::Range { start: 2, end: 40 }];
+        let s = build(None, &plan, &Observed::default(), "t0");
+        let tie = &s.victims[0].ties[0];
+        assert_eq!(tie.pods.len(), TIE_PODS_SHOWN);
+        assert_eq!(tie.pods[0], "p2");
+        assert!(tie.at_cut);
+        assert!(
+            tie.message
+                .starts_with("the list of 5 ends inside a tie of 38 pods (the first 10 named)"),
+            "{}",
+            tie.message
+        );
     }
 
     #[test]

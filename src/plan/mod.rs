@@ -156,6 +156,10 @@ pub struct ReplicaSetPlan {
     pub ambiguous: Vec<Arc<str>>,
     /// The victim cut falls between pods upstream treats as equal.
     pub tie_at_cut: bool,
+    /// Runs of pods upstream ranks equal, as position ranges in `predicted`
+    /// (two pods or more each): their order is upstream's informer order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ties: Vec<std::ops::Range<usize>>,
     /// Number of related pods used for the colocation rank.
     pub related_pods: usize,
 }

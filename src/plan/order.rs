@@ -310,6 +310,7 @@ pub(super) fn check_replica_sets(
             mismatches,
             ambiguous,
             tie_at_cut,
+            ties: ordered.ranking.ties(),
             related_pods,
         });
     }

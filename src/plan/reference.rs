@@ -569,6 +569,7 @@ fn check_replica_sets(
             mismatches,
             ambiguous,
             tie_at_cut,
+            ties: ordered.ranking.ties(),
             related_pods: related.len(),
         });
     }

@@ -350,6 +350,24 @@ pub struct ReplicaSetVictims {
     pub replica_set: String,
     /// Pod names, first deleted first.
     pub pods: Vec<String>,
+    /// Listed pods upstream ranks equal to a neighbour: among them it keeps
+    /// its informer's list order, so the order shown is one of several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ties: Vec<VictimTie>,
+}
+
+/// Pods upstream's comparator ranks equal, at least one of them listed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VictimTie {
+    /// The tied pods in the order shown (the first few of a long run).
+    pub pods: Vec<String>,
+    /// The list ends inside the tie: upstream may delete an unlisted pod of
+    /// it instead of a listed one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_cut: bool,
+    /// What the tie means, in words.
+    pub message: String,
 }
 
 /// One pod whose predicted place differs from the intended one.

@@ -222,6 +222,7 @@ impl PrometheusClient {
     /// a path prefix is kept). Call [`install_crypto_provider`] first.
     pub fn new(url: &str) -> Result<Self, PromError> {
         let http = reqwest::Client::builder()
+            .user_agent(crate::USER_AGENT)
             .build()
             .map_err(|e| PromError::Client {
                 message: error_chain(&e),

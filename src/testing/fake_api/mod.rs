@@ -38,7 +38,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use store::ApiError;
+pub use store::{ApiError, ErrorCause, ErrorDetails};
 
 use resources::RESOURCES;
 use store::Store;

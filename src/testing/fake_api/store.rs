@@ -19,6 +19,33 @@ pub struct ApiError {
     pub message: String,
     /// `details.retryAfterSeconds`, when the client should wait.
     pub retry_after: Option<u64>,
+    /// The rest of `details`: which object, and why it is invalid (boxed:
+    /// every write returns this error type).
+    pub details: Option<Box<ErrorDetails>>,
+}
+
+/// `details` of a `Status`, as the real server fills it (empty fields omitted).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ErrorDetails {
+    /// Object name.
+    pub name: String,
+    /// API group.
+    pub group: String,
+    /// Kind for 422, resource for 409 (as the real server does).
+    pub kind: String,
+    /// One entry per invalid field.
+    pub causes: Vec<ErrorCause>,
+}
+
+/// One `details.causes` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: String,
+    /// What is wrong with the field.
+    pub message: String,
+    /// The field's path (`metadata.uid`).
+    pub field: String,
 }
 
 impl ApiError {
@@ -29,6 +56,7 @@ impl ApiError {
             reason: reason_for(code).to_string(),
             message: message.into(),
             retry_after: None,
+            details: None,
         }
     }
 
@@ -49,6 +77,67 @@ impl ApiError {
         )
     }
 
+    /// What a PATCH that changes `metadata.uid` gets: the patch merges and
+    /// validation finds an immutable field changed (422, not 409).
+    pub fn uid_immutable(def: &ResourceDef, name: &str, sent: &str) -> Self {
+        let field = "metadata.uid";
+        let body = format!("Invalid value: {sent:?}: field is immutable");
+        let kind = if def.group.is_empty() {
+            def.kind.to_string()
+        } else {
+            format!("{}.{}", def.kind, def.group)
+        };
+        let mut err = Self::new(
+            422,
+            format!("{kind} \"{name}\" is invalid: {field}: {body}"),
+        );
+        err.details = Some(Box::new(ErrorDetails {
+            name: name.to_string(),
+            group: def.group.to_string(),
+            kind: def.kind.to_string(),
+            causes: vec![ErrorCause {
+                reason: "FieldValueInvalid".into(),
+                message: body,
+                field: field.into(),
+            }],
+        }));
+        err
+    }
+
+    /// What a PUT or DELETE whose UID precondition fails gets: the storage
+    /// layer's error wrapped in a 409 Conflict, worded like the real server.
+    pub fn uid_precondition(
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        sent: &str,
+        live: &str,
+    ) -> Self {
+        let mut key = String::from("/registry");
+        for part in [def.group, def.plural, ns, name] {
+            if !part.is_empty() {
+                key.push('/');
+                key.push_str(part);
+            }
+        }
+        let mut err = Self::new(
+            409,
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": StorageError: invalid object, \
+                 Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: \
+                 UID in precondition: {sent}, UID in object meta: {live}",
+                qualified(def)
+            ),
+        );
+        err.details = Some(Box::new(ErrorDetails {
+            name: name.to_string(),
+            group: def.group.to_string(),
+            kind: def.plural.to_string(),
+            causes: Vec::new(),
+        }));
+        err
+    }
+
     /// A `BadRequest`.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, message)
@@ -65,8 +154,27 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        let mut details = Map::new();
+        if let Some(d) = &self.details {
+            for (key, value) in [("name", &d.name), ("group", &d.group), ("kind", &d.kind)] {
+                if !value.is_empty() {
+                    details.insert(key.into(), value.as_str().into());
+                }
+            }
+            if !d.causes.is_empty() {
+                let causes = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                details.insert("causes".into(), Value::Array(causes));
+            }
+        }
         if let Some(secs) = self.retry_after {
-            status["details"] = json!({ "retryAfterSeconds": secs });
+            details.insert("retryAfterSeconds".into(), secs.into());
+        }
+        if !details.is_empty() {
+            status["details"] = Value::Object(details);
         }
         status
     }
@@ -563,6 +671,16 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let def = &RESOURCES[res];
         let old = self.get(res, ns, name)?;
+        // A sent UID is a precondition, checked before the resourceVersion.
+        if let Some(sent) = changed_uid(&old, &body) {
+            return Err(ApiError::uid_precondition(
+                def,
+                ns,
+                name,
+                sent,
+                uid_of(&old),
+            ));
+        }
         if let Some(rv) = body
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -628,6 +746,10 @@ impl Store {
         }
         if kind == PatchKind::Apply {
             self.check_apply_conflicts(res, ns, name, &old, patch, opts)?;
+        }
+        // A patch carries no precondition: validation sees an immutable field changed.
+        if let Some(sent) = changed_uid(&old, &patched) {
+            return Err(ApiError::uid_immutable(def, name, sent));
         }
         let candidate = shape(def, &old, patched, sub)?;
         if kind == PatchKind::Apply {
@@ -767,11 +889,8 @@ impl Store {
                 }
             }
             if let Some(uid) = pre.get("uid").and_then(Value::as_str) {
-                if Some(uid) != old.pointer("/metadata/uid").and_then(Value::as_str) {
-                    return Err(ApiError::new(
-                        409,
-                        format!("Precondition failed: UID in precondition: {uid}"),
-                    ));
+                if uid != uid_of(&old) {
+                    return Err(ApiError::uid_precondition(def, ns, name, uid, uid_of(&old)));
                 }
             }
         }
@@ -951,6 +1070,22 @@ fn spec_part(obj: &Value) -> Value {
         o.remove("status");
     }
     v
+}
+
+fn uid_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The non-empty `metadata.uid` of `candidate` when it is not the stored one
+/// (an empty or absent UID means "keep it", as on the real server).
+fn changed_uid<'a>(old: &Value, candidate: &'a Value) -> Option<&'a str> {
+    let sent = candidate
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())?;
+    (sent != uid_of(old)).then_some(sent)
 }
 
 fn rv_of(obj: &Value) -> String {
