@@ -359,3 +359,81 @@ async fn leader_lost_stops_writes_and_regained_resumes_them() {
     assert!(per_pod.values().all(|c| *c == 1), "duplicates: {per_pod:?}");
     op.stop().await;
 }
+
+/// SIGTERM while RBAC denies listing policies (the caches never sync): the
+/// operator says what it waits for on /readyz and still ends within
+/// `--shutdown-grace` (kube-runtime's graceful shutdown alone waited forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_policy_list_is_denied_ends_within_the_grace() {
+    let fake = FakeApi::start().await;
+    fake.inject(
+        Fault::status(403)
+            .on(Verb::List, "deletioncostpolicies")
+            .always(),
+    );
+    let port = free_port();
+    let mut cfg = config("operator-a", 50.0, 5);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    cfg.shutdown_grace = Duration::from_secs(2);
+    let op = Operator::start(&fake, cfg);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, body) = http_get(port, "/readyz").await;
+        if code == 503 && body.contains("policies") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/readyz: {code} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let started = std::time::Instant::now();
+    op.stop().await;
+    let took = started.elapsed();
+    assert!(
+        took <= Duration::from_millis(2500),
+        "stopping took {took:?} with a 2 s grace"
+    );
+}
+
+/// A leader that stops gracefully gives its Lease back, and a follower takes
+/// it at once instead of waiting for the term to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_stop_releases_the_lease_and_the_follower_takes_over() {
+    let fake = FakeApi::start().await;
+    seed(
+        &fake,
+        2,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }),
+        None,
+    );
+    let holder = |fake: &FakeApi| {
+        fake.get_json("leases", NS, "deletion-cost")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    let mut a = config("operator-a", 50.0, 5);
+    a.leader_election = true;
+    let op_a = Operator::start(&fake, a);
+    eventually(Duration::from_secs(20), "operator-a leads", || {
+        holder(&fake).as_deref() == Some("operator-a")
+    })
+    .await;
+    let mut b = config("operator-b", 50.0, 5);
+    b.leader_election = true;
+    let op_b = Operator::start(&fake, b);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(holder(&fake).as_deref(), Some("operator-a"));
+    let stopped = std::time::Instant::now();
+    op_a.stop().await;
+    // the term lasts 15 s: taking over sooner means the lease was released
+    eventually(Duration::from_secs(5), "operator-b takes the lease", || {
+        holder(&fake).as_deref() == Some("operator-b")
+    })
+    .await;
+    assert!(stopped.elapsed() < Duration::from_secs(5));
+    op_b.stop().await;
+}

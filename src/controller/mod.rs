@@ -5,7 +5,10 @@
 
 pub mod cached_pod;
 pub mod heap;
+pub mod lease;
+pub mod shutdown;
 pub mod status;
+pub mod sync;
 pub mod trim;
 
 use cached_pod::CachedPod;
@@ -13,7 +16,6 @@ use cached_pod::CachedPod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -175,8 +177,8 @@ pub struct Context {
     pub(crate) prometheus: Option<PrometheusClient>,
     state: Mutex<HashMap<String, PolicyState>>,
     pub(crate) recorder: Recorder,
-    /// Every cache has synced (plans over half-listed pods would be wrong).
-    pub(crate) synced: Arc<AtomicBool>,
+    /// Which caches have synced (plans over half-listed pods would be wrong).
+    pub(crate) health: Arc<sync::WatchHealth>,
     /// Whether planning rounds ran since the heap was last given back.
     pub(crate) churn: heap::Churn,
 }
@@ -305,8 +307,23 @@ async fn follow_leadership(
 pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     check_limits(&config)?;
     heap::configure();
-    let client = client(config.kubeconfig.as_ref()).await?;
-    run_with_client(config, client, shutdown_signal()).await
+    // The outer bound: whatever stage the operator is in (even connecting or
+    // waiting for a first list), it is gone by the end of the grace period.
+    let shutdown = shutdown::Shutdown::spawn(shutdown_signal(), config.shutdown_grace);
+    let operator = async {
+        let client = client(config.kubeconfig.as_ref()).await?;
+        run_with_client(config.clone(), client, shutdown.asked()).await
+    };
+    tokio::select! {
+        result = operator => result,
+        _ = shutdown.deadline(Duration::ZERO) => {
+            tracing::warn!(
+                grace_seconds = config.shutdown_grace.as_secs(),
+                "still stopping at the end of --shutdown-grace: exiting now"
+            );
+            Ok(())
+        }
+    }
 }
 
 fn check_limits(config: &RunConfig) -> Result<(), ControllerError> {
@@ -327,6 +344,7 @@ pub async fn run_with_client(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), ControllerError> {
     check_limits(&config)?;
+    let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
     let metrics = Arc::new(Metrics::new(config.qps));
     let ns = config.namespace.as_deref();
     let prometheus = match &config.prometheus_url {
@@ -338,50 +356,34 @@ pub async fn run_with_client(
     };
 
     // Leadership.
-    let (leader_tx, leader_rx) = watch::channel(!config.leader_election);
-    let _lease_task = if config.leader_election {
-        let lease_ns = config.lease_namespace();
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-                .with_namespace(lease_ns)
-                .with_identity(&config.identity)
-                .with_duration(15)
-                .with_grace(5)
-                .build()
-                .await
-                .map_err(|e| ControllerError::Lease(e.to_string()))?;
-        let (mut rx, task) = manager.watch().await;
-        let forward = tokio::spawn(async move {
-            loop {
-                let v = *rx.borrow_and_update();
-                if leader_tx.send(v).is_err() || rx.changed().await.is_err() {
-                    break;
-                }
-            }
-        });
-        Some((task, forward))
+    let (leader_rx, election) = if config.leader_election {
+        let (rx, election) = lease::start(&client, &config).await?;
+        (rx, Some(election))
     } else {
-        drop(leader_tx);
-        None
+        (watch::channel(true).1, None)
     };
-    tokio::spawn(follow_leadership(
+    let leadership = tokio::spawn(follow_leadership(
         leader_rx.clone(),
         client.clone(),
         config.clone(),
         metrics.clone(),
     ));
 
-    // Watches with trimmed objects.
+    // Watches with trimmed objects; each reports its API errors to `health`
+    // so a replica that cannot list says why.
+    let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
     let wc = watcher::Config::default();
     let (pods, pods_w) = reflector::store::<CachedPod>();
     let pod_events = watcher(api::<CachedPod>(&client, ns), wc.clone())
         .reflect(pods_w)
+        .inspect(health.observer("pods"))
         .default_backoff()
         .touched_objects();
     let (nodes, nodes_w) = reflector::store::<Node>();
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
         .modify(trim::trim_node)
         .reflect(nodes_w)
+        .inspect(health.observer("nodes"))
         .default_backoff()
         .touched_objects()
         .predicate_filter(predicates::labels, Default::default());
@@ -389,42 +391,29 @@ pub async fn run_with_client(
     let rs_events = watcher(api::<ReplicaSet>(&client, ns), wc.clone())
         .modify(trim::trim_replica_set)
         .reflect(rs_w)
+        .inspect(health.observer("replicasets"))
         .default_backoff()
         .touched_objects();
-
-    let policy_api = api::<DeletionCostPolicy>(&client, ns);
-    let controller = Controller::new(policy_api, wc)
+    let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
+    let policy_events = watcher(api::<DeletionCostPolicy>(&client, ns), wc)
+        .reflect(policies_w)
+        .inspect(health.observer("policies"))
+        .default_backoff()
+        .applied_objects();
+    let controller = Controller::for_stream(policy_events, policies.clone())
         .with_config(controller::Config::default().debounce(config.debounce));
-    let policies = controller.store();
 
-    // Health: ready once every cache has synced.
-    let ready = Arc::new(AtomicBool::new(false));
-    {
-        let (ready, stores) = (
-            ready.clone(),
-            (
-                pods.clone(),
-                nodes.clone(),
-                replica_sets.clone(),
-                policies.clone(),
-            ),
-        );
-        tokio::spawn(async move {
-            let ok = store_ready(&stores.0).await
-                && store_ready(&stores.1).await
-                && store_ready(&stores.2).await
-                && store_ready(&stores.3).await;
-            if ok {
-                tracing::info!("caches synced");
-                ready.store(true, Ordering::Relaxed);
-            }
-        });
-    }
+    // Health: ready once every cache has synced; until then, say why not.
+    health.track("pods", pods.clone());
+    health.track("nodes", nodes.clone());
+    health.track("replicasets", replica_sets.clone());
+    health.track("policies", policies.clone());
+    let waiting_report = tokio::spawn(health.clone().report_until_ready());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let server = serve_http(
         config.metrics_addr,
         metrics.clone(),
-        ready.clone(),
+        health.clone(),
         shutdown_rx.clone(),
     )
     .await?;
@@ -445,7 +434,7 @@ pub async fn run_with_client(
         leader: leader_rx.clone(),
         prometheus,
         state: Mutex::new(HashMap::new()),
-        synced: ready.clone(),
+        health: health.clone(),
         churn: heap::Churn::default(),
     });
     tokio::spawn(release_heap(ctx.clone(), shutdown_rx.clone()));
@@ -473,8 +462,8 @@ pub async fn run_with_client(
         dry_run = config.dry_run,
         "starting"
     );
-    let grace = config.shutdown_grace;
-    controller
+    let reserve = shutdown::reserve(config.shutdown_grace);
+    let running = controller
         .watches_stream(pod_events, move |pod: CachedPod| {
             policies_for_pod(&p1, &pod)
         })
@@ -486,30 +475,56 @@ pub async fn run_with_client(
                 .collect::<Vec<_>>()
         })
         .reconcile_all_on(leader_changes)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.asked())
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|res| async move {
             if let Err(e) = res {
-                tracing::debug!(error = %e, "reconcile failed");
+                tracing::debug!(error = %sync::error_chain(&e), "reconcile failed");
             }
-        })
-        .await;
+        });
+    // kube-runtime's graceful shutdown only stops new triggers and waits for
+    // the caches first: bound it, so a replica that never synced still stops.
+    tokio::select! {
+        _ = running => {}
+        _ = shutdown.deadline(reserve * 2) => {
+            tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "the controller did not stop within the grace period: abandoning it");
+        }
+    }
+    waiting_report.abort();
 
-    tracing::info!("shutting down: draining writes");
+    // No new patcher from here on; then drain the current one.
+    leadership.abort();
     let patcher = metrics.patcher.write().ok().and_then(|mut p| p.take());
     if let Some(patcher) = patcher {
-        let report = patcher.drain(grace).await;
+        tracing::info!("shutting down: draining writes");
+        let report = patcher
+            .drain(shutdown.remaining().saturating_sub(reserve))
+            .await;
         if !report.completed() {
             tracing::warn!(
                 abandoned = report.abandoned.len(),
                 "writes left at the shutdown deadline (the next leader recomputes them)"
             );
         }
+        metrics.leader.set(0);
     }
     let _ = shutdown_tx.send(true);
-    let _ = server.await;
-    if let Some(hook) = hook_server {
-        let _ = hook.await;
+    // Give the Lease back so a follower takes over now, not at its expiry.
+    if let Some(election) = election {
+        election.stop(shutdown.remaining()).await;
+    }
+    let listeners = async {
+        let _ = server.await;
+        if let Some(hook) = hook_server {
+            let _ = hook.await;
+        }
+    };
+    if tokio::time::timeout(shutdown.remaining(), listeners)
+        .await
+        .is_err()
+    {
+        tracing::warn!("listeners still open at the shutdown deadline");
     }
     Ok(())
 }
@@ -574,25 +589,6 @@ fn policies_for_pod(
         .collect()
 }
 
-/// Waits until a store has its first list. kube's readiness signal is a
-/// oneshot receiver shared by every waiter and keeps only the last waker:
-/// when the Controller also waits on the policy store, an earlier waiter is
-/// never woken and readiness hung forever (seen in the hook tests). Polling
-/// again every 200 ms re-registers the waker.
-async fn store_ready<K>(store: &Store<K>) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        if let Ok(r) =
-            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
-        {
-            return r.is_ok();
-        }
-    }
-}
-
 /// A stream that yields once per leadership change.
 fn leader_changes(rx: watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send {
     futures::stream::unfold(rx, |mut rx| async move {
@@ -622,7 +618,7 @@ async fn shutdown_signal() {
 async fn serve_http(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    health: Arc<sync::WatchHealth>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
     use axum::http::StatusCode;
@@ -647,12 +643,16 @@ async fn serve_http(
         .route(
             "/readyz",
             get(move || {
-                let ready = ready.load(Ordering::Relaxed);
+                let waiting = health.waiting_for();
                 async move {
-                    if ready {
-                        (StatusCode::OK, "ready")
+                    if waiting.is_empty() {
+                        (StatusCode::OK, "ready".to_string())
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                        let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("caches not synced: {}", names.join(", ")),
+                        )
                     }
                 }
             }),
@@ -700,7 +700,7 @@ async fn reconcile(
         // followers keep warm caches and wait for the lease
         return Ok(Action::await_change());
     }
-    if !ctx.synced.load(Ordering::Relaxed) {
+    if !ctx.health.is_ready() {
         // pod events seen before the policies were listed map to nothing:
         // plan only once every cache holds the whole cluster
         return Ok(Action::requeue(Duration::from_millis(500)));
