@@ -41,7 +41,7 @@ for overlay in deploy/overlays/*/; do
     kubectl kustomize "$overlay" >/dev/null
 done
 if [ -z "${KUBECONFIG:-}" ]; then
-    log "tests/cluster.rs will skip: KUBECONFIG is not set (they need a real cluster)"
+    log "the e2e suite (tests/e2e) shows as ignored: KUBECONFIG is not set (it needs a real cluster)"
 fi
 log "cargo test"
 cargo test --locked --all-features -- --color never

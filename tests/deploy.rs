@@ -668,75 +668,48 @@ fn effective_grants(r: &Rendered) -> BTreeSet<Grant> {
     grants
 }
 
-fn grants(scope: &str, list: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {
-    let mut out = BTreeSet::new();
-    for (group, resource, verbs) in list {
-        for v in *verbs {
-            out.insert((
-                scope.into(),
+/// The permissions the operator used against a real API server, recorded by
+/// the e2e suite from every request it made (tests/e2e/rbac.rs):
+/// (group, resource, verb, where) with where = `cluster` (cluster-scoped
+/// resource), `namespaced` (any namespace it manages) or `own-namespace`.
+fn observed() -> Vec<(String, String, String, String)> {
+    let path = repo().join("tests/fixtures/rbac/operator-requests.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let rows: Vec<_> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 4, "{}: bad line {l:?}", path.display());
+            let group = if f[0] == "core" { "" } else { f[0] };
+            (
                 group.to_string(),
-                resource.to_string(),
-                v.to_string(),
-            ));
-        }
-    }
-    out
+                f[1].to_string(),
+                f[2].to_string(),
+                f[3].to_string(),
+            )
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{}: no permissions", path.display());
+    rows
 }
 
-const READ: &[&str] = &["get", "list", "watch"];
-
-/// Namespaced permissions the operator needs where it manages pods.
-fn workload_grants(scope: &str) -> BTreeSet<Grant> {
-    grants(
-        scope,
-        &[
-            ("", "pods", &["get", "list", "watch", "patch"]),
-            ("apps", "replicasets", READ),
-            ("apps", "deployments", READ),
-            ("apps", "deployments/scale", &["get", "update"]),
-            ("apps", "replicasets/scale", &["get", "update"]),
-            ("", "events", &["create", "patch"]),
-            ("events.k8s.io", "events", &["create", "patch"]),
-            (
-                "deletioncost.dev",
-                "deletioncostpolicies",
-                &["get", "list", "watch", "update", "patch"],
-            ),
-            (
-                "deletioncost.dev",
-                "deletioncostpolicies/status",
-                &["get", "update", "patch"],
-            ),
-            (
-                "deletioncost.dev",
-                "deletioncostpolicies/finalizers",
-                &["update"],
-            ),
-        ],
-    )
-}
-
-/// Cluster-scoped permissions every install needs.
-fn cluster_only_grants() -> BTreeSet<Grant> {
-    grants(
-        "*",
-        &[
-            ("", "nodes", READ),
-            ("authentication.k8s.io", "tokenreviews", &["create"]),
-            ("authorization.k8s.io", "subjectaccessreviews", &["create"]),
-        ],
-    )
-}
-
-fn lease_grants(ns: &str) -> BTreeSet<Grant> {
-    grants(
-        ns,
-        &[(
-            "coordination.k8s.io",
-            "leases",
-            &["get", "create", "update", "patch"],
-        )],
-    )
+/// What an install must grant: the observed permissions, namespaced ones at
+/// `workload_scope` (`*` for a ClusterRole, else the install namespace),
+/// cluster-scoped ones cluster-wide, the Lease's in `own_ns`.
+fn wanted_grants(workload_scope: &str, own_ns: &str) -> BTreeSet<Grant> {
+    observed()
+        .into_iter()
+        .map(|(group, resource, verb, place)| {
+            let scope = match place.as_str() {
+                "cluster" => "*".to_string(),
+                "namespaced" => workload_scope.to_string(),
+                "own-namespace" => own_ns.to_string(),
+                other => panic!("unknown place {other:?} in the observed permissions"),
+            };
+            (scope, group, resource, verb)
+        })
+        .collect()
 }
 
 fn assert_same_grants(overlay: &str, got: &BTreeSet<Grant>, want: &BTreeSet<Grant>) {
@@ -752,9 +725,7 @@ fn assert_same_grants(overlay: &str, got: &BTreeSet<Grant>, want: &BTreeSet<Gran
 fn cluster_wide_rbac_is_least_privilege() {
     let r = render("cluster-wide");
     let ns = r.namespace();
-    let mut want = workload_grants("*");
-    want.extend(cluster_only_grants());
-    want.extend(lease_grants(&ns));
+    let want = wanted_grants("*", &ns);
     assert_same_grants(&r.overlay, &effective_grants(&r), &want);
     assert!(
         !r.args().iter().any(|a| a.starts_with("--namespace")),
@@ -766,9 +737,7 @@ fn cluster_wide_rbac_is_least_privilege() {
 fn namespace_scoped_rbac_stays_in_its_namespace() {
     let r = render("namespace-scoped");
     let ns = r.namespace();
-    let mut want = workload_grants(&ns);
-    want.extend(cluster_only_grants());
-    want.extend(lease_grants(&ns));
+    let want = wanted_grants(&ns, &ns);
     let got = effective_grants(&r);
     assert_same_grants(&r.overlay, &got, &want);
 

@@ -1,0 +1,1400 @@
+//! The scenarios, each asserting its outcome on the real API server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use deletion_cost::comparator::POD_DELETION_COST;
+use deletion_cost::policy::DeletionCostPolicy;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::params::ValidationDirective;
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::cluster::{eventually, labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
+use crate::kubelet::PodHealth;
+use crate::operator::{Operator, Options};
+
+type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
+
+/// Every scenario, in the order they run; the RBAC check comes last because
+/// it reads what all the others made the operator do.
+pub const ALL: &[(&str, Scenario)] = &[
+    ("a_crd_and_policies_validated_by_the_server", |e| {
+        a_validation(e).boxed()
+    }),
+    ("b_controller_deletes_the_predicted_victims", |e| {
+        b_core_promise(e).boxed()
+    }),
+    ("c_not_ready_pod_is_reported_and_deleted_first", |e| {
+        c_not_ready(e).boxed()
+    }),
+    ("d_paused_rollout_two_replica_sets", |e| {
+        d_paused_rollout(e).boxed()
+    }),
+    ("e_prescale_hook", |e| e_hook(e).boxed()),
+    ("f_policy_deletion_keeps_foreign_costs", |e| {
+        f_cleanup(e).boxed()
+    }),
+    ("g_replaced_pod_is_gone_not_failed", |e| {
+        g_replaced_pod(e).boxed()
+    }),
+    ("h_leader_election_and_takeover", |e| {
+        h_leadership(e).boxed()
+    }),
+    ("i_sigterm_within_grace_in_every_state", |e| {
+        i_sigterm(e).boxed()
+    }),
+    ("j_write_rate_and_steady_state", |e| j_write_rate(e).boxed()),
+    ("z_rbac_is_what_the_operator_used", |e| z_rbac(e).boxed()),
+];
+
+const CAPACITY: &str = "karpenter.sh/capacity-type";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Scenarios that ran to the end (the RBAC check needs all of them).
+static FINISHED: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
+
+fn finished(name: &'static str) {
+    if let Ok(mut f) = FINISHED.lock() {
+        f.insert(name);
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// `spot` spot nodes and `on_demand` on-demand nodes in the scenario's pool.
+async fn nodes(env: &Env, ns: &str, spot: usize, on_demand: usize) {
+    let mut list = Vec::new();
+    for i in 0..spot {
+        list.push((
+            format!("spot-{i}"),
+            labels(&[(CAPACITY, "spot"), (ZONE, "zone-a")]),
+        ));
+    }
+    for i in 0..on_demand {
+        list.push((
+            format!("od-{i}"),
+            labels(&[(CAPACITY, "on-demand"), (ZONE, "zone-b")]),
+        ));
+    }
+    let refs: Vec<(&str, BTreeMap<String, String>)> =
+        list.iter().map(|(n, l)| (n.as_str(), l.clone())).collect();
+    env.kubelet.add_nodes(ns, &refs).await;
+}
+
+fn pod_template(ns: &str, app: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": app, SUITE_LABEL: "true"}},
+        "spec": {
+            "nodeSelector": {POOL_LABEL: ns},
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+        }
+    })
+}
+
+async fn deployment(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+    extra_spec: Value,
+) -> Deployment {
+    let mut spec = json!({
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": name}},
+        "template": pod_template(ns, name),
+    });
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .unwrap_or_else(|e| panic!("deployment {name}: {e}"));
+    Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap_or_else(|e| panic!("creating deployment {ns}/{name}: {e}"))
+}
+
+async fn pods(env: &Env, ns: &str, app: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .unwrap_or_else(|e| panic!("listing pods of {ns}/{app}: {e}"))
+        .items
+}
+
+fn is_running_ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().is_some_and(|s| {
+            s.phase.as_deref() == Some("Running")
+                && s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+async fn active_names(env: &Env, ns: &str, app: &str) -> BTreeSet<String> {
+    pods(env, ns, app)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect()
+}
+
+async fn terminating(env: &Env, ns: &str, app: &str) -> BTreeSet<String> {
+    pods(env, ns, app)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .map(|p| p.name_any())
+        .collect()
+}
+
+async fn wait_running(env: &Env, ns: &str, app: &str, n: usize) {
+    eventually(
+        &format!("{n} pods of {ns}/{app} run and are Ready"),
+        Duration::from_secs(60),
+        || async {
+            pods(env, ns, app)
+                .await
+                .iter()
+                .filter(|p| is_running_ready(p))
+                .count()
+                == n
+        },
+    )
+    .await;
+}
+
+async fn apply_policy(env: &Env, ns: &str, name: &str, spec: Value) {
+    let body = json!({
+        "apiVersion": "deletioncost.dev/v1alpha1",
+        "kind": "DeletionCostPolicy",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    });
+    Api::<DeletionCostPolicy>::namespaced(env.client.clone(), ns)
+        .patch(name, &PatchParams::apply(MANAGER), &Patch::Apply(body))
+        .await
+        .unwrap_or_else(|e| panic!("applying policy {ns}/{name}: {e}"));
+}
+
+fn spot_first(app: &str) -> Value {
+    json!({
+        "targetRef": {"kind": "Deployment", "name": app},
+        "signals": [{"billingClass": {"nodeLabel": CAPACITY, "costs": {"spot": 0, "on-demand": 1000}, "default": 500}}],
+    })
+}
+
+async fn policy(env: &Env, ns: &str, name: &str) -> DeletionCostPolicy {
+    Api::<DeletionCostPolicy>::namespaced(env.client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading policy {ns}/{name}: {e}"))
+}
+
+fn condition(p: &DeletionCostPolicy, t: &str) -> Option<(String, String)> {
+    let v = serde_json::to_value(p.status.as_ref()?).ok()?;
+    v["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+fn status_value(p: &DeletionCostPolicy) -> Value {
+    serde_json::to_value(p.status.as_ref()).unwrap_or(Value::Null)
+}
+
+/// Waits until every active pod of `app` carries a cost and the policy has
+/// no pending patches.
+async fn wait_costs_landed(env: &Env, ns: &str, app: &str, policy_name: &str) {
+    eventually(
+        &format!("every pod of {ns}/{app} carries its cost and {policy_name} has nothing pending"),
+        Duration::from_secs(90),
+        || async {
+            let all = pods(env, ns, app).await;
+            let costed = all
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .all(|p| p.annotations().contains_key(POD_DELETION_COST));
+            let st = status_value(&policy(env, ns, policy_name).await);
+            costed && st["pendingPatches"].as_u64() == Some(0) && st["victims"].is_array()
+        },
+    )
+    .await;
+}
+
+async fn scale(env: &Env, ns: &str, name: &str, replicas: i32) {
+    Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scaling {ns}/{name}: {e}"));
+}
+
+/// The policy's status victims per ReplicaSet: (pods, pods in a tie at the cut).
+fn status_victims(p: &DeletionCostPolicy) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    let st = status_value(p);
+    st["victims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let pods: Vec<String> = v["pods"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_str().map(str::to_string))
+                .collect();
+            let ties: BTreeSet<String> = v["ties"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["pods"].as_array().into_iter().flatten())
+                .filter_map(|p| p.as_str().map(str::to_string))
+                .collect();
+            (
+                v["replicaSet"].as_str().unwrap_or_default().to_string(),
+                (pods, ties),
+            )
+        })
+        .collect()
+}
+
+/// Writes a cluster snapshot of `ns` (pods, nodes, ReplicaSets, Deployments)
+/// as `kubectl get -o json` prints a List.
+async fn snapshot(env: &Env, ns: &str, dir: &Path) -> std::path::PathBuf {
+    let lp = ListParams::default();
+    let mut items: Vec<Value> = Vec::new();
+    let to_values = |v: Vec<Value>| v;
+    for p in Api::<Pod>::namespaced(env.client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        items.push(with_kind(
+            serde_json::to_value(p).unwrap_or_default(),
+            "v1",
+            "Pod",
+        ));
+    }
+    for n in Api::<Node>::all(env.client.clone())
+        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={ns}")))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        items.push(with_kind(
+            serde_json::to_value(n).unwrap_or_default(),
+            "v1",
+            "Node",
+        ));
+    }
+    for r in Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        items.push(with_kind(
+            serde_json::to_value(r).unwrap_or_default(),
+            "apps/v1",
+            "ReplicaSet",
+        ));
+    }
+    for d in Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        items.push(with_kind(
+            serde_json::to_value(d).unwrap_or_default(),
+            "apps/v1",
+            "Deployment",
+        ));
+    }
+    let path = dir.join("snapshot.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": to_values(items)});
+    std::fs::write(&path, serde_json::to_vec(&list).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+fn with_kind(mut v: Value, api_version: &str, kind: &str) -> Value {
+    v["apiVersion"] = api_version.into();
+    v["kind"] = kind.into();
+    v
+}
+
+fn run_cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("deletion-cost {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "deletion-cost {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `plan`'s victims per ReplicaSet, and the pods of a tie at the cut.
+fn plan_victims(
+    policy_file: &Path,
+    snapshot: &Path,
+    by: usize,
+) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    let out = run_cli(&[
+        "plan",
+        "--policy",
+        &policy_file.to_string_lossy(),
+        "--snapshot",
+        &snapshot.to_string_lossy(),
+        "--scale-down-by",
+        &by.to_string(),
+        "-o",
+        "json",
+    ]);
+    let plans: Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("plan -o json: {e}\n{out}"));
+    plans
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["replicaSets"].as_array().into_iter().flatten())
+        .map(|r| {
+            let victims = r["victims"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            let ties = r["ambiguous"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            (
+                r["name"].as_str().unwrap_or_default().to_string(),
+                (victims, ties),
+            )
+        })
+        .collect()
+}
+
+/// `predict`'s first `by` victims of the pods in `snapshot`.
+fn predict_victims(snapshot: &Path, dir: &Path, app: &str, by: usize) -> Vec<String> {
+    // predict reads pods only
+    let list: Value =
+        serde_json::from_slice(&std::fs::read(snapshot).unwrap_or_default()).unwrap_or_default();
+    let pods: Vec<Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["kind"] == "Pod" && i["metadata"]["labels"]["app"] == app)
+        .cloned()
+        .collect();
+    let file = dir.join(format!("pods-{app}.json"));
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": pods}))
+            .unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    run_cli(&[
+        "predict",
+        "-f",
+        &file.to_string_lossy(),
+        "--scale-down-by",
+        &by.to_string(),
+        "-o",
+        "names",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Two victim lists agree: position by position the same pod, or two pods
+/// of the same tie (whose order upstream leaves to its informer).
+fn same_modulo_tie(a: &[String], b: &[String], tie: &BTreeSet<String>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x == y || (tie.contains(x) && tie.contains(y)))
+}
+
+/// The deleted pods must be the predicted victims, except inside a tie at
+/// the cut that the tool reported (upstream's choice there depends on its
+/// informer's list order).
+fn assert_matches(
+    what: &str,
+    deleted: &BTreeSet<String>,
+    victims: &[String],
+    tie: &BTreeSet<String>,
+) {
+    let certain: BTreeSet<String> = victims
+        .iter()
+        .filter(|v| !tie.contains(*v))
+        .cloned()
+        .collect();
+    let allowed: BTreeSet<String> = victims.iter().cloned().chain(tie.iter().cloned()).collect();
+    assert_eq!(
+        deleted.len(),
+        victims.len(),
+        "{what}: deleted {deleted:?}, predicted {victims:?}"
+    );
+    assert!(
+        certain.is_subset(deleted) && deleted.is_subset(&allowed),
+        "{what}: the controller deleted {deleted:?}, the prediction was {victims:?} (tie at the cut: {tie:?})"
+    );
+}
+
+async fn service_account_token(env: &Env, ns: &str, name: &str) -> String {
+    let api: Api<ServiceAccount> = Api::namespaced(env.client.clone(), ns);
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap_or_default();
+    api.create(&PostParams::default(), &sa)
+        .await
+        .unwrap_or_else(|e| panic!("creating ServiceAccount {ns}/{name}: {e}"));
+    api.create_token_request(
+        name,
+        &PostParams::default(),
+        &TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("token for {ns}/{name}: {e}"))
+    .status
+    .and_then(|s| s.token)
+    .unwrap_or_default()
+}
+
+/// A dry-run create with strict field validation, as `kubectl apply` sends
+/// it by default (kube's PostParams cannot ask for strict validation):
+/// the status code and message.
+async fn create_strict(env: &Env, ns: &str, doc: &Value) -> (u16, String) {
+    let req = http::Request::post(format!(
+        "/apis/deletioncost.dev/v1alpha1/namespaces/{ns}/deletioncostpolicies?dryRun=All&fieldValidation=Strict"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(doc).unwrap_or_default())
+    .unwrap_or_else(|e| panic!("{e}"));
+    match env.client.request_text(req).await {
+        Ok(_) => (201, String::new()),
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        Err(e) => panic!("dry-run create: {e}"),
+    }
+}
+
+// -------------------------------------------------------------- scenarios
+
+/// a. The CRD and the bundled example policies are accepted by the server;
+/// invalid policies are refused with the field named.
+async fn a_validation(env: &'static Env) {
+    env.scenario("a", |ns| async move {
+        let api: Api<DeletionCostPolicy> = Api::namespaced(env.client.clone(), &ns);
+        let strict = PatchParams::apply(MANAGER).dry_run().validation(ValidationDirective::Strict);
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples");
+        let mut accepted = 0;
+        for entry in std::fs::read_dir(&examples).unwrap_or_else(|e| panic!("{e}")) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for mut doc in docs.into_iter().filter(|d| d["kind"] == "DeletionCostPolicy") {
+                doc["metadata"]["namespace"] = ns.clone().into();
+                let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                api.patch(&name, &strict, &Patch::Apply(doc))
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {name} refused by the API server: {e}", path.display()));
+                accepted += 1;
+            }
+        }
+        assert!(accepted >= 5, "only {accepted} example policies found");
+
+        let base = json!({"targetRef": {"kind": "Deployment", "name": "web"},
+                          "signals": [{"billingClass": {"costs": {"spot": 0}}}]});
+        let invalid: Vec<(&str, Value, &str)> = vec![
+            ("selector and targetRef together",
+             json!({"selector": {"matchLabels": {"app": "web"}}, "targetRef": {"kind": "Deployment", "name": "web"},
+                    "signals": [{"billingClass": {"costs": {"spot": 0}}}]}), "targetRef"),
+            ("buckets 0",
+             json!({"targetRef": {"kind": "Deployment", "name": "web"},
+                    "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 0}}]}), "buckets"),
+            ("hysteresis 1.5",
+             json!({"targetRef": {"kind": "Deployment", "name": "web"},
+                    "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "hysteresis": 1.5}}]}), "hysteresis"),
+            ("an unknown signal",
+             json!({"targetRef": {"kind": "Deployment", "name": "web"}, "signals": [{"gpuPrice": {"weight": 1}}]}), "gpuPrice"),
+            ("an unknown field", {
+                let mut b = base.clone();
+                b["combin"] = "sum".into();
+                b
+            }, "combin"),
+        ];
+        for (what, spec, field) in invalid {
+            let doc = json!({"apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+                             "metadata": {"name": "bad", "namespace": ns}, "spec": spec});
+            let (code, message) = create_strict(env, &ns, &doc).await;
+            assert!(
+                code == 422 || code == 400,
+                "{what}: expected 422 or 400 from the API server, got {code}: {message}"
+            );
+            assert!(message.contains(field), "{what}: the message does not name {field}: {message}");
+        }
+    })
+    .await;
+    finished("a");
+}
+
+/// b. 3 spot + 3 on-demand nodes, a Deployment of 12, a spot-first policy:
+/// the pods the ReplicaSet controller deletes are the victims the operator
+/// (status), `plan` and `predict` name, scale-down after scale-down.
+async fn b_core_promise(env: &'static Env) {
+    env.scenario("b", |ns| async move {
+        nodes(env, &ns, 3, 3).await;
+        deployment(env, &ns, "web", 12, json!({})).await;
+        wait_running(env, &ns, "web", 12).await;
+        let op = Operator::start(env, Options::new("b-operator")).await;
+        op.wait_ready().await;
+        let spec = spot_first("web");
+        apply_policy(env, &ns, "web", spec.clone()).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let policy_file = dir.path().join("policy.json");
+        std::fs::write(
+            &policy_file,
+            serde_json::to_vec(&json!({
+                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+                "metadata": {"name": "web", "namespace": ns}, "spec": spec,
+            }))
+            .unwrap_or_default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+
+        let mut replicas = 12;
+        for by in [4usize, 3, 2] {
+            // the operator's status names the same first victims as `plan`
+            // over a snapshot taken now (it may take a reconcile to catch up)
+            let mut last = String::new();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let (plan_pods, plan_tie, status_tie) = loop {
+                let p = policy(env, &ns, "web").await;
+                let from_status = status_victims(&p);
+                assert_eq!(from_status.len(), 1, "one ReplicaSet: {from_status:?}");
+                let (rs, (status_pods, status_tie)) =
+                    from_status.into_iter().next().unwrap_or_default();
+                let snap = snapshot(env, &ns, dir.path()).await;
+                let planned = plan_victims(&policy_file, &snap, by);
+                let (plan_pods, plan_tie) = planned
+                    .get(&rs)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("plan has no {rs}: {planned:?}"));
+                let predicted = predict_victims(&snap, dir.path(), "web", by);
+                assert_eq!(plan_pods, predicted, "plan and predict disagree");
+                let tie: BTreeSet<String> = plan_tie.union(&status_tie).cloned().collect();
+                if same_modulo_tie(status_pods.get(..by).unwrap_or_default(), &plan_pods, &tie) {
+                    break (plan_pods, plan_tie, status_tie);
+                }
+                last = format!("status {status_pods:?}, plan {plan_pods:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "status and plan disagree for 20 s: {last}"
+                );
+                tokio::time::sleep(SECOND).await;
+            };
+            let _ = last;
+
+            let before = terminating(env, &ns, "web").await;
+            replicas -= by as i32;
+            scale(env, &ns, "web", replicas).await;
+            eventually(
+                &format!("{by} pods are deleted"),
+                Duration::from_secs(30),
+                || async { terminating(env, &ns, "web").await.len() == before.len() + by },
+            )
+            .await;
+            let deleted: BTreeSet<String> = terminating(env, &ns, "web")
+                .await
+                .difference(&before)
+                .cloned()
+                .collect();
+            let tie: BTreeSet<String> = plan_tie.union(&status_tie).cloned().collect();
+            assert_matches(&format!("scale-down by {by}"), &deleted, &plan_pods, &tie);
+            // the next round's status is computed over the pods left
+            eventually(
+                "the status follows the scale-down",
+                Duration::from_secs(30),
+                || async {
+                    let p = policy(env, &ns, "web").await;
+                    let v = status_victims(&p);
+                    v.values()
+                        .all(|(pods, _)| pods.iter().all(|n| !deleted.contains(n)))
+                        && status_value(&p)["managedPods"].as_u64() == Some(replicas as u64)
+                },
+            )
+            .await;
+        }
+        // every request carried the operator's User-Agent
+        let entries: Vec<_> = env
+            .recorder
+            .entries()
+            .into_iter()
+            .filter(|e| e.operator == "b-operator")
+            .collect();
+        assert!(!entries.is_empty());
+        let version = env!("CARGO_PKG_VERSION");
+        for e in &entries {
+            assert_eq!(
+                e.user_agent.as_deref(),
+                Some(format!("deletion-cost/{version}").as_str()),
+                "{} {} sent another User-Agent",
+                e.method,
+                e.path
+            );
+        }
+    })
+    .await;
+    finished("b");
+}
+
+/// c. A pod that is not Ready: OrderAsIntended=False with reason NotReady,
+/// and the controller deletes it first (a stronger rule than the cost).
+async fn c_not_ready(env: &'static Env) {
+    env.scenario("c", |ns| async move {
+        nodes(env, &ns, 1, 2).await;
+        deployment(env, &ns, "api", 6, json!({})).await;
+        wait_running(env, &ns, "api", 6).await;
+        let op = Operator::start(env, Options::new("c-operator")).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "api", spot_first("api")).await;
+        wait_costs_landed(env, &ns, "api", "api").await;
+        // the most expensive pod (on-demand) stops being ready
+        let all = pods(env, &ns, "api").await;
+        let victim = all
+            .iter()
+            .max_by_key(|p| {
+                p.annotations()
+                    .get(POD_DELETION_COST)
+                    .and_then(|c| c.parse::<i32>().ok())
+            })
+            .map(|p| p.name_any())
+            .unwrap_or_default();
+        let not_ready = PodHealth {
+            ready: false,
+            restarts: 0,
+        };
+        // twice (not ready, ready, not ready): the same Event is then
+        // published again, which the Recorder sends as a patch
+        for health in [not_ready, PodHealth::default(), not_ready] {
+            env.kubelet.set_health(&ns, &victim, health).await;
+            let want = if health.ready {
+                ("True", "")
+            } else {
+                ("False", "NotReady")
+            };
+            eventually(
+                &format!("OrderAsIntended follows {victim} (ready: {})", health.ready),
+                Duration::from_secs(30),
+                || async {
+                    let p = policy(env, &ns, "api").await;
+                    condition(&p, "OrderAsIntended")
+                        .is_some_and(|(s, r)| s == want.0 && (want.1.is_empty() || r == want.1))
+                },
+            )
+            .await;
+        }
+        let p = policy(env, &ns, "api").await;
+        let st = status_value(&p);
+        assert!(
+            st["mismatches"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["pod"] == victim.as_str() && m["reason"] == "NotReady"),
+            "status.mismatches does not name {victim} as NotReady: {st}"
+        );
+        let (pods_first, _) = status_victims(&p).into_values().next().unwrap_or_default();
+        assert_eq!(
+            pods_first.first(),
+            Some(&victim),
+            "the not-ready pod is not first in status.victims"
+        );
+        scale(env, &ns, "api", 5).await;
+        eventually("one pod is deleted", Duration::from_secs(30), || async {
+            terminating(env, &ns, "api").await.len() == 1
+        })
+        .await;
+        assert_eq!(
+            terminating(env, &ns, "api").await,
+            BTreeSet::from([victim.clone()])
+        );
+    })
+    .await;
+    finished("c");
+}
+
+/// d. A rollout stalled with two ReplicaSets holding pods and paused: the
+/// Deployment controller splits a scale-down between them and each
+/// ReplicaSet deletes the pods the operator predicted for it.
+async fn d_paused_rollout(env: &'static Env) {
+    env.scenario("d", |ns| async move {
+        nodes(env, &ns, 2, 2).await;
+        // new pods never become available (minReadySeconds), so the rollout
+        // stops at the surge: 6 old + 3 new
+        deployment(env, &ns, "shop", 6, json!({
+            "minReadySeconds": 3600,
+            "progressDeadlineSeconds": 7200,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 0}},
+        })).await;
+        let rs_api: Api<ReplicaSet> = Api::namespaced(env.client.clone(), &ns);
+        let d_api: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+        eventually("the first ReplicaSet has 6 pods", Duration::from_secs(60), || async {
+            pods(env, &ns, "shop").await.iter().filter(|p| is_running_ready(p)).count() == 6
+        })
+        .await;
+        d_api
+            .patch("shop", &PatchParams::default(), &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"rollout": "2"}}}}})))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        eventually("9 pods run in two ReplicaSets", Duration::from_secs(60), || async {
+            pods(env, &ns, "shop").await.iter().filter(|p| is_running_ready(p)).count() == 9
+        })
+        .await;
+        d_api
+            .patch("shop", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": true}})))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let op = Operator::start(env, Options::new("d-operator")).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "shop", spot_first("shop")).await;
+        wait_costs_landed(env, &ns, "shop", "shop").await;
+        let p = policy(env, &ns, "shop").await;
+        let predicted = status_victims(&p);
+        assert_eq!(predicted.len(), 2, "two ReplicaSets in status.victims: {predicted:?}");
+
+        let owner = |pod: &Pod| {
+            pod.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.name.clone()).unwrap_or_default()
+        };
+        scale(env, &ns, "shop", 3).await;
+        // proportional scaling: wait until both ReplicaSets reached their new size
+        eventually("the ReplicaSets are scaled down", Duration::from_secs(30), || async {
+            let rss = rs_api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let want: i32 = rss.iter().map(|r| r.spec.replicas.unwrap_or(0)).sum();
+            let active = active_names(env, &ns, "shop").await.len() as i32;
+            want < 9 && active == want
+        })
+        .await;
+        let mut by_rs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for pod in pods(env, &ns, "shop").await.into_iter().filter(|p| p.metadata.deletion_timestamp.is_some()) {
+            by_rs.entry(owner(&pod)).or_default().insert(pod.name_any());
+        }
+        assert!(!by_rs.is_empty());
+        for (rs, deleted) in &by_rs {
+            let (victims, tie) = predicted.get(rs).cloned().unwrap_or_else(|| panic!("no prediction for {rs}: {predicted:?}"));
+            assert!(deleted.len() <= victims.len(), "{rs}: more deleted than status shows");
+            assert_matches(rs, deleted, &victims[..deleted.len()], &tie);
+        }
+    })
+    .await;
+    finished("d");
+}
+
+/// e. The hook: victims for a caller allowed to scale, 401 without a token,
+/// 403 without permission, `scale: true` deletes the predicted pods (for a
+/// Deployment and for a bare ReplicaSet).
+async fn e_hook(env: &'static Env) {
+    env.scenario("e", |ns| async move {
+        nodes(env, &ns, 2, 2).await;
+        deployment(env, &ns, "web", 6, json!({})).await;
+        let rs: ReplicaSet = serde_json::from_value(json!({
+            "metadata": {"name": "solo", "namespace": ns},
+            "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "solo"}}, "template": pod_template(&ns, "solo")},
+        })).unwrap_or_else(|e| panic!("{e}"));
+        Api::<ReplicaSet>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &rs).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_running(env, &ns, "web", 6).await;
+        wait_running(env, &ns, "solo", 4).await;
+
+        // a caller that may scale both, and one that may not
+        let allowed = service_account_token(env, &ns, "scaler").await;
+        let denied = service_account_token(env, &ns, "viewer").await;
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": "scaler"},
+            "rules": [{"apiGroups": ["apps"], "resources": ["deployments/scale", "replicasets/scale"], "verbs": ["get", "update"]}],
+        })).unwrap_or_default();
+        Api::<Role>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &role).await.unwrap_or_else(|e| panic!("{e}"));
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "scaler"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scaler"},
+            "subjects": [{"kind": "ServiceAccount", "name": "scaler", "namespace": ns}],
+        })).unwrap_or_default();
+        Api::<RoleBinding>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &binding).await.unwrap_or_else(|e| panic!("{e}"));
+
+        let op = Operator::start(env, Options::new("e-operator")).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        apply_policy(env, &ns, "solo", json!({
+            "selector": {"matchLabels": {"app": "solo"}},
+            "signals": [{"billingClass": {"nodeLabel": CAPACITY, "costs": {"spot": 0, "on-demand": 1000}}}],
+        })).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        wait_costs_landed(env, &ns, "solo", "solo").await;
+
+        let http = reqwest::Client::new();
+        let url = format!("http://{}/v1/prescale", op.hook);
+        let call = |token: Option<String>, body: Value| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let mut req = http.post(url).header("content-type", "application/json").body(body.to_string());
+                if let Some(t) = token {
+                    req = req.bearer_auth(t);
+                }
+                let resp = req.timeout(Duration::from_secs(60)).send().await.unwrap_or_else(|e| panic!("hook: {e}"));
+                let code = resp.status().as_u16();
+                let text = resp.text().await.unwrap_or_default();
+                (code, serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)))
+            }
+        };
+        let web = |replicas: i32, scale: bool| json!({"namespace": ns, "workload": {"kind": "Deployment", "name": "web"}, "replicas": replicas, "scale": scale});
+
+        let (code, body) = call(Some(allowed.clone()), web(4, false)).await;
+        assert_eq!(code, 200, "{body}");
+        let victims: Vec<String> = body["victims"].as_array().into_iter().flatten().filter_map(|v| v["pod"].as_str().map(str::to_string)).collect();
+        assert_eq!(victims.len(), 2, "{body}");
+        assert_eq!(call(None, web(4, false)).await.0, 401);
+        assert_eq!(call(Some(denied), web(4, false)).await.0, 403);
+        assert!(terminating(env, &ns, "web").await.is_empty(), "a call without scale deleted pods");
+
+        let (code, body) = call(Some(allowed.clone()), web(4, true)).await;
+        assert_eq!(code, 200, "{body}");
+        eventually("two web pods are deleted", Duration::from_secs(30), || async { terminating(env, &ns, "web").await.len() == 2 }).await;
+        assert_hook_scaled(&body, &terminating(env, &ns, "web").await, &pods(env, &ns, "web").await);
+
+        let solo = json!({"namespace": ns, "workload": {"kind": "ReplicaSet", "name": "solo"}, "replicas": 3, "scale": true});
+        let (code, body) = call(Some(allowed), solo).await;
+        assert_eq!(code, 200, "{body}");
+        eventually("one solo pod is deleted", Duration::from_secs(30), || async { terminating(env, &ns, "solo").await.len() == 1 }).await;
+        assert_hook_scaled(&body, &terminating(env, &ns, "solo").await, &pods(env, &ns, "solo").await);
+    })
+    .await;
+    finished("e");
+}
+
+/// The hook's `scale: true` answer against what the controller deleted: the
+/// predicted pods exactly, or, when the answer says the cut fell inside a
+/// tie, pods with the same cost as the predicted ones.
+fn assert_hook_scaled(body: &Value, deleted: &BTreeSet<String>, all: &[Pod]) {
+    let names = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let comparison = &body["scale"]["comparison"];
+    let predicted = names(&comparison["predicted"]);
+    assert_eq!(
+        &names(&comparison["deleted"]),
+        deleted,
+        "the hook reports other deletions: {body}"
+    );
+    let tie = body["replicaSets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| r["tieAtCut"] == true);
+    if !tie {
+        assert_eq!(deleted, &predicted, "hook answer: {body}");
+        assert_eq!(comparison["asPredicted"], true, "{body}");
+        return;
+    }
+    let cost = |n: &String| {
+        all.iter()
+            .find(|p| &p.name_any() == n)
+            .and_then(|p| p.annotations().get(POD_DELETION_COST).cloned())
+    };
+    let want: BTreeSet<_> = predicted.iter().map(cost).collect();
+    let got: BTreeSet<_> = deleted.iter().map(cost).collect();
+    assert_eq!(deleted.len(), predicted.len(), "hook answer: {body}");
+    assert_eq!(
+        got, want,
+        "the controller chose outside the reported tie: {body}"
+    );
+}
+
+/// f. Deleting a policy removes its own values and leaves a foreign one.
+async fn f_cleanup(env: &'static Env) {
+    env.scenario("f", |ns| async move {
+        nodes(env, &ns, 1, 1).await;
+        deployment(env, &ns, "web", 4, json!({})).await;
+        wait_running(env, &ns, "web", 4).await;
+        let pod_api: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+        let foreign = pods(env, &ns, "web").await[0].name_any();
+        pod_api
+            .patch(
+                &foreign,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {POD_DELETION_COST: "42"}}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let op = Operator::start(env, Options::new("f-operator")).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        let owned = |p: &Pod| {
+            p.annotations()
+                .get("deletioncost.dev/policy")
+                .map(String::as_str)
+                == Some("web")
+        };
+        let all = pods(env, &ns, "web").await;
+        assert_eq!(
+            all.iter().filter(|p| owned(p)).count(),
+            3,
+            "three pods carry the policy's cost"
+        );
+        let api: Api<DeletionCostPolicy> = Api::namespaced(env.client.clone(), &ns);
+        api.delete("web", &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        eventually("the policy is gone", Duration::from_secs(30), || async {
+            api.get_opt("web").await.ok().flatten().is_none()
+        })
+        .await;
+        for p in pods(env, &ns, "web").await {
+            let a = p.annotations();
+            if p.name_any() == foreign {
+                assert_eq!(
+                    a.get(POD_DELETION_COST).map(String::as_str),
+                    Some("42"),
+                    "the foreign value was touched"
+                );
+            } else {
+                assert!(
+                    !a.contains_key(POD_DELETION_COST)
+                        && !a.contains_key("deletioncost.dev/policy"),
+                    "{} keeps the policy's cost: {a:?}",
+                    p.name_any()
+                );
+            }
+        }
+    })
+    .await;
+    finished("f");
+}
+
+/// g. A pod deleted and recreated under the same name while its write is
+/// queued: the write is reported gone (never failed) and never lands on the
+/// new pod.
+async fn g_replaced_pod(env: &'static Env) {
+    env.scenario("g", |ns| async move {
+        nodes(env, &ns, 1, 0).await;
+        let pod_api: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+        let bare = |name: &str| -> Pod {
+            let mut t = pod_template(&ns, "bare");
+            t["metadata"]["name"] = name.into();
+            serde_json::from_value(t).unwrap_or_default()
+        };
+        let names: Vec<String> = (0..6).map(|i| format!("bare-{i}")).collect();
+        for n in &names {
+            pod_api
+                .create(&PostParams::default(), &bare(n))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        wait_running(env, &ns, "bare", 6).await;
+        let mut opts = Options::new("g-operator");
+        opts.qps = 0.5;
+        opts.burst = 1;
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        // the first write is held on its way to the server while the others
+        // wait in the operator's queue (qps 0.5)
+        op.proxy.hold_pod_writes(true);
+        apply_policy(
+            env,
+            &ns,
+            "bare",
+            json!({
+                "selector": {"matchLabels": {"app": "bare"}},
+                "signals": [{"billingClass": {"nodeLabel": CAPACITY, "costs": {"spot": 7}}}],
+            }),
+        )
+        .await;
+        eventually(
+            "the first write is in flight",
+            Duration::from_secs(30),
+            || async { op.proxy.held() >= 1 },
+        )
+        .await;
+        let mut replaced = 0;
+        for p in pods(env, &ns, "bare").await {
+            let name = p.name_any();
+            pod_api
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            eventually(
+                &format!("{name} is gone"),
+                Duration::from_secs(10),
+                || async { pod_api.get_opt(&name).await.ok().flatten().is_none() },
+            )
+            .await;
+            pod_api
+                .create(&PostParams::default(), &bare(&name))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            replaced += 1;
+        }
+        assert_eq!(replaced, 6);
+        op.proxy.hold_pod_writes(false);
+        eventually(
+            "a queued write is reported gone",
+            Duration::from_secs(60),
+            || async {
+                op.metric("deletion_cost_patches_total{result=\"gone\"}")
+                    .await
+                    .unwrap_or(0.0)
+                    >= 1.0
+            },
+        )
+        .await;
+        // the new pods get their own writes later, each with its own UID
+        wait_costs_landed(env, &ns, "bare", "bare").await;
+        assert_eq!(
+            op.metric("deletion_cost_patches_total{result=\"failed\"}")
+                .await
+                .unwrap_or(0.0),
+            0.0
+        );
+        assert_eq!(
+            op.metric("deletion_cost_patches_total{result=\"rejected\"}")
+                .await
+                .unwrap_or(0.0),
+            0.0
+        );
+        assert!(
+            op.log_lines("write refused").is_empty(),
+            "a replaced pod was logged as a refused write"
+        );
+    })
+    .await;
+    finished("g");
+}
+
+/// h. Two replicas: one writer; after the leader is killed the other takes
+/// over and writes; after a graceful stop the takeover does not wait for
+/// the lease to expire.
+async fn h_leadership(env: &'static Env) {
+    env.scenario("h", |ns| async move {
+        nodes(env, &ns, 1, 1).await;
+        deployment(env, &ns, "web", 4, json!({})).await;
+        wait_running(env, &ns, "web", 4).await;
+        let mut a = Operator::start(env, Options::new("h-a")).await;
+        a.wait_ready().await;
+        eventually("h-a leads", Duration::from_secs(30), || async {
+            a.is_leader().await
+        })
+        .await;
+        let b = Operator::start(env, Options::new("h-b")).await;
+        b.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        assert!(!b.is_leader().await);
+        let pod_writes = |who: &str| {
+            env.recorder
+                .entries()
+                .into_iter()
+                .filter(|e| e.operator == who && e.method == "PATCH" && e.path.contains("/pods/"))
+                .count()
+        };
+        assert!(pod_writes("h-a") >= 4);
+        assert_eq!(pod_writes("h-b"), 0, "the follower wrote");
+
+        a.signal(libc::SIGKILL);
+        a.wait_exit(Duration::from_secs(5)).await;
+        eventually(
+            "h-b takes over after h-a was killed",
+            Duration::from_secs(40),
+            || async { b.is_leader().await },
+        )
+        .await;
+        scale(env, &ns, "web", 6).await;
+        wait_running(env, &ns, "web", 6).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        assert!(pod_writes("h-b") >= 2, "the new leader did not write");
+
+        let c = Operator::start(env, Options::new("h-c")).await;
+        c.wait_ready().await;
+        drop(a);
+        let mut b = b;
+        b.signal(libc::SIGTERM);
+        let stopped = Instant::now();
+        b.wait_exit(Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("h-b did not exit"));
+        eventually(
+            "h-c takes over after h-b stopped",
+            Duration::from_secs(30),
+            || async { c.is_leader().await },
+        )
+        .await;
+        let takeover = stopped.elapsed();
+        // the lease lasts 15 s: a released lease is taken well before
+        assert!(
+            takeover < Duration::from_secs(8),
+            "takeover took {takeover:?}: the lease was not released"
+        );
+        eprintln!("h: takeover after a graceful stop took {takeover:?}");
+    })
+    .await;
+    finished("h");
+}
+
+async fn assert_exits_within(op: &mut Operator, grace: u64, state: &str) {
+    op.signal(libc::SIGTERM);
+    let (status, took) = op
+        .wait_exit(Duration::from_secs(grace + 5))
+        .await
+        .unwrap_or_else(|| panic!("{state}: still running {} s after SIGTERM", grace + 5));
+    assert!(
+        took <= Duration::from_secs(grace) + SECOND,
+        "{state}: exit took {took:?} with --shutdown-grace {grace}"
+    );
+    assert!(status.success(), "{state}: exit status {status}");
+    eprintln!("i: {state}: exited in {took:?}");
+}
+
+/// i. SIGTERM ends the process within --shutdown-grace in every state.
+async fn i_sigterm(env: &'static Env) {
+    env.scenario("i", |ns| async move {
+        let grace = 4;
+        nodes(env, &ns, 1, 1).await;
+        deployment(env, &ns, "web", 30, json!({})).await;
+        wait_running(env, &ns, "web", 30).await;
+
+        // synced, idle
+        let mut opts = Options::new("i-synced");
+        opts.grace = grace;
+        let mut op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        assert_exits_within(&mut op, grace, "synced").await;
+
+        // the API server unreachable: the caches never sync
+        let mut opts = Options::new("i-unreachable");
+        opts.grace = grace;
+        opts.server = Some("http://127.0.0.1:9".into());
+        // with leader election it would exit at once: the Lease is unreachable
+        opts.args = vec!["--no-leader-election".into()];
+        let mut op = Operator::start(env, opts).await;
+        eventually(
+            "the unreachable operator serves /healthz",
+            Duration::from_secs(10),
+            || async { op.http_get("/healthz").await.is_some_and(|(c, _)| c == 200) },
+        )
+        .await;
+        assert_eq!(op.http_get("/readyz").await.map(|r| r.0), Some(503));
+        assert_exits_within(&mut op, grace, "API server unreachable").await;
+
+        // with a backlog of writes
+        let mut opts = Options::new("i-backlog");
+        opts.grace = grace;
+        opts.qps = 0.2;
+        opts.burst = 1;
+        let mut op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        eventually("writes are queued", Duration::from_secs(30), || async {
+            op.metric("deletion_cost_patch_queue_depth")
+                .await
+                .unwrap_or(0.0)
+                >= 10.0
+        })
+        .await;
+        assert_exits_within(&mut op, grace, "backlog").await;
+
+        // RBAC denies listing policies: an identity with no permissions
+        let token = service_account_token(env, &ns, "nobody").await;
+        let mut opts = Options::new("i-denied");
+        opts.grace = grace;
+        opts.token = Some(token);
+        opts.args = vec!["--no-leader-election".into()];
+        let mut op = Operator::start(env, opts).await;
+        eventually(
+            "the denied operator says what it waits for",
+            Duration::from_secs(40),
+            || async {
+                op.log_lines("not ready: waiting for the first list")
+                    .iter()
+                    .any(|l| {
+                        l.pointer("/fields/last_error")
+                            .and_then(Value::as_str)
+                            .is_some_and(|e| e.contains("forbidden"))
+                    })
+            },
+        )
+        .await;
+        let ready = op.http_get("/readyz").await;
+        assert!(
+            ready
+                .as_ref()
+                .is_some_and(|(c, b)| *c == 503 && b.contains("policies")),
+            "readyz: {ready:?}"
+        );
+        assert_exits_within(&mut op, grace, "RBAC denies listing").await;
+    })
+    .await;
+    finished("i");
+}
+
+/// j. The write rate the server sees stays within qps and burst; steady
+/// state sends nothing.
+async fn j_write_rate(env: &'static Env) {
+    env.scenario("j", |ns| async move {
+        let (qps, burst) = (4.0, 3u32);
+        nodes(env, &ns, 2, 2).await;
+        deployment(env, &ns, "web", 40, json!({})).await;
+        wait_running(env, &ns, "web", 40).await;
+        let mut opts = Options::new("j-operator");
+        opts.qps = qps;
+        opts.burst = burst;
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        let writes = || -> Vec<Instant> {
+            env.recorder
+                .entries()
+                .into_iter()
+                .filter(|e| {
+                    e.operator == "j-operator" && e.method == "PATCH" && e.path.contains("/pods/")
+                })
+                .map(|e| e.at)
+                .collect()
+        };
+        let times = writes();
+        assert!(times.len() >= 40, "{} writes", times.len());
+        // token bucket: any window of length w holds at most burst + qps*w
+        // writes (a little slack for the time between limiter and server)
+        for w in [1.0f64, 2.0, 5.0] {
+            let limit = burst as f64 + qps * (w + 0.25);
+            let max = times
+                .iter()
+                .map(|t| {
+                    times
+                        .iter()
+                        .filter(|u| **u >= *t && u.duration_since(*t).as_secs_f64() < w)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0);
+            assert!(
+                max as f64 <= limit,
+                "{max} writes within {w} s (limit {limit})"
+            );
+            eprintln!("j: at most {max} writes within {w} s (limit {limit})");
+        }
+        let before = times.len();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(writes().len(), before, "writes in steady state");
+    })
+    .await;
+    finished("j");
+}
+
+/// The RBAC check: the permissions every operator process used are the
+/// ones kept in the fixture file (which the fast suite compares with every
+/// overlay); no request of the operator's own identity was forbidden.
+async fn z_rbac(env: &'static Env) {
+    let entries: Vec<_> = env
+        .recorder
+        .entries()
+        .into_iter()
+        .filter(|e| e.operator != "i-denied")
+        .collect();
+    // RBAC denials only (a namespace being deleted also answers 403)
+    let forbidden: Vec<_> = entries
+        .iter()
+        .filter(|e| e.status == 403 && !e.message.contains("being terminated"))
+        .map(|e| format!("{} {}: {}", e.method, e.path, e.message))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "requests refused by RBAC: {forbidden:?}"
+    );
+    let observed = crate::rbac::permissions(&entries, &env.system_ns);
+    let all_ran = FINISHED
+        .lock()
+        .map(|f| {
+            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+                .iter()
+                .all(|s| f.contains(s))
+        })
+        .unwrap_or(false);
+    let file = crate::rbac::observed_file();
+    if std::env::var_os("E2E_UPDATE_RBAC").is_some() {
+        assert!(
+            all_ran,
+            "E2E_UPDATE_RBAC needs every scenario to have run and passed"
+        );
+        std::fs::write(&file, crate::rbac::render_file(&observed))
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        eprintln!("wrote {}", file.display());
+        return;
+    }
+    if !all_ran {
+        eprintln!("z: not every scenario ran: only checking that nothing was forbidden");
+        let kept = crate::rbac::read_file(&file);
+        let unknown: Vec<_> = observed.difference(&kept).collect();
+        assert!(
+            unknown.is_empty(),
+            "used but not in {}: {unknown:?}",
+            file.display()
+        );
+        return;
+    }
+    let kept = crate::rbac::read_file(&file);
+    let extra: Vec<_> = kept.difference(&observed).collect();
+    let missing: Vec<_> = observed.difference(&kept).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "{} is not what the operator used\n  kept but not used: {extra:?}\n  used but not kept: {missing:?}\n(regenerate with E2E_UPDATE_RBAC=1)",
+        file.display()
+    );
+}
