@@ -335,3 +335,173 @@ async fn ten_thousand_pods_fifty_policies() {
     );
     assert!((worst_2s as f64) <= 2.0 * QPS + f64::from(BURST) + 16.0);
 }
+
+/// How long one GET or POST on loopback takes to answer (connection
+/// included), or `None` when it does not answer within 5 s.
+async fn answer_time(port: u16, request: &[u8]) -> Option<Duration> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let work = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        s.write_all(request).await.ok()?;
+        let mut first = [0u8; 12];
+        s.read_exact(&mut first).await.ok()?;
+        Some(started.elapsed())
+    };
+    tokio::time::timeout(Duration::from_secs(5), work)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One namespace of 100,000 pods (`LOAD_BIG_NAMESPACE_PODS` overrides) and
+/// one policy re-planned every second: `/readyz` and the hook (an
+/// unauthenticated call, answered 401 without planning) are probed 20 times
+/// a second the whole time. Planning runs on the blocking pool, so the
+/// answers stay fast; this reports their latency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "load harness: run by hand, see the module doc"]
+async fn probes_answer_while_a_hundred_thousand_pod_namespace_is_planned() {
+    let pods: usize = std::env::var("LOAD_BIG_NAMESPACE_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let fake = FakeApi::start().await;
+    for n in 0..NODES {
+        let capacity = if n % 3 == 0 { "on-demand" } else { "spot" };
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "labels": {"karpenter.sh/capacity-type": capacity}}}))
+            .unwrap();
+    }
+    let (ns, app, rs) = ("big", "svc", "svc-abc");
+    fake.apply_json(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": rs, "namespace": ns, "uid": "big-rs",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": app,
+                "uid": "big-dep", "controller": true}]},
+        "spec": {"replicas": pods, "selector": {"matchLabels": {"app": app}}}
+    }))
+    .unwrap();
+    for k in 0..pods {
+        let mut pod = pod_json(ns, app, rs, k, k);
+        pod["metadata"]["ownerReferences"][0]["uid"] = json!("big-rs");
+        pod["metadata"]["name"] = json!(format!("{app}-{k:06}"));
+        fake.apply_json(pod).unwrap();
+    }
+    // costs already as the policy wants them: the rounds plan, nothing is written
+    let dir = tempfile::tempdir().unwrap();
+    let hook_port = free_port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\n\
+             current-context: c\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let metrics_port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--no-leader-election",
+            "--dry-run",
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--hook-addr", &format!("127.0.0.1:{hook_port}")])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let op = OperatorProcess {
+        child,
+        metrics_port,
+    };
+    let started = Instant::now();
+    while !ready(op.metrics_port).await {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "operator not ready"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": app, "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": app}},
+                 "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 2}, "default": 1}},
+                             {"nodeConsolidation": {"maxPods": 50}}],
+                 "refreshInterval": "1s"}
+    }))
+    .unwrap();
+    let cpu_before = cpu_seconds(op.child.id());
+    let (mut readyz, mut hook) = (Vec::new(), Vec::new());
+    let probe_for = Duration::from_secs(30);
+    let t0 = Instant::now();
+    while t0.elapsed() < probe_for {
+        let r = answer_time(
+            op.metrics_port,
+            b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let h = answer_time(
+            hook_port,
+            b"POST /v1/prescale HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .await;
+        readyz.push(r.unwrap_or(Duration::from_secs(5)));
+        hook.push(h.unwrap_or(Duration::from_secs(5)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let busy = cpu_seconds(op.child.id()) - cpu_before;
+    let rounds = {
+        let (_, body) = http_metrics(op.metrics_port).await;
+        body.lines()
+            .find(|l| l.starts_with("deletion_cost_reconciles_total{result=\"ok\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    readyz.sort();
+    hook.sort();
+    println!(
+        "{pods} pods, {rounds} planning rounds in {:?} ({busy:.1} CPU-s):\n  \
+         /readyz  p50 {:?}  p99 {:?}  max {:?}\n  hook 401 p50 {:?}  p99 {:?}  max {:?}",
+        probe_for,
+        percentile(&readyz, 0.5),
+        percentile(&readyz, 0.99),
+        readyz.last().copied().unwrap_or_default(),
+        percentile(&hook, 0.5),
+        percentile(&hook, 0.99),
+        hook.last().copied().unwrap_or_default(),
+    );
+    assert!(rounds >= 2.0, "the policy was not planned while probing");
+}
+
+async fn http_metrics(port: u16) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, out)
+}

@@ -63,6 +63,8 @@ fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>)
 /// or forward to a real server.
 struct Switch {
     mode: Arc<AtomicU8>,
+    upstream: Arc<std::sync::Mutex<String>>,
+    delay: Arc<std::sync::Mutex<Duration>>,
     port: u16,
     task: JoinHandle<()>,
 }
@@ -76,15 +78,19 @@ impl Switch {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(REFUSE));
-        let m = mode.clone();
+        let upstream = Arc::new(std::sync::Mutex::new(upstream));
+        let delay = Arc::new(std::sync::Mutex::new(Duration::ZERO));
+        let (m, up, d) = (mode.clone(), upstream.clone(), delay.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut conn, _)) = listener.accept().await else {
                     return;
                 };
                 let mode = m.load(Ordering::SeqCst);
-                let upstream = upstream.clone();
+                let upstream = up.lock().unwrap().clone();
+                let delay = *d.lock().unwrap();
                 tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
                     match mode {
                         GARBAGE => {
                             let _ = conn
@@ -105,11 +111,27 @@ impl Switch {
                 });
             }
         });
-        Self { mode, port, task }
+        Self {
+            mode,
+            upstream,
+            delay,
+            port,
+            task,
+        }
     }
 
     fn set(&self, mode: u8) {
         self.mode.store(mode, Ordering::SeqCst);
+    }
+
+    /// Forwards to another server from the next connection on.
+    fn forward_to(&self, url: String) {
+        *self.upstream.lock().unwrap() = url;
+    }
+
+    /// Answers every connection only after `delay` (a slow Prometheus).
+    fn slow_down(&self, delay: Duration) {
+        *self.delay.lock().unwrap() = delay;
     }
 }
 
@@ -436,4 +458,145 @@ async fn graceful_stop_releases_the_lease_and_the_follower_takes_over() {
     .await;
     assert!(stopped.elapsed() < Duration::from_secs(5));
     op_b.stop().await;
+}
+
+/// A hook request and reconciles of the same utilisation policy at the same
+/// time: with Prometheus slow (so rounds overlap in their signal refresh),
+/// no write is sent twice and hysteresis survives — a value that crossed a
+/// bucket boundary by less than the hysteresis changes nothing. (Rounds that
+/// took the policy's state out of the shared map across the query planned
+/// with empty hysteresis and re-sent writes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_and_reconcile_of_one_policy_never_interleave() {
+    let n = 8;
+    let t = unix_now() - 20;
+    let data = |value: &str| {
+        let series: Vec<String> = (0..n)
+            .map(|i| format!(r#"cpu{{namespace="shop",pod="web-{i:03}"}}"#))
+            .collect();
+        let rows: Vec<(&str, &str, i64)> = series.iter().map(|s| (s.as_str(), value, t)).collect();
+        PrometheusServer::start(&openmetrics(&rows))
+    };
+    // 0.39 and 0.41 sit either side of the 0.4 boundary (buckets of 0.2):
+    // 0.05 of a bucket past it, inside the hysteresis of 0.2
+    let (below, above) = (data("0.39"), data("0.41"));
+    let switch = Switch::start(below.url()).await;
+    switch.set(FORWARD);
+
+    let fake = FakeApi::start().await;
+    seed(
+        &fake,
+        n,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"utilization": {"prometheus": {"query": "cpu{namespace=\"$namespace\"}"},
+                "range": {"min": 0, "max": 2}, "buckets": 10, "hysteresis": 0.2}}],
+            "refreshInterval": "1s"
+        }),
+        None,
+    );
+    fake.add_token(
+        "caller",
+        deletion_cost::testing::fake_api::TokenIdentity {
+            username: "system:serviceaccount:ops:autoscaler".into(),
+            uid: "uid-autoscaler".into(),
+            groups: vec!["system:serviceaccounts".into()],
+            audiences: vec![],
+        },
+    );
+    fake.set_access_policy(|_| true);
+    let hook = free_port();
+    let mut cfg = config("operator-a", 50.0, 10);
+    cfg.prometheus_url = Some(format!("http://127.0.0.1:{}", switch.port));
+    cfg.hook_addr = Some(format!("127.0.0.1:{hook}").parse().unwrap());
+    cfg.debounce = Duration::from_millis(10);
+    let op = Operator::start(&fake, cfg);
+    eventually(Duration::from_secs(30), "every pod costed", || {
+        (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
+    })
+    .await;
+    let first: Vec<Option<String>> = (0..n)
+        .map(|i| cost(&fake, &format!("web-{i:03}")))
+        .collect();
+
+    switch.forward_to(above.url());
+    switch.slow_down(Duration::from_millis(300));
+    let http = reqwest::Client::new();
+    for round in 0..6 {
+        // a reconcile (the policy changed) and a hook call, together
+        let touch = async {
+            let mut policy = fake.get_json("deletioncostpolicies", NS, "web").unwrap();
+            policy["metadata"]["annotations"] = json!({"round": round.to_string()});
+            fake.apply_json(policy).unwrap();
+        };
+        let call = http
+            .post(format!("http://127.0.0.1:{hook}/v1/prescale"))
+            .bearer_auth("caller")
+            .header("content-type", "application/json")
+            .body(
+                json!({"namespace": NS, "workload": {"kind": "ReplicaSet", "name": "web-abc"},
+                       "replicas": n - 1})
+                .to_string(),
+            )
+            .timeout(Duration::from_secs(20))
+            .send();
+        let (_, answer) = tokio::join!(touch, call);
+        let answer = answer.expect("hook unreachable");
+        assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now: Vec<Option<String>> = (0..n)
+        .map(|i| cost(&fake, &format!("web-{i:03}")))
+        .collect();
+    assert_eq!(now, first, "a value inside the hysteresis changed a cost");
+    let per_pod = successful_writes_per_pod(&fake);
+    assert!(
+        per_pod.values().all(|c| *c == 1),
+        "writes sent twice: {per_pod:?}"
+    );
+    op.stop().await;
+}
+
+/// The per-policy series (`deletion_cost_order_mismatches{policy}`) go away
+/// with the policy instead of reporting a mismatch that no longer exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_policy_series_are_removed_with_the_policy() {
+    let fake = FakeApi::start().await;
+    seed(
+        &fake,
+        4,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }),
+        None,
+    );
+    // an expensive pod that is not ready: deleted first against the policy
+    let mut pod = fake.get_json("pods", NS, "web-001").unwrap();
+    pod["status"]["conditions"][0]["status"] = json!("False");
+    fake.apply_json(pod).unwrap();
+    let port = free_port();
+    let mut cfg = config("operator-a", 50.0, 5);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let op = Operator::start(&fake, cfg);
+    let series = r#"deletion_cost_order_mismatches{policy="shop/web",reason="NotReady"}"#;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !http_get(port, "/metrics").await.1.contains(series) {
+        assert!(tokio::time::Instant::now() < deadline, "no mismatch series");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fake.delete_json("deletioncostpolicies", NS, "web").unwrap();
+    eventually(Duration::from_secs(20), "the policy is gone", || {
+        fake.get_json("deletioncostpolicies", NS, "web").is_none()
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while http_get(port, "/metrics").await.1.contains("policy=\"shop/web\"") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "series of the deleted policy stay"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    op.stop().await;
 }

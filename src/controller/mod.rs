@@ -6,17 +6,19 @@
 pub mod cached_pod;
 pub mod heap;
 pub mod lease;
+pub mod round;
 pub mod shutdown;
 pub mod status;
 pub mod sync;
 pub mod trim;
 
 use cached_pod::CachedPod;
+pub use round::{plan_round, submit_round, wins_over, PolicyRound};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -26,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as FinalizerEvent};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -38,10 +40,9 @@ use crate::apply::{
 };
 use crate::comparator::{FeatureGates, POD_DELETION_COST};
 use crate::metrics::{Metrics, PolicyReason};
-use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
+use crate::plan::{ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
-use crate::signals::prometheus::{PrometheusClient, SignalFetchError};
-use crate::signals::SignalSamples;
+use crate::signals::prometheus::PrometheusClient;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
@@ -57,9 +58,16 @@ pub enum ControllerError {
     /// An API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// The finalizer helper failed.
+    /// The finalizer helper failed (adding or removing it, or the apply or
+    /// cleanup it wraps).
     #[error("finalizer: {0}")]
-    Finalizer(String),
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<ControllerError>>),
+    /// The patcher refused a batch (queue full, shut down).
+    #[error("patch queue: {0}")]
+    Submit(#[from] SubmitError),
+    /// The planner failed (a bug: it panicked on the blocking pool).
+    #[error("planning: {0}")]
+    Planning(String),
     /// A flag has a bad value.
     #[error("{0}")]
     Config(String),
@@ -90,7 +98,17 @@ impl ControllerError {
         match self {
             ControllerError::Client(_) => "client",
             ControllerError::Kube(_) => "api",
-            ControllerError::Finalizer(_) => "finalizer",
+            ControllerError::Finalizer(e) => match &**e {
+                FinalizerError::ApplyFailed(inner) | FinalizerError::CleanupFailed(inner) => {
+                    inner.metric_label()
+                }
+                FinalizerError::AddFinalizer(_) | FinalizerError::RemoveFinalizer(_) => {
+                    "finalizer_api"
+                }
+                _ => "finalizer",
+            },
+            ControllerError::Submit(_) => "queue",
+            ControllerError::Planning(_) => "planning",
             ControllerError::Config(_) => "config",
             ControllerError::Serve { .. } => "serve",
             ControllerError::Lease(_) => "lease",
@@ -149,21 +167,6 @@ impl RunConfig {
     }
 }
 
-/// Per-policy memory across reconciles.
-#[derive(Debug, Default)]
-struct PolicyState {
-    previous: PreviousValues,
-    samples: SignalSamples,
-    last_fetch: Option<tokio::time::Instant>,
-    last_refresh: Option<String>,
-    signal_error: Option<(String, String)>,
-    mismatch_reasons: BTreeSet<String>,
-    /// Writes handed to the patcher: pod -> (value, pod resourceVersion the
-    /// plan saw). Until the cache shows a newer version of the pod, planning
-    /// the same value again is the same write, not a new one.
-    submitted: HashMap<String, (Option<i32>, Option<String>)>,
-}
-
 /// Shared by every reconcile.
 pub struct Context {
     pub(crate) client: Client,
@@ -175,12 +178,15 @@ pub struct Context {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) leader: watch::Receiver<bool>,
     pub(crate) prometheus: Option<PrometheusClient>,
-    state: Mutex<HashMap<String, PolicyState>>,
+    /// Each policy's state, behind its own lock.
+    pub(crate) rounds: round::Rounds,
     pub(crate) recorder: Recorder,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     pub(crate) health: Arc<sync::WatchHealth>,
     /// Whether planning rounds ran since the heap was last given back.
     pub(crate) churn: heap::Churn,
+    /// Consecutive failed reconciles per policy (retry backoff).
+    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl Context {
@@ -195,6 +201,31 @@ impl Context {
     }
 
     /// A snapshot of one namespace from the caches.
+    pub fn snapshot(&self, ns: &str) -> Snapshot {
+        self.caches().snapshot(ns)
+    }
+
+    /// Handles on the caches a plan reads (cheap: the stores are shared).
+    pub fn caches(&self) -> Caches {
+        Caches {
+            pods: self.pods.clone(),
+            nodes: self.nodes.clone(),
+            replica_sets: self.replica_sets.clone(),
+        }
+    }
+}
+
+/// The caches a plan reads, detached from the [`Context`] so planning can
+/// run on the blocking pool.
+#[derive(Clone)]
+pub struct Caches {
+    pods: Store<CachedPod>,
+    nodes: Store<Node>,
+    replica_sets: Store<ReplicaSet>,
+}
+
+impl Caches {
+    /// A snapshot of one namespace.
     pub fn snapshot(&self, ns: &str) -> Snapshot {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
@@ -433,9 +464,10 @@ pub async fn run_with_client(
         metrics: metrics.clone(),
         leader: leader_rx.clone(),
         prometheus,
-        state: Mutex::new(HashMap::new()),
+        rounds: round::Rounds::default(),
         health: health.clone(),
         churn: heap::Churn::default(),
+        failures: Default::default(),
     });
     tokio::spawn(release_heap(ctx.clone(), shutdown_rx.clone()));
 
@@ -683,9 +715,38 @@ fn error_policy(
     err: &ControllerError,
     ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(policy = %policy_key(&policy), error = %err, "reconcile failed; retrying in 30s");
+    let key = policy_key(&policy);
+    let failures = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = retry_delay(failures);
+    tracing::warn!(
+        policy = %key,
+        error = %sync::error_chain(err),
+        kind = err.metric_label(),
+        failures,
+        retry_in_seconds = delay.as_secs(),
+        "reconcile failed"
+    );
     ctx.metrics.reconciled(err.metric_label());
-    Action::requeue(Duration::from_secs(30))
+    Action::requeue(delay)
+}
+
+/// First retry of a failing reconcile.
+const RETRY_FIRST: Duration = Duration::from_secs(5);
+/// Longest wait between retries of a failing reconcile.
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Exponential backoff for the n-th consecutive failure (n >= 1).
+fn retry_delay(failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    RETRY_FIRST.saturating_mul(factor).min(RETRY_MAX)
 }
 
 fn policy_key(p: &DeletionCostPolicy) -> String {
@@ -705,307 +766,27 @@ async fn reconcile(
         // plan only once every cache holds the whole cluster
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
-    if ctx.config.dry_run {
-        return apply_policy(policy, &ctx).await;
-    }
-    let ns = policy.namespace().unwrap_or_default();
-    let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
-    finalizer(&api, FINALIZER, policy, |event| async {
-        match event {
-            FinalizerEvent::Apply(p) => apply_policy(p, &ctx).await,
-            FinalizerEvent::Cleanup(p) => cleanup(p, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| ControllerError::Finalizer(e.to_string()))
-}
-
-/// Reads each utilisation signal when its refresh is due; keeps the last good
-/// samples on failure and reports why.
-async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut PolicyState) {
-    let util = policy.spec.utilization_signals();
-    if util.is_empty() {
-        state.signal_error = None;
-        return;
-    }
-    let due = state
-        .last_fetch
-        .is_none_or(|t| t.elapsed() >= policy.spec.refresh_interval);
-    if !due {
-        return;
-    }
-    let Some(prom) = &ctx.prometheus else {
-        state.signal_error = Some((
-            "NoPrometheus".into(),
-            "the policy has utilization signals but the operator runs without --prometheus-url"
-                .into(),
-        ));
-        return;
-    };
-    let labels = policy.spec.selector_labels();
-    let mut error = None;
-    for (index, u) in util {
-        let fetched = prom
-            .fetch_signal(u, &policy.namespace, &labels, ctx.config.prometheus_timeout)
-            .await;
-        match fetched {
-            Ok(fetched) => {
-                state.samples.utilization.insert(index, fetched.samples);
+    let key = policy_key(&policy);
+    let result = if ctx.config.dry_run {
+        apply_policy(policy, &ctx).await
+    } else {
+        let ns = policy.namespace().unwrap_or_default();
+        let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+        finalizer(&api, FINALIZER, policy, |event| async {
+            match event {
+                FinalizerEvent::Apply(p) => apply_policy(p, &ctx).await,
+                FinalizerEvent::Cleanup(p) => cleanup(p, &ctx).await,
             }
-            Err(SignalFetchError::Query(e)) => {
-                error = Some((
-                    "BadQuery".to_string(),
-                    format!("spec.signals[{index}].utilization.prometheus.query: {e}"),
-                ));
-            }
-            Err(SignalFetchError::Prometheus(e)) => {
-                ctx.metrics
-                    .signal_fetch_errors
-                    .get_or_create(&PolicyReason {
-                        policy: policy.key(),
-                        reason: e.kind().to_string(),
-                    })
-                    .inc();
-                tracing::warn!(policy = %policy.key(), signal = index, error = %e, "utilization query failed; keeping last values");
-                error = Some((camel_case(e.kind()), format!("spec.signals[{index}]: {e}")));
-            }
-        }
-    }
-    state.last_fetch = Some(tokio::time::Instant::now());
-    if error.is_none() {
-        state.last_refresh = Some(now_rfc3339());
-    }
-    state.signal_error = error;
-}
-
-/// `invalid_body` -> `InvalidBody`: condition reasons are CamelCase.
-fn camel_case(kind: &str) -> String {
-    kind.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
         })
-        .collect()
-}
-
-/// Older policy (then smaller name) wins a pod both select.
-pub(crate) fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
-    let key = |p: &DeletionCostPolicy| {
-        (
-            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            p.name_any(),
-        )
+        .await
+        .map_err(|e| ControllerError::Finalizer(Box::new(e)))
     };
-    key(a) < key(b)
-}
-
-/// One planning round of a policy: the plan and what surrounds it.
-#[derive(Debug)]
-pub struct PolicyRound {
-    /// The validated policy.
-    pub resolved: ResolvedPolicy,
-    /// The plan over the live pods.
-    pub plan: plan::Plan,
-    /// Pods (name, uid) carrying this policy's cost that it no longer manages.
-    pub releases: Vec<(String, String)>,
-    /// Older policies that win shared pods, with counts.
-    pub conflicts: Vec<(String, usize)>,
-    /// Why signals are unavailable (writes are held meanwhile).
-    pub signal_error: Option<(String, String)>,
-    /// When signals were last read successfully.
-    pub last_refresh: Option<String>,
-    /// resourceVersion of each pod the round wants to write, as cached.
-    pub versions: HashMap<String, Option<String>>,
-}
-
-impl PolicyRound {
-    /// The patches this round wants: new costs, then releases.
-    pub fn requests(&self) -> Vec<PatchRequest> {
-        let (ns, name) = (&self.resolved.namespace, &self.resolved.name);
-        let mut reqs: Vec<PatchRequest> = self
-            .plan
-            .patches
-            .iter()
-            .map(|p| PatchRequest::set(PodKey::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
-            .collect();
-        reqs.extend(
-            self.releases
-                .iter()
-                .map(|(pod, uid)| PatchRequest::remove(PodKey::new(ns, pod), name).with_uid(uid)),
-        );
-        reqs
-    }
-}
-
-/// Plans a validated policy over the caches: resolves overlaps with other
-/// policies, refreshes signals when due (or now, with `force_refresh`).
-pub async fn plan_round(
-    ctx: &Context,
-    policy: &DeletionCostPolicy,
-    resolved: &ResolvedPolicy,
-    force_refresh: bool,
-    scale_down_by: Option<usize>,
-) -> PolicyRound {
-    let (ns, name, key) = (&resolved.namespace, &resolved.name, resolved.key());
-    let mut state = ctx
-        .state
-        .lock()
-        .map(|mut s| std::mem::take(s.entry(key.clone()).or_default()))
-        .unwrap_or_default();
-    if force_refresh {
-        state.last_fetch = None;
-    }
-    refresh_signals(ctx, resolved, &mut state).await;
-    // No await from here on: the snapshot (a copy of the namespace's pods) is
-    // never held across one, so at most one per worker thread exists at a
-    // time, however many policies reconcile at once.
-    let snapshot = ctx.snapshot(ns);
-    ctx.churn.note();
-    // overlapping policies: the older one keeps the shared pods
-    let mine = plan::selected_pods(resolved, &snapshot);
-    let mut excluded = BTreeSet::new();
-    let mut conflicts = Vec::new();
-    for other in ctx.policies.state() {
-        if other.namespace().as_deref() != Some(ns.as_str())
-            || &other.name_any() == name
-            || other.metadata.deletion_timestamp.is_some()
-            || !wins_over(&other, policy)
-        {
-            continue;
-        }
-        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
-            continue;
-        };
-        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
-            .intersection(&mine)
-            .cloned()
-            .collect();
-        if !shared.is_empty() {
-            conflicts.push((o.key(), shared.len()));
-            excluded.extend(shared);
+    if result.is_ok() {
+        if let Ok(mut f) = ctx.failures.lock() {
+            f.remove(&key);
         }
     }
-
-    let opts = PlanOptions {
-        gates: ctx.config.gates,
-        now: Some(Timestamp::now().as_nanosecond()),
-        scale_down_by,
-        assume_patches_applied: false,
-    };
-    let mut planned = plan::plan_excluding(
-        resolved,
-        &snapshot,
-        &state.samples,
-        &state.previous,
-        &opts,
-        &excluded,
-    );
-    // nothing after this reads the plan's values: moved, not copied
-    state.previous = std::mem::take(&mut planned.values);
-    let (signal_error, last_refresh) = (state.signal_error.clone(), state.last_refresh.clone());
-    if let Ok(mut s) = ctx.state.lock() {
-        let mismatch_reasons = s
-            .get(&key)
-            .map(|o| o.mismatch_reasons.clone())
-            .unwrap_or_default();
-        state.mismatch_reasons = mismatch_reasons;
-        s.insert(key.clone(), state);
-    }
-
-    // pods carrying our cost that we no longer manage
-    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
-    let releases = snapshot
-        .pods
-        .iter()
-        .filter(|p| {
-            p.annotations().get(POLICY_ANNOTATION) == Some(name)
-                && !managed.contains(p.name_any().as_str())
-                && crate::comparator::is_pod_active(p)
-        })
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect::<Vec<_>>();
-    let wanted: BTreeSet<&str> = planned
-        .patches
-        .iter()
-        .map(|p| &*p.pod)
-        .chain(releases.iter().map(|(n, _)| n.as_str()))
-        .collect();
-    let versions = snapshot
-        .pods
-        .iter()
-        .filter(|p| wanted.contains(p.name_any().as_str()))
-        .map(|p| (p.name_any(), p.resource_version()))
-        .collect();
-    PolicyRound {
-        resolved: resolved.clone(),
-        plan: planned,
-        releases,
-        conflicts,
-        signal_error,
-        last_refresh,
-        versions,
-    }
-}
-
-/// Hands a round's patches to the patcher. `Ok(None)`: nothing to send, or
-/// not allowed to (follower, dry run, signals unavailable).
-pub fn submit_round(
-    ctx: &Context,
-    round: &PolicyRound,
-    priority: Priority,
-) -> Result<Option<crate::apply::Batch>, SubmitError> {
-    if ctx.config.dry_run || round.signal_error.is_some() || !ctx.is_leader() {
-        return Ok(None);
-    }
-    let Some(patcher) = ctx.patcher() else {
-        return Ok(None);
-    };
-    let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
-    let key = round.resolved.key();
-    // a write whose result the cache has not shown yet is not sent twice
-    let reqs: Vec<(PatchRequest, Option<String>)> = {
-        let Ok(mut state) = ctx.state.lock() else {
-            return Ok(None);
-        };
-        let st = state.entry(key.clone()).or_default();
-        // forget writes the round no longer wants: the cache has caught up
-        st.submitted
-            .retain(|pod, _| round.versions.contains_key(pod));
-        round
-            .requests()
-            .into_iter()
-            .map(|req| {
-                let seen = round.versions.get(&req.pod.name).cloned().flatten();
-                (req, seen)
-            })
-            .filter(|(req, seen)| {
-                st.submitted.get(&req.pod.name) != Some(&(req.cost, seen.clone()))
-            })
-            .collect()
-    };
-    if reqs.is_empty() {
-        return Ok(None);
-    }
-    let rate = round
-        .resolved
-        .spec
-        .rate_limit
-        .and_then(|r| Rate::new(&format!("{ns}/{name} spec.rateLimit"), r.qps, r.burst).ok());
-    patcher.set_policy_rate(&PolicyKey::new(ns, name), rate);
-    let record: Vec<(String, Option<i32>, Option<String>)> = reqs
-        .iter()
-        .map(|(r, seen)| (r.pod.name.clone(), r.cost, seen.clone()))
-        .collect();
-    let batch = patcher.submit_batch(reqs.into_iter().map(|(r, _)| r).collect(), priority)?;
-    if let Ok(mut state) = ctx.state.lock() {
-        let st = state.entry(key).or_default();
-        for (pod, cost, seen) in record {
-            st.submitted.insert(pod, (cost, seen));
-        }
-    }
-    Ok(Some(batch))
+    result
 }
 
 async fn apply_policy(
@@ -1022,6 +803,8 @@ async fn apply_policy(
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");
             ctx.metrics.reconciled("invalid");
+            // an invalid policy has no order to report
+            remove_policy_series(ctx, &key, &mut *ctx.rounds.lock(&key).await);
             let st = status::invalid(
                 prev_status.as_ref(),
                 &e.errors,
@@ -1033,18 +816,14 @@ async fn apply_policy(
         }
     };
 
-    let round = plan_round(ctx, &policy, &resolved, false, None).await;
-    // forget writes this full round no longer wants: the cache has caught up
-    if let Ok(mut state) = ctx.state.lock() {
-        if let Some(st) = state.get_mut(&key) {
-            st.submitted
-                .retain(|pod, _| round.versions.contains_key(pod));
-        }
-    }
+    // the policy's state stays locked from planning to submitting: a hook
+    // request for the same policy waits (and the other way round)
+    let mut state = ctx.rounds.lock(&key).await;
+    let round = plan_round(ctx, &mut state, &policy, &resolved, false, None).await?;
     let planned = &round.plan;
     let mut pending = 0;
     let mut rejected = 0;
-    match submit_round(ctx, &round, Priority::Background) {
+    match submit_round(ctx, &mut state, &round, Priority::Background) {
         Ok(_) => {
             pending = ctx
                 .patcher()
@@ -1073,23 +852,21 @@ async fn apply_policy(
     for m in planned.replica_sets.iter().flat_map(|r| &r.mismatches) {
         *reasons.entry(format!("{:?}", m.reason)).or_default() += 1;
     }
-    if let Ok(mut state) = ctx.state.lock() {
-        let st = state.entry(key.clone()).or_default();
-        for gone in st
-            .mismatch_reasons
-            .iter()
-            .filter(|r| !reasons.contains_key(*r))
-        {
-            ctx.metrics
-                .order_mismatches
-                .get_or_create(&PolicyReason {
-                    policy: key.clone(),
-                    reason: gone.clone(),
-                })
-                .set(0);
-        }
-        st.mismatch_reasons = reasons.keys().cloned().collect();
+    for gone in state
+        .mismatch_reasons
+        .iter()
+        .filter(|r| !reasons.contains_key(*r))
+    {
+        ctx.metrics
+            .order_mismatches
+            .get_or_create(&PolicyReason {
+                policy: key.clone(),
+                reason: gone.clone(),
+            })
+            .set(0);
     }
+    state.mismatch_reasons = reasons.keys().cloned().collect();
+    drop(state);
     for (reason, n) in &reasons {
         ctx.metrics
             .order_mismatches
@@ -1117,6 +894,30 @@ async fn apply_policy(
         resolved.spec.refresh_interval
     };
     Ok(Action::requeue(again))
+}
+
+/// The policy is gone: drop its state and its metric series.
+async fn forget_policy(ctx: &Context, key: &str) {
+    if let Some(mut state) = ctx.rounds.forget(key).await {
+        remove_policy_series(ctx, key, &mut state);
+    }
+}
+
+/// Removes the policy's per-policy metric series (it was deleted or became
+/// invalid), so dashboards do not show a mismatch that no longer exists.
+fn remove_policy_series(ctx: &Context, key: &str, state: &mut round::PolicyState) {
+    for reason in std::mem::take(&mut state.mismatch_reasons) {
+        ctx.metrics.order_mismatches.remove(&PolicyReason {
+            policy: key.to_string(),
+            reason,
+        });
+    }
+    for reason in std::mem::take(&mut state.fetch_error_kinds) {
+        ctx.metrics.signal_fetch_errors.remove(&PolicyReason {
+            policy: key.to_string(),
+            reason,
+        });
+    }
 }
 
 /// Writes the status when it changed, and one Event per condition transition.
@@ -1189,9 +990,7 @@ async fn cleanup(
         .collect();
     tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
     if ours.is_empty() {
-        if let Ok(mut s) = ctx.state.lock() {
-            s.remove(&format!("{ns}/{name}"));
-        }
+        forget_policy(ctx, &format!("{ns}/{name}")).await;
         return Ok(Action::await_change());
     }
     let Some(patcher) = ctx.patcher() else {
@@ -1207,11 +1006,10 @@ async fn cleanup(
                 .with_uid(p.uid().unwrap_or_default())
         })
         .collect();
-    let batch = patcher
-        .submit_batch(reqs, Priority::Background)
-        .map_err(|e| ControllerError::Finalizer(e.to_string()))?;
+    let batch = patcher.submit_batch(reqs, Priority::Background)?;
     let report = batch.wait().await;
     if report.all_done() {
+        forget_policy(ctx, &format!("{ns}/{name}")).await;
         Ok(Action::await_change())
     } else {
         let remaining = report
@@ -1228,5 +1026,29 @@ async fn cleanup(
             policy: format!("{ns}/{name}"),
             remaining,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_reconciles_back_off_exponentially_up_to_five_minutes() {
+        let delays: Vec<u64> = (1..=8).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, vec![5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
+    }
+
+    #[test]
+    fn finalizer_errors_keep_their_source_and_kind() {
+        let inner = ControllerError::CleanupIncomplete {
+            policy: "shop/web".into(),
+            remaining: 3,
+        };
+        let err = ControllerError::Finalizer(Box::new(FinalizerError::CleanupFailed(inner)));
+        assert_eq!(err.metric_label(), "cleanup");
+        let chain = sync::error_chain(&err);
+        assert!(chain.contains("3 pods still carry its cost"), "{chain}");
     }
 }

@@ -347,13 +347,26 @@ async fn prescale(
     let pods = active_pods_of(&rs_names, ns, &snapshot.pods);
     let (policy, resolved) = find_policy(ctx, req, &snapshot, &pods)?;
 
-    // fresh signals, the workload's patches ahead of background work
+    // fresh signals, the workload's patches ahead of background work; the
+    // policy's state stays locked from planning to submitting, so a
+    // reconcile of the same policy cannot interleave
+    let mut state = timeout_at(deadline, ctx.rounds.lock(&resolved.key()))
+        .await
+        .map_err(|_| timeout(req, "waiting for the policy's running round"))?;
     let round = timeout_at(
         deadline,
-        plan_round(ctx, &policy, &resolved, true, Some(scale_down_by)),
+        plan_round(
+            ctx,
+            &mut state,
+            &policy,
+            &resolved,
+            true,
+            Some(scale_down_by),
+        ),
     )
     .await
-    .map_err(|_| timeout(req, "querying signals"))?;
+    .map_err(|_| timeout(req, "querying signals"))?
+    .map_err(|e| HookError::Internal(e.to_string()))?;
     let mine = workload_round(&round, &pods);
     let requests = mine.requests();
     let mut patches = PatchSummary {
@@ -373,7 +386,9 @@ async fn prescale(
         ));
     }
     let started = Instant::now();
-    match submit_round(ctx, &mine, Priority::Urgent) {
+    let submitted = submit_round(ctx, &mut state, &mine, Priority::Urgent);
+    drop(state);
+    match submitted {
         Ok(Some(batch)) => {
             let report = timeout_at(deadline, batch.wait())
                 .await
@@ -431,12 +446,21 @@ async fn prescale(
     }
 
     // the order check on the pods as the cache now shows them
-    let checked = timeout_at(
-        deadline,
-        plan_round(ctx, &policy, &resolved, false, Some(scale_down_by)),
-    )
+    let checked = timeout_at(deadline, async {
+        let mut state = ctx.rounds.lock(&resolved.key()).await;
+        plan_round(
+            ctx,
+            &mut state,
+            &policy,
+            &resolved,
+            false,
+            Some(scale_down_by),
+        )
+        .await
+    })
     .await
-    .map_err(|_| timeout(req, "re-planning"))?;
+    .map_err(|_| timeout(req, "re-planning"))?
+    .map_err(|e| HookError::Internal(e.to_string()))?;
     let replica_sets: Vec<ReplicaSetAnswer> = checked
         .plan
         .replica_sets

@@ -1,0 +1,373 @@
+//! A policy's planning round, the one thing the reconcile and the hook both
+//! call. Each policy's state (hysteresis values, samples, writes handed to
+//! the patcher) sits behind its own lock, held from planning to submitting,
+//! so two rounds of one policy never interleave; the planning itself runs on
+//! the blocking pool, never on an async worker.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use tokio::sync::OwnedMutexGuard;
+
+use super::{now_rfc3339, Context, ControllerError};
+use crate::apply::{Batch, PatchRequest, PodKey, PolicyKey, Priority, Rate, SubmitError};
+use crate::metrics::PolicyReason;
+use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, POLICY_ANNOTATION};
+use crate::policy::DeletionCostPolicy;
+use crate::signals::prometheus::SignalFetchError;
+use crate::signals::SignalSamples;
+
+/// Per-policy memory across rounds.
+#[derive(Debug, Default)]
+pub struct PolicyState {
+    previous: PreviousValues,
+    samples: SignalSamples,
+    last_fetch: Option<tokio::time::Instant>,
+    last_refresh: Option<String>,
+    signal_error: Option<(String, String)>,
+    /// Order-mismatch reasons last exported for the policy.
+    pub(crate) mismatch_reasons: BTreeSet<String>,
+    /// Signal-fetch error kinds exported for the policy.
+    pub(crate) fetch_error_kinds: BTreeSet<String>,
+    /// Writes handed to the patcher: pod -> (value, pod resourceVersion the
+    /// plan saw). Until the cache shows a newer version of the pod, planning
+    /// the same value again is the same write, not a new one.
+    submitted: HashMap<String, (Option<i32>, Option<String>)>,
+}
+
+/// A policy's state, held for the length of one round.
+pub type PolicyGuard = OwnedMutexGuard<PolicyState>;
+
+/// Every policy's state, each behind its own lock.
+#[derive(Default)]
+pub struct Rounds {
+    by_policy: Mutex<HashMap<String, Arc<tokio::sync::Mutex<PolicyState>>>>,
+}
+
+impl Rounds {
+    /// Waits for the policy's state: a round of the same policy that is
+    /// running (a reconcile, a hook request) finishes first.
+    pub async fn lock(&self, policy_key: &str) -> PolicyGuard {
+        let slot = match self.by_policy.lock() {
+            Ok(mut m) => m.entry(policy_key.to_string()).or_default().clone(),
+            // a poisoned map still hands out a fresh, private state
+            Err(_) => Arc::default(),
+        };
+        slot.lock_owned().await
+    }
+
+    /// Drops a policy's state (the policy was deleted); returns it as it was.
+    pub async fn forget(&self, policy_key: &str) -> Option<PolicyState> {
+        let slot = self.by_policy.lock().ok()?.remove(policy_key)?;
+        let mut guard = slot.lock().await;
+        Some(std::mem::take(&mut *guard))
+    }
+}
+
+/// One planning round of a policy: the plan and what surrounds it.
+#[derive(Debug)]
+pub struct PolicyRound {
+    /// The validated policy.
+    pub resolved: ResolvedPolicy,
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// Pods (name, uid) carrying this policy's cost that it no longer manages.
+    pub releases: Vec<(String, String)>,
+    /// Older policies that win shared pods, with counts.
+    pub conflicts: Vec<(String, usize)>,
+    /// Why signals are unavailable (writes are held meanwhile).
+    pub signal_error: Option<(String, String)>,
+    /// When signals were last read successfully.
+    pub last_refresh: Option<String>,
+    /// resourceVersion of each pod the round wants to write, as cached.
+    pub versions: HashMap<String, Option<String>>,
+}
+
+impl PolicyRound {
+    /// The patches this round wants: new costs, then releases.
+    pub fn requests(&self) -> Vec<PatchRequest> {
+        let (ns, name) = (&self.resolved.namespace, &self.resolved.name);
+        let mut reqs: Vec<PatchRequest> = self
+            .plan
+            .patches
+            .iter()
+            .map(|p| PatchRequest::set(PodKey::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
+            .collect();
+        reqs.extend(
+            self.releases
+                .iter()
+                .map(|(pod, uid)| PatchRequest::remove(PodKey::new(ns, pod), name).with_uid(uid)),
+        );
+        reqs
+    }
+}
+
+/// Plans a validated policy over the caches: refreshes signals when due (or
+/// now, with `force_refresh`), resolves overlaps with other policies, and
+/// plans on the blocking pool.
+pub async fn plan_round(
+    ctx: &Context,
+    state: &mut PolicyState,
+    policy: &DeletionCostPolicy,
+    resolved: &ResolvedPolicy,
+    force_refresh: bool,
+    scale_down_by: Option<usize>,
+) -> Result<PolicyRound, ControllerError> {
+    if force_refresh {
+        state.last_fetch = None;
+    }
+    refresh_signals(ctx, resolved, state).await;
+    ctx.churn.note();
+    let caches = ctx.caches();
+    let others = ctx.policies.state();
+    let opts = PlanOptions {
+        gates: ctx.config.gates,
+        now: Some(Timestamp::now().as_nanosecond()),
+        scale_down_by,
+        assume_patches_applied: false,
+    };
+    let (policy, resolved_owned) = (policy.clone(), resolved.clone());
+    // moved into the planner and back: the lock keeps everyone else out
+    let samples = std::mem::take(&mut state.samples);
+    let previous = std::mem::take(&mut state.previous);
+    let joined = tokio::task::spawn_blocking(move || {
+        let planned = plan_over_caches(
+            &caches,
+            &others,
+            &policy,
+            &resolved_owned,
+            &samples,
+            &previous,
+            &opts,
+        );
+        (planned, samples, previous)
+    })
+    .await;
+    let ((mut planned, releases, versions, conflicts), samples, _) = match joined {
+        Ok(done) => done,
+        Err(e) => {
+            return Err(ControllerError::Planning(format!(
+                "{}: the planner failed: {e}",
+                resolved.key()
+            )))
+        }
+    };
+    state.samples = samples;
+    // nothing after this reads the plan's values: moved, not copied
+    state.previous = std::mem::take(&mut planned.values);
+    Ok(PolicyRound {
+        resolved: resolved.clone(),
+        plan: planned,
+        releases,
+        conflicts,
+        signal_error: state.signal_error.clone(),
+        last_refresh: state.last_refresh.clone(),
+        versions,
+    })
+}
+
+type Planned = (
+    plan::Plan,
+    Vec<(String, String)>,
+    HashMap<String, Option<String>>,
+    Vec<(String, usize)>,
+);
+
+/// The CPU-bound part of a round (off the async runtime): snapshot, overlaps,
+/// plan, releases and the resourceVersions of the pods to write.
+fn plan_over_caches(
+    caches: &super::Caches,
+    others: &[Arc<DeletionCostPolicy>],
+    policy: &DeletionCostPolicy,
+    resolved: &ResolvedPolicy,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+) -> Planned {
+    let (ns, name) = (&resolved.namespace, &resolved.name);
+    let snapshot = caches.snapshot(ns);
+    // overlapping policies: the older one keeps the shared pods
+    let mine = plan::selected_pods(resolved, &snapshot);
+    let mut excluded = BTreeSet::new();
+    let mut conflicts = Vec::new();
+    for other in others {
+        if other.namespace().as_deref() != Some(ns.as_str())
+            || &other.name_any() == name
+            || other.metadata.deletion_timestamp.is_some()
+            || !wins_over(other, policy)
+        {
+            continue;
+        }
+        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+            continue;
+        };
+        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
+            .intersection(&mine)
+            .cloned()
+            .collect();
+        if !shared.is_empty() {
+            conflicts.push((o.key(), shared.len()));
+            excluded.extend(shared);
+        }
+    }
+    let planned = plan::plan_excluding(resolved, &snapshot, samples, previous, opts, &excluded);
+
+    // pods carrying our cost that we no longer manage
+    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
+    let releases = snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            p.annotations().get(POLICY_ANNOTATION) == Some(name)
+                && !managed.contains(p.name_any().as_str())
+                && crate::comparator::is_pod_active(p)
+        })
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect::<Vec<_>>();
+    let wanted: BTreeSet<&str> = planned
+        .patches
+        .iter()
+        .map(|p| &*p.pod)
+        .chain(releases.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    let versions = snapshot
+        .pods
+        .iter()
+        .filter(|p| wanted.contains(p.name_any().as_str()))
+        .map(|p| (p.name_any(), p.resource_version()))
+        .collect();
+    (planned, releases, versions, conflicts)
+}
+
+/// Hands a round's patches to the patcher. `Ok(None)`: nothing to send, or
+/// not allowed to (follower, dry run, signals unavailable).
+pub fn submit_round(
+    ctx: &Context,
+    state: &mut PolicyState,
+    round: &PolicyRound,
+    priority: Priority,
+) -> Result<Option<Batch>, SubmitError> {
+    // forget writes the round no longer wants: the cache has caught up
+    state
+        .submitted
+        .retain(|pod, _| round.versions.contains_key(pod));
+    if ctx.config.dry_run || round.signal_error.is_some() || !ctx.is_leader() {
+        return Ok(None);
+    }
+    let Some(patcher) = ctx.patcher() else {
+        return Ok(None);
+    };
+    let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
+    // a write whose result the cache has not shown yet is not sent twice
+    let reqs: Vec<(PatchRequest, Option<String>)> = round
+        .requests()
+        .into_iter()
+        .map(|req| {
+            let seen = round.versions.get(&req.pod.name).cloned().flatten();
+            (req, seen)
+        })
+        .filter(|(req, seen)| state.submitted.get(&req.pod.name) != Some(&(req.cost, seen.clone())))
+        .collect();
+    if reqs.is_empty() {
+        return Ok(None);
+    }
+    let rate = round
+        .resolved
+        .spec
+        .rate_limit
+        .and_then(|r| Rate::new(&format!("{ns}/{name} spec.rateLimit"), r.qps, r.burst).ok());
+    patcher.set_policy_rate(&PolicyKey::new(ns, name), rate);
+    let record: Vec<(String, Option<i32>, Option<String>)> = reqs
+        .iter()
+        .map(|(r, seen)| (r.pod.name.clone(), r.cost, seen.clone()))
+        .collect();
+    let batch = patcher.submit_batch(reqs.into_iter().map(|(r, _)| r).collect(), priority)?;
+    for (pod, cost, seen) in record {
+        state.submitted.insert(pod, (cost, seen));
+    }
+    Ok(Some(batch))
+}
+
+/// Reads each utilisation signal when its refresh is due; keeps the last good
+/// samples on failure and reports why.
+async fn refresh_signals(ctx: &Context, policy: &ResolvedPolicy, state: &mut PolicyState) {
+    let util = policy.spec.utilization_signals();
+    if util.is_empty() {
+        state.signal_error = None;
+        return;
+    }
+    let due = state
+        .last_fetch
+        .is_none_or(|t| t.elapsed() >= policy.spec.refresh_interval);
+    if !due {
+        return;
+    }
+    let Some(prom) = &ctx.prometheus else {
+        state.signal_error = Some((
+            "NoPrometheus".into(),
+            "the policy has utilization signals but the operator runs without --prometheus-url"
+                .into(),
+        ));
+        return;
+    };
+    let labels = policy.spec.selector_labels();
+    let mut error = None;
+    for (index, u) in util {
+        let fetched = prom
+            .fetch_signal(u, &policy.namespace, &labels, ctx.config.prometheus_timeout)
+            .await;
+        match fetched {
+            Ok(fetched) => {
+                state.samples.utilization.insert(index, fetched.samples);
+            }
+            Err(SignalFetchError::Query(e)) => {
+                error = Some((
+                    "BadQuery".to_string(),
+                    format!("spec.signals[{index}].utilization.prometheus.query: {e}"),
+                ));
+            }
+            Err(SignalFetchError::Prometheus(e)) => {
+                ctx.metrics
+                    .signal_fetch_errors
+                    .get_or_create(&PolicyReason {
+                        policy: policy.key(),
+                        reason: e.kind().to_string(),
+                    })
+                    .inc();
+                state.fetch_error_kinds.insert(e.kind().to_string());
+                tracing::warn!(policy = %policy.key(), signal = index, error = %e, "utilization query failed; keeping last values");
+                error = Some((camel_case(e.kind()), format!("spec.signals[{index}]: {e}")));
+            }
+        }
+    }
+    state.last_fetch = Some(tokio::time::Instant::now());
+    if error.is_none() {
+        state.last_refresh = Some(now_rfc3339());
+    }
+    state.signal_error = error;
+}
+
+/// `invalid_body` -> `InvalidBody`: condition reasons are CamelCase.
+fn camel_case(kind: &str) -> String {
+    kind.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Older policy (then smaller name) wins a pod both select.
+pub fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
+    let key = |p: &DeletionCostPolicy| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.name_any(),
+        )
+    };
+    key(a) < key(b)
+}
