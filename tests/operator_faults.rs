@@ -591,7 +591,11 @@ async fn per_policy_series_are_removed_with_the_policy() {
     })
     .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while http_get(port, "/metrics").await.1.contains("policy=\"shop/web\"") {
+    while http_get(port, "/metrics")
+        .await
+        .1
+        .contains("policy=\"shop/web\"")
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "series of the deleted policy stay"
