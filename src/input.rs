@@ -49,6 +49,24 @@ pub enum InputError {
         /// What serde said.
         message: String,
     },
+    /// The input holds no pod at all: an empty file, an empty List, `/dev/null`.
+    #[error("no pods in {source_name} ({detail})")]
+    NoPods {
+        /// File path or `<stdin>`.
+        source_name: String,
+        /// What the input held instead.
+        detail: String,
+    },
+    /// Two items are the same pod: the same namespace and name, or the same UID.
+    #[error("{second} repeats {first}: the same {what}; each pod may appear once")]
+    Duplicate {
+        /// The first item: `pods.json: items[0] (Pod shop/web-a)`.
+        first: String,
+        /// The second item, same form.
+        second: String,
+        /// `name shop/web-a` or `uid 1234`.
+        what: String,
+    },
 }
 
 /// One object found in an input, with where it was.
@@ -229,11 +247,14 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Decodes every object as a Pod; objects of another kind are an error.
+/// Decodes every object as a Pod. Objects of another kind, objects with
+/// neither a kind nor a name (`{}`, `{"foo": 1}`), Pods without a name, and
+/// two items that are the same pod (by namespace and name, or by UID) are
+/// errors naming the item(s).
 pub fn pods_from(
     objects: &[RawObject],
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    objects
+    let pods = objects
         .iter()
         .map(|o| {
             if !o.kind.is_empty() && o.kind != "Pod" {
@@ -243,9 +264,133 @@ pub fn pods_from(
                     message: format!("expected a Pod, found kind {:?}", o.kind),
                 });
             }
+            check_pod_name(o)?;
             o.decode("Pod")
         })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_unique_pods(
+        objects
+            .iter()
+            .zip(&pods)
+            .map(|(o, p)| (item_label(&o.source_name, &o.location), p)),
+    )?;
+    Ok(pods)
+}
+
+/// A Pod must have `metadata.name`; an object with no kind and no name is
+/// not taken for a Pod at all.
+pub fn check_pod_name(o: &RawObject) -> Result<(), InputError> {
+    if !o.name().is_empty() {
+        return Ok(());
+    }
+    let message = if o.kind.is_empty() {
+        let fields: Vec<&str> = o
+            .value
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).take(4).collect())
+            .unwrap_or_default();
+        let found = if fields.is_empty() {
+            "an empty object".to_string()
+        } else {
+            format!("fields {}", fields.join(", "))
+        };
+        format!("not a Pod: no kind and no metadata.name (found {found})")
+    } else {
+        "Pod without metadata.name".to_string()
+    };
+    Err(InputError::Shape {
+        source_name: o.source_name.clone(),
+        location: o.location.clone(),
+        message,
+    })
+}
+
+/// `pods.json: items[3]`.
+pub fn item_label(source_name: &str, location: &str) -> String {
+    format!("{source_name}: {location}")
+}
+
+/// `shop/web-a`, or `web-a` without a namespace.
+fn qualified(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Fails on the first pod that repeats an earlier one: the same namespace
+/// and name, or the same (non-empty) UID. Upstream never sees one pod twice,
+/// and a repeated pod would count twice in colocation ranks. Items are
+/// `(label, pod)` with labels such as `pods.json: items[3]`.
+pub fn check_unique_pods<'a>(
+    items: impl IntoIterator<Item = (String, &'a k8s_openapi::api::core::v1::Pod)>,
+) -> Result<(), InputError> {
+    use std::collections::HashMap;
+    let mut names: HashMap<(&str, &str), String> = HashMap::new();
+    let mut uids: HashMap<&str, String> = HashMap::new();
+    for (label, pod) in items {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let who = format!("{label} (Pod {})", qualified(ns, name));
+        if let Some(first) = names.get(&(ns, name)) {
+            return Err(InputError::Duplicate {
+                first: first.clone(),
+                second: who,
+                what: format!("name {}", qualified(ns, name)),
+            });
+        }
+        if let Some(uid) = pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+            if let Some(first) = uids.get(uid) {
+                return Err(InputError::Duplicate {
+                    first: first.clone(),
+                    second: who,
+                    what: format!("uid {uid}"),
+                });
+            }
+            uids.insert(uid, who.clone());
+        }
+        names.insert((ns, name), who);
+    }
+    Ok(())
+}
+
+/// Names of the pods without `metadata.uid` (upstream breaks ties by UID, so
+/// their order among equals is not upstream's), for a warning.
+pub fn pods_without_uid(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<String> {
+    pods.iter()
+        .filter(|p| p.metadata.uid.as_deref().unwrap_or_default().is_empty())
+        .map(|p| {
+            qualified(
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
         .collect()
+}
+
+/// The warning for pods without a UID, or `None` when every pod has one.
+pub fn missing_uid_warning(
+    source_name: &str,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+) -> Option<String> {
+    let missing = pods_without_uid(pods);
+    if missing.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 5;
+    let more = missing.len().saturating_sub(SHOWN);
+    Some(format!(
+        "{source_name}: {} pod(s) without metadata.uid ({}{}): upstream breaks the last ties by UID, \
+         so among equal pods the order shown may not be upstream's",
+        missing.len(),
+        missing[..missing.len().min(SHOWN)].join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Parses pods from JSON or YAML as [`parse_objects`] + [`pods_from`] do,
@@ -255,18 +400,58 @@ pub fn pods_from(
 /// The typed decode accepts exactly what the general path accepts (same `Pod`
 /// type, which checks `kind` and `apiVersion`); on any failure the general
 /// path runs, so errors still name the item and field.
+///
+/// An input without any pod (empty, blank, an empty List) is an error:
+/// `kubectl ... | deletion-cost predict` must not hide a failed `kubectl`.
 pub fn parse_pods(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    if let Some(pods) = typed_pod_list(text) {
-        return Ok(pods);
+    let pods = match typed_pod_list(text) {
+        // a nameless item goes the general way, which says whether it is a Pod at all
+        Some((pods, prefix))
+            if pods
+                .iter()
+                .all(|p| p.metadata.name.as_deref().is_some_and(|n| !n.is_empty())) =>
+        {
+            check_unique_pods(
+                pods.iter()
+                    .enumerate()
+                    .map(|(i, p)| (item_label(source_name, &format!("{prefix}[{i}]")), p)),
+            )?;
+            pods
+        }
+        _ => pods_from(&parse_objects(source_name, text)?)?,
+    };
+    if pods.is_empty() {
+        return Err(no_pods(source_name, text));
     }
-    let objects = parse_objects(source_name, text)?;
-    pods_from(&objects)
+    Ok(pods)
 }
 
-fn typed_pod_list(text: &str) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
+/// The error for an input without pods, saying what it held.
+fn no_pods(source_name: &str, text: &str) -> InputError {
+    let detail = if text.trim().is_empty() {
+        "the input is empty"
+    } else if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---")
+    {
+        "the input holds only comments"
+    } else if text.trim_start().starts_with(['[', '{']) {
+        "the list is empty"
+    } else {
+        "the input holds no object"
+    };
+    InputError::NoPods {
+        source_name: source_name.to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+/// The typed decode of a JSON List or array of pods, with the location
+/// prefix of its items (`items` or empty).
+fn typed_pod_list(text: &str) -> Option<(Vec<k8s_openapi::api::core::v1::Pod>, &'static str)> {
     use k8s_openapi::api::core::v1::Pod;
     #[derive(serde::Deserialize)]
     struct Items {
@@ -275,7 +460,7 @@ fn typed_pod_list(text: &str) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
     }
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
-        return serde_json::from_str::<Vec<Pod>>(text).ok();
+        return serde_json::from_str::<Vec<Pod>>(text).ok().map(|p| (p, ""));
     }
     if !trimmed.starts_with('{') {
         return None;
@@ -285,7 +470,7 @@ fn typed_pod_list(text: &str) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
     let kind = list.kind.unwrap_or_default();
     let is_list = kind.ends_with("List") || (kind.is_empty() && list.items.is_some());
     if is_list {
-        list.items
+        list.items.map(|p| (p, "items"))
     } else {
         None
     }
@@ -317,7 +502,17 @@ mod tests {
     /// every error to it.
     #[test]
     fn parse_pods_matches_the_general_path() {
-        let general = |t: &str| parse_objects("f.json", t).and_then(|o| pods_from(&o));
+        let general = |t: &str| {
+            parse_objects("f.json", t)
+                .and_then(|o| pods_from(&o))
+                .and_then(|p| {
+                    if p.is_empty() {
+                        Err(no_pods("f.json", t))
+                    } else {
+                        Ok(p)
+                    }
+                })
+        };
         let cases = [
             r#"{"apiVersion":"v1","kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
             r#"{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[]}"#,
@@ -333,6 +528,10 @@ mod tests {
             r#"{"kind":"List","items":[3]}"#,
             r#"{"kind":"List","items":[]} trailing"#,
             "kind: Pod\nmetadata:\n  name: y\n",
+            r#"[{"metadata":{"name":"a"}},{"metadata":{"name":"a"}}]"#,
+            r#"{"kind":"List","items":[{"metadata":{"name":"a","uid":"u"}},{"metadata":{"name":"b","uid":"u"}}]}"#,
+            r#"[{}]"#,
+            "",
         ];
         for text in cases {
             match (parse_pods("f.json", text), general(text)) {
@@ -363,5 +562,93 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("expected a Pod"));
+    }
+
+    fn pods_err(text: &str) -> String {
+        parse_pods("in.json", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn no_pods_is_an_error_naming_the_source() {
+        for (text, detail) in [
+            ("", "the input is empty"),
+            ("  \n\t\n", "the input is empty"),
+            ("# nothing\n---\n", "the input holds only comments"),
+            ("[]", "the list is empty"),
+            (r#"{"kind":"PodList","items":[]}"#, "the list is empty"),
+            ("null", "the input holds no object"),
+        ] {
+            assert_eq!(
+                pods_err(text),
+                format!("no pods in in.json ({detail})"),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn items_that_are_not_pods_are_named() {
+        for (text, want) in [
+            (
+                "{}",
+                "in.json: object: not a Pod: no kind and no metadata.name (found an empty object)",
+            ),
+            (
+                r#"{"foo":1}"#,
+                "in.json: object: not a Pod: no kind and no metadata.name (found fields foo)",
+            ),
+            (
+                "[{}]",
+                "in.json: [0]: not a Pod: no kind and no metadata.name (found an empty object)",
+            ),
+            (
+                r#"{"kind":"Pod"}"#,
+                "in.json: object: Pod without metadata.name",
+            ),
+            (
+                "a: b",
+                "in.json: object: not a Pod: no kind and no metadata.name (found fields a)",
+            ),
+            (
+                r#"{"kind":"List","items":[{"metadata":{"name":"a"}},{"kind":"Pod","metadata":{"namespace":"x"}}]}"#,
+                "in.json: items[1]: Pod without metadata.name",
+            ),
+        ] {
+            assert_eq!(pods_err(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn duplicates_name_both_items() {
+        let err = pods_err(
+            r#"{"kind":"List","items":[{"metadata":{"name":"a","namespace":"s"}},{"metadata":{"name":"b","namespace":"s"}},{"metadata":{"name":"a","namespace":"s"}}]}"#,
+        );
+        assert_eq!(
+            err,
+            "in.json: items[2] (Pod s/a) repeats in.json: items[0] (Pod s/a): the same name s/a; each pod may appear once"
+        );
+        let err = pods_err(
+            r#"[{"metadata":{"name":"a","uid":"u1"}},{"metadata":{"name":"b","uid":"u1"}}]"#,
+        );
+        assert_eq!(
+            err,
+            "in.json: [1] (Pod b) repeats in.json: [0] (Pod a): the same uid u1; each pod may appear once"
+        );
+        // the same name in two namespaces is two pods; so are two pods without a UID
+        let pods = parse_pods(
+            "in.json",
+            r#"[{"metadata":{"name":"a","namespace":"x"}},{"metadata":{"name":"a","namespace":"y"}},{"metadata":{"name":"b","namespace":"y"}}]"#,
+        )
+        .unwrap();
+        assert_eq!(pods.len(), 3);
+        let warning = missing_uid_warning("in.json", &pods).unwrap();
+        assert!(
+            warning.starts_with("in.json: 3 pod(s) without metadata.uid (x/a, y/a, y/b)"),
+            "{warning}"
+        );
+        let yaml =
+            "kind: Pod\nmetadata: {name: a, uid: u}\n---\nkind: Pod\nmetadata: {name: a, uid: v}\n";
+        assert!(pods_err(yaml)
+            .contains("in.json: document 2 (Pod a) repeats in.json: document 1 (Pod a)"));
     }
 }

@@ -233,3 +233,147 @@ fn live_prometheus_feeds_the_utilisation_signal() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("127.0.0.1:9"), "{}", stderr(&o));
 }
+
+const SPOT_FIRST: &str = "config/examples/spot-first.yaml";
+
+fn plan_over(snapshot: &str) -> Output {
+    plan(&[NOW, "--policy", SPOT_FIRST, "--snapshot", snapshot])
+}
+
+fn bad_plan(o: &Output, needles: &[&str]) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    assert!(o.stdout.is_empty(), "partial stdout: {}", stdout(o));
+    for n in needles {
+        assert!(stderr(o).contains(n), "{n:?} not in {}", stderr(o));
+    }
+}
+
+/// The bundled cluster as JSON, to edit.
+fn cluster() -> serde_json::Value {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples/cluster.yaml"),
+    )
+    .unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, v: &serde_json::Value) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn first_pod(v: &serde_json::Value) -> (usize, serde_json::Value) {
+    let items = v["items"].as_array().unwrap();
+    let i = items.iter().position(|o| o["kind"] == "Pod").unwrap();
+    (i, items[i].clone())
+}
+
+#[test]
+fn a_snapshot_without_pods_is_bad_input() {
+    bad_plan(
+        &plan_over("/dev/null"),
+        &["error: no pods in /dev/null (the input is empty"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let blank = dir.path().join("blank.yaml");
+    std::fs::write(&blank, "\n# nothing here\n").unwrap();
+    bad_plan(
+        &plan_over(blank.to_str().unwrap()),
+        &["no pods in", "blank.yaml"],
+    );
+    let mut nodes_only = cluster();
+    nodes_only["items"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|o| o["kind"] != "Pod");
+    let path = write(&dir, "nodes.json", &nodes_only);
+    bad_plan(
+        &plan_over(&path),
+        &[&format!(
+            "no pods in {path} (found kind Deployment, Node, ReplicaSet"
+        )],
+    );
+    // a directory: its path is the source
+    let only = tempfile::tempdir().unwrap();
+    write(&only, "nodes.json", &nodes_only);
+    bad_plan(
+        &plan_over(only.path().to_str().unwrap()),
+        &["no pods in", "found kind Deployment, Node, ReplicaSet"],
+    );
+}
+
+#[test]
+fn snapshot_pods_without_name_or_listed_twice_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (i, pod) = first_pod(&cluster());
+
+    let mut nameless = cluster();
+    nameless["items"][i]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
+    let path = write(&dir, "nameless.json", &nameless);
+    bad_plan(
+        &plan_over(&path),
+        &[&format!("{path}: items[{i}]: Pod without metadata.name")],
+    );
+
+    let mut twice = cluster();
+    twice["items"].as_array_mut().unwrap().push(pod.clone());
+    let n = twice["items"].as_array().unwrap().len() - 1;
+    let path = write(&dir, "twice.json", &twice);
+    bad_plan(
+        &plan_over(&path),
+        &[&format!(
+            "{path}: items[{n}] (Pod shop/web-7d9f8c6b5-4xk2p) repeats {path}: items[{i}] (Pod shop/web-7d9f8c6b5-4xk2p): the same name"
+        )],
+    );
+
+    // across the files of a directory: both files named
+    let split = tempfile::tempdir().unwrap();
+    let a = write(&split, "a.json", &cluster());
+    let b = write(&split, "b.json", &pod);
+    bad_plan(
+        &plan_over(split.path().to_str().unwrap()),
+        &[&format!(
+            "{b}: object (Pod shop/web-7d9f8c6b5-4xk2p) repeats {a}: items[{i}]"
+        )],
+    );
+
+    // another name, the same UID
+    let mut renamed = pod.clone();
+    renamed["metadata"]["name"] = "web-renamed".into();
+    let mut same_uid = cluster();
+    same_uid["items"].as_array_mut().unwrap().push(renamed);
+    let path = write(&dir, "uid.json", &same_uid);
+    bad_plan(
+        &plan_over(&path),
+        &[
+            "(Pod shop/web-renamed) repeats",
+            "the same uid 5e1d2c3b-0000-4000-8000-000000000000",
+        ],
+    );
+}
+
+#[test]
+fn snapshot_pods_of_the_same_name_in_two_namespaces_are_two_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, pod) = first_pod(&cluster());
+    let mut other = pod.clone();
+    other["metadata"]["namespace"] = "staging".into();
+    other["metadata"].as_object_mut().unwrap().remove("uid");
+    let mut v = cluster();
+    v["items"].as_array_mut().unwrap().push(other);
+    let path = write(&dir, "two-ns.json", &v);
+    let o = plan_over(&path);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // the copy has no UID: planned, with a warning
+    assert!(
+        stderr(&o).contains(&format!(
+            "warning: {path}: 1 pod(s) without metadata.uid (staging/web-7d9f8c6b5-4xk2p)"
+        )),
+        "{}",
+        stderr(&o)
+    );
+}

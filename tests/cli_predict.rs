@@ -118,12 +118,106 @@ fn multi_document_yaml() {
 }
 
 #[test]
-fn empty_list_prints_nothing() {
-    let out = ok(
+fn an_input_without_pods_is_bad_input() {
+    // `kubectl ... | deletion-cost predict` must not hide a failed kubectl
+    bad(
+        &[NOW],
+        Some(""),
+        &["no pods in <stdin> (the input is empty)"],
+    );
+    bad(&[NOW], None, &["no pods in <stdin> (the input is empty)"]);
+    bad(&["-f", "-", NOW], Some(" \n\t\n"), &["no pods in <stdin>"]);
+    bad(&["-f", "/dev/null", NOW], None, &["no pods in /dev/null"]);
+    bad(
+        &[NOW],
+        Some("# only a comment\n---\n"),
+        &["no pods in <stdin> (the input holds only comments)"],
+    );
+    bad(
         &[NOW],
         Some(r#"{"kind":"List","apiVersion":"v1","items":[]}"#),
+        &["no pods in <stdin> (the list is empty)"],
     );
-    assert_eq!(out.stdout, "");
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let path = empty.path().to_str().unwrap();
+    bad(&["-f", path, NOW], None, &[&format!("no pods in {path}")]);
+    bad(
+        &["-f", &fixture("pods.json"), "--related", path, NOW],
+        None,
+        &[&format!("no pods in {path}")],
+    );
+}
+
+#[test]
+fn items_that_are_not_named_pods_are_bad_input() {
+    let not_a_pod = "not a Pod: no kind and no metadata.name";
+    bad(&[NOW], Some("{}"), &["<stdin>: object: ", not_a_pod]);
+    bad(
+        &[NOW],
+        Some(r#"{"foo":1}"#),
+        &["<stdin>: object: ", not_a_pod, "foo"],
+    );
+    bad(&[NOW], Some("[{}]"), &["<stdin>: [0]: ", not_a_pod]);
+    bad(&[NOW], Some("a: b"), &["<stdin>: object: ", not_a_pod]);
+    bad(
+        &[NOW],
+        Some(r#"{"kind":"Pod"}"#),
+        &["<stdin>: object: Pod without metadata.name"],
+    );
+    bad(
+        &[NOW],
+        Some(
+            r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","uid":"1"}},{"kind":"Pod","metadata":{"name":""}}]}"#,
+        ),
+        &["<stdin>: items[1]: Pod without metadata.name"],
+    );
+}
+
+#[test]
+fn a_pod_listed_twice_is_bad_input_naming_both_items() {
+    let pods: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("pods.json")).unwrap()).unwrap();
+    let items = pods["items"].as_array().unwrap();
+    // the same pod twice (same name and UID), as a concatenated dump would hold it
+    let mut twice = pods.clone();
+    twice["items"]
+        .as_array_mut()
+        .unwrap()
+        .push(items[0].clone());
+    let n = items.len();
+    bad(
+        &[NOW],
+        Some(&twice.to_string()),
+        &[&format!("<stdin>: items[{n}] (Pod shop/web-a) repeats <stdin>: items[0] (Pod shop/web-a): the same name shop/web-a")],
+    );
+    // another name, the same UID
+    let mut same_uid = pods.clone();
+    let mut copy = items[0].clone();
+    copy["metadata"]["name"] = "web-z".into();
+    same_uid["items"].as_array_mut().unwrap().push(copy);
+    let uid = items[0]["metadata"]["uid"].as_str().unwrap();
+    bad(
+        &[NOW],
+        Some(&same_uid.to_string()),
+        &[&format!("items[{n}] (Pod shop/web-z) repeats <stdin>: items[0] (Pod shop/web-a): the same uid {uid}")],
+    );
+}
+
+#[test]
+fn pods_without_uid_are_ordered_with_a_warning() {
+    let out = ok(
+        &[NOW],
+        Some(r#"[{"metadata":{"name":"b"}},{"metadata":{"name":"a","uid":"1"}}]"#),
+    );
+    assert_eq!(lines(&out.stdout).len(), 2);
+    assert!(
+        out.stderr
+            .contains("warning: <stdin>: 1 pod(s) without metadata.uid (b): upstream breaks the last ties by UID"),
+        "{}",
+        out.stderr
+    );
+    let out = ok(&["-f", &fixture("pods.json"), NOW], None);
+    assert!(!out.stderr.contains("metadata.uid"), "{}", out.stderr);
 }
 
 // ---- output forms ----------------------------------------------------------

@@ -8,6 +8,7 @@ pub mod predict;
 pub mod prescale;
 pub mod run;
 pub mod samples_input;
+pub mod stderr;
 
 use std::process::ExitCode;
 
@@ -83,12 +84,15 @@ impl CliError {
     }
 }
 
-/// Sets up logging to stderr.
+/// Sets up logging to stderr: colour only on a terminal without `NO_COLOR`;
+/// the CLI's own notes, warnings and errors ([`stderr`]) follow the same format.
 pub fn init_logging(format: LogFormat) {
+    stderr::set_format(format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(stderr::use_colour())
         .with_writer(std::io::stderr);
     // a second init (tests) is harmless
     let _ = match format {
@@ -109,9 +113,25 @@ pub fn print_out(text: &str) -> Result<(), CliError> {
     }
 }
 
-/// Parses arguments, runs the command and maps errors to exit codes.
+/// Parses arguments, runs the command and maps errors to exit codes. Under
+/// `--log-format json` every line on stderr is JSON: clap's usage errors,
+/// the CLI's notes and errors, and a panic's message included.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let early = stderr::format_from_args(
+        &args,
+        std::env::var("DELETION_COST_LOG_FORMAT").ok().as_deref(),
+    );
+    if early == LogFormat::Json {
+        std::panic::set_hook(Box::new(|info| {
+            stderr::set_format(LogFormat::Json);
+            stderr::error(&format!("internal error (a bug): {info}"));
+        }));
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e, early),
+    };
     init_logging(cli.log_format);
     let result = match cli.command {
         Command::Predict(args) => predict::run(args),
@@ -123,8 +143,27 @@ pub fn run() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            stderr::error(&e.message);
             ExitCode::from(e.code)
         }
     }
+}
+
+/// Help and version go to stdout as clap prints them; what clap writes to
+/// stderr (usage errors) is one JSON line under `--log-format json`.
+fn clap_error(e: clap::Error, format: LogFormat) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(EXIT_BAD_INPUT);
+    if format == LogFormat::Json && e.use_stderr() {
+        stderr::set_format(LogFormat::Json);
+        let text = e.render().to_string();
+        let message = text
+            .trim_end()
+            .strip_prefix("error: ")
+            .unwrap_or(text.trim_end());
+        stderr::error(message);
+        return ExitCode::from(code);
+    }
+    // clap colours only on a terminal and honours NO_COLOR
+    let _ = e.print();
+    ExitCode::from(code)
 }

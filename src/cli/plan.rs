@@ -7,7 +7,10 @@ use std::path::Path;
 use clap::ValueEnum;
 
 use super::{print_out, CliError};
-use crate::input::{parse_objects, read_source, RawObject};
+use crate::input::{
+    check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects, read_source,
+    RawObject,
+};
 use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::DeletionCostPolicy;
 use crate::signals::SignalSamples;
@@ -71,6 +74,57 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
+}
+
+/// Reads a snapshot file, or every manifest in a directory (sorted by name),
+/// and decodes it. A snapshot without pods, a Pod without a name, and a pod
+/// listed twice (same namespace and name, or same UID, across all its files)
+/// are bad input.
+fn load_snapshot(path: &str) -> Result<Snapshot, CliError> {
+    let objects = read_snapshot(path)?;
+    snapshot_from(path, &objects)
+}
+
+/// Decodes and checks snapshot objects read from `source`.
+fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliError> {
+    let pod_objects: Vec<&RawObject> = objects.iter().filter(|o| o.kind == "Pod").collect();
+    for o in &pod_objects {
+        check_pod_name(o).map_err(CliError::bad_input)?;
+    }
+    let snapshot = Snapshot::from_objects(objects).map_err(CliError::bad_input)?;
+    check_unique_pods(
+        pod_objects
+            .iter()
+            .zip(&snapshot.pods)
+            .map(|(o, p)| (item_label(&o.source_name, &o.location), p)),
+    )
+    .map_err(CliError::bad_input)?;
+    if snapshot.pods.is_empty() {
+        let held = if objects.is_empty() {
+            "the input is empty".to_string()
+        } else {
+            let mut kinds: Vec<&str> = objects
+                .iter()
+                .map(|o| {
+                    if o.kind.is_empty() {
+                        "(no kind)"
+                    } else {
+                        o.kind.as_str()
+                    }
+                })
+                .collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            format!("found kind {}", kinds.join(", "))
+        };
+        return Err(CliError::bad_input(format!(
+            "no pods in {source} ({held}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)"
+        )));
+    }
+    if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
+        super::stderr::warn(&w);
+    }
+    Ok(snapshot)
 }
 
 /// Reads a snapshot file, or every manifest in a directory (sorted by name).
@@ -138,10 +192,14 @@ fn policies(objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let bundled = args.policy.is_none() && args.snapshot.is_none();
-    let (policy_objs, snapshot_objs) = if bundled {
+    let (policy_objs, snapshot) = if bundled {
         (
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
-            parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1).map_err(CliError::bad_input)?,
+            snapshot_from(
+                EXAMPLE_CLUSTER.0,
+                &parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
+                    .map_err(CliError::bad_input)?,
+            )?,
         )
     } else {
         let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
@@ -152,11 +210,10 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         let (name, text) = read_source(policy).map_err(CliError::bad_input)?;
         (
             parse_objects(&name, &text).map_err(CliError::bad_input)?,
-            read_snapshot(snapshot)?,
+            load_snapshot(snapshot)?,
         )
     };
     let policies = policies(&policy_objs)?;
-    let snapshot = Snapshot::from_objects(&snapshot_objs).map_err(CliError::bad_input)?;
     let now =
         super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
             .as_nanosecond();
@@ -207,15 +264,10 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .join("\n"),
     };
     for w in plans.iter().flat_map(|p| &p.warnings) {
-        tracing::warn!("{w}");
+        super::stderr::warn(w);
     }
     for (kind, n) in &snapshot.ignored {
         tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
-    }
-    if snapshot.pods.is_empty() {
-        tracing::warn!(
-            "the snapshot holds no pods (use `kubectl get pods,nodes,replicasets -A -o yaml`)"
-        );
     }
     print_out(&text)
 }

@@ -16,7 +16,7 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
     KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
 };
-use crate::input::{parse_pods, read_source};
+use crate::input::{missing_uid_warning, parse_pods, read_source};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -43,6 +43,10 @@ Running, 3 not Ready first, 4 lower pod-deletion-cost first (gate PodDeletionCos
 5 more related pods on the node first, 6 ready more recently first (log2 buckets of
 age and then UID under LogarithmicScaleDown), 7 more restarts first (then sidecar
 restarts), 8 created more recently first (log2 buckets, then UID).
+
+An input without pods (empty, blank, an empty List), an item that is not a Pod or has
+no name, and a pod listed twice (same namespace and name, or same UID) are bad input.
+Pods without a UID are ordered with a warning: upstream breaks the last ties by UID.
 
 Exit status: 0 on success, 2 on bad input (file, field or flag named in the message).";
 
@@ -594,9 +598,12 @@ pub fn render_table(p: &Prediction) -> String {
     out
 }
 
-fn load_pods(path: &str) -> Result<Vec<Pod>, CliError> {
+/// Reads pods; an input without pods, an item that is not a named Pod, or a
+/// pod listed twice is bad input. Returns the source's name too.
+fn load_pods(path: &str) -> Result<(String, Vec<Pod>), CliError> {
     let (name, text) = read_source(path).map_err(CliError::bad_input)?;
-    parse_pods(&name, &text).map_err(CliError::bad_input)
+    let pods = parse_pods(&name, &text).map_err(CliError::bad_input)?;
+    Ok((name, pods))
 }
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
@@ -607,16 +614,24 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
             "-f and --related cannot both read stdin (-)",
         ));
     }
-    let pods = load_pods(&args.file)?;
-    let related = args.related.as_deref().map(load_pods).transpose()?;
+    let (source, pods) = load_pods(&args.file)?;
+    let related = args
+        .related
+        .as_deref()
+        .map(load_pods)
+        .transpose()?
+        .map(|(_, pods)| pods);
     let prediction = predict(&settings, &pods, related.as_deref());
     let text = match args.output {
         OutputFormat::Names => render_names(&prediction),
         OutputFormat::Json => render_json(&prediction)?,
         OutputFormat::Table => render_table(&prediction),
     };
+    if let Some(w) = missing_uid_warning(&source, &pods) {
+        super::stderr::warn(&w);
+    }
     for n in notes(&prediction, related.is_some()) {
-        eprintln!("note: {n}");
+        super::stderr::note(&n);
     }
     print_out(&text)
 }
