@@ -19,7 +19,7 @@ use support::operator::{
     NS,
 };
 use support::prometheus::{openmetrics, unix_now, PrometheusServer};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>) {
@@ -88,9 +88,8 @@ impl Switch {
                 };
                 let mode = m.load(Ordering::SeqCst);
                 let upstream = up.lock().unwrap().clone();
-                let delay = *d.lock().unwrap();
+                let delay = d.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
                     match mode {
                         GARBAGE => {
                             let _ = conn
@@ -98,12 +97,31 @@ impl Switch {
                                 .await;
                         }
                         FORWARD => {
-                            if let Ok(mut up) = tokio::net::TcpStream::connect(
+                            if let Ok(up) = tokio::net::TcpStream::connect(
                                 upstream.trim_start_matches("http://"),
                             )
                             .await
                             {
-                                let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                                // every request (each chunk the client sends on a
+                                // kept-alive connection) waits the current delay
+                                let (mut from_client, mut to_client) = conn.into_split();
+                                let (mut from_up, mut to_up) = up.into_split();
+                                let requests = async move {
+                                    let mut buf = vec![0u8; 64 * 1024];
+                                    loop {
+                                        let n = match from_client.read(&mut buf).await {
+                                            Ok(0) | Err(_) => break,
+                                            Ok(n) => n,
+                                        };
+                                        let wait = *delay.lock().unwrap();
+                                        tokio::time::sleep(wait).await;
+                                        if to_up.write_all(&buf[..n]).await.is_err() {
+                                            break;
+                                        }
+                                    }
+                                };
+                                let answers = tokio::io::copy(&mut from_up, &mut to_client);
+                                let _ = tokio::join!(requests, answers);
                             }
                         }
                         _ => drop(conn),
@@ -129,7 +147,7 @@ impl Switch {
         *self.upstream.lock().unwrap() = url;
     }
 
-    /// Answers every connection only after `delay` (a slow Prometheus).
+    /// Holds every request `delay` before forwarding it (a slow Prometheus).
     fn slow_down(&self, delay: Duration) {
         *self.delay.lock().unwrap() = delay;
     }
@@ -509,6 +527,7 @@ async fn hook_and_reconcile_of_one_policy_never_interleave() {
     let mut cfg = config("operator-a", 50.0, 10);
     cfg.prometheus_url = Some(format!("http://127.0.0.1:{}", switch.port));
     cfg.hook_addr = Some(format!("127.0.0.1:{hook}").parse().unwrap());
+    cfg.hook.tls = deletion_cost::hook::HookTls::PlainHttp;
     cfg.debounce = Duration::from_millis(10);
     let op = Operator::start(&fake, cfg);
     eventually(Duration::from_secs(30), "every pod costed", || {
