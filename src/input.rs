@@ -19,14 +19,16 @@ pub enum InputError {
         /// The I/O error.
         error: std::io::Error,
     },
-    /// Not valid JSON or YAML.
-    #[error("{source_name}: not valid {format}: {message}")]
+    /// Not valid JSON or YAML: one line naming the source, line and column.
+    #[error("{source_name}: not valid {format}{}: {message}", at_position(*position))]
     Syntax {
         /// File path or `<stdin>`.
         source_name: String,
         /// "JSON" or "YAML".
         format: &'static str,
-        /// Parser message (with line and column).
+        /// 1-based line and column, when the parser knows them.
+        position: Option<(u64, u64)>,
+        /// The parser's message, without position, snippet or Debug text.
         message: String,
     },
     /// A document of the wrong shape (a scalar, an object that is not a Kubernetes object).
@@ -67,6 +69,67 @@ pub enum InputError {
         /// `name shop/web-a` or `uid 1234`.
         what: String,
     },
+}
+
+fn at_position(position: Option<(u64, u64)>) -> String {
+    position
+        .map(|(line, column)| format!(" at line {line} column {column}"))
+        .unwrap_or_default()
+}
+
+/// A JSON syntax error as one clean line.
+fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+    InputError::Syntax {
+        source_name: source_name.to_string(),
+        format: "JSON",
+        position: (e.line() > 0).then_some((e.line() as u64, e.column() as u64)),
+        message,
+    }
+}
+
+/// A YAML syntax error as one clean line: the message without the source
+/// snippet, the `error: ` prefix or the position (given apart), and the
+/// reader's limits said in words rather than Rust's Debug text.
+fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputError {
+    use serde_saphyr::budget::BudgetBreach;
+    use serde_saphyr::MessageFormatter as _;
+    let mut inner = e;
+    loop {
+        let next = inner.without_snippet();
+        if std::ptr::eq(next, inner) {
+            break;
+        }
+        inner = next;
+    }
+    let message = match inner {
+        serde_saphyr::Error::Budget { breach, .. } => match breach {
+            BudgetBreach::Depth { .. } => {
+                "nested too deeply (more than 64 levels of lists and maps)".to_string()
+            }
+            BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
+                "too many aliases (`*name`): refused as a possible alias bomb".to_string()
+            }
+            _ => "too large for the YAML reader's limits (documents, nodes or bytes)".to_string(),
+        },
+        other => serde_saphyr::DefaultMessageFormatter
+            .format_message(other)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    };
+    let position = e
+        .location()
+        .filter(|l| l.line() > 0)
+        .map(|l| (l.line(), l.column()));
+    InputError::Syntax {
+        source_name: source_name.to_string(),
+        format: "YAML",
+        position,
+        message,
+    }
 }
 
 /// One object found in an input, with where it was.
@@ -131,19 +194,11 @@ pub fn read_source(path: &str) -> Result<(String, String), InputError> {
 pub fn parse_objects(source_name: &str, text: &str) -> Result<Vec<RawObject>, InputError> {
     let trimmed = text.trim_start();
     let docs: Vec<(String, Value)> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(|e| InputError::Syntax {
-            source_name: source_name.to_string(),
-            format: "JSON",
-            message: e.to_string(),
-        })?;
+        let v: Value = serde_json::from_str(text).map_err(|e| json_syntax(source_name, &e))?;
         vec![("object".to_string(), v)]
     } else {
         let docs: Vec<Value> =
-            serde_saphyr::from_multiple(text).map_err(|e| InputError::Syntax {
-                source_name: source_name.to_string(),
-                format: "YAML",
-                message: e.to_string(),
-            })?;
+            serde_saphyr::from_multiple(text).map_err(|e| yaml_syntax(source_name, &e))?;
         let many = docs.len() > 1;
         docs.into_iter()
             .enumerate()
@@ -552,9 +607,28 @@ mod tests {
         assert!(err.contains("status.conditions[0].status"), "{err}");
 
         let err = parse_objects("x.json", "{nope").unwrap_err().to_string();
-        assert!(err.starts_with("x.json: not valid JSON"), "{err}");
+        assert_eq!(
+            err,
+            "x.json: not valid JSON at line 1 column 2: key must be a string"
+        );
         let err = parse_objects("x.yaml", "a: [").unwrap_err().to_string();
-        assert!(err.starts_with("x.yaml: not valid YAML"), "{err}");
+        assert_eq!(
+            err,
+            "x.yaml: not valid YAML at line 1 column 4: unclosed bracket '['"
+        );
+        let err = parse_objects("x.yaml", "spec:\n  x: 1\n   y: 2\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "x.yaml: not valid YAML at line 3 column 5: mapping values are not allowed in this context"
+        );
+        let deep = format!("a: {}{}", "[".repeat(70), "]".repeat(70));
+        let err = parse_objects("deep.yaml", &deep).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "deep.yaml: not valid YAML at line 1 column 67: nested too deeply (more than 64 levels of lists and maps)"
+        );
         let err = parse_objects("x.yaml", "42").unwrap_err().to_string();
         assert!(err.contains("found a number"), "{err}");
         let objs = parse_objects("x.yaml", "kind: Node\nmetadata: {name: n}").unwrap();

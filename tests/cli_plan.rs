@@ -377,3 +377,124 @@ fn snapshot_pods_of_the_same_name_in_two_namespaces_are_two_pods() {
         stderr(&o)
     );
 }
+
+/// `config/examples/combined.yaml` with one edit, written to a temporary file.
+fn edited_policy(dir: &tempfile::TempDir, name: &str, from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples/combined.yaml"),
+    )
+    .unwrap();
+    assert!(text.contains(from), "{from:?} not in combined.yaml");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn plan_policy(policy: &str) -> Output {
+    plan(&[
+        NOW,
+        "--policy",
+        policy,
+        "--snapshot",
+        "config/examples/cluster.yaml",
+    ])
+}
+
+#[test]
+fn policies_are_parsed_as_strictly_as_the_api_server_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "typo.yaml",
+            "combine: lexicographic",
+            "combin: sum",
+            "spec.combin: unknown field; did you mean combine?",
+        ),
+        (
+            "signal.yaml",
+            "- billingClass:",
+            "- gpuPrice:",
+            "spec.signals[0]: unknown signal gpuPrice; known: billingClass, nodeConsolidation, utilization, zoneBalance",
+        ),
+        (
+            "deep-typo.yaml",
+            "buckets: 10",
+            "bucket: 10",
+            "spec.signals[1].utilization.bucket: unknown field; did you mean buckets?",
+        ),
+        (
+            "negative.yaml",
+            "buckets: 10",
+            "buckets: -5",
+            "spec.signals[1].utilization.buckets: must be at least 1, found -5",
+        ),
+        (
+            "enum.yaml",
+            "onSignalMissing: keepLastValue",
+            "onSignalMissing: keepLast",
+            "spec.onSignalMissing: must be one of keepLastValue, skip, useDefault (found \"keepLast\"); did you mean keepLastValue?",
+        ),
+        (
+            "meta.yaml",
+            "  namespace: shop",
+            "  namespace: shop\n  lables: {a: b}",
+            "metadata.lables: unknown field; did you mean labels?",
+        ),
+    ];
+    for (file, from, to, message) in cases {
+        let path = edited_policy(&dir, file, from, to);
+        let o = plan_policy(&path);
+        bad_plan(
+            &o,
+            &[
+                &format!("error: {path}: object (DeletionCostPolicy \"web\") is invalid:\n"),
+                message,
+            ],
+        );
+        let err = stderr(&o);
+        for never in ["expected u32", "unknown variant", "error: error"] {
+            assert!(!err.contains(never), "{file}: {never:?} in {err}");
+        }
+    }
+}
+
+#[test]
+fn empty_and_broken_policy_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let write_text = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    for (name, text) in [
+        ("empty.yaml", ""),
+        ("comments.yaml", "# a policy, some day\n---\n"),
+    ] {
+        let path = write_text(name, text);
+        bad_plan(
+            &plan_policy(&path),
+            &[&format!(
+                "error: {path}: no DeletionCostPolicy found (the input is empty)"
+            )],
+        );
+    }
+    let deep = write_text(
+        "deep.yaml",
+        &format!("spec: {}{}\n", "[".repeat(70), "]".repeat(70)),
+    );
+    let unclosed = write_text("unclosed.yaml", "kind: DeletionCostPolicy\nspec: {a: [\n");
+    for (path, message) in [
+        (
+            &deep,
+            "not valid YAML at line 1 column 70: nested too deeply (more than 64 levels of lists and maps)",
+        ),
+        (&unclosed, "not valid YAML at line 2 column"),
+    ] {
+        let o = plan_policy(path);
+        bad_plan(&o, &[&format!("error: {path}: {message}")]);
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "one clean line: {err}");
+        assert!(!err.contains("Depth {"), "{err}");
+        assert!(!err.contains("error: error"), "{err}");
+    }
+}

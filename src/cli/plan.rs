@@ -12,7 +12,8 @@ use crate::input::{
     RawObject,
 };
 use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
-use crate::policy::DeletionCostPolicy;
+use crate::policy::file::policies_from;
+use crate::policy::PolicyFileError;
 use crate::signals::SignalSamples;
 
 /// The bundled example (also in `config/examples/`), embedded so the command
@@ -100,25 +101,9 @@ fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliErr
     )
     .map_err(CliError::bad_input)?;
     if snapshot.pods.is_empty() {
-        let held = if objects.is_empty() {
-            "the input is empty".to_string()
-        } else {
-            let mut kinds: Vec<&str> = objects
-                .iter()
-                .map(|o| {
-                    if o.kind.is_empty() {
-                        "(no kind)"
-                    } else {
-                        o.kind.as_str()
-                    }
-                })
-                .collect();
-            kinds.sort_unstable();
-            kinds.dedup();
-            format!("found kind {}", kinds.join(", "))
-        };
         return Err(CliError::bad_input(format!(
-            "no pods in {source} ({held}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)"
+            "no pods in {source} ({}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)",
+            held(objects)
         )));
     }
     if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
@@ -160,40 +145,62 @@ fn read_snapshot(path: &str) -> Result<Vec<RawObject>, CliError> {
     }
 }
 
-/// Decodes and resolves every policy in the objects.
-fn policies(objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
-    let mut out = Vec::new();
-    for o in objects.iter().filter(|o| o.kind == "DeletionCostPolicy") {
-        let p: DeletionCostPolicy = o
-            .decode("DeletionCostPolicy")
-            .map_err(CliError::bad_input)?;
-        let name = p.metadata.name.clone().unwrap_or_default();
-        let ns = p
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let resolved = ResolvedPolicy::resolve(&name, &ns, &p.spec)
-            .map_err(|e| CliError::bad_input(format!("{}: {} {e}", o.source_name, o.location)))?;
-        out.push(resolved);
+/// Decodes, checks (strictly, as the API server) and resolves every policy
+/// in the objects read from `source`; errors name the file, the policy and
+/// the field.
+fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
+    let found = policies_from(objects).map_err(CliError::bad_input)?;
+    if found.is_empty() {
+        return Err(CliError::bad_input(PolicyFileError::NoPolicy {
+            source_name: source.to_string(),
+            found: held(objects),
+        }));
     }
-    if out.is_empty() {
-        let src = objects
-            .first()
-            .map(|o| o.source_name.as_str())
-            .unwrap_or("policy file");
-        return Err(CliError::bad_input(format!(
-            "{src}: no DeletionCostPolicy found (kind: DeletionCostPolicy)"
-        )));
+    found
+        .into_iter()
+        .map(|p| {
+            let spec = p.validate().map_err(CliError::bad_input)?;
+            Ok(ResolvedPolicy {
+                name: p.name().to_string(),
+                namespace: p
+                    .policy
+                    .metadata
+                    .namespace
+                    .clone()
+                    .filter(|ns| !ns.is_empty())
+                    .unwrap_or_else(|| "default".into()),
+                spec,
+            })
+        })
+        .collect()
+}
+
+/// What an input held, for "no ... found": its kinds, or that it is empty.
+fn held(objects: &[RawObject]) -> String {
+    if objects.is_empty() {
+        return "the input is empty".to_string();
     }
-    Ok(out)
+    let mut kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| {
+            if o.kind.is_empty() {
+                "(no kind)"
+            } else {
+                o.kind.as_str()
+            }
+        })
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    format!("found kind {}", kinds.join(", "))
 }
 
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let bundled = args.policy.is_none() && args.snapshot.is_none();
-    let (policy_objs, snapshot) = if bundled {
+    let (policy_source, policy_objs, snapshot) = if bundled {
         (
+            EXAMPLE_POLICY.0.to_string(),
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
             snapshot_from(
                 EXAMPLE_CLUSTER.0,
@@ -208,12 +215,10 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             ));
         };
         let (name, text) = read_source(policy).map_err(CliError::bad_input)?;
-        (
-            parse_objects(&name, &text).map_err(CliError::bad_input)?,
-            load_snapshot(snapshot)?,
-        )
+        let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
+        (name, objects, load_snapshot(snapshot)?)
     };
-    let policies = policies(&policy_objs)?;
+    let policies = policies(&policy_source, &policy_objs)?;
     let now =
         super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
             .as_nanosecond();

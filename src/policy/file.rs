@@ -3,7 +3,7 @@
 
 use crate::input::{parse_objects, read_source, InputError, RawObject};
 
-use super::validate::{validate, ValidatedPolicy, ValidationErrors};
+use super::validate::{validate, ValidatedPolicy, ValidationError, ValidationErrors};
 use super::DeletionCostPolicy;
 
 /// `apiVersion` of the policy objects this build understands.
@@ -116,13 +116,59 @@ pub fn policies_from(objects: &[RawObject]) -> Result<Vec<PolicyObject>, PolicyF
                 found: api_version.to_string(),
             });
         }
+        // strict, as the API server: unknown fields, types, ranges, enums
+        let mut checked = o.clone();
+        let errors = super::strict::check(&mut checked.value);
+        if !errors.is_empty() {
+            return Err(PolicyFileError::Invalid {
+                source_name: o.source_name.clone(),
+                location: o.location.clone(),
+                name: o.name(),
+                errors: ValidationErrors(errors),
+            });
+        }
+        let policy = checked.decode(KIND).map_err(|e| match e {
+            InputError::Field { field, message, .. } => PolicyFileError::Invalid {
+                source_name: o.source_name.clone(),
+                location: o.location.clone(),
+                name: o.name(),
+                errors: ValidationErrors(vec![decode_error(&field, &message)]),
+            },
+            other => PolicyFileError::Input(other),
+        })?;
         out.push(PolicyObject {
             source_name: o.source_name.clone(),
             location: o.location.clone(),
-            policy: o.decode(KIND)?,
+            policy,
         });
     }
     Ok(out)
+}
+
+/// A decode error the strict check did not catch first, in the policy's
+/// words: `missing field `spec`` becomes `spec: must be set`.
+fn decode_error(field: &str, message: &str) -> ValidationError {
+    let at = |sub: &str| match field {
+        "" | "." => sub.to_string(),
+        f => format!("{f}.{sub}"),
+    };
+    if let Some(name) = message
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split('`').next())
+    {
+        return ValidationError {
+            field: at(name),
+            message: "must be set".into(),
+        };
+    }
+    ValidationError {
+        field: if field == "." {
+            String::new()
+        } else {
+            field.to_string()
+        },
+        message: message.to_string(),
+    }
 }
 
 /// Parses JSON or YAML text and returns every `DeletionCostPolicy` in it, in
@@ -250,7 +296,7 @@ mod tests {
         let err = parse_policies("p.yaml", &text).unwrap_err().to_string();
         assert!(err.contains("p.yaml"), "{err}");
         assert!(
-            err.contains("spec.signals[0].nodeConsolidation.maxPods"),
+            err.contains("spec.signals[0].nodeConsolidation.maxPods: must be a whole number, found the string \"lots\""),
             "{err}"
         );
         let text = policy("a").replace(
@@ -258,8 +304,10 @@ mod tests {
             "signals: [{billingClass: {preset: aws, costs: {}}}]",
         );
         let err = parse_policies("p.yaml", &text).unwrap_err().to_string();
-        assert!(err.contains("spec.signals[0].billingClass.preset"), "{err}");
-        assert!(err.contains("unknown variant `aws`"), "{err}");
+        assert!(
+            err.contains("spec.signals[0].billingClass.preset: must be one of auto, karpenter, eks, gkeSpot, gkePreemptible, azure (found \"aws\")"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -271,5 +319,50 @@ mod tests {
             err.starts_with("p.yaml: object (DeletionCostPolicy \"a\") is invalid:\nspec.selector: must not be empty"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn strict_like_the_api_server() {
+        let text = policy("a").replace("  signals:", "  combin: sum\n  signals:");
+        let err = parse_policies("p.yaml", &text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "p.yaml: object (DeletionCostPolicy \"a\") is invalid:\nspec.combin: unknown field; did you mean combine?"
+        );
+        let text = policy("a").replace("nodeConsolidation: {}", "gpuPrice: {}");
+        let err = parse_policies("p.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.ends_with("spec.signals[0]: unknown signal gpuPrice; known: billingClass, nodeConsolidation, utilization, zoneBalance"),
+            "{err}"
+        );
+        // every problem at once, each naming its field
+        let text = policy("a").replace(
+            "nodeConsolidation: {}",
+            "nodeConsolidation: {maxPods: -5, wieght: 2}",
+        );
+        let err = parse_policies("p.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.ends_with("spec.signals[0].nodeConsolidation.wieght: unknown field; did you mean weight?\nspec.signals[0].nodeConsolidation.maxPods: must be at least 1, found -5"),
+            "{err}"
+        );
+        // a policy without a spec
+        let err = parse_policies(
+            "p.yaml",
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\nmetadata: {name: x}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.ends_with("is invalid:\nspec: must be set"), "{err}");
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_are_named() {
+        for text in ["", "  \n", "# only a comment\n", "---\n# x\n---\n"] {
+            let err = parse_policies("policy.yaml", text).unwrap_err().to_string();
+            assert_eq!(
+                err, "policy.yaml: no DeletionCostPolicy found (the input is empty)",
+                "{text:?}"
+            );
+        }
     }
 }

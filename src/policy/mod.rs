@@ -3,6 +3,7 @@
 pub mod crd;
 pub mod file;
 pub mod selector;
+pub mod strict;
 pub mod types;
 pub mod validate;
 
