@@ -498,3 +498,133 @@ fn empty_and_broken_policy_files_are_named() {
         assert!(!err.contains("error: error"), "{err}");
     }
 }
+
+/// A copy of an example policy with one edit.
+fn edited_example(dir: &tempfile::TempDir, example: &str, from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/examples")
+            .join(example),
+    )
+    .unwrap();
+    assert!(text.contains(from), "{from:?} not in {example}");
+    let path = dir.path().join(example);
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Runs a plan that must succeed; returns its JSON warnings and stderr.
+fn plan_warnings(args: &[&str]) -> (Vec<String>, String) {
+    let mut all = vec![NOW, "-o", "json"];
+    all.extend_from_slice(args);
+    let o = plan(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let warnings = v[0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    (warnings, stderr(&o))
+}
+
+fn has(warnings: &[String], err: &str, policy: &str, needle: &str) {
+    assert!(
+        warnings.iter().any(|w| w.contains(needle)),
+        "{needle:?} not in {warnings:?}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&format!("warning: policy {policy}: ")) && l.contains(needle)),
+        "{needle:?} not on stderr: {err}"
+    );
+}
+
+#[test]
+fn plans_that_do_nothing_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = "config/examples/cluster.yaml";
+
+    // the policy's namespace has no pods: where its selector does find some
+    let path = edited_example(&dir, "combined.yaml", "namespace: shop", "namespace: shopp");
+    let (w, err) = plan_warnings(&[
+        "--policy",
+        &path,
+        "--snapshot",
+        cluster,
+        "--samples",
+        "config/examples/samples.json",
+    ]);
+    has(
+        &w,
+        &err,
+        "shopp/web",
+        "no pods in namespace shopp in the snapshot: nothing to plan; selector app=web selects pods in other namespaces: shop (8) (is metadata.namespace right?)",
+    );
+    assert_eq!(w.len(), 1, "{w:?}");
+
+    // the same with a targetRef, and with a selector nothing matches anywhere
+    let path = edited_example(&dir, "spot-first.yaml", "namespace: shop", "namespace: web");
+    let (w, err) = plan_warnings(&["--policy", &path, "--snapshot", cluster]);
+    has(
+        &w,
+        &err,
+        "web/web-spot-first",
+        "targetRef Deployment/web selects pods in other namespaces: shop (8)",
+    );
+
+    // pods in the namespace, none selected
+    let path = edited_example(&dir, "combined.yaml", "app: web", "app: webb");
+    let (w, err) = plan_warnings(&[
+        "--policy",
+        &path,
+        "--snapshot",
+        cluster,
+        "--samples",
+        "config/examples/samples.json",
+    ]);
+    has(
+        &w,
+        &err,
+        "shop/web",
+        "selector app=webb selects no active pod among the 11 pod(s) of namespace shop: nothing to plan",
+    );
+
+    // a utilisation signal without --samples or --prometheus
+    let (w, err) = plan_warnings(&[
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        cluster,
+    ]);
+    has(
+        &w,
+        &err,
+        "shop/web",
+        "spec.signals[1] (utilization) has no samples: give --samples FILE or --prometheus URL",
+    );
+
+    // a plan that does something says none of this
+    let (w, err) = plan_warnings(&[
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        cluster,
+        "--samples",
+        "config/examples/samples.json",
+    ]);
+    assert!(
+        w.iter()
+            .all(|w| !w.contains("nothing to plan") && !w.contains("no samples")),
+        "{w:?}"
+    );
+    assert!(!err.contains("nothing to plan"), "{err}");
+    let (w, _) = plan_warnings(&[
+        "--policy",
+        "config/examples/spot-first.yaml",
+        "--snapshot",
+        cluster,
+    ]);
+    assert!(w.iter().all(|w| !w.contains("no samples")), "{w:?}");
+}

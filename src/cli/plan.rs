@@ -175,6 +175,137 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, 
         .collect()
 }
 
+/// Warnings for a plan that does nothing although it exits 0: no pod in the
+/// policy's namespace (naming the namespaces where its target does select
+/// pods), no pod selected, or a utilisation signal without samples.
+pub fn idle_warnings(
+    policy: &ResolvedPolicy,
+    snapshot: &Snapshot,
+    plan: &Plan,
+    has_samples: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let ns = policy.namespace.as_str();
+    let in_ns = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or_default() == ns)
+        .count();
+    let target = describe_target(policy);
+    if in_ns == 0 {
+        let elsewhere = namespaces_selected(policy, snapshot);
+        let hint = if elsewhere.is_empty() {
+            format!("no namespace in the snapshot has pods {target} selects")
+        } else {
+            let list: Vec<String> = elsewhere
+                .iter()
+                .map(|(ns, n)| format!("{ns} ({n})"))
+                .collect();
+            format!(
+                "{target} selects pods in other namespaces: {} (is metadata.namespace right?)",
+                list.join(", ")
+            )
+        };
+        out.push(format!(
+            "no pods in namespace {ns} in the snapshot: nothing to plan; {hint}"
+        ));
+    } else if plan.pods.is_empty() {
+        let inactive = if plan.inactive.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} inactive left out)", plan.inactive.len())
+        };
+        out.push(format!(
+            "{target} selects no active pod among the {in_ns} pod(s) of namespace {ns}{inactive}: nothing to plan"
+        ));
+    }
+    if !has_samples {
+        for (index, _) in policy.spec.utilization_signals() {
+            out.push(format!(
+                "spec.signals[{index}] (utilization) has no samples: give --samples FILE or \
+                 --prometheus URL; without them every pod reads \"no sample\" and is handled \
+                 by onSignalMissing: {}",
+                on_missing_name(policy.spec.on_signal_missing)
+            ));
+        }
+    }
+    out
+}
+
+fn on_missing_name(o: crate::policy::OnSignalMissing) -> &'static str {
+    match o {
+        crate::policy::OnSignalMissing::KeepLastValue => "keepLastValue",
+        crate::policy::OnSignalMissing::Skip => "skip",
+        crate::policy::OnSignalMissing::UseDefault => "useDefault",
+    }
+}
+
+/// `selector app=web` or `targetRef Deployment/web`.
+fn describe_target(policy: &ResolvedPolicy) -> String {
+    use crate::policy::validate::Target;
+    match &policy.spec.target {
+        Target::Selector(sel) => {
+            let mut parts: Vec<String> = sel
+                .match_labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            parts.extend(sel.match_expressions.iter().map(|e| {
+                if e.values.is_empty() {
+                    format!("{} {}", e.key, e.operator)
+                } else {
+                    format!("{} {} ({})", e.key, e.operator, e.values.join(", "))
+                }
+            }));
+            format!("selector {}", parts.join(","))
+        }
+        Target::Workload(t) => format!("targetRef {:?}/{}", t.kind, t.name),
+    }
+}
+
+/// Other namespaces where the policy's target selects active pods, with
+/// how many, sorted by namespace: as if the policy lived there.
+fn namespaces_selected(policy: &ResolvedPolicy, snapshot: &Snapshot) -> Vec<(String, usize)> {
+    use crate::policy::validate::Target;
+    fn ns_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
+        m.namespace.as_deref().unwrap_or_default()
+    }
+    // candidates first (one pass), so a large snapshot is not planned per namespace
+    let mut namespaces: Vec<&str> = match &policy.spec.target {
+        Target::Selector(sel) => snapshot
+            .pods
+            .iter()
+            .filter(|p| sel.matches(p.metadata.labels.as_ref()))
+            .map(|p| ns_of(&p.metadata))
+            .collect(),
+        Target::Workload(t) => snapshot
+            .replica_sets
+            .iter()
+            .filter(|rs| {
+                rs.metadata.name.as_deref() == Some(t.name.as_str())
+                    || rs.metadata.owner_references.iter().flatten().any(|o| {
+                        o.controller == Some(true) && o.kind == "Deployment" && o.name == t.name
+                    })
+            })
+            .map(|rs| ns_of(&rs.metadata))
+            .collect(),
+    };
+    namespaces.retain(|ns| *ns != policy.namespace);
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    namespaces
+        .into_iter()
+        .filter_map(|ns| {
+            let moved = ResolvedPolicy {
+                namespace: ns.to_string(),
+                ..policy.clone()
+            };
+            let n = plan::selected_pods(&moved, snapshot).len();
+            (n > 0).then(|| (ns.to_string(), n))
+        })
+        .collect()
+}
+
 /// What an input held, for "no ... found": its kinds, or that it is empty.
 fn held(objects: &[RawObject]) -> String {
     if objects.is_empty() {
@@ -246,13 +377,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         } else {
             SignalSamples::default()
         };
-        plans.push(plan::plan(
-            policy,
-            &snapshot,
-            &samples,
-            &Default::default(),
-            &opts,
-        ));
+        let mut p = plan::plan(policy, &snapshot, &samples, &Default::default(), &opts);
+        let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
+        p.warnings
+            .extend(idle_warnings(policy, &snapshot, &p, has_samples));
+        plans.push(p);
     }
     let text = match args.output {
         PlanFormat::Json => {
@@ -268,8 +397,10 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .collect::<Vec<_>>()
             .join("\n"),
     };
-    for w in plans.iter().flat_map(|p| &p.warnings) {
-        super::stderr::warn(w);
+    for p in &plans {
+        for w in &p.warnings {
+            super::stderr::warn(&format!("policy {}: {w}", p.policy));
+        }
     }
     for (kind, n) in &snapshot.ignored {
         tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
