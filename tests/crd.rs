@@ -10,7 +10,7 @@ use kube::core::cel::{ErrorKind, Validator};
 use kube::CustomResourceExt;
 use serde_json::{json, Value};
 
-const REGENERATE: &str = "cargo run -- crd > deploy/crd.yaml";
+const REGENERATE: &str = "cargo run -- crd > deploy/crd/crd.yaml";
 
 fn repo_file(rel: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
@@ -29,7 +29,7 @@ fn schema() -> Value {
 #[test]
 fn checked_in_crd_is_current() {
     let generated = crd_yaml().unwrap();
-    let checked_in = repo_file("deploy/crd.yaml");
+    let checked_in = repo_file("deploy/crd/crd.yaml");
     if checked_in != generated {
         let line = checked_in
             .lines()
@@ -47,7 +47,7 @@ fn checked_in_crd_is_current() {
 
 #[test]
 fn yaml_reads_back_as_the_generated_crd() {
-    let text = repo_file("deploy/crd.yaml");
+    let text = repo_file("deploy/crd/crd.yaml");
     let read: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(read, crd(), "the YAML encoding changed the CRD");
 }
@@ -529,7 +529,7 @@ fn crd_command_prints_the_checked_in_file() {
     );
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        repo_file("deploy/crd.yaml"),
+        repo_file("deploy/crd/crd.yaml"),
         "regenerate with: {REGENERATE}"
     );
 }

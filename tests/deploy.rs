@@ -1,11 +1,13 @@
 //! Checks the install manifests, the Dockerfile and the Grafana dashboard.
 //!
 //! Every overlay in `deploy/overlays/` is rendered with `kubectl kustomize`
-//! (the kustomize built into kubectl) and every rendered object is parsed into
-//! its k8s-openapi type, so a typo in a field name or an unknown kind fails
-//! here rather than at `kubectl apply`. On top of that: the security settings
-//! of the Deployment, and RBAC compared rule by rule with the least-privilege
-//! set the operator needs.
+//! (the kustomize built into kubectl), alone and with every component of
+//! `deploy/components/`, and every rendered object is parsed into its
+//! k8s-openapi type, so a typo in a field name or an unknown kind fails here
+//! rather than at `kubectl apply`. On top of that: the CRD installs on its own
+//! (`deploy/crd`), no install carries a cluster-scoped object another install
+//! shares, the security settings of the Deployment, and RBAC compared rule by
+//! rule with the permissions the operator was seen to use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -23,6 +27,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 const OVERLAYS: [&str; 2] = ["cluster-wide", "namespace-scoped"];
+const COMPONENTS: [&str; 4] = [
+    "cert-manager",
+    "flowcontrol",
+    "networkpolicy",
+    "servicemonitor",
+];
 
 /// Flags `deletion-cost run` accepts (the deployment may pass no others).
 const RUN_FLAGS: [&str; 11] = [
@@ -52,7 +62,6 @@ fn repo() -> PathBuf {
 #[derive(Debug)]
 enum Object {
     Namespace(Namespace),
-    Crd(CustomResourceDefinition),
     ServiceAccount(ServiceAccount),
     ClusterRole(ClusterRole),
     ClusterRoleBinding(ClusterRoleBinding),
@@ -61,7 +70,11 @@ enum Object {
     Deployment(Deployment),
     Service(Service),
     Pdb(PodDisruptionBudget),
-    ServiceMonitor(DynamicObject),
+    NetworkPolicy(NetworkPolicy),
+    FlowSchema(FlowSchema),
+    PriorityLevel(PriorityLevelConfiguration),
+    /// Kinds from other projects' CRDs (ServiceMonitor, cert-manager's).
+    Custom(DynamicObject),
 }
 
 /// A rendered overlay: the namespace its namespaced objects live in, and all
@@ -139,7 +152,11 @@ fn parse_object(overlay: &str, value: &Value) -> Object {
     let what = format!("{overlay}: {kind} {name} ({api_version})");
     match (api_version, kind) {
         ("v1", "Namespace") => Object::Namespace(typed(&what, value)),
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => Object::Crd(typed(&what, value)),
+        // no CRD: it installs on its own (deploy/crd), never with an operator,
+        // whose deletion would take every namespace's policies with it
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            panic!("{what}: the CRD belongs in deploy/crd, not in an operator install")
+        }
         ("v1", "ServiceAccount") => Object::ServiceAccount(typed(&what, value)),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => Object::ClusterRole(typed(&what, value)),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -150,17 +167,62 @@ fn parse_object(overlay: &str, value: &Value) -> Object {
         ("apps/v1", "Deployment") => Object::Deployment(typed(&what, value)),
         ("v1", "Service") => Object::Service(typed(&what, value)),
         ("policy/v1", "PodDisruptionBudget") => Object::Pdb(typed(&what, value)),
-        ("monitoring.coreos.com/v1", "ServiceMonitor") => {
+        ("networking.k8s.io/v1", "NetworkPolicy") => Object::NetworkPolicy(typed(&what, value)),
+        ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") => {
+            Object::FlowSchema(typed(&what, value))
+        }
+        ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration") => {
+            Object::PriorityLevel(typed(&what, value))
+        }
+        ("monitoring.coreos.com/v1", "ServiceMonitor")
+        | ("cert-manager.io/v1", "Certificate" | "Issuer") => {
             let obj: DynamicObject = serde_json::from_value(value.clone())
                 .unwrap_or_else(|e| panic!("{what}: does not parse as a DynamicObject: {e}"));
-            Object::ServiceMonitor(obj)
+            Object::Custom(obj)
         }
         _ => panic!("{what}: unknown kind; add it to parse_object with its k8s-openapi type"),
     }
 }
 
 fn render(overlay: &str) -> Rendered {
-    let yaml = kubectl_kustomize(&repo().join("deploy/overlays").join(overlay));
+    render_dir(overlay, &repo().join("deploy/overlays").join(overlay))
+}
+
+/// An overlay with every component added, as a user's overlay on top of
+/// ours would (rendered from a kustomization under the target directory:
+/// kustomize takes only relative paths to other directories).
+fn render_with_components(overlay: &str) -> Rendered {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("deploy-{overlay}-components"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let up = relative_to_repo(&dir);
+    // a user's overlay sets the install namespace for what it adds
+    let namespace = render(overlay).namespace();
+    let components: Vec<String> = COMPONENTS
+        .iter()
+        .map(|c| format!("  - {up}/deploy/components/{c}\n"))
+        .collect();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             namespace: {namespace}\nresources:\n  - {up}/deploy/overlays/{overlay}\ncomponents:\n{}",
+            components.concat()
+        ),
+    )
+    .unwrap();
+    render_dir(&format!("{overlay} + components"), &dir)
+}
+
+/// `../..` from `dir` up to the repository root.
+fn relative_to_repo(dir: &Path) -> String {
+    let rest = dir
+        .strip_prefix(repo())
+        .expect("the target directory is inside the repository");
+    vec![".."; rest.components().count()].join("/")
+}
+
+fn render_dir(overlay: &str, dir: &Path) -> Rendered {
+    let yaml = kubectl_kustomize(dir);
     let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml)
         .unwrap_or_else(|e| panic!("{overlay}: rendered YAML does not parse: {e}"));
     let objects = docs
@@ -193,9 +255,16 @@ impl Rendered {
         })
     }
 
-    fn service(&self) -> &Service {
-        self.one("Service", |o| match o {
-            Object::Service(s) => Some(s),
+    fn service(&self, name: &str) -> &Service {
+        self.one(&format!("Service {name}"), |o| match o {
+            Object::Service(s) if s.metadata.name.as_deref() == Some(name) => Some(s),
+            _ => None,
+        })
+    }
+
+    fn custom(&self, kind: &str) -> &DynamicObject {
+        self.one(kind, |o| match o {
+            Object::Custom(c) if c.types.as_ref().is_some_and(|t| t.kind == kind) => Some(c),
             _ => None,
         })
     }
@@ -255,37 +324,28 @@ fn is_subset(small: &BTreeMap<String, String>, big: &BTreeMap<String, String>) -
 
 #[test]
 fn every_overlay_renders_into_known_typed_objects() {
-    for r in all_rendered() {
+    let with_components = OVERLAYS.iter().map(|o| render_with_components(o));
+    for r in all_rendered().into_iter().chain(with_components) {
         let count = |pick: fn(&Object) -> bool| r.objects.iter().filter(|o| pick(o)).count();
-        assert_eq!(count(|o| matches!(o, Object::Crd(_))), 1, "{}", r.overlay);
         assert_eq!(count(|o| matches!(o, Object::Pdb(_))), 1, "{}", r.overlay);
-        assert_eq!(
-            count(|o| matches!(o, Object::ServiceMonitor(_))),
-            1,
-            "{}",
-            r.overlay
-        );
         r.deployment();
-        r.service();
-        // the CRD installed is the generated one
-        let crd = r.one("CustomResourceDefinition", |x| match x {
-            Object::Crd(c) => Some(c),
-            _ => None,
+        r.service("deletion-cost");
+        r.service("deletion-cost-hook");
+        // optional pieces come only with their components
+        let extras = count(|o| {
+            matches!(
+                o,
+                Object::Custom(_)
+                    | Object::NetworkPolicy(_)
+                    | Object::FlowSchema(_)
+                    | Object::PriorityLevel(_)
+            )
         });
-        assert_eq!(crd.spec.group, "deletioncost.dev", "{}", r.overlay);
-        assert_eq!(
-            crd.spec.names.plural, "deletioncostpolicies",
-            "{}",
-            r.overlay
-        );
-        assert!(
-            crd.spec
-                .versions
-                .iter()
-                .any(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some())),
-            "{}: the CRD has a status subresource",
-            r.overlay
-        );
+        if r.overlay.ends_with("components") {
+            assert_eq!(extras, 6, "{}: one object per optional piece", r.overlay);
+        } else {
+            assert_eq!(extras, 0, "{}: optional pieces are components", r.overlay);
+        }
         // a Namespace, if the overlay creates one, is the install namespace and
         // enforces the restricted Pod Security Standard the Deployment meets
         for o in &r.objects {
@@ -312,11 +372,25 @@ fn every_overlay_renders_into_known_typed_objects() {
                 Object::Deployment(x) => &x.metadata,
                 Object::Service(x) => &x.metadata,
                 Object::Pdb(x) => &x.metadata,
-                Object::ServiceMonitor(x) => &x.metadata,
-                Object::Namespace(_)
-                | Object::Crd(_)
-                | Object::ClusterRole(_)
-                | Object::ClusterRoleBinding(_) => continue,
+                Object::NetworkPolicy(x) => &x.metadata,
+                Object::Custom(x) => &x.metadata,
+                Object::ClusterRole(x) => {
+                    assert_cluster_object_is_the_installs(&r, &x.metadata);
+                    continue;
+                }
+                Object::ClusterRoleBinding(x) => {
+                    assert_cluster_object_is_the_installs(&r, &x.metadata);
+                    continue;
+                }
+                Object::FlowSchema(x) => {
+                    assert_cluster_object_is_the_installs(&r, &x.metadata);
+                    continue;
+                }
+                Object::PriorityLevel(x) => {
+                    assert_cluster_object_is_the_installs(&r, &x.metadata);
+                    continue;
+                }
+                Object::Namespace(_) => continue,
             };
             assert_eq!(
                 meta.namespace.as_deref(),
@@ -329,19 +403,37 @@ fn every_overlay_renders_into_known_typed_objects() {
     }
 }
 
-#[test]
-fn crd_in_base_is_the_generated_one() {
-    let read = |p: &str| -> Value {
-        let text = std::fs::read_to_string(repo().join(p)).unwrap();
-        serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
-    };
-    let generated = read("deploy/crd.yaml");
-    assert_eq!(
-        read("deploy/base/crd.yaml"),
-        generated,
-        "deploy/base/crd.yaml differs from deploy/crd.yaml: cp deploy/crd.yaml deploy/base/crd.yaml"
+/// A cluster-scoped object of a namespace-scoped install carries the install
+/// namespace in its name, so no two installs share it (deleting one install
+/// never removes what another uses). The cluster-wide install owns its own.
+fn assert_cluster_object_is_the_installs(
+    r: &Rendered,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    if !r.overlay.starts_with("namespace-scoped") {
+        return;
+    }
+    let name = meta.name.clone().unwrap_or_default();
+    assert!(
+        name.ends_with(&format!(".{}", r.namespace())),
+        "{}: cluster-scoped {name} would be shared by every namespace-scoped install",
+        r.overlay
     );
-    let crd: CustomResourceDefinition = typed("deploy/crd.yaml", &generated);
+}
+
+#[test]
+fn crd_installs_on_its_own() {
+    let text = kubectl_kustomize(&repo().join("deploy/crd"));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let docs: Vec<&Value> = docs.iter().filter(|v| !v.is_null()).collect();
+    assert_eq!(docs.len(), 1, "deploy/crd renders the CRD and nothing else");
+    let file: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("deploy/crd/crd.yaml")).unwrap(),
+    )
+    .unwrap();
+    let crd: CustomResourceDefinition = typed("deploy/crd/crd.yaml", &file);
+    let rendered: CustomResourceDefinition = typed("deploy/crd render", docs[0]);
+    assert_eq!(rendered, crd, "deploy/crd renders deploy/crd/crd.yaml");
     assert_eq!(
         crd.metadata.name.as_deref(),
         Some("deletioncostpolicies.deletioncost.dev")
@@ -489,26 +581,46 @@ fn service_pdb_and_servicemonitor_select_the_operator() {
     for r in all_rendered() {
         let o = &r.overlay;
         let pod_labels = r.pod_labels();
-        let svc = r.service();
-        let svc_spec = svc.spec.as_ref().unwrap();
+        let ports = |svc: &Service| -> BTreeMap<String, (i32, Option<IntOrString>)> {
+            svc.spec
+                .iter()
+                .flat_map(|s| s.ports.iter().flatten())
+                .map(|p| (p.name.clone().unwrap(), (p.port, p.target_port.clone())))
+                .collect()
+        };
+        // metrics: every replica
+        let svc = r.service("deletion-cost");
+        let selector = svc.spec.as_ref().unwrap().selector.clone().unwrap();
         assert!(
-            is_subset(svc_spec.selector.as_ref().unwrap(), &pod_labels),
+            is_subset(&selector, &pod_labels),
             "{o}: Service selects the operator pods"
         );
-        let svc_ports: BTreeMap<String, (i32, Option<IntOrString>)> = svc_spec
-            .ports
-            .iter()
-            .flatten()
-            .map(|p| (p.name.clone().unwrap(), (p.port, p.target_port.clone())))
-            .collect();
         let metrics = IntOrString::String("metrics".into());
-        let hook = IntOrString::String("hook".into());
         assert_eq!(
-            svc_ports.get("metrics"),
+            ports(svc).get("metrics"),
             Some(&(8080, Some(metrics))),
             "{o}"
         );
-        assert_eq!(svc_ports.get("hook"), Some(&(8443, Some(hook))), "{o}");
+        // the hook: only the replica that labelled itself the leader
+        let hook_svc = r.service("deletion-cost-hook");
+        let mut hook_selector = hook_svc.spec.as_ref().unwrap().selector.clone().unwrap();
+        assert_eq!(
+            hook_selector
+                .remove(deletion_cost::controller::lease::LEADER_LABEL)
+                .as_deref(),
+            Some("true"),
+            "{o}: the hook Service selects the leader only"
+        );
+        assert_eq!(
+            hook_selector, selector,
+            "{o}: and otherwise the operator pods"
+        );
+        let hook = IntOrString::String("hook".into());
+        assert_eq!(
+            ports(hook_svc).get("hook"),
+            Some(&(8443, Some(hook))),
+            "{o}"
+        );
 
         let pdb = r.one("PodDisruptionBudget", |x| match x {
             Object::Pdb(p) => Some(p),
@@ -527,11 +639,12 @@ fn service_pdb_and_servicemonitor_select_the_operator() {
             is_subset(pdb_sel, &pod_labels),
             "{o}: PDB selects the operator pods"
         );
-
-        let sm = r.one("ServiceMonitor", |x| match x {
-            Object::ServiceMonitor(s) => Some(s),
-            _ => None,
-        });
+    }
+    for overlay in OVERLAYS {
+        let r = render_with_components(overlay);
+        let o = &r.overlay;
+        let svc = r.service("deletion-cost");
+        let sm = r.custom("ServiceMonitor");
         let sm_sel: BTreeMap<String, String> =
             serde_json::from_value(sm.data["spec"]["selector"]["matchLabels"].clone()).unwrap();
         let svc_labels = svc.metadata.labels.clone().unwrap_or_default();

@@ -312,6 +312,7 @@ async fn follow_leadership(
                     }
                     metrics.leader.set(1);
                     tracing::info!(identity = %config.identity, "leading: writes enabled");
+                    lease::mark_own_pod(&client, true).await;
                 }
                 Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
             },
@@ -320,6 +321,7 @@ async fn follow_leadership(
                     *slot = None;
                 }
                 metrics.leader.set(0);
+                lease::mark_own_pod(&client, false).await;
                 let report = patcher.drain(Duration::ZERO).await;
                 tracing::warn!(
                     abandoned = report.abandoned.len(),
@@ -389,6 +391,8 @@ pub async fn run_with_client(
     // Leadership.
     let (leader_rx, election) = if config.leader_election {
         let (rx, election) = lease::start(&client, &config).await?;
+        // a replica restarted in a pod that led before starts unmarked
+        lease::mark_own_pod(&client, false).await;
         (rx, Some(election))
     } else {
         (watch::channel(true).1, None)
@@ -542,6 +546,11 @@ pub async fn run_with_client(
         metrics.leader.set(0);
     }
     let _ = shutdown_tx.send(true);
+    // Unlabel first: the hook Service must not pick a replica on its way out.
+    if *leader_rx.borrow() {
+        let _ =
+            tokio::time::timeout(shutdown.remaining(), lease::mark_own_pod(&client, false)).await;
+    }
     // Give the Lease back so a follower takes over now, not at its expiry.
     if let Some(election) = election {
         election.stop(shutdown.remaining()).await;
