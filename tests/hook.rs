@@ -1,5 +1,7 @@
 //! The pre-scale-down hook end to end: the operator runs in-process against
-//! the fake API server; callers use HTTP on loopback.
+//! the fake API server; callers use loopback, over TLS with the certificate
+//! the operator issues itself (its CA read from the published ConfigMap), or
+//! over plain HTTP where a test asks for it explicitly.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +10,7 @@ use std::time::Duration;
 
 use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
 use deletion_cost::controller::{run_with_client, RunConfig};
-use deletion_cost::hook::HookConfig;
+use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::testing::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use futures::future::BoxFuture;
 use futures::StreamExt;
@@ -53,9 +55,18 @@ fn config() -> RunConfig {
         hook: HookConfig {
             settle_delay: Duration::from_millis(50),
             read_timeout: Duration::from_secs(1),
+            // the tests of the hook's behaviour talk plain HTTP; TLS has its own
+            tls: HookTls::PlainHttp,
             ..HookConfig::default()
         },
     }
+}
+
+/// [`config`] with the default TLS: a certificate the operator issues itself.
+fn tls_config() -> RunConfig {
+    let mut cfg = config();
+    cfg.hook.tls = HookTls::default();
+    cfg
 }
 
 /// The operator running in-process; stopped on drop.
@@ -785,4 +796,429 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
     assert_eq!(deleted, expected);
     assert_eq!(cmp["complete"], true);
     assert_eq!(cmp["asPredicted"], true, "{answer}");
+}
+
+/// The CA the operator published (ConfigMap `deletion-cost-ca`, key `ca.crt`,
+/// in the lease namespace `ops`), once it is there.
+async fn published_ca(fake: &FakeApi) -> String {
+    let mut ca = None;
+    eventually(|| {
+        ca = fake
+            .get_json("ConfigMap", "ops", "deletion-cost-ca")
+            .and_then(|cm| {
+                cm.pointer("/data/ca.crt")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+        std::future::ready(ca.is_some())
+    })
+    .await;
+    ca.unwrap()
+}
+
+fn tls_client(ca_pem: &str) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes()).unwrap();
+    assert!(!certs.is_empty());
+    reqwest::Client::builder()
+        .timeout(HANG)
+        .tls_certs_only(certs)
+        .build()
+        .unwrap()
+}
+
+/// An error with all its causes.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+async fn post_with(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+) -> reqwest::Result<(u16, Value)> {
+    let resp = client
+        .post(url)
+        .bearer_auth(ALICE)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await?;
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await?;
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// Runs the `deletion-cost` binary (blocking, so off the runtime's workers).
+async fn cli(args: Vec<String>, envs: Vec<(&'static str, String)>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args(&args)
+            .env_remove("DELETION_COST_CA_FILE")
+            .env_remove("DELETION_COST_HOOK_URL")
+            .envs(envs)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn prescale_args(url: &str, token_file: &std::path::Path) -> Vec<String> {
+    [
+        "prescale",
+        "-n",
+        NS,
+        "--deployment",
+        "web",
+        "--replicas",
+        "2",
+        "-o",
+        "json",
+        "--url",
+        url,
+        "--token-file",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([token_file.display().to_string()])
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hook_serves_tls_verified_by_the_published_ca() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    let pods = seed_workload(&fake, "web", 4, true);
+    let op = Operator::start(tls_config(), fake.client(), &fake).await;
+    let ca = published_ca(&fake).await;
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+
+    // the CA is shared through a Secret (type kubernetes.io/tls) the operator made
+    let secret = fake.get_json("Secret", "ops", "deletion-cost-ca").unwrap();
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert!(secret.pointer("/data/tls.key").is_some());
+    // and published by server-side apply under the operator's field manager
+    let cm_writes = fake.writes_to("configmaps");
+    assert!(!cm_writes.is_empty());
+    for w in &cm_writes {
+        assert_eq!(w.method, "PATCH");
+        assert_eq!(
+            w.content_type.as_deref(),
+            Some("application/apply-patch+yaml")
+        );
+        assert!(
+            w.query.contains("fieldManager=deletion-cost-operator"),
+            "{}",
+            w.query
+        );
+    }
+
+    // a TLS call verified by the published CA, by every loopback name
+    let client = tls_client(&ca);
+    let port = op.hook.port();
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("https://{host}:{port}/v1/prescale");
+        let (status, answer) = post_with(&client, &url, &request("web", 2))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(sorted(victims(&answer)), spot_pods(&pods), "{answer}");
+    }
+
+    // `deletion-cost prescale` trusts the CA file named by DELETION_COST_CA_FILE
+    let dir = tempfile::tempdir().unwrap();
+    let (token, ca_file) = (dir.path().join("token"), dir.path().join("ca.crt"));
+    std::fs::write(&token, ALICE).unwrap();
+    std::fs::write(&ca_file, &ca).unwrap();
+    let url = format!("https://localhost:{port}");
+    let out = cli(
+        prescale_args(&url, &token),
+        vec![("DELETION_COST_CA_FILE", ca_file.display().to_string())],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["verdict"], "AsIntended", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_and_plain_http_are_refused_by_the_tls_port() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let op = Operator::start(tls_config(), fake.client(), &fake).await;
+    published_ca(&fake).await;
+    let port = op.hook.port();
+    let url = format!("https://localhost:{port}/v1/prescale");
+
+    // another CA: the handshake fails, nothing reaches the handler
+    let other = deletion_cost::hook::cert::new_ca(std::time::SystemTime::now()).unwrap();
+    let err = post_with(&tls_client(&other.cert), &url, &request("web", 1))
+        .await
+        .expect_err("a certificate from an unknown CA was accepted");
+    // (every self-issued CA has the same name: the verifier finds the issuer
+    // by name and then refuses its signature)
+    let msg = causes(&err);
+    assert!(msg.contains("invalid peer certificate"), "{msg}");
+    // the prescale client says so and exits 1
+    let dir = tempfile::tempdir().unwrap();
+    let (token, ca_file) = (dir.path().join("token"), dir.path().join("other.crt"));
+    std::fs::write(&token, ALICE).unwrap();
+    std::fs::write(&ca_file, &other.cert).unwrap();
+    let mut args = prescale_args(&format!("https://localhost:{port}"), &token);
+    args.extend(["--ca-file".to_string(), ca_file.display().to_string()]);
+    let out = cli(args, vec![]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("invalid peer certificate"), "{stderr}");
+
+    // plain HTTP to the TLS port: no HTTP answer, the connection is closed
+    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    s.write_all(
+        format!("POST /v1/prescale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(HANG, s.read_to_end(&mut buf))
+        .await
+        .expect("connection left open")
+        .ok();
+    assert!(
+        !String::from_utf8_lossy(&buf).contains("HTTP/"),
+        "an HTTP answer on the TLS port: {buf:?}"
+    );
+    // at most a TLS alert record (content type 21)
+    assert!(buf.is_empty() || buf[0] == 21, "{buf:?}");
+    let plain = post_with(
+        &http_client(),
+        &format!("http://127.0.0.1:{port}/v1/prescale"),
+        &request("web", 1),
+    )
+    .await;
+    assert!(plain.is_err(), "plain HTTP answered: {plain:?}");
+
+    // none of it was authenticated, let alone written
+    assert!(fake.requests_for(Verb::Create, "tokenreviews").is_empty());
+    assert!(fake.writes_to("pods").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_together_share_one_ca() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let mut b = tls_config();
+    b.identity = "op-1".into();
+    let (a, b) = tokio::join!(
+        Operator::start(tls_config(), fake.client(), &fake),
+        Operator::start(b, fake.client(), &fake)
+    );
+    let ca = published_ca(&fake).await;
+    // both replicas' certificates verify against the one published CA
+    let client = tls_client(&ca);
+    for op in [&a, &b] {
+        let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+        let (status, answer) = post_with(&client, &url, &request("web", 1))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
+        assert_eq!(status, 200, "{answer}");
+    }
+    // one CA was stored; a replica that lost the race to create it read it
+    let created: Vec<u16> = fake
+        .requests_for(Verb::Create, "secrets")
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        created.iter().filter(|s| **s == 201).count(),
+        1,
+        "{created:?}"
+    );
+    assert!(
+        created.iter().all(|s| *s == 201 || *s == 409),
+        "{created:?}"
+    );
+    assert_eq!(published_ca(&fake).await, ca);
+
+    // a replica started later reuses it too
+    let mut c = tls_config();
+    c.identity = "op-2".into();
+    let c = Operator::start(c, fake.client(), &fake).await;
+    let url = format!("https://localhost:{}/v1/prescale", c.hook.port());
+    let (status, _) = post_with(&client, &url, &request("web", 1))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
+    assert_eq!(status, 200);
+    assert_eq!(published_ca(&fake).await, ca);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prescale_sends_no_token_over_plain_http_unless_asked() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 4, true);
+    let op = Operator::start(config(), fake.client(), &fake).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, ALICE).unwrap();
+    let url = format!("http://{}", op.hook);
+
+    let out = cli(prescale_args(&url, &token), vec![]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("refusing to send a bearer token over plain HTTP")
+            && stderr.contains("--insecure-http"),
+        "{stderr}"
+    );
+    // nothing was sent
+    assert!(fake.requests_for(Verb::Create, "tokenreviews").is_empty());
+
+    let mut args = prescale_args(&url, &token);
+    args.push("--insecure-http".into());
+    let out = cli(args, vec![]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ca_secret(cert: &str, key: Option<&str>) -> k8s_openapi::api::core::v1::Secret {
+    let mut data = std::collections::BTreeMap::from([(
+        "tls.crt".to_string(),
+        k8s_openapi::ByteString(cert.as_bytes().to_vec()),
+    )]);
+    if let Some(key) = key {
+        data.insert(
+            "tls.key".to_string(),
+            k8s_openapi::ByteString(key.as_bytes().to_vec()),
+        );
+    }
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("deletion-cost-ca".into()),
+            namespace: Some("ops".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_ca_is_reused_after_a_lost_race_and_a_transient_error() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let stored = deletion_cost::hook::cert::new_ca(std::time::SystemTime::now()).unwrap();
+    fake.insert(&ca_secret(&stored.cert, Some(&stored.key)))
+        .unwrap();
+    // the first read misses it (another replica creates it meanwhile), and the
+    // first publication fails with a 503
+    fake.inject(Fault::status(404).on(Verb::Get, "secrets"));
+    fake.inject(Fault::status(503).on(Verb::Patch, "configmaps"));
+    let op = Operator::start(tls_config(), fake.client(), &fake).await;
+    eventually(|| async { fake.faults_left() == Some(0) }).await;
+    let ca = published_ca(&fake).await;
+    assert_eq!(ca, stored.cert);
+    let created: Vec<u16> = fake
+        .requests_for(Verb::Create, "secrets")
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(created, vec![409]);
+    let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+    let (status, answer) = post_with(&tls_client(&ca), &url, &request("web", 1))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 2, true);
+    let (a, b) = (
+        deletion_cost::hook::cert::new_ca(std::time::SystemTime::now()).unwrap(),
+        deletion_cost::hook::cert::new_ca(std::time::SystemTime::now()).unwrap(),
+    );
+    for bad in [ca_secret(&a.cert, None), ca_secret(&a.cert, Some(&b.key))] {
+        let _ = fake.delete_json("Secret", "ops", "deletion-cost-ca");
+        fake.insert(&bad).unwrap();
+        let op = Operator::start(tls_config(), fake.client(), &fake).await;
+        // the Secret is read again and again, never overwritten, nothing is
+        // published, and the hook answers nobody
+        eventually(|| async { fake.requests_for(Verb::Get, "secrets").len() >= 3 }).await;
+        assert!(fake.writes_to("secrets").is_empty());
+        assert!(fake
+            .get_json("ConfigMap", "ops", "deletion-cost-ca")
+            .is_none());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_millis(500))
+            .tls_certs_only(reqwest::Certificate::from_pem_bundle(a.cert.as_bytes()).unwrap())
+            .build()
+            .unwrap();
+        let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+        let early = post_with(&impatient, &url, &request("web", 1)).await;
+        assert!(early.is_err(), "{early:?}");
+
+        // deleting the Secret heals it without a restart: a new CA, published
+        fake.delete_json("Secret", "ops", "deletion-cost-ca")
+            .unwrap();
+        let ca = published_ca(&fake).await;
+        assert_ne!(ca, a.cert);
+        let (status, answer) = post_with(&tls_client(&ca), &url, &request("web", 1))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
+        assert_eq!(status, 200, "{answer}");
+        drop(op);
+        fake.delete_json("ConfigMap", "ops", "deletion-cost-ca")
+            .unwrap();
+        fake.clear_requests();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_conflicting_or_invalid_hook_tls_flags() {
+    let to_args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (args, needle) in [
+        (
+            to_args(&[
+                "run",
+                "--hook-insecure-http",
+                "--hook-tls-cert",
+                "c.pem",
+                "--hook-tls-key",
+                "k.pem",
+            ]),
+            "cannot be used with",
+        ),
+        (
+            to_args(&["run", "--hook-service-name", "Deletion_Cost"]),
+            "--hook-service-name",
+        ),
+    ] {
+        let out = cli(args, vec![]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
 }

@@ -422,6 +422,7 @@ async fn probes_answer_while_a_hundred_thousand_pod_namespace_is_planned() {
         ])
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         .args(["--hook-addr", &format!("127.0.0.1:{hook_port}")])
+        .arg("--hook-insecure-http")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

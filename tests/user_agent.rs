@@ -104,6 +104,7 @@ async fn the_prescale_client_sends_it() {
         url,
         token_file: token,
         ca_file: None,
+        insecure_http: true,
         timeout: 5,
         output: PrescaleOutput::Json,
     };

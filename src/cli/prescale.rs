@@ -39,19 +39,25 @@ pub struct PrescaleArgs {
     /// Also let the operator set the scale and report which pods went.
     #[arg(long)]
     pub scale: bool,
-    /// The hook's base URL (the operator's `hook` Service port).
+    /// The hook's base URL (the operator's `hook` Service port), `https://`;
+    /// `http://` only with --insecure-http.
     #[arg(
         long,
-        default_value = "http://127.0.0.1:8443",
+        default_value = "https://127.0.0.1:8443",
         env = "DELETION_COST_HOOK_URL"
     )]
     pub url: String,
     /// File with the bearer token (default: this pod's ServiceAccount token).
     #[arg(long, value_name = "FILE", default_value = SERVICE_ACCOUNT_TOKEN)]
     pub token_file: PathBuf,
-    /// CA certificate (PEM) to trust for an https URL.
-    #[arg(long, value_name = "FILE")]
+    /// CA certificate(s) (PEM) to trust for the https URL, instead of the
+    /// system's roots: the operator's ConfigMap <service>-ca (key ca.crt)
+    /// mounted in the pod, or cert-manager's ca.crt.
+    #[arg(long, value_name = "FILE", env = "DELETION_COST_CA_FILE")]
     pub ca_file: Option<PathBuf>,
+    /// Allow an `http://` URL: the bearer token then travels in clear text.
+    #[arg(long)]
+    pub insecure_http: bool,
     /// Time budget of the request, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub timeout: u64,
@@ -190,11 +196,44 @@ pub fn error_message(status: u16, body: &[u8]) -> String {
     }
 }
 
+/// Checks the URL's scheme (pure): `https`, or `http` only when allowed,
+/// since the request carries a bearer token.
+pub fn check_url(url: &str, insecure_http: bool) -> Result<(), String> {
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    match scheme.as_str() {
+        "https" => Ok(()),
+        "http" if insecure_http => Ok(()),
+        "http" => Err(format!(
+            "--url {url}: refusing to send a bearer token over plain HTTP; use the hook's https:// URL (with --ca-file), or pass --insecure-http"
+        )),
+        _ => Err(format!("--url {url}: not an https:// URL")),
+    }
+}
+
+/// An error with its causes ("error sending request: ...: invalid peer certificate: UnknownIssuer").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 /// Calls the hook and prints its answer.
 pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     if args.timeout == 0 {
         return Err(CliError::bad_input("--timeout must be at least 1 second"));
     }
+    check_url(&args.url, args.insecure_http).map_err(CliError::bad_input)?;
     let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
         CliError::bad_input(format!("--token-file {}: {e}", args.token_file.display()))
     })?;
@@ -206,6 +245,8 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
         )));
     }
     let url = format!("{}/v1/prescale", args.url.trim_end_matches('/'));
+    // the one TLS provider (main installs it too; this serves library callers)
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
         .user_agent(crate::USER_AGENT)
         .timeout(Duration::from_secs(args.timeout + 10))
@@ -213,9 +254,16 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     if let Some(ca) = &args.ca_file {
         let pem = std::fs::read(ca)
             .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
-        let cert = reqwest::Certificate::from_pem(&pem)
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
-        builder = builder.add_root_certificate(cert);
+        if certs.is_empty() {
+            return Err(CliError::bad_input(format!(
+                "--ca-file {}: no certificate in the file",
+                ca.display()
+            )));
+        }
+        // only these CAs, not the system's roots as well
+        builder = builder.tls_certs_only(certs);
     }
     let client = builder
         .build()
@@ -233,12 +281,11 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
             .body(body)
             .send()
             .await
-            .map_err(|e| CliError::failure(format!("POST {url}: {e}")))?;
+            .map_err(|e| CliError::failure(format!("POST {url}: {}", chain(&e))))?;
         let status = resp.status().as_u16();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| CliError::failure(format!("reading the answer of {url}: {e}")))?;
+        let bytes = resp.bytes().await.map_err(|e| {
+            CliError::failure(format!("reading the answer of {url}: {}", chain(&e)))
+        })?;
         Ok::<_, CliError>((status, bytes))
     })?;
     if !(200..300).contains(&status) {
@@ -311,6 +358,23 @@ mod tests {
         ])
         .is_err());
         assert!(parse(&["-n", "shop", "--deployment", "a", "--replicas", "-1"]).is_err());
+    }
+
+    #[test]
+    fn tokens_go_over_https_unless_plain_http_is_asked_for() {
+        assert!(check_url("https://deletion-cost.ops.svc:8443", false).is_ok());
+        assert!(check_url("HTTPS://x:1", false).is_ok());
+        let e = check_url("http://deletion-cost.ops.svc:8443", false).unwrap_err();
+        assert!(
+            e.contains("plain HTTP") && e.contains("--insecure-http"),
+            "{e}"
+        );
+        assert!(check_url("http://127.0.0.1:8443", true).is_ok());
+        assert!(check_url("deletion-cost:8443", true).is_err());
+        assert!(check_url("ftp://x", true).is_err());
+        let a = parse(&["-n", "shop", "--deployment", "web", "--replicas", "1"]).unwrap();
+        assert!(a.url.starts_with("https://"), "{}", a.url);
+        assert!(!a.insecure_http);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::CliError;
 use crate::controller::{self, RunConfig};
-use crate::hook::{HookConfig, TlsFiles};
+use crate::hook::{HookConfig, HookTls, TlsFiles};
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -54,12 +54,23 @@ pub struct RunArgs {
     /// Listen address of the pre-scale-down hook (POST /v1/prescale); no hook when unset.
     #[arg(long, value_name = "ADDR")]
     pub hook_addr: Option<SocketAddr>,
-    /// Serve the hook over TLS with this certificate chain (PEM); needs --hook-tls-key.
+    /// Serve the hook over TLS with this certificate chain (PEM, e.g. from
+    /// cert-manager); needs --hook-tls-key. Without it the operator issues its
+    /// own certificate and publishes the CA in the ConfigMap <service>-ca.
     #[arg(long, value_name = "FILE", requires = "hook_tls_key")]
     pub hook_tls_cert: Option<PathBuf>,
     /// Private key (PEM) for --hook-tls-cert.
     #[arg(long, value_name = "FILE", requires = "hook_tls_cert")]
     pub hook_tls_key: Option<PathBuf>,
+    /// Name of the hook's Service: the self-issued certificate is valid for
+    /// its DNS names in $POD_NAMESPACE (else the lease namespace), and names
+    /// the CA's Secret and ConfigMap (<service>-ca).
+    #[arg(long, value_name = "NAME", default_value = crate::hook::DEFAULT_SERVICE)]
+    pub hook_service_name: String,
+    /// Serve the hook over plain HTTP: callers' bearer tokens travel in clear
+    /// text. Only for tests or behind a TLS-terminating proxy on the pod.
+    #[arg(long, conflicts_with_all = ["hook_tls_cert", "hook_tls_key"])]
+    pub hook_insecure_http: bool,
     /// Audience the callers' tokens must be valid for (repeatable; default:
     /// the API server's own audience).
     #[arg(long, value_name = "AUDIENCE")]
@@ -90,13 +101,32 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--hook-max-concurrent must be at least 1",
         ));
     }
+    let service = &args.hook_service_name;
+    if service.is_empty()
+        || service.len() > 63
+        || !service
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        || service.starts_with('-')
+        || service.ends_with('-')
+    {
+        return Err(CliError::bad_input(format!(
+            "--hook-service-name {service:?} is not a Service name (a DNS label: a-z, 0-9, '-')"
+        )));
+    }
     let hook = HookConfig {
         settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
         max_concurrent: args.hook_max_concurrent,
         token_audiences: args.hook_token_audience,
         tls: match (args.hook_tls_cert, args.hook_tls_key) {
-            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
-            _ => None,
+            (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
+            _ if args.hook_insecure_http => HookTls::PlainHttp,
+            _ => HookTls::SelfIssued {
+                service: args.hook_service_name,
+                namespace: std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|s| !s.is_empty()),
+            },
         },
         ..HookConfig::default()
     };

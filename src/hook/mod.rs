@@ -9,15 +9,21 @@
 //! authenticate with a ServiceAccount token (TokenReview) and must be allowed
 //! to update the workload's scale (SubjectAccessReview).
 //!
-//! `api`, `error` and `compare` are pure; `auth`, `handler` and `server` are
-//! the shell.
+//! The hook serves TLS by default, with a certificate the operator issues
+//! itself from a CA shared by all replicas (`tls`), or from files; plain HTTP
+//! only when asked.
+//!
+//! `api`, `error`, `compare` and `cert` are pure; `auth`, `handler`, `tls`
+//! and `server` are the shell.
 
 pub mod api;
 mod auth;
+pub mod cert;
 pub mod compare;
 pub mod error;
 mod handler;
 mod server;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +42,38 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// How the hook's connections are secured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookTls {
+    /// TLS with these files (e.g. a cert-manager Secret mounted in the pod).
+    Files(TlsFiles),
+    /// TLS with a certificate the operator issues itself from a CA shared
+    /// through the Secret `<service>-ca` and published in the ConfigMap
+    /// `<service>-ca` (key `ca.crt`); see [`tls`].
+    SelfIssued {
+        /// Name of the hook's Service: the certificate's DNS names and the
+        /// CA objects' names derive from it.
+        service: String,
+        /// Namespace of the Service and of the CA objects (default: the
+        /// lease namespace).
+        namespace: Option<String>,
+    },
+    /// Plain HTTP: callers' tokens travel in clear text. Only when asked.
+    PlainHttp,
+}
+
+/// Name of the hook's Service in the shipped manifests.
+pub const DEFAULT_SERVICE: &str = "deletion-cost";
+
+impl Default for HookTls {
+    fn default() -> Self {
+        HookTls::SelfIssued {
+            service: DEFAULT_SERVICE.into(),
+            namespace: None,
+        }
+    }
+}
+
 /// How the hook runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookConfig {
@@ -46,8 +84,8 @@ pub struct HookConfig {
     pub max_concurrent: usize,
     /// Audiences asked of the TokenReview (empty: the API server's default).
     pub token_audiences: Vec<String>,
-    /// Serve TLS with these files; plain HTTP when unset.
-    pub tls: Option<TlsFiles>,
+    /// How connections are secured (TLS with a self-issued certificate by default).
+    pub tls: HookTls,
     /// Largest request body accepted (413 above).
     pub max_body_bytes: usize,
     /// Time a client gets to send headers (connection closed) and body (408).
@@ -64,7 +102,7 @@ impl Default for HookConfig {
             settle_delay: Duration::from_secs(1),
             max_concurrent: 4,
             token_audiences: Vec::new(),
-            tls: None,
+            tls: HookTls::default(),
             max_body_bytes: 64 * 1024,
             read_timeout: Duration::from_secs(10),
             default_timeout: Duration::from_secs(30),

@@ -1,9 +1,8 @@
 //! The hook's listener: its own accept loop so the time to read request
 //! headers is bounded (slow clients), the number of open connections is
-//! capped, and TLS is optional.
+//! capped, and TLS is the default (plain HTTP only when asked).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -14,10 +13,10 @@ use axum::routing::post;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::{watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 
 use super::error::HookError;
 use super::handler::{handle, HookState};
+use super::{tls, HookTls};
 use crate::controller::{Context, ControllerError};
 
 /// Open connections at most; more are closed at once.
@@ -87,32 +86,6 @@ fn router(state: Arc<HookState>) -> axum::Router {
         .with_state(state)
 }
 
-/// Loads the certificate chain and key (PEM) into a TLS acceptor on ring.
-pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("--hook-tls-cert {}: {e}", cert.display()))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "--hook-tls-cert {}: no certificate in the file",
-            cert.display()
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("--hook-tls-key {}: {e}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS versions: {e}"))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("--hook-tls-cert/--hook-tls-key: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
 /// Binds the hook listener and serves `POST /v1/prescale` until `shutdown`.
 pub async fn serve(
     addr: SocketAddr,
@@ -120,12 +93,6 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
     let config = ctx.config.hook.clone();
-    let tls = match &config.tls {
-        Some(files) => {
-            Some(tls_acceptor(&files.cert, &files.key).map_err(ControllerError::Config)?)
-        }
-        None => None,
-    };
     let listener =
         tokio::net::TcpListener::bind(addr)
             .await
@@ -133,11 +100,40 @@ pub async fn serve(
                 addr,
                 message: format!("hook listener: {e}"),
             })?;
-    tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");
+    // with a self-issued certificate the accept loop starts once it is
+    // ready; the listener is bound already, so callers wait in its queue
+    let (mut tls, mut self_issued) = (None, None);
+    match &config.tls {
+        HookTls::Files(files) => {
+            tls = Some(
+                tls::acceptor_from_files(&files.cert, &files.key)
+                    .map_err(ControllerError::Config)?,
+            );
+        }
+        HookTls::SelfIssued { service, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| ctx.config.lease_namespace());
+            self_issued = Some((ctx.client.clone(), service.clone(), namespace));
+        }
+        HookTls::PlainHttp => {
+            tracing::warn!(%addr, "the hook serves plain HTTP (--hook-insecure-http): callers' bearer tokens travel in clear text");
+        }
+    }
     let read_timeout = config.read_timeout;
     let app = router(Arc::new(HookState::new(ctx, config)));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Ok(tokio::spawn(async move {
+        if let Some((client, service, namespace)) = self_issued {
+            let Some(issued) =
+                tls::self_issued(&client, &service, &namespace, shutdown.clone()).await
+            else {
+                return;
+            };
+            tls = Some(issued.acceptor.clone());
+            tokio::spawn(issued.renew(shutdown.clone()));
+        }
+        tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.wait_for(|v| *v) => break,

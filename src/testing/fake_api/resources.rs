@@ -63,6 +63,17 @@ pub static RESOURCES: &[ResourceDef] = &[
     def("", "v1", "nodes", "Node", false, true, false, false),
     def("", "v1", "events", "Event", true, false, false, false),
     def(
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        true,
+        false,
+        false,
+        false,
+    ),
+    def("", "v1", "secrets", "Secret", true, false, false, false),
+    def(
         "apps",
         "v1",
         "replicasets",
