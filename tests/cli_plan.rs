@@ -628,3 +628,108 @@ fn plans_that_do_nothing_say_so() {
     ]);
     assert!(w.iter().all(|w| !w.contains("no samples")), "{w:?}");
 }
+
+// ---- bounded input -----------------------------------------------------------
+
+fn bad_input(args: &[&str], must_mention: &[&str]) {
+    let o = plan(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(stdout(&o), "", "{args:?}");
+    for m in must_mention {
+        assert!(err.contains(m), "{args:?}: {m:?} not in {err}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn binary_input_fails_at_its_first_byte_on_every_reader() {
+    let policy = "config/examples/combined.yaml";
+    let snapshot = "config/examples/cluster.yaml";
+    let nul = [
+        "/dev/zero: not valid JSON or YAML at line 1 column 1",
+        "NUL byte",
+        "stopped reading",
+    ];
+    bad_input(&["--policy", policy, "--snapshot", "/dev/zero", NOW], &nul);
+    bad_input(
+        &["--policy", "/dev/zero", "--snapshot", snapshot, NOW],
+        &nul,
+    );
+    bad_input(
+        &[
+            "--policy",
+            policy,
+            "--snapshot",
+            snapshot,
+            "--samples",
+            "/dev/zero",
+            NOW,
+        ],
+        &nul,
+    );
+}
+
+#[test]
+fn max_input_bytes_limits_every_reader() {
+    let policy = "config/examples/combined.yaml";
+    let snapshot = "config/examples/cluster.yaml";
+    let samples = "config/examples/samples.json";
+    let small = ["--max-input-bytes", "100"];
+    let limit = "larger than --max-input-bytes 100 bytes (the file has";
+    let with = |args: &[&'static str]| [args, &small[..], &[NOW][..]].concat();
+    bad_input(
+        &with(&["--policy", policy, "--snapshot", snapshot]),
+        &[policy, limit],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        format!("{}/{snapshot}", env!("CARGO_MANIFEST_DIR")),
+        dir.path().join("cluster.yaml"),
+    )
+    .unwrap();
+    let dir_path = dir.path().to_string_lossy().into_owned();
+    let o = plan(&[
+        "--policy",
+        policy,
+        "--snapshot",
+        &dir_path,
+        "--max-input-bytes",
+        "4Ki",
+        NOW,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cluster.yaml: larger than --max-input-bytes 4Ki"),
+        "{}",
+        stderr(&o)
+    );
+    // samples padded past the limit, policy and snapshot under it
+    let mut padded =
+        std::fs::read_to_string(format!("{}/{samples}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    padded.push_str(&" ".repeat(20 << 10));
+    let big_samples = dir.path().join("samples.json");
+    std::fs::write(&big_samples, padded).unwrap();
+    let big_samples = big_samples.to_string_lossy().into_owned();
+    for (limit, code) in [("64Ki", 0), ("16Ki", 2)] {
+        let o = plan(&[
+            "--policy",
+            policy,
+            "--snapshot",
+            snapshot,
+            "--samples",
+            &big_samples,
+            "--max-input-bytes",
+            limit,
+            NOW,
+        ]);
+        assert_eq!(o.status.code(), Some(code), "{limit}: {}", stderr(&o));
+        if code == 2 {
+            assert!(
+                stderr(&o).contains("samples.json: larger than --max-input-bytes 16Ki"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+}

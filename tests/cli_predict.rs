@@ -649,3 +649,119 @@ fn bad_flag_values() {
     bad(&["-f", &f, "-o", "xml"], None, &["xml"]);
     bad(&["-f", "-", "--related", "-"], Some("[]"), &["stdin"]);
 }
+
+// ---- bounded input -----------------------------------------------------------
+
+/// Runs `predict` with `stdin` fed from a thread: `chunk` repeated up to
+/// `total` bytes (bounded, so a broken reader cannot fill memory). Waits at
+/// most a minute, only so a regression cannot hang CI.
+fn run_fed(args: &[&str], chunk: &'static [u8], total: usize) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .arg("predict")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let mut sent = 0;
+        while sent < total {
+            // the command stops reading and exits: a broken pipe ends the feed
+            if stdin.write_all(chunk).is_err() {
+                break;
+            }
+            sent += chunk.len();
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{args:?}: still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    Out {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn bad_fed(args: &[&str], chunk: &'static [u8], total: usize, must_mention: &[&str]) {
+    let out = run_fed(args, chunk, total);
+    assert_eq!(out.code, 2, "{args:?}: stderr {}", out.stderr);
+    assert_eq!(out.stdout, "");
+    for m in must_mention {
+        assert!(out.stderr.contains(m), "{m:?} not in {}", out.stderr);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn binary_input_fails_at_its_first_byte() {
+    bad(
+        &["-f", "/dev/zero", NOW],
+        None,
+        &[
+            "/dev/zero: not valid JSON or YAML at line 1 column 1",
+            "NUL byte",
+            "stopped reading",
+        ],
+    );
+    bad(
+        &["-f", &fixture("pods.json"), "--related", "/dev/zero", NOW],
+        None,
+        &["/dev/zero", "NUL byte"],
+    );
+}
+
+#[test]
+fn endless_stdin_stops_early() {
+    // what `yes | deletion-cost predict` gives: fed up to 1 GiB, refused after 1 MiB
+    bad_fed(
+        &[NOW],
+        b"y\ny\ny\ny\ny\ny\ny\ny\n",
+        1 << 30,
+        &["<stdin>", "expected a Kubernetes object", "stopped reading"],
+    );
+    bad_fed(
+        &[NOW],
+        &[0; 4096],
+        1 << 30,
+        &[
+            "<stdin>: not valid JSON or YAML at line 1 column 1",
+            "NUL byte",
+        ],
+    );
+    // valid-looking JSON that never ends meets the limit
+    bad_fed(
+        &[NOW, "--max-input-bytes", "64Ki"],
+        b"{\"metadata\":{\"name\":\"p\"}},\n",
+        1 << 30,
+        &[
+            "<stdin>: larger than --max-input-bytes 64Ki: stopped reading",
+            "raise --max-input-bytes",
+        ],
+    );
+}
+
+#[test]
+fn max_input_bytes_limits_files() {
+    let pods = fixture("pods.json");
+    bad(
+        &["-f", &pods, "--max-input-bytes", "1000", NOW],
+        None,
+        &["pods.json: larger than --max-input-bytes 1000 bytes (the file has"],
+    );
+    ok(&["-f", &pods, "--max-input-bytes", "1Mi", NOW], None);
+    bad(
+        &["-f", &pods, "--max-input-bytes", "12X", NOW],
+        None,
+        &["--max-input-bytes", "unknown unit"],
+    );
+}

@@ -8,8 +8,8 @@ use clap::ValueEnum;
 
 use super::{print_out, CliError};
 use crate::input::{
-    check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects, read_source,
-    RawObject,
+    check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
+    read_source_limited, Expect, RawObject,
 };
 use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::file::policies_from;
@@ -72,6 +72,11 @@ pub struct PlanArgs {
     /// The cluster's feature gates.
     #[command(flatten)]
     pub gates: super::cluster_flags::GateFlags,
+    /// Stop with exit 2 on an input larger than this (each file of --policy,
+    /// --snapshot and --samples, and stdin):
+    /// bytes, or with a unit (512Mi, 2Gi, 500M).
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    pub max_input_bytes: u64,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -81,8 +86,8 @@ pub struct PlanArgs {
 /// and decodes it. A snapshot without pods, a Pod without a name, and a pod
 /// listed twice (same namespace and name, or same UID, across all its files)
 /// are bad input.
-fn load_snapshot(path: &str) -> Result<Snapshot, CliError> {
-    let objects = read_snapshot(path)?;
+fn load_snapshot(path: &str, max_bytes: u64) -> Result<Snapshot, CliError> {
+    let objects = read_snapshot(path, max_bytes)?;
     snapshot_from(path, &objects)
 }
 
@@ -113,7 +118,7 @@ fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliErr
 }
 
 /// Reads a snapshot file, or every manifest in a directory (sorted by name).
-fn read_snapshot(path: &str) -> Result<Vec<RawObject>, CliError> {
+fn read_snapshot(path: &str, max_bytes: u64) -> Result<Vec<RawObject>, CliError> {
     let p = Path::new(path);
     if p.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(p)
@@ -135,12 +140,15 @@ fn read_snapshot(path: &str) -> Result<Vec<RawObject>, CliError> {
         }
         let mut out = Vec::new();
         for f in files {
-            let (name, text) = read_source(&f.to_string_lossy()).map_err(CliError::bad_input)?;
+            let (name, text) =
+                read_source_limited(&f.to_string_lossy(), max_bytes, Expect::Manifest)
+                    .map_err(CliError::bad_input)?;
             out.extend(parse_objects(&name, &text).map_err(CliError::bad_input)?);
         }
         Ok(out)
     } else {
-        let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+        let (name, text) =
+            read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
         parse_objects(&name, &text).map_err(CliError::bad_input)
     }
 }
@@ -345,9 +353,14 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 "--policy and --snapshot go together (give neither to run the bundled example)",
             ));
         };
-        let (name, text) = read_source(policy).map_err(CliError::bad_input)?;
+        let (name, text) = read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
+            .map_err(CliError::bad_input)?;
         let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
-        (name, objects, load_snapshot(snapshot)?)
+        (
+            name,
+            objects,
+            load_snapshot(snapshot, args.max_input_bytes)?,
+        )
     };
     let policies = policies(&policy_source, &policy_objs)?;
     let now =
@@ -365,7 +378,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
             super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
         } else if let Some(path) = &args.samples {
-            let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
+                .map_err(CliError::bad_input)?;
             super::samples_input::load(
                 &name,
                 &text,

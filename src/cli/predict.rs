@@ -16,7 +16,7 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
     KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
 };
-use crate::input::{missing_uid_warning, parse_pods, read_source};
+use crate::input::{missing_uid_warning, parse_pods, read_source_limited, Expect};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -47,6 +47,9 @@ restarts), 8 created more recently first (log2 buckets, then UID).
 An input without pods (empty, blank, an empty List), an item that is not a Pod or has
 no name, and a pod listed twice (same namespace and name, or same UID) are bad input.
 Pods without a UID are ordered with a warning: upstream breaks the last ties by UID.
+
+Each input is read as it arrives and refused at its first byte that no JSON or YAML
+text holds (binary data such as /dev/zero), or past --max-input-bytes (default 2Gi).
 
 Exit status: 0 on success, 2 on bad input (file, field or flag named in the message).";
 
@@ -85,6 +88,10 @@ pub struct PredictArgs {
     // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub scale_down_by: Option<usize>,
+    /// Stop with exit 2 on an input larger than this (each file, and stdin):
+    /// bytes, or with a unit (512Mi, 2Gi, 500M).
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    pub max_input_bytes: u64,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
     pub output: OutputFormat,
@@ -600,8 +607,9 @@ pub fn render_table(p: &Prediction) -> String {
 
 /// Reads pods; an input without pods, an item that is not a named Pod, or a
 /// pod listed twice is bad input. Returns the source's name too.
-fn load_pods(path: &str) -> Result<(String, Vec<Pod>), CliError> {
-    let (name, text) = read_source(path).map_err(CliError::bad_input)?;
+fn load_pods(path: &str, max_bytes: u64) -> Result<(String, Vec<Pod>), CliError> {
+    let (name, text) =
+        read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
     let pods = parse_pods(&name, &text).map_err(CliError::bad_input)?;
     Ok((name, pods))
 }
@@ -614,11 +622,11 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
             "-f and --related cannot both read stdin (-)",
         ));
     }
-    let (source, pods) = load_pods(&args.file)?;
+    let (source, pods) = load_pods(&args.file, args.max_input_bytes)?;
     let related = args
         .related
         .as_deref()
-        .map(load_pods)
+        .map(|path| load_pods(path, args.max_input_bytes))
         .transpose()?
         .map(|(_, pods)| pods);
     let prediction = predict(&settings, &pods, related.as_deref());
