@@ -63,7 +63,7 @@ pub enum HookTls {
 }
 
 /// Name of the hook's Service in the shipped manifests.
-pub const DEFAULT_SERVICE: &str = "deletion-cost";
+pub const DEFAULT_SERVICE: &str = "deletion-cost-hook";
 
 impl Default for HookTls {
     fn default() -> Self {

@@ -10,6 +10,7 @@
 //! next one (they carry the suite's label).
 
 mod cluster;
+mod install;
 mod kubelet;
 mod operator;
 mod proxy;

@@ -158,6 +158,45 @@ impl Operator {
             .and_then(|v| v.parse().ok())
     }
 
+    /// An HTTPS client that trusts the CA the operator published for its hook
+    /// (the ConfigMap `deletion-cost-hook-ca` in its namespace), once the
+    /// hook accepts connections.
+    pub async fn hook_client(&self, env: &Env) -> reqwest::Client {
+        let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(env.client.clone(), &env.system_ns);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let ca = loop {
+            let found = maps
+                .get_opt("deletion-cost-hook-ca")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|m| m.data)
+                .and_then(|d| d.get("ca.crt").cloned());
+            if let Some(ca) = found {
+                break ca;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the hook's CA was not published within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let cert = reqwest::Certificate::from_pem(ca.as_bytes())
+            .unwrap_or_else(|e| panic!("the published CA does not parse: {e}"));
+        let client = reqwest::Client::builder()
+            .add_root_certificate(cert)
+            .build()
+            .unwrap_or_else(|e| panic!("https client: {e}"));
+        crate::cluster::eventually(
+            "the hook accepts connections",
+            Duration::from_secs(30),
+            || async { tokio::net::TcpStream::connect(self.hook).await.is_ok() },
+        )
+        .await;
+        client
+    }
+
     /// Whether it currently holds the lease.
     pub async fn is_leader(&self) -> bool {
         self.metric("deletion_cost_leader").await == Some(1.0)

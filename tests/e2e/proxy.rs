@@ -85,7 +85,8 @@ struct Forward {
 /// its pod is replaced).
 #[derive(Default)]
 struct Hold {
-    on: tokio::sync::watch::Sender<bool>,
+    /// The namespace whose pod writes are held, while holding.
+    on: tokio::sync::watch::Sender<Option<String>>,
     held: std::sync::atomic::AtomicUsize,
 }
 
@@ -104,9 +105,10 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
-    /// While on, PATCH requests on pods wait here until it is turned off.
-    pub fn hold_pod_writes(&self, on: bool) {
-        self.hold.on.send_replace(on);
+    /// While set, PATCH requests on pods of `namespace` wait here until it
+    /// is cleared (`None`).
+    pub fn hold_pod_writes(&self, namespace: Option<&str>) {
+        self.hold.on.send_replace(namespace.map(str::to_string));
     }
 
     /// How many pod writes were held so far.
@@ -183,12 +185,14 @@ async fn forward(State(fw): State<Forward>, req: Request) -> Response {
         Ok(r) => r,
         Err(e) => return plain(502, format!("proxy: building the request: {e}")),
     };
-    if parts.method == http::Method::PATCH && path.contains("/pods/") && *fw.hold.on.borrow() {
+    let held_ns = fw.hold.on.borrow().clone();
+    let held = held_ns.is_some_and(|ns| path.contains(&format!("/namespaces/{ns}/pods/")));
+    if parts.method == http::Method::PATCH && held {
         fw.hold
             .held
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut on = fw.hold.on.subscribe();
-        let _ = on.wait_for(|v| !*v).await;
+        let _ = on.wait_for(Option::is_none).await;
     }
     let answer = fw.client.send(out).await;
     let status = answer.as_ref().map(|r| r.status().as_u16()).unwrap_or(502);

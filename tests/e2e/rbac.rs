@@ -105,6 +105,29 @@ fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
     }
 }
 
+/// The label selector of the hook Service as shipped (`key=value,...`).
+pub fn hook_service_selector() -> String {
+    let dir = repo().join("deploy/overlays/cluster-wide");
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("rendered cluster-wide overlay: {e}"));
+    let svc = docs
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "deletion-cost-hook")
+        .unwrap_or_else(|| panic!("no deletion-cost-hook Service in the overlay"));
+    svc["spec"]["selector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Creates the operator's ServiceAccount and RBAC; returns the
 /// cluster-scoped objects made (to delete at the end).
 pub async fn install(
@@ -215,7 +238,7 @@ pub type Permission = (String, String, String, String);
 
 /// The permissions a set of requests used, as the file keeps them.
 pub fn permissions(entries: &[Entry], system_ns: &str) -> BTreeSet<Permission> {
-    entries
+    let all: BTreeSet<Permission> = entries
         .iter()
         .filter_map(|e| {
             let a = parse_path(&e.path)?;
@@ -231,8 +254,29 @@ pub fn permissions(entries: &[Entry], system_ns: &str) -> BTreeSet<Permission> {
             } else {
                 scope
             };
-            Some((a.group, a.resource, e.verb().to_string(), scope.to_string()))
+            let mut used = vec![(
+                a.group.clone(),
+                a.resource.clone(),
+                e.verb().to_string(),
+                scope.to_string(),
+            )];
+            // a server-side apply that created the object (201) was also
+            // authorised as a create
+            if e.method == "PATCH" && e.status == 201 {
+                used.push((a.group, a.resource, "create".to_string(), scope.to_string()));
+            }
+            Some(used)
         })
+        .flatten()
+        .collect();
+    // a namespaced permission covers the operator's own namespace too (its
+    // own pod's leader label is a pod patch like any other)
+    all.iter()
+        .filter(|(g, r, v, s)| {
+            s != "own-namespace"
+                || !all.contains(&(g.clone(), r.clone(), v.clone(), "namespaced".into()))
+        })
+        .cloned()
         .collect()
 }
 

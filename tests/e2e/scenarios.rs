@@ -53,6 +53,9 @@ pub const ALL: &[(&str, Scenario)] = &[
         i_sigterm(e).boxed()
     }),
     ("j_write_rate_and_steady_state", |e| j_write_rate(e).boxed()),
+    ("k_install_manifests_and_namespace_installs", |e| {
+        k_install(e).boxed()
+    }),
     ("z_rbac_is_what_the_operator_used", |e| z_rbac(e).boxed()),
 ];
 
@@ -875,8 +878,23 @@ async fn e_hook(env: &'static Env) {
         wait_costs_landed(env, &ns, "web", "web").await;
         wait_costs_landed(env, &ns, "solo", "solo").await;
 
-        let http = reqwest::Client::new();
-        let url = format!("http://{}/v1/prescale", op.hook);
+        // TLS with the CA the operator published; plain HTTP is refused
+        let http = op.hook_client(env).await;
+        let url = format!("https://{}/v1/prescale", op.hook);
+        let plain = reqwest::Client::new()
+            .post(format!("http://{}/v1/prescale", op.hook))
+            .body("{}")
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        assert!(plain.is_err(), "the hook answered plain HTTP: {plain:?}");
+        let wrong_ca = reqwest::Client::new()
+            .post(url.clone())
+            .body("{}")
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        assert!(wrong_ca.is_err(), "a client without the operator's CA got through: {wrong_ca:?}");
         let call = |token: Option<String>, body: Value| {
             let (http, url) = (http.clone(), url.clone());
             async move {
@@ -1046,7 +1064,7 @@ async fn g_replaced_pod(env: &'static Env) {
         op.wait_ready().await;
         // the first write is held on its way to the server while the others
         // wait in the operator's queue (qps 0.5)
-        op.proxy.hold_pod_writes(true);
+        op.proxy.hold_pod_writes(Some(&ns));
         apply_policy(
             env,
             &ns,
@@ -1083,7 +1101,7 @@ async fn g_replaced_pod(env: &'static Env) {
             replaced += 1;
         }
         assert_eq!(replaced, 6);
-        op.proxy.hold_pod_writes(false);
+        op.proxy.hold_pod_writes(None);
         eventually(
             "a queued write is reported gone",
             Duration::from_secs(60),
@@ -1126,10 +1144,34 @@ async fn h_leadership(env: &'static Env) {
         nodes(env, &ns, 1, 1).await;
         deployment(env, &ns, "web", 4, json!({})).await;
         wait_running(env, &ns, "web", 4).await;
+        // the replicas' own pods (never scheduled: only their labels matter),
+        // and the hook Service's selector as shipped
+        let own_pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.system_ns);
+        for who in ["h-a", "h-b", "h-c"] {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": who, "labels": {"app.kubernetes.io/name": "deletion-cost"}},
+                "spec": {"nodeSelector": {POOL_LABEL: "none"},
+                         "containers": [{"name": "operator", "image": "registry.invalid/operator:1"}]},
+            }))
+            .unwrap_or_default();
+            own_pods.create(&PostParams::default(), &pod).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let hook_selector = crate::rbac::hook_service_selector();
+        let hook_endpoints = || async {
+            own_pods
+                .list(&ListParams::default().labels(&hook_selector))
+                .await
+                .map(|l| l.items.iter().map(|p| p.name_any()).collect::<BTreeSet<_>>())
+                .unwrap_or_default()
+        };
         let mut a = Operator::start(env, Options::new("h-a")).await;
         a.wait_ready().await;
         eventually("h-a leads", Duration::from_secs(30), || async {
             a.is_leader().await
+        })
+        .await;
+        eventually("the hook Service selects h-a's pod only", Duration::from_secs(10), || async {
+            hook_endpoints().await == BTreeSet::from(["h-a".to_string()])
         })
         .await;
         let b = Operator::start(env, Options::new("h-b")).await;
@@ -1141,7 +1183,11 @@ async fn h_leadership(env: &'static Env) {
             env.recorder
                 .entries()
                 .into_iter()
-                .filter(|e| e.operator == who && e.method == "PATCH" && e.path.contains("/pods/"))
+                .filter(|e| {
+                    e.operator == who
+                        && e.method == "PATCH"
+                        && e.path.contains(&format!("/namespaces/{ns}/pods/"))
+                })
                 .count()
         };
         assert!(pod_writes("h-a") >= 4);
@@ -1182,6 +1228,16 @@ async fn h_leadership(env: &'static Env) {
             "takeover took {takeover:?}: the lease was not released"
         );
         eprintln!("h: takeover after a graceful stop took {takeover:?}");
+        // h-a was killed (its pod, alive, would fail readiness); h-b unmarked
+        // itself on the way out; the new leader marked itself
+        eventually("the hook Service follows the takeover to h-c", Duration::from_secs(10), || async {
+            let selected = hook_endpoints().await;
+            selected.contains("h-c") && !selected.contains("h-b")
+        })
+        .await;
+        for who in ["h-a", "h-b", "h-c"] {
+            let _ = own_pods.delete(who, &DeleteParams::default().grace_period(0)).await;
+        }
     })
     .await;
     finished("h");
@@ -1303,7 +1359,9 @@ async fn j_write_rate(env: &'static Env) {
                 .entries()
                 .into_iter()
                 .filter(|e| {
-                    e.operator == "j-operator" && e.method == "PATCH" && e.path.contains("/pods/")
+                    e.operator == "j-operator"
+                        && e.method == "PATCH"
+                        && e.path.contains(&format!("/namespaces/{ns}/pods/"))
                 })
                 .map(|e| e.at)
                 .collect()
@@ -1338,6 +1396,68 @@ async fn j_write_rate(env: &'static Env) {
     finished("j");
 }
 
+/// k. The install manifests: the CRD kustomization, every overlay alone and
+/// with every component are accepted by the API server (server-side dry run;
+/// kinds whose CRDs the cluster lacks are named and skipped); two
+/// namespace-scoped installs are applied for real, and deleting one (what
+/// `kubectl delete -k` does: every object of its render) leaves the CRD, the
+/// other install and the other namespace's policies alone.
+async fn k_install(env: &'static Env) {
+    env.scenario("k", |ns| async move {
+        let install = crate::install::Installer::new(env).await;
+        let mut skipped = BTreeSet::new();
+        let mut renders = vec![("crd".to_string(), install.render_dir("deploy/crd"))];
+        for overlay in ["cluster-wide", "namespace-scoped"] {
+            renders.push((overlay.to_string(), install.render_dir(&format!("deploy/overlays/{overlay}"))));
+            renders.push((format!("{overlay} + components"), install.render_with_components(overlay)));
+        }
+        for (what, objects) in &renders {
+            for obj in objects {
+                if let Err(kind) = install.dry_run(obj, &ns).await {
+                    skipped.insert(kind);
+                }
+            }
+            eprintln!("k: {what}: {} objects accepted by the server (dry run)", objects.len());
+        }
+        if !skipped.is_empty() {
+            eprintln!("k: not served by this cluster, not checked: {skipped:?}");
+        }
+
+        // two namespace-scoped installs, then one deleted
+        let other = env.namespace("k2").await;
+        let first = install.namespace_install(&ns);
+        let second = install.namespace_install(&other);
+        for obj in first.iter().chain(&second) {
+            install.apply(obj).await;
+        }
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        apply_policy(env, &other, "web", spot_first("web")).await;
+        for obj in &first {
+            install.delete(obj).await;
+        }
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(env.client.clone());
+        assert!(
+            crds.get_opt("deletioncostpolicies.deletioncost.dev").await.ok().flatten().is_some(),
+            "deleting a namespace install deleted the CRD"
+        );
+        policy(env, &other, "web").await;
+        policy(env, &ns, "web").await;
+        for obj in &second {
+            assert!(install.exists(obj).await, "deleting {ns}'s install removed {}", crate::install::describe(obj));
+        }
+        for obj in &first {
+            assert!(!install.exists(obj).await, "{} of the deleted install is still there", crate::install::describe(obj));
+        }
+        for obj in &second {
+            install.delete(obj).await;
+        }
+        env.purge_namespace(&other).await;
+    })
+    .await;
+    finished("k");
+}
+
 /// The RBAC check: the permissions every operator process used are the
 /// ones kept in the fixture file (which the fast suite compares with every
 /// overlay); no request of the operator's own identity was forbidden.
@@ -1362,7 +1482,7 @@ async fn z_rbac(env: &'static Env) {
     let all_ran = FINISHED
         .lock()
         .map(|f| {
-            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]
                 .iter()
                 .all(|s| f.contains(s))
         })
