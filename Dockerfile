@@ -1,26 +1,37 @@
-# syntax=docker/dockerfile:1
-# deletion-cost-operator image: a release build of `deletion-cost` on a
-# distroless runtime (no shell, no package manager, non-root).
+# deletion-cost-operator image: one static `deletion-cost` binary and a CA
+# bundle on an empty base (no libc, shell or package manager), uid 65532.
 #
 #   docker build -t deletion-cost-operator:0.1.0 .
 #
-# The build stage runs the project's release build exactly:
-#   cargo build --release --locked --bin deletion-cost
-# (tests/deploy.rs checks this file against it.)
+# Plain Dockerfile syntax (no BuildKit frontend), so podman and buildah parse
+# it too. scripts/build-image.sh builds the same runtime stage without pulling
+# anything: it runs the build stage's commands on the host, stages /rootfs into
+# a build context and builds the last stage with `COPY rootfs/ /` in place of
+# the COPY --from below. tests/deploy.rs checks this file; tests/image.rs
+# checks the image the script builds.
 
-# Bookworm, to match the glibc of the distroless cc-debian12 runtime.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY . .
-# Registry cache between builds; the binary itself stays in the layer.
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/usr/local/cargo/git \
-    cargo build --release --locked --bin deletion-cost
+# crt-static links glibc into the binary (a static-pie: no interpreter, no
+# shared libraries); it needs an explicit --target so that build scripts and
+# proc-macros stay dynamic. The CA bundle comes from the image's ca-certificates.
+ENV RUSTFLAGS="-C target-feature=+crt-static"
+RUN target="$(rustc -vV | sed -n 's/^host: //p')" \
+    && cargo build --release --locked --bin deletion-cost --target "$target" \
+    && mkdir -p /rootfs/etc/ssl/certs \
+    && cp "target/$target/release/deletion-cost" /rootfs/deletion-cost \
+    && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ca-certificates.crt
 
-# glibc + libgcc + CA certificates, nothing else; runs as uid 65532.
-FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/deletion-cost /usr/local/bin/deletion-cost
+FROM scratch
+# Cargo.toml's version (tests/deploy.rs keeps them equal); the script passes it.
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="deletion-cost-operator" \
+      org.opencontainers.image.description="Kubernetes operator that sets pod-deletion-cost from a per-namespace policy" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
+COPY --from=build /rootfs/ /
 USER 65532:65532
 EXPOSE 8080 8443
-ENTRYPOINT ["/usr/local/bin/deletion-cost"]
+ENTRYPOINT ["/deletion-cost"]
 CMD ["run"]

@@ -934,65 +934,131 @@ fn cargo_bins() -> Vec<String> {
     bins
 }
 
-#[test]
-fn dockerfile_builds_and_ships_the_release_binary() {
-    let ins = dockerfile_instructions();
-    let froms: Vec<&String> = ins
-        .iter()
-        .filter(|(op, _)| op == "FROM")
-        .map(|(_, a)| a)
+/// The arguments of the one `cargo build` in a shell line (`&&`/`||` lists).
+fn cargo_build_args(run: &str) -> Vec<String> {
+    let steps: Vec<&str> = run
+        .split("&&")
+        .flat_map(|s| s.split("||"))
+        .map(str::trim)
+        .filter(|s| s.contains("cargo build"))
         .collect();
+    assert_eq!(steps.len(), 1, "one cargo build in {run}");
+    steps[0]
+        .split("cargo build")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn dockerfile_builds_a_static_binary_onto_scratch() {
+    let ins = dockerfile_instructions();
+    let from_at: Vec<usize> = (0..ins.len()).filter(|&i| ins[i].0 == "FROM").collect();
     assert_eq!(
-        froms.len(),
+        from_at.len(),
         2,
         "multi-stage: a build stage and a runtime stage"
     );
-    let build_stage = froms[0]
+    let build_stage = ins[from_at[0]]
+        .1
         .split_once(" AS ")
-        .or_else(|| froms[0].split_once(" as "))
+        .or_else(|| ins[from_at[0]].1.split_once(" as "))
         .map(|(_, name)| name.trim().to_string())
         .expect("build stage is named");
+    assert_eq!(
+        ins[from_at[1]].1, "scratch",
+        "runtime image is an empty base (no libc, no shell)"
+    );
+    let (build, runtime) = ins.split_at(from_at[1]);
+    let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
     assert!(
-        froms[1].contains("distroless"),
-        "runtime image is distroless (no shell): {}",
-        froms[1]
+        !text.lines().any(|l| l.starts_with("# syntax")) && !text.contains("--mount="),
+        "plain Dockerfile syntax: podman and buildah parse it without a BuildKit frontend"
     );
 
-    // the build command is the project's release build of the operator binary
+    // the build: the project's release build of the operator, glibc linked in
     assert!(cargo_bins().contains(&"deletion-cost".to_string()));
-    let builds: Vec<&String> = ins
+    assert!(
+        build
+            .iter()
+            .any(|(op, a)| op == "ENV" && a.contains("RUSTFLAGS") && a.contains("+crt-static")),
+        "the build stage sets RUSTFLAGS=\"-C target-feature=+crt-static\""
+    );
+    let runs: Vec<&String> = build
         .iter()
         .filter(|(op, a)| op == "RUN" && a.contains("cargo build"))
         .map(|(_, a)| a)
         .collect();
-    assert_eq!(builds.len(), 1, "one cargo build");
-    let cmd = builds[0].split("cargo build").nth(1).unwrap();
-    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(runs.len(), 1, "one cargo build");
+    let run = runs[0];
+    let want = [
+        "--release",
+        "--locked",
+        "--bin",
+        "deletion-cost",
+        "--target",
+        "\"$target\"",
+    ];
     assert_eq!(
-        words,
-        ["--release", "--locked", "--bin", "deletion-cost"],
-        "build command is `cargo build --release --locked --bin deletion-cost`"
+        cargo_build_args(run),
+        want,
+        "build command is `cargo build --release --locked --bin deletion-cost --target \"$target\"`"
+    );
+    // scripts/build-image.sh runs the same build on the host
+    let script = std::fs::read_to_string(repo().join("scripts/build-image.sh")).unwrap();
+    let script_build = script
+        .lines()
+        .find(|l| l.trim_start().starts_with("cargo build"))
+        .expect("scripts/build-image.sh runs cargo build");
+    assert_eq!(cargo_build_args(script_build), want);
+    assert!(script.contains("-C target-feature=+crt-static"));
+
+    // /rootfs holds the binary that build produced and the CA bundle
+    let workdir_ok = build.iter().any(|(op, a)| op == "WORKDIR" && a == "/src");
+    assert!(workdir_ok, "build stage WORKDIR /src (the COPY . . target)");
+    let copies: Vec<Vec<&str>> = run
+        .split("&&")
+        .map(str::trim)
+        .filter(|s| s.starts_with("cp "))
+        .map(|s| s.split_whitespace().collect())
+        .collect();
+    let binary_dest = copies
+        .iter()
+        .find(|c| c.get(1) == Some(&"\"target/$target/release/deletion-cost\""))
+        .and_then(|c| c.get(2))
+        .expect("cp \"target/$target/release/deletion-cost\" /rootfs/...");
+    let installed = binary_dest
+        .strip_prefix("/rootfs")
+        .expect("the binary goes into /rootfs");
+    assert!(
+        copies.iter().any(|c| c[1..]
+            == [
+                "/etc/ssl/certs/ca-certificates.crt",
+                "/rootfs/etc/ssl/certs/ca-certificates.crt"
+            ]),
+        "the CA bundle goes to /rootfs/etc/ssl/certs/ca-certificates.crt"
     );
 
-    // the binary copied out is the one that build produced: WORKDIR/target/release/<bin>
-    let workdir = ins
+    // the runtime stage: /rootfs and nothing else (scripts/build-image.sh
+    // replaces exactly this COPY with `COPY rootfs/ /` from its context)
+    let runtime_copies: Vec<&String> = runtime
         .iter()
-        .find(|(op, _)| op == "WORKDIR")
-        .map(|(_, a)| a.trim_end_matches('/').to_string())
-        .expect("build stage WORKDIR");
-    let copy = ins
-        .iter()
-        .find(|(op, a)| op == "COPY" && a.starts_with("--from="))
-        .map(|(_, a)| a.clone())
-        .expect("COPY --from the build stage");
-    let parts: Vec<&str> = copy.split_whitespace().collect();
-    assert_eq!(parts.len(), 3, "COPY --from=stage SRC DEST: {copy}");
-    assert_eq!(parts[0], format!("--from={build_stage}"));
-    assert_eq!(parts[1], format!("{workdir}/target/release/deletion-cost"));
-    let installed = parts[2];
-
+        .filter(|(op, _)| op == "COPY" || op == "ADD")
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(
+        runtime_copies,
+        [&format!("--from={build_stage} /rootfs/ /")],
+        "the runtime stage copies /rootfs/ from the build stage, once"
+    );
+    assert!(
+        !runtime.iter().any(|(op, _)| op == "RUN"),
+        "no RUN in a scratch stage (no shell)"
+    );
     let json_list = |op: &str| -> Vec<String> {
-        let arg = ins
+        let arg = runtime
             .iter()
             .rev()
             .find(|(o, _)| o == op)
@@ -1007,22 +1073,46 @@ fn dockerfile_builds_and_ships_the_release_binary() {
     );
     assert_eq!(json_list("CMD"), ["run"], "default command is the operator");
 
-    let user = ins
+    // labels: the version is Cargo.toml's (the script passes it as VERSION too)
+    assert!(
+        runtime
+            .iter()
+            .any(|(op, a)| op == "ARG" && *a == format!("VERSION={}", env!("CARGO_PKG_VERSION"))),
+        "ARG VERSION={} (Cargo.toml's version)",
+        env!("CARGO_PKG_VERSION")
+    );
+    let labels = runtime
+        .iter()
+        .filter(|(op, _)| op == "LABEL")
+        .map(|(_, a)| a.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for label in [
+        format!(
+            "org.opencontainers.image.title=\"{}\"",
+            env!("CARGO_PKG_NAME")
+        ),
+        "org.opencontainers.image.version=\"${VERSION}\"".to_string(),
+    ] {
+        assert!(labels.contains(&label), "LABEL {label}");
+    }
+
+    // uid and gid 65532, as the Deployment runs it
+    let user = runtime
         .iter()
         .rev()
         .find(|(op, _)| op == "USER")
         .map(|(_, a)| a.clone())
         .expect("USER");
-    let uid = user.split(':').next().unwrap();
-    assert!(
-        uid != "0" && uid != "root",
-        "runs as non-root, got USER {user}"
-    );
-    // the Deployment's runAsUser matches the image's user
+    assert_eq!(user, "65532:65532", "runs as uid:gid 65532 (non-root)");
     let r = render("cluster-wide");
     let pod = r.deployment().spec.template.spec.clone().unwrap();
-    let run_as = pod.security_context.unwrap().run_as_user.unwrap();
-    assert_eq!(uid, run_as.to_string(), "Dockerfile USER matches runAsUser");
+    let sc = pod.security_context.unwrap();
+    assert_eq!(
+        format!("{}:{}", sc.run_as_user.unwrap(), sc.run_as_group.unwrap()),
+        user,
+        "Dockerfile USER matches runAsUser:runAsGroup"
+    );
 }
 
 // ---------------------------------------------------------------------------

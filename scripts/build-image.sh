@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Builds the operator's runtime image without pulling anything:
+#   1. a static release build of `deletion-cost` on this machine (the
+#      Dockerfile's build stage, run on the host),
+#   2. the binary and the host's CA bundle staged into a build context,
+#   3. the Dockerfile's last stage (FROM scratch) built by podman from it.
+# Installs podman (Debian/Ubuntu apt-get) when it is missing. Logs go to
+# stderr; the last line of stdout is the image name.
+#
+#   scripts/build-image.sh [--output-archive FILE]
+#
+#   --output-archive FILE  also write a docker-archive of the image, tagged
+#                          docker.io/library/deletion-cost-operator:VERSION so
+#                          that `docker load`, `podman load` and
+#                          `kind load image-archive` all know it as
+#                          deletion-cost-operator:VERSION.
+#
+# Environment: IMAGE_STORE, where podman keeps the image (default: target/image
+# as root, ~/.local/share/deletion-cost-operator/image otherwise; use it with
+# `podman --root $IMAGE_STORE/storage --runroot $IMAGE_STORE/run
+# --storage-driver vfs`, e.g. to push); CARGO_TARGET_DIR as for cargo.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() {
+    printf 'build-image: FAILED: %s\n' "$*" >&2
+    exit 1
+}
+
+archive=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --output-archive)
+            [ $# -ge 2 ] || die "--output-archive needs a file name"
+            archive="$2"
+            shift 2
+            ;;
+        --output-archive=*)
+            archive="${1#*=}"
+            shift
+            ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+            exit 0
+            ;;
+        *) die "unknown argument: $1 (see --help)" ;;
+    esac
+done
+
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || die "$* missing and no apt-get here: install it and rerun"
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    log "installing $* (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >&2 || die "apt-get update failed"
+    $sudo apt-get install -y -qq --no-install-recommends "$@" >&2 || die "apt-get install $* failed"
+}
+
+# [package] name and version from Cargo.toml.
+package_field() {
+    awk -F'"' -v key="$1" '/^\[/ { p = ($0 == "[package]") } p && $1 ~ "^" key " *= *$" { print $2; exit }' Cargo.toml
+}
+name="$(package_field name)"
+version="$(package_field version)"
+[ -n "$name" ] && [ -n "$version" ] || die "cannot read the package name and version from Cargo.toml"
+image="$name:$version"
+
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (rustup) first"
+command -v podman >/dev/null 2>&1 || apt_install podman
+command -v podman >/dev/null 2>&1 || die "podman is still missing after installing it"
+ca_bundle=/etc/ssl/certs/ca-certificates.crt
+[ -s "$ca_bundle" ] || apt_install ca-certificates
+[ -s "$ca_bundle" ] || die "no CA bundle at $ca_bundle"
+
+# 1. The build stage's commands (keep them equal to the Dockerfile's RUN).
+target="$(rustc -vV | sed -n 's/^host: //p')"
+case "$target" in
+    *-linux-gnu | *-linux-musl) ;;
+    *) die "host $target: the image needs a Linux build host (x86_64/aarch64 -linux-gnu)" ;;
+esac
+log "static release build of deletion-cost for $target"
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static"
+cargo build --release --locked --bin deletion-cost --target "$target" ||
+    die "cargo build --release failed"
+binary="${CARGO_TARGET_DIR:-target}/$target/release/deletion-cost"
+[ -x "$binary" ] || die "no binary at $binary after the build"
+
+# 2. The build context: rootfs/ as the build stage leaves /rootfs, and the
+#    Dockerfile's last stage with its one COPY --from=build taken from rootfs/.
+if [ -n "${IMAGE_STORE:-}" ]; then
+    store="$IMAGE_STORE"
+elif [ "$(id -u)" = 0 ]; then
+    store="${CARGO_TARGET_DIR:-target}/image"
+else
+    # rootless podman owns its files through subuids: keep them out of target/
+    store="${XDG_DATA_HOME:-$HOME/.local/share}/deletion-cost-operator/image"
+fi
+context="$store/context"
+rm -rf "$context"
+mkdir -p "$context/rootfs/etc/ssl/certs"
+install -m 0755 "$binary" "$context/rootfs/deletion-cost"
+install -m 0644 "$ca_bundle" "$context/rootfs/etc/ssl/certs/ca-certificates.crt"
+
+last_from="$(grep -n '^FROM ' Dockerfile | tail -n 1 | cut -d: -f1)"
+[ -n "$last_from" ] || die "no FROM in the Dockerfile"
+tail -n +"$last_from" Dockerfile |
+    sed 's|^COPY --from=build /rootfs/ /$|COPY rootfs/ /|' >"$context/Containerfile"
+if [ "$(head -n 1 "$context/Containerfile")" != "FROM scratch" ] ||
+    [ "$(grep -c '^COPY rootfs/ /$' "$context/Containerfile")" != 1 ] ||
+    grep -q -- '--from=' "$context/Containerfile"; then
+    die "the Dockerfile's last stage must be FROM scratch with one COPY --from=build /rootfs/ / (see tests/deploy.rs)"
+fi
+
+# 3. podman, its own storage (vfs: no overlay mounts, works in containers).
+podman=(podman --root "$store/storage" --runroot "$store/run" --storage-driver vfs)
+build_args=(--pull=never --layers=false --build-arg "VERSION=$version"
+    -t "localhost/$image" -t "docker.io/library/$image")
+# Reproducible: the image's dates are the last commit's.
+if commit_time="$(git log -1 --format=%ct 2>/dev/null)" && [ -n "$commit_time" ]; then
+    build_args+=(--timestamp "$commit_time")
+fi
+# org.opencontainers.image.source: the origin remote, when it is a public URL.
+if origin="$(git remote get-url origin 2>/dev/null)" && [[ "$origin" == https://* ]]; then
+    origin="${origin#https://}"
+    origin="https://${origin#*@}"
+    build_args+=(--label "org.opencontainers.image.source=${origin%.git}")
+fi
+log "podman build $image (FROM scratch, nothing pulled)"
+"${podman[@]}" build "${build_args[@]}" -f "$context/Containerfile" "$context" >&2 ||
+    die "podman build failed"
+# the previous build, untagged by this one
+"${podman[@]}" image prune -f >/dev/null 2>&1 || true
+
+if [ -n "$archive" ]; then
+    mkdir -p "$(dirname "$archive")"
+    rm -f "$archive"
+    "${podman[@]}" save --format docker-archive -o "$archive" "docker.io/library/$image" >&2 ||
+        die "podman save to $archive failed"
+    log "wrote $archive ($(du -h "$archive" | cut -f1))"
+fi
+size="$("${podman[@]}" image inspect --format '{{.Size}}' "localhost/$image")" ||
+    die "the built image $image is not in the store"
+log "built $image: $((size / 1000000)) MB"
+echo "$image"
