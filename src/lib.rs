@@ -8,6 +8,23 @@
 /// the hook), so audit logs and API Priority and Fairness can tell who calls.
 pub const USER_AGENT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
 
+/// An error with its sources, `: `-joined, outermost first (a cause already
+/// in the text is not repeated): reqwest, kube and rustls hide the useful
+/// part ("connection refused", "UnknownIssuer") a level or two down.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 pub mod apply;
 pub mod cli;
 pub mod comparator;

@@ -51,18 +51,23 @@ fn free_port() -> u16 {
         .unwrap()
 }
 
-fn start_operator(fake: &FakeApi, dir: &tempfile::TempDir) -> OperatorProcess {
+/// A kubeconfig for the fake API server, in `dir`.
+fn write_kubeconfig(url: &str, dir: &tempfile::TempDir) -> std::path::PathBuf {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{url}\"}}\n\
              users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\n\
-             current-context: c\n",
-            fake.url()
+             current-context: c\n"
         ),
     )
     .unwrap();
+    kubeconfig
+}
+
+fn start_operator(fake: &FakeApi, dir: &tempfile::TempDir) -> OperatorProcess {
+    let kubeconfig = write_kubeconfig(&fake.url(), dir);
     let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
         .args([
@@ -400,17 +405,7 @@ async fn probes_answer_while_a_hundred_thousand_pod_namespace_is_planned() {
     // costs already as the policy wants them: the rounds plan, nothing is written
     let dir = tempfile::tempdir().unwrap();
     let hook_port = free_port();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
-             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\n\
-             current-context: c\n",
-            fake.url()
-        ),
-    )
-    .unwrap();
+    let kubeconfig = write_kubeconfig(&fake.url(), &dir);
     let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
         .args([

@@ -213,21 +213,6 @@ pub fn check_url(url: &str, insecure_http: bool) -> Result<(), String> {
     }
 }
 
-/// An error with its causes ("error sending request: ...: invalid peer certificate: UnknownIssuer").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
 /// Calls the hook and prints its answer.
 pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     if args.timeout == 0 {
@@ -281,10 +266,13 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
             .body(body)
             .send()
             .await
-            .map_err(|e| CliError::failure(format!("POST {url}: {}", chain(&e))))?;
+            .map_err(|e| CliError::failure(format!("POST {url}: {}", crate::error_chain(&e))))?;
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(|e| {
-            CliError::failure(format!("reading the answer of {url}: {}", chain(&e)))
+            CliError::failure(format!(
+                "reading the answer of {url}: {}",
+                crate::error_chain(&e)
+            ))
         })?;
         Ok::<_, CliError>((status, bytes))
     })?;

@@ -515,7 +515,7 @@ pub async fn run_with_client(
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|res| async move {
             if let Err(e) = res {
-                tracing::debug!(error = %sync::error_chain(&e), "reconcile failed");
+                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
             }
         });
     // kube-runtime's graceful shutdown only stops new triggers and waits for
@@ -737,7 +737,7 @@ fn error_policy(
     let delay = retry_delay(failures);
     tracing::warn!(
         policy = %key,
-        error = %sync::error_chain(err),
+        error = %crate::error_chain(err),
         kind = err.metric_label(),
         failures,
         retry_in_seconds = delay.as_secs(),
@@ -1057,7 +1057,7 @@ mod tests {
         };
         let err = ControllerError::Finalizer(Box::new(FinalizerError::CleanupFailed(inner)));
         assert_eq!(err.metric_label(), "cleanup");
-        let chain = sync::error_chain(&err);
+        let chain = crate::error_chain(&err);
         assert!(chain.contains("3 pods still carry its cost"), "{chain}");
     }
 }

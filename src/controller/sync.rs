@@ -42,7 +42,7 @@ impl WatchHealth {
         if let Ok(mut caches) = self.caches.lock() {
             let entry = caches.entry(cache).or_default();
             match event {
-                Err(e) => entry.last_error = Some(error_chain(e)),
+                Err(e) => entry.last_error = Some(crate::error_chain(e)),
                 Ok(_) => entry.last_error = None,
             }
         }
@@ -125,21 +125,6 @@ impl WatchHealth {
             }
         }
     }
-}
-
-/// An error with its sources, outermost first.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// Waits until a store has its first list. kube's readiness signal is a

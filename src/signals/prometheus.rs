@@ -225,12 +225,12 @@ impl PrometheusClient {
             .user_agent(crate::USER_AGENT)
             .build()
             .map_err(|e| PromError::Client {
-                message: error_chain(&e),
+                message: crate::error_chain(&e),
             })?;
         let client =
             prometheus_http_query::Client::from(http, url).map_err(|e| PromError::InvalidUrl {
                 url: url.to_string(),
-                message: error_chain(&e),
+                message: crate::error_chain(&e),
             })?;
         Ok(Self {
             client,
@@ -295,7 +295,7 @@ impl PrometheusClient {
                     // The server answered, then the body broke off.
                     PromError::InvalidBody {
                         url: self.url.clone(),
-                        problem: format!("reading the body failed: {}", error_chain(&e)),
+                        problem: format!("reading the body failed: {}", crate::error_chain(&e)),
                     }
                 }
             })?;
@@ -376,12 +376,12 @@ impl PrometheusClient {
                 Some(inner) => self.reqwest_error(inner, opts),
                 None => PromError::Unreachable {
                     url: self.url.clone(),
-                    message: error_chain(&e),
+                    message: crate::error_chain(&e),
                 },
             },
             _ => PromError::Unreachable {
                 url: self.url.clone(),
-                message: error_chain(&e),
+                message: crate::error_chain(&e),
             },
         }
     }
@@ -395,7 +395,7 @@ impl PrometheusClient {
         } else {
             PromError::Unreachable {
                 url: self.url.clone(),
-                message: error_chain(e),
+                message: crate::error_chain(e),
             }
         }
     }
@@ -413,22 +413,6 @@ fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// An error and its sources, `: `-joined (reqwest hides "connection refused"
-/// two levels down).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// Renders a query template: `$namespace` -> `namespace`, `$selector` ->
