@@ -185,8 +185,9 @@ impl RawObject {
     }
 }
 
-/// The default of `--max-input-bytes`: 2 GiB, ten times the largest
-/// `kubectl get pods -A -o json` of a 5,000-node cluster at 150,000 pods.
+/// The default of `--max-input-bytes`: 2 GiB, `kubectl get pods -A -o json`
+/// of the 150,000 pods Kubernetes supports in one cluster, at 14 KiB a pod
+/// (managedFields included).
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 2 << 30;
 
 /// `2Gi` as clap shows the default of `--max-input-bytes`.
@@ -449,7 +450,10 @@ fn head_check(source_name: &str, checked: &[u8]) -> Result<(), InputError> {
             return Ok(());
         };
         let mut de = serde_json::Deserializer::from_str(&body[..=cut]);
-        if let Err(e) = <serde::de::IgnoredAny as serde::Deserialize>::deserialize(&mut de) {
+        // one value, then nothing but whitespace (`{...},{...}` is not JSON)
+        let parsed = <serde::de::IgnoredAny as serde::Deserialize>::deserialize(&mut de)
+            .and_then(|_| de.end());
+        if let Err(e) = parsed {
             if !e.is_eof() {
                 return Err(json_syntax(source_name, &e));
             }
@@ -798,6 +802,154 @@ pub fn parse_pods(
     Ok(pods)
 }
 
+/// [`parse_pods`] for `predict`, which keeps of each pod only what the
+/// comparator reads ([`slim_pod`]): a List of 100,000 pods then takes a
+/// fraction of the memory. Each item is still decoded as a whole `Pod` (the
+/// same checks, the same errors) and slimmed at once, so only one whole pod
+/// is held at a time.
+pub fn parse_pods_slim(
+    source_name: &str,
+    text: &str,
+) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
+    let pods = match typed_slim_pod_list(text) {
+        Some((pods, prefix))
+            if pods
+                .iter()
+                .all(|p| p.metadata.name.as_deref().is_some_and(|n| !n.is_empty())) =>
+        {
+            check_unique_pods(
+                pods.iter()
+                    .enumerate()
+                    .map(|(i, p)| (item_label(source_name, &format!("{prefix}[{i}]")), p)),
+            )?;
+            pods
+        }
+        _ => pods_from(&parse_objects(source_name, text)?)?
+            .into_iter()
+            .map(slim_pod)
+            .collect(),
+    };
+    if pods.is_empty() {
+        return Err(no_pods(source_name, text));
+    }
+    Ok(pods)
+}
+
+/// The fields of a pod that the comparator, the grouping by owner and the
+/// checks of the input read: name, namespace, UID, creation and deletion
+/// times, the deletion-cost annotation, owner references, node, restartable
+/// init containers (name and restart policy), phase, conditions and the
+/// containers' restart counts. Labels, container specs, images, IPs and
+/// managedFields go.
+pub fn slim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let m = pod.metadata;
+    let annotations = m.annotations.and_then(|mut a| {
+        let cost = a.remove(crate::comparator::POD_DELETION_COST)?;
+        Some(std::collections::BTreeMap::from([(
+            crate::comparator::POD_DELETION_COST.to_string(),
+            cost,
+        )]))
+    });
+    let statuses = |list: Option<Vec<ContainerStatus>>| {
+        list.map(|l| {
+            l.into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    restart_count: c.restart_count,
+                    ready: c.ready,
+                    ..Default::default()
+                })
+                .collect()
+        })
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            annotations,
+            owner_references: m.owner_references,
+            ..Default::default()
+        },
+        spec: pod.spec.map(|s| PodSpec {
+            node_name: s.node_name,
+            init_containers: s.init_containers.map(|l| {
+                l.into_iter()
+                    .map(|c| Container {
+                        name: c.name,
+                        restart_policy: c.restart_policy,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }),
+        status: pod.status.map(|s| PodStatus {
+            phase: s.phase,
+            conditions: s.conditions,
+            container_statuses: statuses(s.container_statuses),
+            init_container_statuses: statuses(s.init_container_statuses),
+            ..Default::default()
+        }),
+    }
+}
+
+/// A JSON array of pods decoded one at a time, each slimmed at once.
+struct SlimPods(Vec<k8s_openapi::api::core::v1::Pod>);
+
+impl<'de> serde::Deserialize<'de> for SlimPods {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = SlimPods;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of pods")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<SlimPods, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(pod) = seq.next_element::<k8s_openapi::api::core::v1::Pod>()? {
+                    out.push(slim_pod(pod));
+                }
+                Ok(SlimPods(out))
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
+}
+
+/// [`typed_pod_list`], slimming each pod as it is decoded.
+fn typed_slim_pod_list(text: &str) -> Option<(Vec<k8s_openapi::api::core::v1::Pod>, &'static str)> {
+    #[derive(serde::Deserialize)]
+    struct Items {
+        kind: Option<String>,
+        items: Option<SlimPods>,
+    }
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str::<SlimPods>(text)
+            .ok()
+            .map(|p| (p.0, ""));
+    }
+    if !trimmed.starts_with('{') {
+        return None;
+    }
+    let list: Items = serde_json::from_str(text).ok()?;
+    let kind = list.kind.unwrap_or_default();
+    let is_list = kind.ends_with("List") || (kind.is_empty() && list.items.is_some());
+    if is_list {
+        list.items.map(|p| (p.0, "items"))
+    } else {
+        None
+    }
+}
+
 /// The error for an input without pods, saying what it held.
 fn no_pods(source_name: &str, text: &str) -> InputError {
     let detail = if text.trim().is_empty() {
@@ -907,6 +1059,40 @@ mod tests {
                 (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
                 (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
                 (a, b) => panic!("{text}: fast {a:?} vs general {b:?}"),
+            }
+        }
+    }
+
+    /// The slim path answers as the whole one, with slimmed pods.
+    #[test]
+    fn parse_pods_slim_matches_parse_pods() {
+        let full = r#"{"kind":"PodList","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"s","uid":"u","labels":{"x":"y"},"annotations":{"other":"1","controller.kubernetes.io/pod-deletion-cost":"5"},"creationTimestamp":"2025-01-01T00:00:00Z","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"r","controller":true}]},"spec":{"nodeName":"n","containers":[{"name":"c","image":"i"}],"initContainers":[{"name":"p","image":"i","restartPolicy":"Always"}]},"status":{"phase":"Running","podIP":"1.2.3.4","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2025-01-01T00:01:00Z"}],"containerStatuses":[{"name":"c","image":"i","imageID":"x","ready":true,"restartCount":3}],"initContainerStatuses":[{"name":"p","image":"i","imageID":"x","ready":true,"restartCount":1}]}}]}"#;
+        let slim = parse_pods_slim("f.json", full).unwrap();
+        assert_eq!(slim[0].metadata.labels, None);
+        assert_eq!(
+            slim[0].metadata.annotations.as_ref().map(|a| a.len()),
+            Some(1)
+        );
+        assert!(slim[0].spec.as_ref().unwrap().containers.is_empty());
+        let yaml = "kind: Pod\nmetadata: {name: y, annotations: {a: b}}\n";
+        for text in [
+            full,
+            yaml,
+            r#"[{"metadata":{"name":"a"}},{"kind":"Pod","apiVersion":"v1"}]"#,
+            r#"{"kind":"List","items":[{"apiVersion":"v2","kind":"Pod"}]}"#,
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a"},"status":{"conditions":[{"type":"Ready","status":5}]}}]}"#,
+            r#"[{"metadata":{"name":"a"}},{"metadata":{"name":"a"}}]"#,
+            r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"x"}}]}"#,
+            "[]",
+            "",
+        ] {
+            match (parse_pods_slim("f.json", text), parse_pods("f.json", text)) {
+                (Ok(a), Ok(b)) => {
+                    let b: Vec<_> = b.into_iter().map(slim_pod).collect();
+                    assert_eq!(a, b, "{text}");
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+                (a, b) => panic!("{text}: slim {a:?} vs whole {b:?}"),
             }
         }
     }
@@ -1169,6 +1355,14 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("<stdin>: not valid JSON at line 1 column 4"),
+            "{err}"
+        );
+        let mut objects = endless(b"{\"a\": 1},\n", 8192);
+        let err = read_bounded("<stdin>", &mut objects, 1 << 40, 0, Expect::Manifest)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not valid JSON at line 1 column 9: trailing characters"),
             "{err}"
         );
     }

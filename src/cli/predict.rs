@@ -16,7 +16,7 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
     KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
 };
-use crate::input::{missing_uid_warning, parse_pods, read_source_limited, Expect};
+use crate::input::{missing_uid_warning, parse_pods_slim, read_source_limited, Expect};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -610,7 +610,7 @@ pub fn render_table(p: &Prediction) -> String {
 fn load_pods(path: &str, max_bytes: u64) -> Result<(String, Vec<Pod>), CliError> {
     let (name, text) =
         read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
-    let pods = parse_pods(&name, &text).map_err(CliError::bad_input)?;
+    let pods = parse_pods_slim(&name, &text).map_err(CliError::bad_input)?;
     Ok((name, pods))
 }
 
