@@ -142,10 +142,10 @@ pub async fn plan_round(
             &previous,
             &opts,
         );
-        (planned, samples, previous)
+        (planned, samples)
     })
     .await;
-    let ((mut planned, releases, versions, conflicts), samples, _) = match joined {
+    let ((mut planned, releases, versions, conflicts), samples) = match joined {
         Ok(done) => done,
         Err(e) => {
             return Err(ControllerError::Planning(format!(

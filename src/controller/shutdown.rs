@@ -23,8 +23,9 @@ impl Shutdown {
         tokio::spawn(async move {
             signal.await;
             let _ = tx.send(Some(Instant::now()));
-            // keep the sender: a dropped sender would read as "never asked"
-            std::future::pending::<()>().await;
+            // keep the sender while anyone listens: a dropped sender would
+            // read as "never asked"
+            tx.closed().await;
         });
         Shutdown { asked, grace }
     }
