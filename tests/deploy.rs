@@ -192,8 +192,13 @@ fn render(overlay: &str) -> Rendered {
 /// ours would (rendered from a kustomization under the target directory:
 /// kustomize takes only relative paths to other directories).
 fn render_with_components(overlay: &str) -> Rendered {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("deploy-{overlay}-components"));
-    std::fs::create_dir_all(&dir).unwrap();
+    // inside the repository whatever CARGO_TARGET_DIR says: kustomize
+    // takes other directories by relative path only
+    let scratch = tempfile::Builder::new()
+        .prefix(".kustomize-")
+        .tempdir_in(repo())
+        .unwrap();
+    let dir = scratch.path().to_path_buf();
     let up = relative_to_repo(&dir);
     // a user's overlay sets the install namespace for what it adds
     let namespace = render(overlay).namespace();

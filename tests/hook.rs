@@ -798,13 +798,13 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
     assert_eq!(cmp["asPredicted"], true, "{answer}");
 }
 
-/// The CA the operator published (ConfigMap `deletion-cost-ca`, key `ca.crt`,
+/// The CA the operator published (ConfigMap `deletion-cost-hook-ca`, key `ca.crt`,
 /// in the lease namespace `ops`), once it is there.
 async fn published_ca(fake: &FakeApi) -> String {
     let mut ca = None;
     eventually(|| {
         ca = fake
-            .get_json("ConfigMap", "ops", "deletion-cost-ca")
+            .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
             .and_then(|cm| {
                 cm.pointer("/data/ca.crt")
                     .and_then(Value::as_str)
@@ -905,7 +905,9 @@ async fn the_hook_serves_tls_verified_by_the_published_ca() {
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
 
     // the CA is shared through a Secret (type kubernetes.io/tls) the operator made
-    let secret = fake.get_json("Secret", "ops", "deletion-cost-ca").unwrap();
+    let secret = fake
+        .get_json("Secret", "ops", "deletion-cost-hook-ca")
+        .unwrap();
     assert_eq!(secret["type"], "kubernetes.io/tls");
     assert!(secret.pointer("/data/tls.key").is_some());
     // and published by server-side apply under the operator's field manager
@@ -1111,7 +1113,7 @@ fn ca_secret(cert: &str, key: Option<&str>) -> k8s_openapi::api::core::v1::Secre
     }
     k8s_openapi::api::core::v1::Secret {
         metadata: kube::api::ObjectMeta {
-            name: Some("deletion-cost-ca".into()),
+            name: Some("deletion-cost-hook-ca".into()),
             namespace: Some("ops".into()),
             ..Default::default()
         },
@@ -1160,7 +1162,7 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
         deletion_cost::hook::cert::new_ca(std::time::SystemTime::now()).unwrap(),
     );
     for bad in [ca_secret(&a.cert, None), ca_secret(&a.cert, Some(&b.key))] {
-        let _ = fake.delete_json("Secret", "ops", "deletion-cost-ca");
+        let _ = fake.delete_json("Secret", "ops", "deletion-cost-hook-ca");
         fake.insert(&bad).unwrap();
         let op = Operator::start(tls_config(), fake.client(), &fake).await;
         // the Secret is read again and again, never overwritten, nothing is
@@ -1168,7 +1170,7 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
         eventually(|| async { fake.requests_for(Verb::Get, "secrets").len() >= 3 }).await;
         assert!(fake.writes_to("secrets").is_empty());
         assert!(fake
-            .get_json("ConfigMap", "ops", "deletion-cost-ca")
+            .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
             .is_none());
         let _ = rustls::crypto::ring::default_provider().install_default();
         let impatient = reqwest::Client::builder()
@@ -1181,7 +1183,7 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
         assert!(early.is_err(), "{early:?}");
 
         // deleting the Secret heals it without a restart: a new CA, published
-        fake.delete_json("Secret", "ops", "deletion-cost-ca")
+        fake.delete_json("Secret", "ops", "deletion-cost-hook-ca")
             .unwrap();
         let ca = published_ca(&fake).await;
         assert_ne!(ca, a.cert);
@@ -1190,7 +1192,7 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
             .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
         assert_eq!(status, 200, "{answer}");
         drop(op);
-        fake.delete_json("ConfigMap", "ops", "deletion-cost-ca")
+        fake.delete_json("ConfigMap", "ops", "deletion-cost-hook-ca")
             .unwrap();
         fake.clear_requests();
     }

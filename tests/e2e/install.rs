@@ -40,10 +40,12 @@ pub struct Installer {
 }
 
 impl Installer {
-    /// An installer with its scratch directory under the target directory
+    /// An installer with its scratch directory inside the repository
     /// (kustomize takes only relative paths to other directories).
     pub async fn new(env: &Env) -> Installer {
-        let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        let scratch = tempfile::Builder::new()
+            .prefix(".kustomize-")
+            .tempdir_in(repo())
             .unwrap_or_else(|e| panic!("scratch dir: {e}"));
         Installer {
             client: env.client.clone(),
