@@ -780,8 +780,19 @@ pub fn parse_pods(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    let pods = match typed_pod_list(text) {
-        // a nameless item goes the general way, which says whether it is a Pod at all
+    checked_pods(source_name, text, typed_pod_list(text), |p| p)
+}
+
+/// The pods of a typed fast-path parse when every one has a name (checked
+/// for duplicates), else of the general path (whose errors say whether an
+/// item is a Pod at all), each passed through `keep`; none is an error.
+fn checked_pods(
+    source_name: &str,
+    text: &str,
+    typed: Option<(Vec<k8s_openapi::api::core::v1::Pod>, impl std::fmt::Display)>,
+    keep: impl Fn(k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod,
+) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
+    let pods = match typed {
         Some((pods, prefix))
             if pods
                 .iter()
@@ -794,7 +805,10 @@ pub fn parse_pods(
             )?;
             pods
         }
-        _ => pods_from(&parse_objects(source_name, text)?)?,
+        _ => pods_from(&parse_objects(source_name, text)?)?
+            .into_iter()
+            .map(keep)
+            .collect(),
     };
     if pods.is_empty() {
         return Err(no_pods(source_name, text));
@@ -811,28 +825,28 @@ pub fn parse_pods_slim(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    let pods = match typed_slim_pod_list(text) {
-        Some((pods, prefix))
-            if pods
-                .iter()
-                .all(|p| p.metadata.name.as_deref().is_some_and(|n| !n.is_empty())) =>
-        {
-            check_unique_pods(
-                pods.iter()
-                    .enumerate()
-                    .map(|(i, p)| (item_label(source_name, &format!("{prefix}[{i}]")), p)),
-            )?;
-            pods
-        }
-        _ => pods_from(&parse_objects(source_name, text)?)?
-            .into_iter()
-            .map(slim_pod)
-            .collect(),
-    };
-    if pods.is_empty() {
-        return Err(no_pods(source_name, text));
+    checked_pods(source_name, text, typed_slim_pod_list(text), slim_pod)
+}
+
+/// What an input held, for "no ... found" errors: its kinds, or that it is
+/// empty.
+pub fn held_kinds(objects: &[RawObject]) -> String {
+    if objects.is_empty() {
+        return "the input is empty".to_string();
     }
-    Ok(pods)
+    let mut kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| {
+            if o.kind.is_empty() {
+                "(no kind)"
+            } else {
+                o.kind.as_str()
+            }
+        })
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    format!("found kind {}", kinds.join(", "))
 }
 
 /// The fields of a pod that the comparator, the grouping by owner and the

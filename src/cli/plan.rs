@@ -108,7 +108,7 @@ fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliErr
     if snapshot.pods.is_empty() {
         return Err(CliError::bad_input(format!(
             "no pods in {source} ({}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)",
-            held(objects)
+            crate::input::held_kinds(objects)
         )));
     }
     if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
@@ -161,7 +161,7 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, 
     if found.is_empty() {
         return Err(CliError::bad_input(PolicyFileError::NoPolicy {
             source_name: source.to_string(),
-            found: held(objects),
+            found: crate::input::held_kinds(objects),
         }));
     }
     found
@@ -312,26 +312,6 @@ fn namespaces_selected(policy: &ResolvedPolicy, snapshot: &Snapshot) -> Vec<(Str
             (n > 0).then(|| (ns.to_string(), n))
         })
         .collect()
-}
-
-/// What an input held, for "no ... found": its kinds, or that it is empty.
-fn held(objects: &[RawObject]) -> String {
-    if objects.is_empty() {
-        return "the input is empty".to_string();
-    }
-    let mut kinds: Vec<&str> = objects
-        .iter()
-        .map(|o| {
-            if o.kind.is_empty() {
-                "(no kind)"
-            } else {
-                o.kind.as_str()
-            }
-        })
-        .collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    format!("found kind {}", kinds.join(", "))
 }
 
 /// Runs `plan`.

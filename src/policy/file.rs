@@ -177,22 +177,7 @@ pub fn parse_policies(source_name: &str, text: &str) -> Result<Vec<PolicyObject>
     let objects = parse_objects(source_name, text)?;
     let policies = policies_from(&objects)?;
     if policies.is_empty() {
-        let mut kinds: Vec<&str> = objects
-            .iter()
-            .map(|o| {
-                if o.kind.is_empty() {
-                    "(no kind)"
-                } else {
-                    o.kind.as_str()
-                }
-            })
-            .collect();
-        kinds.dedup();
-        let found = if kinds.is_empty() {
-            "the input is empty".to_string()
-        } else {
-            format!("found kind {}", kinds.join(", "))
-        };
+        let found = crate::input::held_kinds(&objects);
         return Err(PolicyFileError::NoPolicy {
             source_name: source_name.to_string(),
             found,
