@@ -197,7 +197,8 @@ impl Installer {
     }
 }
 
-fn render(dir: &Path) -> Vec<Value> {
+/// Every object `kubectl kustomize DIR` renders.
+pub fn render(dir: &Path) -> Vec<Value> {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(dir)

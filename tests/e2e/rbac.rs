@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
@@ -30,21 +29,7 @@ fn repo() -> PathBuf {
 /// The overlay's RBAC objects and ServiceAccount, rewritten for this run:
 /// namespace `system_ns`, cluster-scoped names suffixed with the run id.
 pub fn rendered(run: &str, system_ns: &str) -> Vec<Value> {
-    let dir = repo().join("deploy/overlays/cluster-wide");
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8_lossy(&out.stdout);
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml)
-        .unwrap_or_else(|e| panic!("rendered cluster-wide overlay: {e}"));
+    let docs = crate::install::render(&repo().join("deploy/overlays/cluster-wide"));
     let keep = [
         "ServiceAccount",
         "ClusterRole",
@@ -107,14 +92,7 @@ fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
 
 /// The label selector of the hook Service as shipped (`key=value,...`).
 pub fn hook_service_selector() -> String {
-    let dir = repo().join("deploy/overlays/cluster-wide");
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl kustomize {}: {e}", dir.display()));
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout))
-        .unwrap_or_else(|e| panic!("rendered cluster-wide overlay: {e}"));
+    let docs = crate::install::render(&repo().join("deploy/overlays/cluster-wide"));
     let svc = docs
         .iter()
         .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "deletion-cost-hook")
