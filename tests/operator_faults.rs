@@ -604,6 +604,20 @@ async fn per_policy_series_are_removed_with_the_policy() {
         assert!(tokio::time::Instant::now() < deadline, "no mismatch series");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // the pod gets ready: the reason goes away and leaves a zeroed series,
+    // which must go with the policy too
+    let mut pod = fake.get_json("pods", NS, "web-001").unwrap();
+    pod["status"]["conditions"][0]["status"] = json!("True");
+    fake.apply_json(pod).unwrap();
+    let zeroed = format!("{series} 0");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !http_get(port, "/metrics").await.1.contains(&zeroed) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the series is not zeroed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     fake.delete_json("deletioncostpolicies", NS, "web").unwrap();
     eventually(Duration::from_secs(20), "the policy is gone", || {
         fake.get_json("deletioncostpolicies", NS, "web").is_none()

@@ -856,35 +856,25 @@ async fn apply_policy(
         "planned"
     );
 
-    // mismatch gauges: set current reasons, zero the ones that went away
+    // mismatch gauges: set current reasons, zero the ones that went away;
+    // every series ever exported stays tracked so deleting the policy
+    // removes the zeroed ones too. Set under the policy's lock, so a
+    // concurrent forget cannot be undone.
     let mut reasons: BTreeMap<String, i64> = BTreeMap::new();
     for m in planned.replica_sets.iter().flat_map(|r| &r.mismatches) {
         *reasons.entry(format!("{:?}", m.reason)).or_default() += 1;
     }
-    for gone in state
-        .mismatch_reasons
-        .iter()
-        .filter(|r| !reasons.contains_key(*r))
-    {
-        ctx.metrics
-            .order_mismatches
-            .get_or_create(&PolicyReason {
-                policy: key.clone(),
-                reason: gone.clone(),
-            })
-            .set(0);
-    }
-    state.mismatch_reasons = reasons.keys().cloned().collect();
-    drop(state);
-    for (reason, n) in &reasons {
+    state.mismatch_reasons.extend(reasons.keys().cloned());
+    for reason in &state.mismatch_reasons {
         ctx.metrics
             .order_mismatches
             .get_or_create(&PolicyReason {
                 policy: key.clone(),
                 reason: reason.clone(),
             })
-            .set(*n);
+            .set(reasons.get(reason).copied().unwrap_or(0));
     }
+    drop(state);
 
     let observed = status::Observed {
         signals: round.signal_error.clone(),

@@ -27,7 +27,7 @@ pub struct PolicyState {
     last_fetch: Option<tokio::time::Instant>,
     last_refresh: Option<String>,
     signal_error: Option<(String, String)>,
-    /// Order-mismatch reasons last exported for the policy.
+    /// Order-mismatch reasons exported for the policy, zeroed ones included.
     pub(crate) mismatch_reasons: BTreeSet<String>,
     /// Signal-fetch error kinds exported for the policy.
     pub(crate) fetch_error_kinds: BTreeSet<String>,
