@@ -1224,3 +1224,92 @@ async fn run_refuses_conflicting_or_invalid_hook_tls_flags() {
         assert!(stderr.contains(needle), "{stderr}");
     }
 }
+
+/// A stand-in for the hook Service during a takeover: nothing listens at
+/// first (the proxy rules still point at the old leader), then a follower
+/// answers 503, then the leader answers. Each connection gets the next answer.
+fn takeover_stub(answers: Vec<(u16, &'static str)>, listen_after: Duration) -> u16 {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::thread::spawn(move || {
+        std::thread::sleep(listen_after);
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        for (status, body) in answers {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let mut seen = Vec::new();
+            // read the headers and the (small) body
+            while !String::from_utf8_lossy(&seen).contains("\"replicas\"") {
+                let n = std::io::Read::read(&mut s, &mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let reply = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            std::io::Write::write_all(&mut s, reply.as_bytes()).unwrap();
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn prescale_tries_again_while_leadership_moves() {
+    let port = takeover_stub(
+        vec![
+            (
+                503,
+                r#"{"error":"not the leader; send the request to op-b"}"#,
+            ),
+            (200, r#"{"policy":"shop/web","verdict":"AsIntended"}"#),
+        ],
+        Duration::from_millis(600),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, ALICE).unwrap();
+    let mut args = prescale_args(&format!("http://127.0.0.1:{port}"), &token);
+    args.extend(["--insecure-http".into(), "--timeout".into(), "20".into()]);
+    let out = cli(args, vec![]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["verdict"], "AsIntended");
+    // said why it waited: first the refused connection, then the 503
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(
+        stderr.contains("hook answered 503: not the leader"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("trying again"), "{stderr}");
+}
+
+#[tokio::test]
+async fn prescale_gives_up_on_503_when_its_time_is_spent() {
+    let answers = vec![
+        (
+            503,
+            r#"{"error":"not the leader; send the request to op-b"}"#
+        );
+        20
+    ];
+    let port = takeover_stub(answers, Duration::ZERO);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, ALICE).unwrap();
+    let mut args = prescale_args(&format!("http://127.0.0.1:{port}"), &token);
+    args.extend(["--insecure-http".into(), "--timeout".into(), "1".into()]);
+    let out = cli(args, vec![]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: hook answered 503: not the leader"),
+        "{stderr}"
+    );
+}

@@ -258,23 +258,59 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
+    // While leadership moves, the hook Service's endpoints and the node's
+    // proxy rules lag the lease by a second or so: a refused connection or a
+    // follower's 503 means the request was not worked on, so it is sent again
+    // until the time budget is spent.
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.timeout);
     let (status, bytes) = runtime.block_on(async {
-        let resp = client
-            .post(&url)
-            .bearer_auth(&token)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| CliError::failure(format!("POST {url}: {}", crate::error_chain(&e))))?;
-        let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| {
-            CliError::failure(format!(
-                "reading the answer of {url}: {}",
-                crate::error_chain(&e)
-            ))
-        })?;
-        Ok::<_, CliError>((status, bytes))
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let sent = client
+                .post(&url)
+                .bearer_auth(&token)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            let outcome = match sent {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let bytes = resp.bytes().await.map_err(|e| {
+                        CliError::failure(format!(
+                            "reading the answer of {url}: {}",
+                            crate::error_chain(&e)
+                        ))
+                    })?;
+                    Ok((status, bytes))
+                }
+                Err(e) => Err(e),
+            };
+            let why = match &outcome {
+                Ok((503, bytes)) => error_message(503, bytes),
+                Err(e) if e.is_connect() => format!("POST {url}: {}", crate::error_chain(e)),
+                Ok(done) => return Ok::<_, CliError>(done.clone()),
+                Err(e) => {
+                    return Err(CliError::failure(format!(
+                        "POST {url}: {}",
+                        crate::error_chain(e)
+                    )))
+                }
+            };
+            let wait = retry_delay(attempt);
+            if std::time::Instant::now() + wait >= deadline {
+                return match outcome {
+                    Ok(done) => Ok(done),
+                    Err(_) => Err(CliError::failure(why)),
+                };
+            }
+            super::stderr::note(&format!(
+                "{why}; trying again in {} ms (attempt {attempt})",
+                wait.as_millis()
+            ));
+            tokio::time::sleep(wait).await;
+        }
     })?;
     if !(200..300).contains(&status) {
         return Err(CliError::failure(error_message(status, &bytes)));
@@ -291,6 +327,14 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     print_out(&text)
 }
 
+/// Wait before sending a request again: 250 ms, doubling, at most 2 s.
+fn retry_delay(attempt: u32) -> Duration {
+    let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(8));
+    Duration::from_millis(250)
+        .saturating_mul(factor)
+        .min(Duration::from_secs(2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +348,13 @@ mod tests {
 
     fn parse(argv: &[&str]) -> Result<PrescaleArgs, clap::Error> {
         T::try_parse_from(std::iter::once("t").chain(argv.iter().copied())).map(|t| t.args)
+    }
+
+    #[test]
+    fn retries_back_off_to_two_seconds() {
+        let waits: Vec<u128> = (1..=6).map(|a| retry_delay(a).as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
+        assert_eq!(retry_delay(u32::MAX), Duration::from_secs(2));
     }
 
     #[test]
