@@ -326,7 +326,8 @@ impl Loose {
             Loose::Number(n) if n.is_infinite() => {
                 format!("{}infinity", if *n < 0.0 { "-" } else { "" })
             }
-            Loose::Number(n) => format!("{n}"),
+            Loose::Number(n) if n.abs() < 1e15 => format!("{n}"),
+            Loose::Number(n) => format!("{n:e}"),
             Loose::Text(t) => format!("a string ({t:?})"),
             Loose::List => "a list".into(),
             Loose::Map(_) => "a map".into(),

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::prices::{Money, PriceFrom, Prices};
 use super::{
-    controller_of, node_of, plan, Plan, PlanOptions, PreviousValues, ReplicaSetPlan,
-    ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
+    controller_of, namespace_replica_sets, node_of, plan, Plan, PlanOptions, PreviousValues,
+    ReplicaSetPlan, ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
 };
 use crate::comparator::{is_pod_active, POD_DELETION_COST};
 use crate::policy::validate::{BillingSource, DEFAULT_PRESET};
@@ -352,14 +352,11 @@ pub fn upstream_default(
     opts: &PlanOptions,
 ) -> Vec<ReplicaSetPlan> {
     let ns = policy.namespace.as_str();
-    let in_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        m.namespace.as_deref().unwrap_or("") == ns
-    };
     // only the namespace is ordered: its pods and ReplicaSets are all it needs
     let pods = snapshot
         .pods
         .iter()
-        .filter(|p| in_ns(&p.metadata))
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
         .map(|p| {
             let mut p = p.clone();
             if let Some(a) = p.metadata.annotations.as_mut() {
@@ -373,10 +370,8 @@ pub fn upstream_default(
     let without = Snapshot {
         pods,
         nodes: snapshot.nodes.clone(),
-        replica_sets: snapshot
-            .replica_sets
-            .iter()
-            .filter(|r| in_ns(&r.metadata))
+        replica_sets: namespace_replica_sets(policy, snapshot)
+            .into_iter()
             .cloned()
             .collect(),
         deployments: Vec::new(),
