@@ -507,30 +507,65 @@ fn yaml_scalar_head(text: &str) -> Option<&str> {
     None
 }
 
+/// Parses JSON (text starting with `{` or `[`: one value) or YAML (one
+/// value per document, empty documents as null) into `T`; a syntax error is
+/// one line naming the source, line and column.
+pub fn parse_documents<T: DeserializeOwned>(
+    source_name: &str,
+    text: &str,
+) -> Result<Vec<T>, InputError> {
+    documents(source_name, text, serde_saphyr::Options::default())
+}
+
+/// [`parse_documents`], except that YAML's `.inf`, `-.inf` and `.nan` reach
+/// `T` as floats instead of failing as syntax, so the caller can name the
+/// field that holds one.
+pub fn parse_documents_keeping_non_finite<T: DeserializeOwned>(
+    source_name: &str,
+    text: &str,
+) -> Result<Vec<T>, InputError> {
+    documents(
+        source_name,
+        text,
+        serde_saphyr::options! {
+            non_finite_float_policy: serde_saphyr::options::NonFiniteFloatPolicy::PassThrough,
+        },
+    )
+}
+
+fn documents<T: DeserializeOwned>(
+    source_name: &str,
+    text: &str,
+    options: serde_saphyr::Options,
+) -> Result<Vec<T>, InputError> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let v: T = serde_json::from_str(text).map_err(|e| json_syntax(source_name, &e))?;
+        Ok(vec![v])
+    } else {
+        serde_saphyr::from_multiple_with_options(text, options)
+            .map_err(|e| yaml_syntax(source_name, &e))
+    }
+}
+
 /// Parses JSON or (multi-document) YAML into the objects it holds, flattening
 /// lists and arrays.
 pub fn parse_objects(source_name: &str, text: &str) -> Result<Vec<RawObject>, InputError> {
-    let trimmed = text.trim_start();
-    let docs: Vec<(String, Value)> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(|e| json_syntax(source_name, &e))?;
-        vec![("object".to_string(), v)]
-    } else {
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(text).map_err(|e| yaml_syntax(source_name, &e))?;
-        let many = docs.len() > 1;
-        docs.into_iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(i, v)| {
-                let loc = if many {
-                    format!("document {}", i + 1)
-                } else {
-                    "object".to_string()
-                };
-                (loc, v)
-            })
-            .collect()
-    };
+    let docs: Vec<Value> = parse_documents(source_name, text)?;
+    let many = docs.len() > 1;
+    let docs: Vec<(String, Value)> = docs
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(i, v)| {
+            let loc = if many {
+                format!("document {}", i + 1)
+            } else {
+                "object".to_string()
+            };
+            (loc, v)
+        })
+        .collect();
     let mut out = Vec::new();
     for (loc, doc) in docs {
         flatten(source_name, loc, doc, &mut out)?;

@@ -63,6 +63,8 @@ fn json_output_carries_the_whole_plan() {
     assert_eq!(rs["verdict"], "NotAsIntended");
     assert_eq!(rs["mismatches"][0]["reason"], "NotReady");
     assert_eq!(rs["relatedPods"], 8);
+    // what it is worth only with --prices
+    assert!(p.get("savings").is_none());
 }
 
 #[test]
@@ -668,6 +670,10 @@ fn binary_input_fails_at_its_first_byte_on_every_reader() {
         ],
         &nul,
     );
+    bad_input(
+        &["--prices", "/dev/zero", "--scale-down-by", "2", NOW],
+        &nul,
+    );
 }
 
 #[test]
@@ -732,4 +738,224 @@ fn max_input_bytes_limits_every_reader() {
             );
         }
     }
+}
+
+// ---- what it is worth (--prices) ---------------------------------------------
+
+const PRICES: &str = "config/examples/prices.yaml";
+
+/// The time of the example samples: with --samples FILE and --now, older
+/// samples are stale.
+const SAMPLES_NOW: &str = "--now=2026-11-22T02:00:00Z";
+
+/// The `savings` of the first plan; `args` include `--now`.
+fn savings_json(args: &[&str]) -> serde_json::Value {
+    let o = plan(&[&["-o", "json"][..], args].concat());
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v[0]["savings"].clone()
+}
+
+fn names(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().or(n["name"].as_str()).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn prices_show_what_the_policys_scale_down_is_worth_against_upstream() {
+    // by 3, the policy empties spot-b1; upstream's choice without the
+    // policy's costs empties nothing
+    let o = plan(&[NOW, "--prices", PRICES, "--scale-down-by", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("What it is worth: scale down by 3 (prices: config/examples/prices.yaml, USD; a month is 730 h)"),
+        "{out}"
+    );
+    for row in [
+        "policy             web-7d9f8c6b5-f8jls, web-7d9f8c6b5-4xk2p, web-7d9f8c6b5-b7rwd  spot-b1 (spot)  0.0416    30.368",
+        "upstream           web-7d9f8c6b5-f8jls, web-7d9f8c6b5-9qmzt, web-7d9f8c6b5-x6nfo  none            0.00      0.00",
+        "policy - upstream                                                                 +1              +0.0416   +30.368",
+        "policy          spot           1      1.93  6.8Gi   0.0416    30.368",
+    ] {
+        assert!(out.contains(row), "{row:?} not in\n{out}");
+    }
+
+    let s = savings_json(&[NOW, "--prices", PRICES, "--scale-down-by", "3"]);
+    assert_eq!(s["pricesFile"], PRICES);
+    assert_eq!(s["currency"], "USD");
+    assert_eq!(s["hoursPerMonth"], 730);
+    assert_eq!(names(&s["policy"]["freedNodes"]), ["spot-b1"]);
+    let node = &s["policy"]["freedNodes"][0];
+    assert_eq!(node["billingClass"], "spot");
+    assert_eq!(node["instanceType"], "m6i.large");
+    assert_eq!(node["allocatableCpuMillicores"], 1930);
+    assert_eq!(node["allocatableMemoryBytes"], 7129936u64 * 1024);
+    assert_eq!(node["priceFrom"], "billingClass");
+    assert_eq!(s["policy"]["byBillingClass"][0]["nodes"], 1);
+    assert_eq!(
+        names(&s["upstream"]["victims"]),
+        [
+            "web-7d9f8c6b5-f8jls",
+            "web-7d9f8c6b5-9qmzt",
+            "web-7d9f8c6b5-x6nfo"
+        ]
+    );
+    assert!(s["upstream"]["freedNodes"].as_array().unwrap().is_empty());
+    assert_eq!(s["difference"]["nodes"], 1);
+    assert_eq!(s["difference"]["hourly"], 0.0416);
+    assert_eq!(s["difference"]["monthly"], 30.368);
+    assert_eq!(s["difference"]["complete"], true);
+
+    // by 2 neither choice empties a node; the same with the files named
+    let s = savings_json(&[
+        SAMPLES_NOW,
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        "config/examples/cluster.yaml",
+        "--samples",
+        "config/examples/samples.json",
+        "--prices",
+        PRICES,
+        "--scale-down-by",
+        "2",
+    ]);
+    assert_eq!(
+        names(&s["policy"]["victims"]),
+        ["web-7d9f8c6b5-f8jls", "web-7d9f8c6b5-4xk2p"]
+    );
+    assert!(s["policy"]["freedNodes"].as_array().unwrap().is_empty());
+    assert!(s["upstream"]["freedNodes"].as_array().unwrap().is_empty());
+    assert_eq!(s["difference"]["hourly"], 0.0);
+
+    // without --prices there is no savings object
+    assert!(savings_json(&[NOW, "--scale-down-by", "3"]).is_null());
+}
+
+#[test]
+fn daemon_set_pods_do_not_keep_a_node_and_other_pods_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod_on = |name: &str, owner: Option<&str>| {
+        let mut p = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system", "uid": format!("uid-{name}")},
+            "spec": {"nodeName": "spot-b1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        });
+        if let Some(kind) = owner {
+            p["metadata"]["ownerReferences"] = serde_json::json!([
+                {"apiVersion": "apps/v1", "kind": kind, "name": "agent", "uid": "uid-agent", "controller": true}
+            ]);
+        }
+        p
+    };
+    let run = |extra: Vec<serde_json::Value>, file: &str| {
+        let mut c = cluster();
+        c["items"].as_array_mut().unwrap().extend(extra);
+        let path = write(&dir, file, &c);
+        savings_json(&[
+            SAMPLES_NOW,
+            "--policy",
+            "config/examples/combined.yaml",
+            "--snapshot",
+            &path,
+            "--samples",
+            "config/examples/samples.json",
+            "--prices",
+            PRICES,
+            "--scale-down-by",
+            "3",
+        ])
+    };
+    let s = run(vec![pod_on("agent-x", Some("DaemonSet"))], "ds.json");
+    assert_eq!(names(&s["policy"]["freedNodes"]), ["spot-b1"]);
+    let mut finished = pod_on("job-x", None);
+    finished["status"]["phase"] = "Succeeded".into();
+    let s = run(vec![finished], "finished.json");
+    assert_eq!(names(&s["policy"]["freedNodes"]), ["spot-b1"]);
+    let s = run(vec![pod_on("bare-x", None)], "bare.json");
+    assert!(s["policy"]["freedNodes"].as_array().unwrap().is_empty());
+    assert_eq!(s["difference"]["hourly"], 0.0);
+}
+
+#[test]
+fn a_node_without_a_price_is_named_never_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.yaml");
+    std::fs::write(&prices, "billingClasses: {reserved: 0.121}\n").unwrap();
+    let prices = prices.to_string_lossy().into_owned();
+    let o = plan(&[NOW, "--prices", &prices, "--scale-down-by", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("spot-b1 (spot, unpriced)"), "{out}");
+    assert!(
+        out.contains("policy: no price for spot-b1 (left out of the sums)"),
+        "{out}"
+    );
+    assert!(
+        stderr(&o).contains("no price for freed node(s) spot-b1"),
+        "{}",
+        stderr(&o)
+    );
+    let s = savings_json(&[NOW, "--prices", &prices, "--scale-down-by", "3"]);
+    assert_eq!(names(&s["policy"]["unpricedNodes"]), ["spot-b1"]);
+    assert!(s["policy"]["freedNodes"][0]["hourly"].is_null());
+    assert_eq!(s["difference"]["complete"], false);
+}
+
+#[test]
+fn bad_prices_exit_2_naming_the_problem() {
+    bad_input(
+        &[NOW, "--prices", PRICES],
+        &["--prices needs --scale-down-by N"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "billingclasses: {spot: 0.1}",
+            "billingclasses: unknown field; did you mean billingClasses?",
+        ),
+        (
+            "billingClasses: {spot: -0.1}",
+            "billingClasses.spot: must be a price per hour, a finite number from 0 to 1e9; found -0.1",
+        ),
+        (
+            "billingClasses: {spot: .nan}",
+            "billingClasses.spot: must be a price per hour, a finite number from 0 to 1e9; found NaN",
+        ),
+        (
+            "{\"instanceTypes\": {\"m6i.large\": \"cheap\"}}",
+            "instanceTypes.m6i.large: must be a price per hour (a number); found a string (\"cheap\")",
+        ),
+        ("", "no prices (the input is empty)"),
+    ];
+    for (i, (text, needle)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("prices-{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_string_lossy().into_owned();
+        bad_input(
+            &[NOW, "--prices", &path, "--scale-down-by", "2"],
+            &[&format!("error: {path}: {needle}")],
+        );
+    }
+    bad_input(
+        &[NOW, "--prices", "nope.yaml", "--scale-down-by", "2"],
+        &["nope.yaml: cannot read"],
+    );
+    bad_input(
+        &[
+            NOW,
+            "--prices",
+            PRICES,
+            "--scale-down-by",
+            "2",
+            "--max-input-bytes",
+            "100",
+        ],
+        &["config/examples/prices.yaml: larger than --max-input-bytes 100 bytes"],
+    );
 }

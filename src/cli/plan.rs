@@ -11,6 +11,8 @@ use crate::input::{
     check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
     read_source_limited, Expect, RawObject,
 };
+use crate::plan::prices::{Money, Prices};
+use crate::plan::savings::{plan_savings, Choice, Savings};
 use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::file::policies_from;
 use crate::policy::PolicyFileError;
@@ -66,6 +68,12 @@ pub struct PlanArgs {
     /// Predict the victims of scaling each ReplicaSet down by N.
     #[arg(long, value_name = "N")]
     pub scale_down_by: Option<usize>,
+    /// Hourly node prices (YAML or JSON: billingClasses, optionally
+    /// instanceTypes): with --scale-down-by, show what the nodes the
+    /// victims empty are worth, against upstream's choice without the
+    /// policy's costs.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<String>,
     /// Time used for the comparator's log2 buckets (RFC 3339; default: now).
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
@@ -73,7 +81,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub gates: super::cluster_flags::GateFlags,
     /// Stop with exit 2 on an input larger than this (each file of --policy,
-    /// --snapshot and --samples, and stdin):
+    /// --snapshot, --samples and --prices, and stdin):
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
     #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
@@ -314,8 +322,27 @@ fn namespaces_selected(policy: &ResolvedPolicy, snapshot: &Snapshot) -> Vec<(Str
         .collect()
 }
 
+/// Reads and checks `--prices`, which needs `--scale-down-by`.
+fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
+    let Some(path) = &args.prices else {
+        return Ok(None);
+    };
+    if args.scale_down_by.is_none() {
+        return Err(CliError::bad_input(
+            "--prices needs --scale-down-by N: what is priced are the nodes that scaling \
+             each ReplicaSet down by N would empty",
+        ));
+    }
+    let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
+        .map_err(CliError::bad_input)?;
+    Prices::parse(&name, &text)
+        .map(Some)
+        .map_err(CliError::bad_input)
+}
+
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    let prices = load_prices(&args)?;
     let bundled = args.policy.is_none() && args.snapshot.is_none();
     let (policy_source, policy_objs, snapshot) = if bundled {
         (
@@ -375,6 +402,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
             .extend(idle_warnings(policy, &snapshot, &p, has_samples));
+        if let Some(prices) = &prices {
+            let (savings, warnings) = plan_savings(policy, &snapshot, &p, prices, &opts);
+            p.warnings.extend(warnings);
+            p.savings = Some(savings);
+        }
         plans.push(p);
     }
     let text = match args.output {
@@ -558,5 +590,170 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
             }
         }
     }
+    if let (Some(s), Some(n)) = (&p.savings, opts.scale_down_by) {
+        out.push_str(&render_savings(s, n));
+    }
     out
+}
+
+/// What the scale-down is worth: per choice the victims, the nodes they
+/// empty and their price; the capacity freed per billing class; the
+/// difference.
+fn render_savings(s: &Savings, scale_down_by: usize) -> String {
+    let mut out = String::new();
+    let currency = s
+        .currency
+        .as_deref()
+        .map(|c| format!(", {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n  What it is worth: scale down by {scale_down_by} (prices: {}{currency}; a month is {} h)",
+        s.prices_file, s.hours_per_month
+    );
+    let choices = [("policy", &s.policy), ("upstream", &s.upstream)];
+    let mut rows = vec![
+        ["CHOICE", "DELETES", "NODES FREED", "PER HOUR", "PER MONTH"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for (label, c) in choices {
+        rows.push(vec![
+            label.to_string(),
+            if c.victims.is_empty() {
+                "nothing".into()
+            } else {
+                c.victims.join(", ")
+            },
+            freed_list(c),
+            c.hourly.to_string(),
+            c.monthly.to_string(),
+        ]);
+    }
+    let d = &s.difference;
+    rows.push(vec![
+        "policy - upstream".into(),
+        String::new(),
+        if d.nodes > 0 {
+            format!("+{}", d.nodes)
+        } else {
+            d.nodes.to_string()
+        },
+        signed(d.hourly),
+        signed(d.monthly),
+    ]);
+    out.push_str(&pad(&rows));
+    let mut rows = vec![[
+        "CAPACITY FREED",
+        "BILLING CLASS",
+        "NODES",
+        "CPU",
+        "MEMORY",
+        "PER HOUR",
+        "PER MONTH",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (label, c) in choices {
+        for t in &c.by_billing_class {
+            rows.push(vec![
+                label.to_string(),
+                t.billing_class.clone().unwrap_or_else(|| "(none)".into()),
+                t.nodes.to_string(),
+                t.allocatable_cpu_millicores
+                    .map_or_else(|| "-".into(), cores),
+                t.allocatable_memory_bytes
+                    .map_or_else(|| "-".into(), memory),
+                t.hourly.to_string(),
+                t.monthly.to_string(),
+            ]);
+        }
+    }
+    if rows.len() > 1 {
+        out.push('\n');
+        out.push_str(&pad(&rows));
+    }
+    for (label, c) in choices {
+        if !c.unpriced_nodes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {label}: no price for {} (left out of the sums)",
+                c.unpriced_nodes.join(", ")
+            );
+        }
+        let unreported: usize = c
+            .by_billing_class
+            .iter()
+            .map(|t| t.nodes_without_allocatable)
+            .sum();
+        if unreported > 0 {
+            let _ = writeln!(
+                out,
+                "  {label}: {unreported} freed node(s) report no allocatable cpu or memory (not in CPU, MEMORY)"
+            );
+        }
+        if c.tie_at_cut {
+            let _ = writeln!(
+                out,
+                "  {label}: a cut falls inside a tie: upstream may delete other pods it ranks equal, and free other nodes"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  a node counts as freed when no active pod but DaemonSet pods stays on it; the autoscaler decides whether it goes"
+    );
+    out
+}
+
+/// The nodes a choice frees, with their billing class.
+fn freed_list(c: &Choice) -> String {
+    if c.freed_nodes.is_empty() {
+        return "none".into();
+    }
+    c.freed_nodes
+        .iter()
+        .map(|n| {
+            let class = n.billing_class.as_deref().unwrap_or("no class");
+            match n.hourly {
+                Some(_) => format!("{} ({class})", n.name),
+                None => format!("{} ({class}, unpriced)", n.name),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An amount with its sign: `+0.12`, `-0.40`, `0.00`.
+fn signed(m: Money) -> String {
+    if m > Money::ZERO {
+        format!("+{m}")
+    } else {
+        m.to_string()
+    }
+}
+
+/// Millicores as cores: `2`, `1.93`, `0.25`.
+fn cores(millis: u64) -> String {
+    trim_decimals(format!("{}.{:03}", millis / 1000, millis % 1000))
+}
+
+/// Bytes in Gi (Mi below 1 Gi), two decimals at most: `7.57Gi`, `512Mi`.
+fn memory(bytes: u64) -> String {
+    let (unit, size) = if bytes >= 1 << 30 {
+        ("Gi", (1u64 << 30) as f64)
+    } else {
+        ("Mi", (1u64 << 20) as f64)
+    };
+    format!(
+        "{}{unit}",
+        trim_decimals(format!("{:.2}", bytes as f64 / size))
+    )
+}
+
+fn trim_decimals(s: String) -> String {
+    if !s.contains('.') {
+        return s;
+    }
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

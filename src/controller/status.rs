@@ -323,6 +323,7 @@ mod tests {
             values: Default::default(),
             inactive: vec![],
             warnings: vec![],
+            savings: None,
         }
     }
 

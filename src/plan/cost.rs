@@ -17,9 +17,8 @@ use super::{
     ResolvedPolicy, SignalValue, POLICY_ANNOTATION,
 };
 use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
-use crate::policy::validate::BillingSource;
-use crate::policy::{BillingPreset, OnSignalMissing, ValidatedSignal};
-use crate::signals::billing::billing_class;
+use crate::policy::{OnSignalMissing, ValidatedSignal};
+use crate::signals::billing::class_of;
 use crate::signals::utilization::quantize;
 use crate::signals::{Sample, SignalSamples};
 
@@ -390,10 +389,6 @@ fn evaluate_signal(
 ) -> Vec<(Option<i64>, Arc<str>)> {
     match spec {
         ValidatedSignal::BillingClass(b) => {
-            let (label, preset) = match &b.source {
-                BillingSource::NodeLabel(l) => (Some(l.as_str()), BillingPreset::Auto),
-                BillingSource::Preset(p) => (None, *p),
-            };
             // a node's class is the same for all its pods: derive it once per
             // node, and number the classes so pods compare numbers, not names
             let mut class_ids: HashMap<Option<String>, usize> = HashMap::new();
@@ -402,8 +397,7 @@ fn evaluate_signal(
                 .node
                 .iter()
                 .map(|n| {
-                    let class =
-                        billing_class(n.and_then(|n| n.metadata.labels.as_ref()), label, preset);
+                    let class = class_of(&b.source, n.and_then(|n| n.metadata.labels.as_ref()));
                     *class_ids.entry(class).or_insert_with_key(|c| {
                         classes.push(c.clone());
                         classes.len() - 1

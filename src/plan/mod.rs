@@ -7,7 +7,9 @@ pub mod check;
 mod cost;
 mod order;
 pub mod previous;
+pub mod prices;
 pub mod resolve;
+pub mod savings;
 pub mod snapshot;
 mod table;
 
@@ -183,6 +185,10 @@ pub struct Plan {
     pub inactive: Vec<String>,
     /// Things the user should know (missing nodes, missing ReplicaSets).
     pub warnings: Vec<String>,
+    /// What the scale-down is worth against upstream's own choice (`plan
+    /// --prices`); the planner leaves it empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub savings: Option<savings::Savings>,
 }
 
 fn controller_of(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
@@ -355,6 +361,7 @@ pub fn plan_excluding(
         values: costed.values,
         inactive,
         warnings,
+        savings: None,
     }
 }
 

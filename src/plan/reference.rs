@@ -318,6 +318,7 @@ pub(super) fn plan_excluding(
             .collect(),
         inactive,
         warnings,
+        savings: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::policy::validate::BillingSource;
 use crate::policy::BillingPreset;
 
 /// Karpenter's label: `spot` / `on-demand` (also `reserved`).
@@ -69,6 +70,18 @@ pub fn billing_class(
     match custom_label {
         Some(label) => labels.get(label).cloned(),
         None => from_preset(preset, labels),
+    }
+}
+
+/// The billing class of a node as a billing-class signal with `source`
+/// reads it: the one mapping the planner and the savings share.
+pub fn class_of(
+    source: &BillingSource,
+    node_labels: Option<&BTreeMap<String, String>>,
+) -> Option<String> {
+    match source {
+        BillingSource::NodeLabel(l) => billing_class(node_labels, Some(l), BillingPreset::Auto),
+        BillingSource::Preset(p) => billing_class(node_labels, None, *p),
     }
 }
 

@@ -1,0 +1,538 @@
+//! Node prices for `plan --prices FILE`: an hourly price per billing class,
+//! and optionally per instance type, read strictly from YAML or JSON. Pure:
+//! the caller reads the file.
+//!
+//! ```yaml
+//! currency: USD
+//! billingClasses: {spot: 0.12, on-demand: 0.40, pay-as-you-go: 0.55}
+//! instanceTypes: {m6i.large: 0.096}   # optional; wins over billingClasses
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::input::{parse_documents_keeping_non_finite, InputError};
+use crate::policy::strict::closest;
+
+/// The highest price a file may give, per node and hour: far above any real
+/// price in any currency, low enough that sums cannot overflow.
+pub const MAX_PRICE: f64 = 1e9;
+
+/// The fields of a prices file.
+const FIELDS: [&str; 3] = ["currency", "billingClasses", "instanceTypes"];
+
+/// An amount of money, kept in millionths so sums and differences are exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Money {
+    micros: i128,
+}
+
+impl Money {
+    /// No money.
+    pub const ZERO: Money = Money { micros: 0 };
+
+    /// The amount of `micros` millionths.
+    pub fn from_micros(micros: i128) -> Self {
+        Self { micros }
+    }
+
+    /// The amount in millionths.
+    pub fn micros(self) -> i128 {
+        self.micros
+    }
+
+    /// The amount as a float (what JSON carries).
+    pub fn as_f64(self) -> f64 {
+        self.micros as f64 / 1e6
+    }
+
+    /// A price as written, rounded to a millionth; `None` unless finite
+    /// and between 0 and [`MAX_PRICE`].
+    pub fn from_price(price: f64) -> Option<Self> {
+        (price.is_finite() && (0.0..=MAX_PRICE).contains(&price)).then(|| Self {
+            micros: (price * 1e6).round() as i128,
+        })
+    }
+
+    /// This amount `n` times (an hourly price over a month).
+    pub fn times(self, n: u32) -> Self {
+        Self {
+            micros: self.micros * i128::from(n),
+        }
+    }
+}
+
+impl std::ops::Add for Money {
+    type Output = Money;
+    fn add(self, o: Money) -> Money {
+        Money::from_micros(self.micros + o.micros)
+    }
+}
+
+impl std::ops::Sub for Money {
+    type Output = Money;
+    fn sub(self, o: Money) -> Money {
+        Money::from_micros(self.micros - o.micros)
+    }
+}
+
+impl std::iter::Sum for Money {
+    fn sum<I: Iterator<Item = Money>>(iter: I) -> Money {
+        iter.fold(Money::ZERO, |a, b| a + b)
+    }
+}
+
+/// Two decimals at least, up to six, without trailing zeros past the
+/// second: `0.12`, `0.096`, `87.60`, `-0.000001`.
+impl fmt::Display for Money {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.micros < 0 { "-" } else { "" };
+        let abs = self.micros.unsigned_abs();
+        let mut frac = format!("{:06}", abs % 1_000_000);
+        while frac.len() > 2 && frac.ends_with('0') {
+            frac.pop();
+        }
+        write!(f, "{sign}{}.{frac}", abs / 1_000_000)
+    }
+}
+
+impl serde::Serialize for Money {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.as_f64())
+    }
+}
+
+/// Where a node's price came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PriceFrom {
+    /// `instanceTypes`, by the node's `node.kubernetes.io/instance-type`.
+    InstanceType,
+    /// `billingClasses`, by the node's billing class.
+    BillingClass,
+}
+
+/// A prices file, checked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prices {
+    /// Where the prices were read from (shown with the savings).
+    pub source: String,
+    /// `currency`, when given (only shown; amounts are never converted).
+    pub currency: Option<String>,
+    /// Hourly price per billing class.
+    pub billing_classes: BTreeMap<String, Money>,
+    /// Hourly price per instance type; wins over the billing class.
+    pub instance_types: BTreeMap<String, Money>,
+}
+
+impl Prices {
+    /// The hourly price of a node: by its instance type when the file
+    /// prices it, else by its billing class; `None` when neither is priced.
+    pub fn price_of(
+        &self,
+        instance_type: Option<&str>,
+        billing_class: Option<&str>,
+    ) -> Option<(Money, PriceFrom)> {
+        instance_type
+            .and_then(|t| self.instance_types.get(t))
+            .map(|&m| (m, PriceFrom::InstanceType))
+            .or_else(|| {
+                billing_class
+                    .and_then(|c| self.billing_classes.get(c))
+                    .map(|&m| (m, PriceFrom::BillingClass))
+            })
+    }
+
+    /// Reads a prices file's text (`source` names it in errors). Unknown
+    /// fields, prices that are not finite numbers between 0 and
+    /// [`MAX_PRICE`], an entry given twice and a file without any price
+    /// are errors naming the field.
+    pub fn parse(source: &str, text: &str) -> Result<Self, PricesError> {
+        let docs: Vec<Loose> = parse_documents_keeping_non_finite(source, text)?;
+        let mut docs = docs.into_iter().filter(|d| !matches!(d, Loose::Null));
+        let (Some(doc), None) = (docs.next(), docs.next()) else {
+            let detail = if text.trim().is_empty() {
+                "the input is empty".to_string()
+            } else {
+                "it holds no document, or several: a prices file is one".to_string()
+            };
+            return Err(PricesError::NoPrices {
+                source_name: source.to_string(),
+                detail,
+            });
+        };
+        let field = |field: &str, message: String| PricesError::Field {
+            source_name: source.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        let Loose::Map(entries) = doc else {
+            return Err(field(
+                "(top level)",
+                format!(
+                    "expected a map of {}; found {}",
+                    FIELDS.join(", "),
+                    doc.describe()
+                ),
+            ));
+        };
+        let mut out = Prices {
+            source: source.to_string(),
+            ..Prices::default()
+        };
+        let mut seen = Vec::new();
+        for (key, value) in entries {
+            if seen.contains(&key) {
+                return Err(field(&key, "given twice".into()));
+            }
+            seen.push(key.clone());
+            if matches!(value, Loose::Null) && FIELDS.contains(&key.as_str()) {
+                // an empty field counts as unset, as the API server prunes nulls
+                continue;
+            }
+            match key.as_str() {
+                "currency" => match value {
+                    Loose::Text(c) if !c.trim().is_empty() => out.currency = Some(c),
+                    other => {
+                        return Err(field(
+                            &key,
+                            format!("must be a currency name; found {}", other.describe()),
+                        ))
+                    }
+                },
+                "billingClasses" => out.billing_classes = price_map(source, &key, value)?,
+                "instanceTypes" => out.instance_types = price_map(source, &key, value)?,
+                _ => {
+                    let message = match closest(&key, &FIELDS) {
+                        Some(c) => format!("unknown field; did you mean {c}?"),
+                        None => format!("unknown field; known: {}", FIELDS.join(", ")),
+                    };
+                    return Err(field(&key, message));
+                }
+            }
+        }
+        if out.billing_classes.is_empty() && out.instance_types.is_empty() {
+            return Err(PricesError::NoPrices {
+                source_name: source.to_string(),
+                detail: "neither billingClasses nor instanceTypes gives a price".into(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `billingClasses` or `instanceTypes`: name -> hourly price.
+fn price_map(
+    source: &str,
+    name: &str,
+    value: Loose,
+) -> Result<BTreeMap<String, Money>, PricesError> {
+    let field = |field: String, message: String| PricesError::Field {
+        source_name: source.to_string(),
+        field,
+        message,
+    };
+    let Loose::Map(entries) = value else {
+        return Err(field(
+            name.to_string(),
+            format!(
+                "expected a map of name to hourly price; found {}",
+                value.describe()
+            ),
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (key, price) in entries {
+        let at = format!("{name}.{key}");
+        if key.is_empty() {
+            return Err(field(at, "an empty name".into()));
+        }
+        if out.contains_key(&key) {
+            return Err(field(at, "given twice".into()));
+        }
+        let money = match price {
+            Loose::Number(p) => Money::from_price(p).ok_or_else(|| {
+                field(
+                    at.clone(),
+                    format!(
+                        "must be a price per hour, a finite number from 0 to {MAX_PRICE:e}; found {}",
+                        Loose::Number(p).describe()
+                    ),
+                )
+            })?,
+            other => {
+                return Err(field(
+                    at,
+                    format!(
+                        "must be a price per hour (a number); found {}",
+                        other.describe()
+                    ),
+                ))
+            }
+        };
+        out.insert(key, money);
+    }
+    Ok(out)
+}
+
+/// Why a prices file was refused; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PricesError {
+    /// Not readable as JSON or YAML.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// No prices at all: an empty file, several documents, no price given.
+    #[error("{source_name}: no prices ({detail})")]
+    NoPrices {
+        /// File path or `<stdin>`.
+        source_name: String,
+        /// What the file held instead.
+        detail: String,
+    },
+    /// A field that is unknown, or whose value is not allowed.
+    #[error("{source_name}: {field}: {message}")]
+    Field {
+        /// File path or `<stdin>`.
+        source_name: String,
+        /// `billingClasses.spot`, `currency`, an unknown field's name.
+        field: String,
+        /// What is wrong, quoting the value.
+        message: String,
+    },
+}
+
+/// Any YAML or JSON value, numbers as written: a `serde_json::Value` would
+/// read YAML's `.inf` and `.nan` as null and hide what the file says.
+#[derive(Debug, Clone, PartialEq)]
+enum Loose {
+    Null,
+    Bool(bool),
+    Number(f64),
+    Text(String),
+    List,
+    /// Entries in file order, repeats kept so they can be reported.
+    Map(Vec<(String, Loose)>),
+}
+
+impl Loose {
+    /// The value in words, for messages.
+    fn describe(&self) -> String {
+        match self {
+            Loose::Null => "nothing (null)".into(),
+            Loose::Bool(b) => format!("a boolean ({b})"),
+            Loose::Number(n) if n.is_nan() => "NaN".into(),
+            Loose::Number(n) if n.is_infinite() => {
+                format!("{}infinity", if *n < 0.0 { "-" } else { "" })
+            }
+            Loose::Number(n) if n.abs() < 1e15 => format!("{n}"),
+            Loose::Number(n) => format!("{n:e}"),
+            Loose::Text(t) => format!("a string ({t:?})"),
+            Loose::List => "a list".into(),
+            Loose::Map(_) => "a map".into(),
+        }
+    }
+
+    /// A map key as text (YAML keys may be numbers or booleans).
+    fn into_key(self) -> String {
+        match self {
+            Loose::Text(t) => t,
+            Loose::Null => "null".into(),
+            Loose::Bool(b) => b.to_string(),
+            Loose::Number(n) => n.to_string(),
+            Loose::List => "[...]".into(),
+            Loose::Map(_) => "{...}".into(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Loose {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Loose;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Loose, E> {
+                Ok(Loose::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Loose, E> {
+                Ok(Loose::Number(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Loose, E> {
+                Ok(Loose::Number(v as f64))
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<Loose, E> {
+                Ok(Loose::Number(v as f64))
+            }
+            fn visit_u128<E>(self, v: u128) -> Result<Loose, E> {
+                Ok(Loose::Number(v as f64))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Loose, E> {
+                Ok(Loose::Number(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Loose, E> {
+                Ok(Loose::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Loose, E> {
+                Ok(Loose::Text(v))
+            }
+            fn visit_unit<E>(self) -> Result<Loose, E> {
+                Ok(Loose::Null)
+            }
+            fn visit_none<E>(self) -> Result<Loose, E> {
+                Ok(Loose::Null)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Loose, D2::Error> {
+                Loose::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Loose, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Loose::List)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Loose, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Loose, Loose>()? {
+                    out.push((k.into_key(), v));
+                }
+                Ok(Loose::Map(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Prices, String> {
+        Prices::parse("prices.yaml", text).map_err(|e| e.to_string())
+    }
+
+    fn m(s: &str) -> Money {
+        Money::from_price(s.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn reads_yaml_and_json() {
+        let yaml =
+            "currency: USD\nbillingClasses: {spot: 0.12, on-demand: 0.40, pay-as-you-go: 0.55}\n\
+                    instanceTypes: {m6i.large: 0.096, m6i.xlarge: 1}\n";
+        let p = parse(yaml).unwrap();
+        assert_eq!(p.currency.as_deref(), Some("USD"));
+        assert_eq!(p.billing_classes["on-demand"], m("0.4"));
+        assert_eq!(p.instance_types["m6i.xlarge"], m("1"));
+        let json = r#"{"currency":"USD","billingClasses":{"spot":0.12,"on-demand":0.40,"pay-as-you-go":0.55},
+                       "instanceTypes":{"m6i.large":0.096,"m6i.xlarge":1}}"#;
+        let mut q = Prices::parse("prices.yaml", json).unwrap();
+        q.source = p.source.clone();
+        assert_eq!(p, q);
+    }
+
+    #[test]
+    fn instance_type_wins_over_billing_class() {
+        let p = parse("billingClasses: {spot: 0.12}\ninstanceTypes: {m6i.large: 0.096}").unwrap();
+        assert_eq!(
+            p.price_of(Some("m6i.large"), Some("spot")),
+            Some((m("0.096"), PriceFrom::InstanceType))
+        );
+        assert_eq!(
+            p.price_of(Some("c7g.large"), Some("spot")),
+            Some((m("0.12"), PriceFrom::BillingClass))
+        );
+        assert_eq!(p.price_of(Some("c7g.large"), Some("reserved")), None);
+        assert_eq!(p.price_of(None, None), None);
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_know_naming_the_field() {
+        let cases = [
+            (
+                "billingclasses: {spot: 1}",
+                "prices.yaml: billingclasses: unknown field; did you mean billingClasses?",
+            ),
+            (
+                "billingClasses: {spot: 1}\nregion: eu",
+                "prices.yaml: region: unknown field; known: currency, billingClasses, instanceTypes",
+            ),
+            (
+                "billingClasses: {spot: -0.1}",
+                "prices.yaml: billingClasses.spot: must be a price per hour, a finite number from 0 to 1e9; found -0.1",
+            ),
+            (
+                "billingClasses: {spot: .inf}",
+                "prices.yaml: billingClasses.spot: must be a price per hour, a finite number from 0 to 1e9; found infinity",
+            ),
+            (
+                "instanceTypes: {m6i.large: .nan}",
+                "prices.yaml: instanceTypes.m6i.large: must be a price per hour, a finite number from 0 to 1e9; found NaN",
+            ),
+            (
+                "billingClasses: {spot: 2e9}",
+                "prices.yaml: billingClasses.spot: must be a price per hour, a finite number from 0 to 1e9; found 2000000000",
+            ),
+            (
+                "billingClasses: {spot: \"0.12\"}",
+                "prices.yaml: billingClasses.spot: must be a price per hour (a number); found a string (\"0.12\")",
+            ),
+            (
+                "billingClasses: {spot: }",
+                "prices.yaml: billingClasses.spot: must be a price per hour (a number); found nothing (null)",
+            ),
+            (
+                "billingClasses: [spot]",
+                "prices.yaml: billingClasses: expected a map of name to hourly price; found a list",
+            ),
+            (
+                "currency: 5\nbillingClasses: {spot: 1}",
+                "prices.yaml: currency: must be a currency name; found 5",
+            ),
+            (
+                "- spot",
+                "prices.yaml: (top level): expected a map of currency, billingClasses, instanceTypes; found a list",
+            ),
+            ("", "prices.yaml: no prices (the input is empty)"),
+            (
+                "currency: USD",
+                "prices.yaml: no prices (neither billingClasses nor instanceTypes gives a price)",
+            ),
+            (
+                "billingClasses: {spot: 1}\n---\nbillingClasses: {spot: 2}",
+                "prices.yaml: no prices (it holds no document, or several: a prices file is one)",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(text).unwrap_err(), want, "{text}");
+        }
+        // JSON keeps repeated keys for the check; YAML's reader refuses them itself
+        let twice = Prices::parse("p.json", r#"{"billingClasses":{"spot":1,"spot":2}}"#);
+        assert_eq!(
+            twice.unwrap_err().to_string(),
+            "p.json: billingClasses.spot: given twice"
+        );
+        let twice = parse("billingClasses: {spot: 1, spot: 2}").unwrap_err();
+        assert!(twice.contains("duplicate"), "{twice}");
+        let syntax = parse("billingClasses: {spot: 1").unwrap_err();
+        assert!(
+            syntax.starts_with("prices.yaml: not valid YAML at line"),
+            "{syntax}"
+        );
+    }
+
+    #[test]
+    fn money_is_exact_and_shown_plainly() {
+        let a = m("0.1") + m("0.2");
+        assert_eq!(a, m("0.3"));
+        assert_eq!(a.as_f64(), 0.3);
+        assert_eq!(m("0.12").times(730).to_string(), "87.60");
+        assert_eq!(m("0.096").to_string(), "0.096");
+        assert_eq!((m("0") - m("0.000001")).to_string(), "-0.000001");
+        assert_eq!(Money::ZERO.to_string(), "0.00");
+        assert_eq!(serde_json::to_string(&m("0.096")).unwrap(), "0.096");
+        assert_eq!(Money::from_price(-1.0), None);
+        assert_eq!(Money::from_price(f64::NAN), None);
+    }
+}
