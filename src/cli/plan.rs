@@ -11,9 +11,10 @@ use crate::input::{
     check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
     read_source_limited, Expect, RawObject,
 };
-use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
+use crate::plan::{self, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::file::policies_from;
 use crate::policy::PolicyFileError;
+use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
 
 /// The bundled example (also in `config/examples/`), embedded so the command
@@ -38,6 +39,8 @@ pub enum PlanFormat {
     Table,
     /// The full plan as JSON.
     Json,
+    /// One self-contained HTML page: the plan as a picture, a section per policy.
+    Html,
 }
 
 /// Flags of `plan`.
@@ -390,6 +393,28 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .map(|(p, pol)| render_table(p, pol, &opts))
             .collect::<Vec<_>>()
             .join("\n"),
+        PlanFormat::Html => {
+            let report = Report {
+                source: format!(
+                    "deletion-cost plan: {} over {}",
+                    policy_source,
+                    if bundled {
+                        EXAMPLE_CLUSTER.0
+                    } else {
+                        args.snapshot.as_deref().unwrap_or_default()
+                    }
+                ),
+                now: k8s_openapi::jiff::Timestamp::from_nanosecond(now)
+                    .ok()
+                    .map(|t| t.to_string()),
+                sections: plans
+                    .iter()
+                    .zip(&policies)
+                    .map(|(p, pol)| Section::new(pol, p, &snapshot, &opts))
+                    .collect(),
+            };
+            crate::report::html::render(&report)
+        }
     };
     for p in &plans {
         for w in &p.warnings {
@@ -466,12 +491,7 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "-".into()),
         );
-        r.push(match &pod.action {
-            Action::Unchanged => "unchanged".into(),
-            Action::Patch(c) => format!("set {c}"),
-            Action::KeepForeign => "keep (not ours)".into(),
-            Action::KeepLastValue(why) => format!("keep ({why})"),
-        });
+        r.push(pod.action.to_string());
         rows.push(r);
     }
     out.push_str(&pad(&rows));
