@@ -558,17 +558,26 @@ fn node_map(out: &mut String, s: &Section, views: &[PodView]) {
     }
     out.push_str("<div class=\"classes\">\n");
     // classes in the order the policy means to empty them: by the cheapest
-    // intended cost of their pods
-    let cheapest = |pods: &mut dyn Iterator<Item = &usize>| {
-        pods.filter_map(|&i| views[i].plan.map(PodPlan::intended))
-            .min()
-            .unwrap_or(i32::MAX)
-    };
-    let mut classes: Vec<_> = groups.iter().collect();
-    classes.sort_by_key(|(class, zones)| {
-        let mut all = zones.values().flat_map(|n| n.values()).flatten();
-        (cheapest(&mut all), *class)
-    });
+    // intended cost of their pods, then by their first pod to go
+    let mut classes: Vec<_> = groups
+        .iter()
+        .map(|(class, zones)| {
+            let pods = || zones.values().flat_map(|n| n.values()).flatten();
+            let cheapest = pods()
+                .filter_map(|&i| views[i].plan.map(PodPlan::intended))
+                .min()
+                .unwrap_or(i32::MAX);
+            let first = pods()
+                .filter_map(|&i| views[i].place.map(|p| p.pos))
+                .min()
+                .unwrap_or(usize::MAX);
+            ((cheapest, first, *class), zones)
+        })
+        .collect();
+    classes.sort_by(|a, b| a.0.cmp(&b.0));
+    let classes = classes
+        .into_iter()
+        .map(|((_, _, class), zones)| (class, zones));
     for (class, zones) in classes {
         let nodes: usize = zones.values().map(BTreeMap::len).sum();
         let pods: usize = zones.values().flat_map(|n| n.values()).map(Vec::len).sum();
@@ -1083,6 +1092,24 @@ mod tests {
         assert!(spot < od);
         // first to go is red, last to go blue
         assert!(html.contains(&hex(RAMP[0])) && html.contains(&hex(RAMP[4])));
+    }
+
+    #[test]
+    fn classes_of_equal_cost_follow_the_deletion_order() {
+        // both cost 0: the class of the first pod to go comes first
+        let pods = vec![
+            pod("web-z", "od-1", Some(0), CostOwner::None),
+            pod("web-a", "spot-1", Some(0), CostOwner::None),
+        ];
+        let plan = plan_of(pods, 0, vec![]);
+        let html = page(vec![section_of(
+            &plan,
+            &[("spot-1", "spot", "a"), ("od-1", "on-demand", "b")],
+            None,
+        )]);
+        let spot = html.find("billing class</span>spot").unwrap();
+        let od = html.find("billing class</span>on-demand").unwrap();
+        assert!(od < spot);
     }
 
     #[test]
