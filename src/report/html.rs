@@ -29,6 +29,8 @@ const STRIP_W: u32 = 124;
 const STRIP_H: u32 = 40;
 /// Pods per row of the order strip.
 const STRIP_PER_ROW: usize = 10;
+/// Pods shown in the order strip.
+const STRIP_MAX: usize = 50;
 
 /// Colour ramp from first to go (red) to last to go (blue): ColorBrewer
 /// RdYlBu, readable for the common colour-vision deficiencies.
@@ -777,10 +779,9 @@ fn row(out: &mut String, s: &Section, v: &PodView) {
     let fill = v.colour();
     let _ = write!(
         out,
-        "<tr class=\"{}\" data-pod=\"{}\" title=\"{}\"><td><span class=\"sw{}\" style=\"background:{};color:{}\">{}</span></td><td class=\"mono\">{}</td>",
+        "<tr class=\"{}\" data-pod=\"{}\"><td><span class=\"sw{}\" style=\"background:{};color:{}\">{}</span></td><td class=\"mono\">{}</td>",
         if v.victim { "victim" } else { "" },
         esc(v.name),
-        esc(&hover(s, v)),
         if v.victim { " victim" } else { "" },
         hex(fill),
         text_on(fill),
@@ -864,12 +865,15 @@ fn strip(
     index: &HashMap<&str, usize>,
 ) {
     let rs = &s.plan.replica_sets[rs_i];
-    let n = rs.predicted.len();
+    let all = rs.predicted.len();
+    // a large ReplicaSet's strip shows its head; the table lists every pod
+    let n = all.min(STRIP_MAX);
     let per_row = STRIP_PER_ROW.min(n.max(1));
     let rows = n.div_ceil(per_row).max(1);
     let (step_x, step_y) = (STRIP_W + 8, STRIP_H + 26);
     let w = 16 + per_row as u32 * step_x;
-    let h = 22 + rows as u32 * step_y;
+    let more = all > n;
+    let h = 22 + rows as u32 * step_y + if more { 16 } else { 0 };
     let _ = write!(
         out,
         "<svg class=\"order\" data-replicaset=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"deletion order of {}\">\
@@ -878,8 +882,8 @@ fn strip(
         esc(&rs.name),
         esc(&rs.name)
     );
-    let cut = s.scale_down_by.map(|k| k.min(n));
-    for (pos, name) in rs.predicted.iter().enumerate() {
+    let cut = s.scale_down_by.map(|k| k.min(all)).filter(|&k| k <= n);
+    for (pos, name) in rs.predicted.iter().take(n).enumerate() {
         let Some(v) = index.get(&**name).map(|&i| &views[i]) else {
             continue;
         };
@@ -938,6 +942,18 @@ fn strip(
             x.saturating_sub(4),
             y + STRIP_H + 17,
             s.scale_down_by.unwrap_or(k),
+        );
+    }
+    if more {
+        let beyond = match s.scale_down_by {
+            Some(k) if k > n => format!("; scale down by {k} cuts after #{}", k.min(all)),
+            _ => String::new(),
+        };
+        let _ = write!(
+            out,
+            "<text x=\"12\" y=\"{}\" font-size=\"12\">… {} more pods after #{n} (all in the table){beyond}</text>",
+            h - 6,
+            all - n
         );
     }
     out.push_str("</svg>\n");
@@ -1174,6 +1190,22 @@ mod tests {
         assert_eq!(html.matches("<section class=\"policy\"").count(), 2);
         assert_eq!(html.matches("<html").count(), 1);
         assert!(html.contains("id=\"policy-shop-web\"") && html.contains("id=\"policy-shop-api\""));
+    }
+
+    #[test]
+    fn a_large_order_strip_shows_its_head_and_the_cut_beyond_it() {
+        let pods: Vec<PodPlan> = (0..120)
+            .map(|i| pod(&format!("web-{i:03}"), "n1", Some(i), CostOwner::None))
+            .collect();
+        let plan = plan_of(pods, 60, vec![]);
+        let html = page(vec![section_of(&plan, &[("n1", "spot", "a")], Some(60))]);
+        assert_eq!(html.matches("<g class=\"step").count(), STRIP_MAX);
+        assert!(html.contains(
+            "… 70 more pods after #50 (all in the table); scale down by 60 cuts after #60"
+        ));
+        // every pod is still on its node and in the table
+        assert_eq!(html.matches("<g class=\"pod").count(), 120);
+        assert_eq!(html.matches("<tr class=").count(), 120 + 1);
     }
 
     #[test]
