@@ -172,7 +172,19 @@ struct PodView<'p> {
     out_of_order: Vec<&'p Mismatch>,
 }
 
-impl PodView<'_> {
+impl<'p> PodView<'p> {
+    fn new(name: &'p str, plan: Option<&'p PodPlan>) -> Self {
+        Self {
+            name,
+            plan,
+            place: None,
+            live_cost: None,
+            victim: false,
+            ambiguous: false,
+            out_of_order: Vec::new(),
+        }
+    }
+
     fn foreign(&self) -> bool {
         self.plan
             .is_some_and(|p| matches!(p.owner, CostOwner::Foreign(_)))
@@ -207,15 +219,7 @@ fn pod_views<'p>(s: &Section<'p>) -> (Vec<PodView<'p>>, HashMap<&'p str, usize>)
     let mut views: Vec<PodView<'p>> = plan
         .pods
         .iter()
-        .map(|p| PodView {
-            name: &p.name,
-            plan: Some(p),
-            place: None,
-            live_cost: None,
-            victim: false,
-            ambiguous: false,
-            out_of_order: Vec::new(),
-        })
+        .map(|p| PodView::new(&p.name, Some(p)))
         .collect();
     let mut index: HashMap<&'p str, usize> =
         views.iter().enumerate().map(|(i, v)| (v.name, i)).collect();
@@ -223,15 +227,7 @@ fn pod_views<'p>(s: &Section<'p>) -> (Vec<PodView<'p>>, HashMap<&'p str, usize>)
         let of = rs.predicted.len();
         for (pos, name) in rs.predicted.iter().enumerate() {
             let i = *index.entry(&**name).or_insert_with(|| {
-                views.push(PodView {
-                    name,
-                    plan: None,
-                    place: None,
-                    live_cost: None,
-                    victim: false,
-                    ambiguous: false,
-                    out_of_order: Vec::new(),
-                });
+                views.push(PodView::new(name, None));
                 views.len() - 1
             });
             let v = &mut views[i];
