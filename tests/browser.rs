@@ -314,7 +314,7 @@ mod browser {
 
     impl Browser {
         fn spawn(mut cmd: Command) -> Result<Self, String> {
-            // its own process group, so its helpers stop with it; and it dies
+            // its own process group, so its child processes stop with it; and it dies
             // with the test even when the test is killed
             cmd.process_group(0);
             // SAFETY: prctl is async-signal-safe and touches no Rust state.
