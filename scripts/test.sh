@@ -6,19 +6,37 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# Installs Debian packages (as root, or with sudo); the package index is
+# refreshed once.
+apt_updated=0
+apt_install() {
+    local SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    if [ "$apt_updated" = 0 ]; then
+        $SUDO apt-get update -qq
+        apt_updated=1
+    fi
+    $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # Debian's Prometheus server and promtool (tests start it on 127.0.0.1).
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
     log "installing prometheus (Debian package)"
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    apt_install prometheus
 fi
 for tool in prometheus promtool; do
     command -v "$tool" >/dev/null 2>&1 || { echo "$tool is still missing after installing prometheus" >&2; exit 1; }
 done
 log "$(prometheus --version 2>&1 | head -1)"
+
+# Debian's Chromium: tests/browser.rs opens the plan page in it, headless.
+if ! command -v chromium >/dev/null 2>&1; then
+    log "installing chromium (Debian package)"
+    apt_install chromium
+fi
+command -v chromium >/dev/null 2>&1 || { echo "chromium is still missing after installing it" >&2; exit 1; }
+log "$(chromium --version 2>/dev/null | head -1)"
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust stable (rustup) first" >&2

@@ -1,6 +1,6 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
-//! The pure core (`comparator`, `policy`, `signals`, `plan`) takes plain data
+//! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
 //! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
 //! talks to the API server and Prometheus.
 
@@ -34,6 +34,7 @@ pub mod input;
 pub mod metrics;
 pub mod plan;
 pub mod policy;
+pub mod report;
 pub mod signals;
 #[doc(hidden)]
 pub mod testing;

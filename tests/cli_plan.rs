@@ -959,3 +959,110 @@ fn bad_prices_exit_2_naming_the_problem() {
         &["config/examples/prices.yaml: larger than --max-input-bytes 100 bytes"],
     );
 }
+
+#[test]
+fn html_output_is_one_self_contained_page() {
+    let o = plan(&[NOW, "-o", "html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    for pod in [
+        "4xk2p", "9qmzt", "b7rwd", "c2hvn", "f8jls", "k5tpe", "m3wqa", "x6nfo",
+    ] {
+        assert!(
+            page.contains(&format!(" data-pod=\"web-7d9f8c6b5-{pod}\">")),
+            "{pod} missing"
+        );
+    }
+    // the bundled example scales down by 2: both victims are marked
+    assert!(page.contains("<g class=\"pod victim out-of-order\" data-pod=\"web-7d9f8c6b5-f8jls\">"));
+    assert!(page.contains("<g class=\"pod victim\" data-pod=\"web-7d9f8c6b5-4xk2p\">"));
+    assert!(page.contains("<g class=\"pod foreign\" data-pod=\"web-7d9f8c6b5-k5tpe\">"));
+    // nothing that could fetch
+    for bad in [
+        "http://", "https://", "src=", "href=", "<script", "<link", "@import",
+    ] {
+        assert!(!page.contains(bad), "{bad} in the page");
+    }
+}
+
+#[test]
+fn html_output_has_a_section_per_policy_and_escapes_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut snapshot = cluster();
+    let items = snapshot["items"].as_array_mut().unwrap();
+    let (i, mut evil) = {
+        let i = items.iter().position(|o| o["kind"] == "Pod").unwrap();
+        (i, items[i].clone())
+    };
+    evil["metadata"]["name"] = "web-<script>alert(1)</script>".into();
+    evil["metadata"]["uid"] = "evil-uid".into();
+    items.insert(i, evil);
+    let snapshot = write(&dir, "cluster.json", &snapshot);
+    let policies = dir.path().join("policies.yaml");
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/examples/spot-first.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &policies,
+        format!(
+            "{example}\n---\n{}",
+            example.replace("name: web-spot-first", "name: web-spot-second")
+        ),
+    )
+    .unwrap();
+    let o = plan(&[
+        NOW,
+        "-o",
+        "html",
+        "--policy",
+        policies.to_str().unwrap(),
+        "--snapshot",
+        &snapshot,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert_eq!(page.matches("<html").count(), 1);
+    assert_eq!(
+        page.matches("<section class=\"policy\"").count(),
+        2,
+        "{page}"
+    );
+    assert!(page.contains("<h2>Policy shop/web-spot-first</h2>"));
+    assert!(page.contains("<h2>Policy shop/web-spot-second</h2>"));
+    assert!(
+        !page.contains("<script"),
+        "an input name came through unescaped"
+    );
+    assert!(page.contains("data-pod=\"web-&lt;script&gt;alert(1)&lt;/script&gt;\""));
+}
+
+#[test]
+fn the_page_shows_what_the_scale_down_is_worth() {
+    let o = plan(&[
+        NOW,
+        "-o",
+        "html",
+        "--prices",
+        PRICES,
+        "--scale-down-by",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(
+        page.contains("<h3>What it is worth: scale down by 3</h3>"),
+        "{page}"
+    );
+    for row in [
+        "<td class=\"mono\">spot-b1 (spot)</td><td>0.0416</td><td>30.368</td>",
+        "<td class=\"mono\">none</td><td>0.00</td><td>0.00</td>",
+        "<td>+1</td><td class=\"yes\">+0.0416</td><td class=\"yes\">+30.368</td>",
+    ] {
+        assert!(page.contains(row), "{row:?} not on the page");
+    }
+    // without --prices the page has no such section
+    let o = plan(&[NOW, "-o", "html", "--scale-down-by", "3"]);
+    assert!(!stdout(&o).contains("What it is worth"));
+}

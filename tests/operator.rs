@@ -1,7 +1,8 @@
 //! The operator end to end against the in-process fake API server: first
 //! sync under the write limit, zero writes at steady state, re-costing on a
 //! node relabel, Retry-After, kill and restart, leadership, finalizer
-//! cleanup, foreign costs and dry run. Counts requests, never wall time.
+//! cleanup, foreign costs, dry run and the policy page. Counts requests,
+//! never wall time.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,8 +15,8 @@ use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use serde_json::{json, Value};
 use support::operator::{
-    condition, config, cost, eventually, free_port, http_get, owner, successful_writes_per_pod,
-    Operator, NS,
+    condition, config, cost, eventually, free_port, http_get, http_request, owner,
+    successful_writes_per_pod, Operator, NS,
 };
 
 fn node(fake: &FakeApi, name: &str, capacity: &str) {
@@ -458,5 +459,62 @@ async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
     })
     .await;
     assert!(pod_patches(&fake).is_empty());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_policy_has_its_plan_page_on_the_metrics_port() {
+    let fake = FakeApi::start().await;
+    let n = 8;
+    cluster(&fake, n);
+    let port = free_port();
+    let mut cfg = config("operator-a", 100.0, 10);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let op = Operator::start(&fake, cfg);
+    eventually(Duration::from_secs(30), "pods costed", || {
+        converged(&fake, n)
+    })
+    .await;
+
+    let (code, resp) = http_get(port, "/policies/shop/web?scaleDownBy=2").await;
+    assert_eq!(code, 200, "{resp}");
+    let (head, page) = resp.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("content-type: text/html; charset=utf-8"),
+        "{head}"
+    );
+    assert!(
+        head.contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    assert!(page.contains("<h2>Policy shop/web</h2>"));
+    for i in 0..n {
+        let pod = format!("web-{i:04}");
+        assert!(
+            page.contains(&format!(" data-pod=\"{pod}\">")),
+            "{pod} missing"
+        );
+    }
+    // spot pods cost 0 and go first: a scale-in by 2 takes two of them
+    let victims: Vec<&str> = page
+        .split("<g class=\"pod victim\" data-pod=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    for v in &victims {
+        let i: usize = v.trim_start_matches("web-").parse().unwrap();
+        assert!(i % 8 < 4, "{v} is not on a spot node");
+    }
+    assert!(page.contains("order as intended: yes"));
+
+    let (code, resp) = http_get(port, "/policies/shop/nope").await;
+    assert_eq!(code, 404, "{resp}");
+    assert!(resp.ends_with("\r\n\r\nno DeletionCostPolicy shop/nope is managed by this operator\n"));
+    let (code, resp) = http_get(port, "/policies/shop/web?scaleDownBy=x").await;
+    assert_eq!(code, 400, "{resp}");
+    let (code, _) = http_request(port, "POST", "/policies/shop/web").await;
+    assert_eq!(code, 405, "only GET");
     op.stop().await;
 }

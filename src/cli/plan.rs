@@ -11,11 +11,12 @@ use crate::input::{
     check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
     read_source_limited, Expect, RawObject,
 };
-use crate::plan::prices::{Money, Prices};
-use crate::plan::savings::{plan_savings, Choice, Savings};
-use crate::plan::{self, Action, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
+use crate::plan::prices::Prices;
+use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
+use crate::plan::{self, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
 use crate::policy::file::policies_from;
 use crate::policy::PolicyFileError;
+use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
 
 /// The bundled example (also in `config/examples/`), embedded so the command
@@ -40,6 +41,8 @@ pub enum PlanFormat {
     Table,
     /// The full plan as JSON.
     Json,
+    /// One self-contained HTML page: the plan as a picture, a section per policy.
+    Html,
 }
 
 /// Flags of `plan`.
@@ -422,6 +425,28 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .map(|(p, pol)| render_table(p, pol, &opts))
             .collect::<Vec<_>>()
             .join("\n"),
+        PlanFormat::Html => {
+            let report = Report {
+                source: format!(
+                    "deletion-cost plan: {} over {}",
+                    policy_source,
+                    if bundled {
+                        EXAMPLE_CLUSTER.0
+                    } else {
+                        args.snapshot.as_deref().unwrap_or_default()
+                    }
+                ),
+                now: k8s_openapi::jiff::Timestamp::from_nanosecond(now)
+                    .ok()
+                    .map(|t| t.to_string()),
+                sections: plans
+                    .iter()
+                    .zip(&policies)
+                    .map(|(p, pol)| Section::new(pol, p, &snapshot, &opts))
+                    .collect(),
+            };
+            crate::report::html::render(&report)
+        }
     };
     for p in &plans {
         for w in &p.warnings {
@@ -498,12 +523,7 @@ pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> St
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "-".into()),
         );
-        r.push(match &pod.action {
-            Action::Unchanged => "unchanged".into(),
-            Action::Patch(c) => format!("set {c}"),
-            Action::KeepForeign => "keep (not ours)".into(),
-            Action::KeepLastValue(why) => format!("keep ({why})"),
-        });
+        r.push(pod.action.to_string());
         rows.push(r);
     }
     out.push_str(&pad(&rows));
@@ -704,56 +724,4 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         "  a node counts as freed when no active pod but DaemonSet pods stays on it; the autoscaler decides whether it goes"
     );
     out
-}
-
-/// The nodes a choice frees, with their billing class.
-fn freed_list(c: &Choice) -> String {
-    if c.freed_nodes.is_empty() {
-        return "none".into();
-    }
-    c.freed_nodes
-        .iter()
-        .map(|n| {
-            let class = n.billing_class.as_deref().unwrap_or("no class");
-            match n.hourly {
-                Some(_) => format!("{} ({class})", n.name),
-                None => format!("{} ({class}, unpriced)", n.name),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// An amount with its sign: `+0.12`, `-0.40`, `0.00`.
-fn signed(m: Money) -> String {
-    if m > Money::ZERO {
-        format!("+{m}")
-    } else {
-        m.to_string()
-    }
-}
-
-/// Millicores as cores: `2`, `1.93`, `0.25`.
-fn cores(millis: u64) -> String {
-    trim_decimals(format!("{}.{:03}", millis / 1000, millis % 1000))
-}
-
-/// Bytes in Gi (Mi below 1 Gi), two decimals at most: `7.57Gi`, `512Mi`.
-fn memory(bytes: u64) -> String {
-    let (unit, size) = if bytes >= 1 << 30 {
-        ("Gi", (1u64 << 30) as f64)
-    } else {
-        ("Mi", (1u64 << 20) as f64)
-    };
-    format!(
-        "{}{unit}",
-        trim_decimals(format!("{:.2}", bytes as f64 / size))
-    )
-}
-
-fn trim_decimals(s: String) -> String {
-    if !s.contains('.') {
-        return s;
-    }
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

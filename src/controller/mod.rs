@@ -6,6 +6,7 @@
 pub mod cached_pod;
 pub mod heap;
 pub mod lease;
+pub mod page;
 pub mod round;
 pub mod shutdown;
 pub mod status;
@@ -187,6 +188,8 @@ pub struct Context {
     pub(crate) churn: heap::Churn,
     /// Consecutive failed reconciles per policy (retry backoff).
     failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// Policy pages built at once (one: each plans a whole namespace).
+    pub(crate) pages: tokio::sync::Semaphore,
 }
 
 impl Context {
@@ -445,13 +448,6 @@ pub async fn run_with_client(
     health.track("policies", policies.clone());
     let waiting_report = tokio::spawn(health.clone().report_until_ready());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let server = serve_http(
-        config.metrics_addr,
-        metrics.clone(),
-        health.clone(),
-        shutdown_rx.clone(),
-    )
-    .await?;
 
     let reporter = Reporter {
         controller: MANAGER.into(),
@@ -472,7 +468,9 @@ pub async fn run_with_client(
         health: health.clone(),
         churn: heap::Churn::default(),
         failures: Default::default(),
+        pages: tokio::sync::Semaphore::new(1),
     });
+    let server = serve_http(config.metrics_addr, ctx.clone(), shutdown_rx.clone()).await?;
     tokio::spawn(release_heap(ctx.clone(), shutdown_rx.clone()));
 
     let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
@@ -655,15 +653,15 @@ async fn shutdown_signal() {
     ctrl_c.await;
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz`.
+/// Serves `/metrics`, `/healthz`, `/readyz` and each policy's page.
 async fn serve_http(
     addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    health: Arc<sync::WatchHealth>,
+    ctx: Arc<Context>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
     use axum::http::StatusCode;
     use axum::routing::get;
+    let (metrics, health) = (ctx.metrics.clone(), ctx.health.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -697,7 +695,9 @@ async fn serve_http(
                     }
                 }
             }),
-        );
+        )
+        .route("/policies/{namespace}/{name}", get(page::policy_page))
+        .with_state(ctx);
     let listener =
         tokio::net::TcpListener::bind(addr)
             .await
@@ -705,7 +705,7 @@ async fn serve_http(
                 addr,
                 message: e.to_string(),
             })?;
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /policies/<namespace>/<name>");
     Ok(tokio::spawn(async move {
         let stop = async move {
             let _ = shutdown.wait_for(|v| *v).await;

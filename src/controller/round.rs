@@ -14,7 +14,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::{now_rfc3339, Context, ControllerError};
 use crate::apply::{Batch, PatchRequest, PodKey, PolicyKey, Priority, Rate, SubmitError};
 use crate::metrics::PolicyReason;
-use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, POLICY_ANNOTATION};
+use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::DeletionCostPolicy;
 use crate::signals::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
@@ -186,32 +186,9 @@ fn plan_over_caches(
     previous: &PreviousValues,
     opts: &PlanOptions,
 ) -> Planned {
-    let (ns, name) = (&resolved.namespace, &resolved.name);
-    let snapshot = caches.snapshot(ns);
-    // overlapping policies: the older one keeps the shared pods
-    let mine = plan::selected_pods(resolved, &snapshot);
-    let mut excluded = BTreeSet::new();
-    let mut conflicts = Vec::new();
-    for other in others {
-        if other.namespace().as_deref() != Some(ns.as_str())
-            || &other.name_any() == name
-            || other.metadata.deletion_timestamp.is_some()
-            || !wins_over(other, policy)
-        {
-            continue;
-        }
-        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
-            continue;
-        };
-        let shared: Vec<String> = plan::selected_pods(&o, &snapshot)
-            .intersection(&mine)
-            .cloned()
-            .collect();
-        if !shared.is_empty() {
-            conflicts.push((o.key(), shared.len()));
-            excluded.extend(shared);
-        }
-    }
+    let name = &resolved.name;
+    let snapshot = caches.snapshot(&resolved.namespace);
+    let (excluded, conflicts) = overlaps(&snapshot, others, policy, resolved);
     let planned = plan::plan_excluding(resolved, &snapshot, samples, previous, opts, &excluded);
 
     // pods carrying our cost that we no longer manage
@@ -239,6 +216,121 @@ fn plan_over_caches(
         .map(|p| (p.name_any(), p.resource_version()))
         .collect();
     (planned, releases, versions, conflicts)
+}
+
+/// Overlapping policies: the older one keeps the shared pods. The pods older
+/// policies win from this one, and per such policy how many.
+fn overlaps(
+    snapshot: &Snapshot,
+    others: &[Arc<DeletionCostPolicy>],
+    policy: &DeletionCostPolicy,
+    resolved: &ResolvedPolicy,
+) -> (BTreeSet<String>, Vec<(String, usize)>) {
+    let (ns, name) = (&resolved.namespace, &resolved.name);
+    let mine = plan::selected_pods(resolved, snapshot);
+    let mut excluded = BTreeSet::new();
+    let mut conflicts = Vec::new();
+    for other in others {
+        if other.namespace().as_deref() != Some(ns.as_str())
+            || &other.name_any() == name
+            || other.metadata.deletion_timestamp.is_some()
+            || !wins_over(other, policy)
+        {
+            continue;
+        }
+        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+            continue;
+        };
+        let shared: Vec<String> = plan::selected_pods(&o, snapshot)
+            .intersection(&mine)
+            .cloned()
+            .collect();
+        if !shared.is_empty() {
+            conflicts.push((o.key(), shared.len()));
+            excluded.extend(shared);
+        }
+    }
+    (excluded, conflicts)
+}
+
+/// Why a policy's page cannot be planned now.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// The policy reads utilisation but no round has read it yet.
+    #[error("{0}: no planning round has read its signals yet")]
+    NotPlannedYet(String),
+    /// The planner task failed.
+    #[error("{0}: the planner failed: {1}")]
+    Planner(String, String),
+}
+
+/// What a policy's next round would plan, without running one: over the
+/// caches, with the samples and hysteresis values of its last round and
+/// overlaps resolved, but no signal refresh, nothing written and the
+/// policy's state left as it was. Waits for a running round of the policy.
+/// `render` turns the plan into the answer on the blocking pool, where the
+/// snapshot it was planned over is still at hand.
+pub async fn preview_round<R: Send + 'static>(
+    ctx: &Context,
+    policy: &DeletionCostPolicy,
+    resolved: &ResolvedPolicy,
+    scale_down_by: Option<usize>,
+    render: impl FnOnce(Preview<'_>) -> R + Send + 'static,
+) -> Result<R, PreviewError> {
+    let state = ctx.rounds.lock(&resolved.key()).await;
+    if !resolved.spec.utilization_signals().is_empty() && state.last_fetch.is_none() {
+        return Err(PreviewError::NotPlannedYet(resolved.key()));
+    }
+    ctx.churn.note();
+    let caches = ctx.caches();
+    let others = ctx.policies.state();
+    let opts = PlanOptions {
+        gates: ctx.config.gates,
+        now: Some(Timestamp::now().as_nanosecond()),
+        scale_down_by,
+        assume_patches_applied: false,
+    };
+    let (policy, resolved) = (policy.clone(), resolved.clone());
+    let key = resolved.key();
+    // the guard goes along: no round of this policy changes the samples meanwhile
+    tokio::task::spawn_blocking(move || {
+        let snapshot = caches.snapshot(&resolved.namespace);
+        let (excluded, conflicts) = overlaps(&snapshot, &others, &policy, &resolved);
+        let plan = plan::plan_excluding(
+            &resolved,
+            &snapshot,
+            &state.samples,
+            &state.previous,
+            &opts,
+            &excluded,
+        );
+        render(Preview {
+            resolved: &resolved,
+            plan,
+            snapshot: &snapshot,
+            opts: &opts,
+            conflicts,
+            signal_error: state.signal_error.clone(),
+        })
+    })
+    .await
+    .map_err(|e| PreviewError::Planner(key, e.to_string()))
+}
+
+/// A plan made by [`preview_round`], with what it was made from.
+pub struct Preview<'a> {
+    /// The validated policy.
+    pub resolved: &'a ResolvedPolicy,
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// The namespace's snapshot the plan was made over.
+    pub snapshot: &'a Snapshot,
+    /// The options it was made with.
+    pub opts: &'a PlanOptions,
+    /// Older policies that win shared pods, with counts.
+    pub conflicts: Vec<(String, usize)>,
+    /// Why signals were unavailable at the last round (writes are held).
+    pub signal_error: Option<(String, String)>,
 }
 
 /// Hands a round's patches to the patcher. `Ok(None)`: nothing to send, or

@@ -237,6 +237,7 @@ fn cost_chunk(
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
             // each value is read once: move its detail out instead of cloning
             let (v, detail) = std::mem::take(&mut values[idx][i]);
+            let no_value = v.is_none();
             let v = match v {
                 Some(v) => Some(v),
                 None => match policy.spec.on_signal_missing {
@@ -259,6 +260,7 @@ fn cost_chunk(
                 signal: spec.kind_name(),
                 value: v,
                 detail,
+                missing: no_value,
             });
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));

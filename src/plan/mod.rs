@@ -71,6 +71,10 @@ pub struct SignalValue {
     /// Readable input (class, raw utilisation, pods on node, zone); shared
     /// between the pods that have the same one.
     pub detail: Arc<str>,
+    /// The signal had no usable reading for the pod: `value` is `None`
+    /// (`keepLastValue`) or stands in for it (`skip`, `useDefault`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// What the plan does with a pod.
@@ -85,6 +89,18 @@ pub enum Action {
     KeepForeign,
     /// A signal is missing and `onSignalMissing: keepLastValue`.
     KeepLastValue(String),
+}
+
+impl std::fmt::Display for Action {
+    /// `unchanged`, `set 20`, `keep (not ours)`, `keep (<why>)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Unchanged => f.write_str("unchanged"),
+            Action::Patch(c) => write!(f, "set {c}"),
+            Action::KeepForeign => f.write_str("keep (not ours)"),
+            Action::KeepLastValue(why) => write!(f, "keep ({why})"),
+        }
+    }
 }
 
 /// The plan for one selected pod.

@@ -242,6 +242,7 @@ pub(super) fn plan_excluding(
         let mut missing: Option<String> = None;
         for (idx, spec) in policy.spec.signals.iter().enumerate() {
             let (v, detail) = &signal_values[idx][i];
+            let no_value = v.is_none();
             let v = match v {
                 Some(v) => Some(*v),
                 None => match policy.spec.on_signal_missing {
@@ -261,6 +262,7 @@ pub(super) fn plan_excluding(
                 signal: spec.kind_name(),
                 value: v,
                 detail: detail.as_str().into(),
+                missing: no_value,
             });
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));

@@ -499,5 +499,59 @@ pub fn quantity(s: &str) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v)
 }
 
+// ---- formatting shared by the table and the page ----
+
+/// The nodes a choice frees, with their billing class: `spot-b1 (spot)`.
+pub fn freed_list(c: &Choice) -> String {
+    if c.freed_nodes.is_empty() {
+        return "none".into();
+    }
+    c.freed_nodes
+        .iter()
+        .map(|n| {
+            let class = n.billing_class.as_deref().unwrap_or("no class");
+            match n.hourly {
+                Some(_) => format!("{} ({class})", n.name),
+                None => format!("{} ({class}, unpriced)", n.name),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An amount with its sign: `+0.12`, `-0.40`, `0.00`.
+pub fn signed(m: Money) -> String {
+    if m > Money::ZERO {
+        format!("+{m}")
+    } else {
+        m.to_string()
+    }
+}
+
+/// Millicores as cores: `2`, `1.93`, `0.25`.
+pub fn cores(millis: u64) -> String {
+    trim_decimals(format!("{}.{:03}", millis / 1000, millis % 1000))
+}
+
+/// Bytes in Gi (Mi below 1 Gi), two decimals at most: `7.57Gi`, `512Mi`.
+pub fn memory(bytes: u64) -> String {
+    let (unit, size) = if bytes >= 1 << 30 {
+        ("Gi", (1u64 << 30) as f64)
+    } else {
+        ("Mi", (1u64 << 20) as f64)
+    };
+    format!(
+        "{}{unit}",
+        trim_decimals(format!("{:.2}", bytes as f64 / size))
+    )
+}
+
+fn trim_decimals(s: String) -> String {
+    if !s.contains('.') {
+        return s;
+    }
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests;

@@ -140,11 +140,18 @@ pub fn free_port() -> u16 {
 
 /// `GET path` on 127.0.0.1:port: (status code, whole response).
 pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    http_request(port, "GET", path).await
+}
+
+/// `METHOD path` (no body) on 127.0.0.1:port: (status code, whole response).
+pub async fn http_request(port: u16, method: &str, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return (0, String::new());
     };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     if s.write_all(request.as_bytes()).await.is_err() {
         return (0, String::new());
     }

@@ -1,0 +1,177 @@
+//! `GET /policies/<namespace>/<name>[?scaleDownBy=N]` on the metrics port:
+//! the plan page of a policy this operator manages (the same page as
+//! `deletion-cost plan -o html`). Planned on request, as the policy's next
+//! round would plan it ([`super::round::preview_round`]), so nothing is kept
+//! between requests; one page is built at a time.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use kube::runtime::reflector::ObjectRef;
+use std::sync::Arc;
+
+use super::round::{preview_round, PreviewError};
+use super::Context;
+use crate::plan::ResolvedPolicy;
+use crate::policy::DeletionCostPolicy;
+use crate::report::{html, Report, Section};
+
+/// The page's own policy: inline styles only, nothing fetched, no script.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
+
+/// Why a page is not served.
+#[derive(Debug, thiserror::Error)]
+enum PageError {
+    #[error("bad query: {0}")]
+    BadQuery(String),
+    #[error("no DeletionCostPolicy {0} is managed by this operator")]
+    UnknownPolicy(String),
+    #[error("caches not synced: {0}")]
+    NotSynced(String),
+    #[error(
+        "this replica is not the leader: only the leader plans (ask the pod labelled \
+         deletioncost.dev/leader=true)"
+    )]
+    NotLeader,
+    #[error("another page is being built; try again")]
+    Busy,
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Preview(#[from] PreviewError),
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            PageError::BadQuery(_) => StatusCode::BAD_REQUEST,
+            PageError::UnknownPolicy(_) => StatusCode::NOT_FOUND,
+            PageError::Invalid(_) => StatusCode::CONFLICT,
+            PageError::Busy => StatusCode::TOO_MANY_REQUESTS,
+            PageError::NotSynced(_)
+            | PageError::NotLeader
+            | PageError::Preview(PreviewError::NotPlannedYet(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            PageError::Preview(PreviewError::Planner(..)) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut r = (status, format!("{self}\n")).into_response();
+        if matches!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
+}
+
+/// `scaleDownBy=N` from the query (other parameters are ignored).
+fn scale_down_by(query: Option<&str>) -> Result<Option<usize>, PageError> {
+    let Some(q) = query else { return Ok(None) };
+    for pair in q.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == "scaleDownBy" {
+            return v.parse().map(Some).map_err(|_| {
+                PageError::BadQuery(format!(
+                    "scaleDownBy must be a whole number of pods, found {v:?}"
+                ))
+            });
+        }
+    }
+    Ok(None)
+}
+
+/// The handler of `/policies/{namespace}/{name}`.
+pub async fn policy_page(
+    State(ctx): State<Arc<Context>>,
+    Path((namespace, name)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    match page(&ctx, &namespace, &name, query.as_deref()).await {
+        Ok(body) => (
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CONTENT_SECURITY_POLICY, CSP),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn page(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    query: Option<&str>,
+) -> Result<String, PageError> {
+    let scale_down_by = scale_down_by(query)?;
+    let key = format!("{namespace}/{name}");
+    // before the lookup: a policy store still listing knows no policy yet
+    let waiting = ctx.health.waiting_for();
+    if !waiting.is_empty() {
+        let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
+        return Err(PageError::NotSynced(names.join(", ")));
+    }
+    let policy: Arc<DeletionCostPolicy> = ctx
+        .policies
+        .get(&ObjectRef::new(name).within(namespace))
+        .ok_or(PageError::UnknownPolicy(key))?;
+    if !ctx.is_leader() {
+        return Err(PageError::NotLeader);
+    }
+    let resolved = ResolvedPolicy::resolve(name, namespace, &policy.spec)
+        .map_err(|e| PageError::Invalid(e.to_string()))?;
+    let _permit = ctx.pages.try_acquire().map_err(|_| PageError::Busy)?;
+    let source = format!(
+        "deletion-cost operator {}: the plan its next round would make over the live pods",
+        ctx.config.identity
+    );
+    let body = preview_round(ctx, &policy, &resolved, scale_down_by, move |p| {
+        let mut plan = p.plan;
+        if let Some((reason, message)) = &p.signal_error {
+            plan.warnings.push(format!(
+                "signals unavailable ({reason}): {message}; writes are held"
+            ));
+        }
+        for (winner, n) in &p.conflicts {
+            plan.warnings.push(format!(
+                "{n} pod(s) left to the older policy {winner}, which selects them too"
+            ));
+        }
+        let report = Report {
+            source,
+            now: p
+                .opts
+                .now
+                .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
+                .map(|t| t.to_string()),
+            sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
+        };
+        html::render(&report)
+    })
+    .await?;
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_down_by_is_read_from_the_query() {
+        assert_eq!(scale_down_by(None).unwrap(), None);
+        assert_eq!(scale_down_by(Some("scaleDownBy=3")).unwrap(), Some(3));
+        assert_eq!(scale_down_by(Some("x=1&scaleDownBy=0")).unwrap(), Some(0));
+        assert_eq!(scale_down_by(Some("other=1")).unwrap(), None);
+        let e = scale_down_by(Some("scaleDownBy=-1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad query: scaleDownBy must be a whole number of pods, found \"-1\""
+        );
+        assert_eq!(e.into_response().status(), StatusCode::BAD_REQUEST);
+    }
+}

@@ -1,0 +1,1288 @@
+//! The plan page: one self-contained HTML file (inline CSS and SVG; no
+//! script, nothing fetched, and a Content-Security-Policy that says so). Per
+//! policy: the nodes grouped by billing class and zone with each pod as a box
+//! on its node, coloured by its place in its ReplicaSet's deletion order; the
+//! order itself as a strip with the scale-down cut; the verdicts; and a table
+//! with each pod's cost breakdown (also on hover, as SVG `<title>`).
+//!
+//! Every string that comes from input (names, labels, details, warnings)
+//! goes through [`esc`].
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use super::{Report, Section};
+use crate::plan::prices::Money;
+use crate::plan::savings::{freed_list, signed};
+use crate::plan::{Action, CostOwner, Mismatch, MismatchReason, PodPlan, Verdict};
+
+/// Width of a pod box on a node.
+const POD_W: u32 = 284;
+/// Height of a pod box on a node.
+const POD_H: u32 = 44;
+/// Space between pod boxes.
+const GAP: u32 = 6;
+/// Node card header height.
+const NODE_HEAD: u32 = 26;
+/// Pod box in the order strip.
+const STRIP_W: u32 = 124;
+/// Height of a pod box in the order strip.
+const STRIP_H: u32 = 40;
+/// Pods per row of the order strip.
+const STRIP_PER_ROW: usize = 10;
+/// Pods shown in the order strip.
+const STRIP_MAX: usize = 50;
+
+/// Colour ramp from first to go (red) to last to go (blue): ColorBrewer
+/// RdYlBu, readable for the common colour-vision deficiencies.
+const RAMP: [(u8, u8, u8); 5] = [
+    (215, 48, 39),
+    (252, 141, 89),
+    (254, 224, 144),
+    (145, 191, 219),
+    (69, 117, 180),
+];
+/// Fill of a pod that has no place in an order.
+const NO_PLACE: (u8, u8, u8) = (200, 200, 200);
+
+const CSS: &str = r#"
+:root{color-scheme:light}
+body{font:14px/1.45 system-ui,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:20px 28px;color:#1a1a1a;background:#fff}
+h1{font-size:22px;margin:0 0 2px}
+h2{font-size:19px;margin:26px 0 4px;padding-top:10px;border-top:3px solid #333}
+h3{font-size:15px;margin:16px 0 6px}
+.meta,.k{color:#555}
+.k{font-weight:normal;font-size:12px;text-transform:uppercase;letter-spacing:.04em;margin-right:6px}
+code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
+.legend{display:flex;flex-wrap:wrap;gap:6px 22px;align-items:center;margin:10px 0 12px;padding:8px 12px;border:1px solid #bbb;border-radius:6px;background:#fafafa}
+.legend span{display:inline-flex;align-items:center;gap:6px}
+.verdicts{margin:6px 0 10px;padding:0;list-style:none}
+.verdicts li{margin:3px 0}
+.yes{color:#1a7f37;font-weight:bold}.no{color:#b42318;font-weight:bold}.amb{color:#9a6700;font-weight:bold}
+.warn{color:#9a6700}
+.cols{display:flex;flex-wrap:wrap;gap:20px;align-items:flex-start}
+.map{flex:0 1 auto;min-width:300px}
+.classes{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
+.side{flex:1 1 520px;overflow-x:auto}
+.class{border:1px solid #999;border-radius:8px;padding:6px 10px 10px}
+.class>h4{margin:2px 0 6px;font-size:16px}
+.zones{display:flex;flex-wrap:wrap;gap:10px}
+.zone{background:#f2f2f2;border-radius:6px;padding:4px 8px 8px}
+.zone>h5{margin:2px 0 4px;font-size:13px}
+.nodes{display:flex;flex-wrap:wrap;gap:8px}
+svg{display:block}
+svg text{font-family:"DejaVu Sans",Arial,sans-serif}
+svg .mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace}
+table{border-collapse:collapse;font-size:13px}
+th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap}
+th{background:#eee;position:sticky;top:0}
+td.notes{white-space:normal;min-width:160px}
+tr.rs td{background:#e4e4e4;font-weight:bold}
+tr.victim td{font-weight:bold}
+.sw{display:inline-block;min-width:26px;text-align:center;border-radius:3px;padding:0 3px;border:1px solid #555}
+.sw.victim{border:3px solid #000}
+.tag{display:inline-block;border-radius:3px;padding:0 4px;margin:0 4px 1px 0;font-size:11.5px;font-weight:bold}
+.tag.victim{background:#000;color:#fff}
+.tag.order{background:#b42318;color:#fff}
+.tag.foreign{background:#fff;color:#000;border:1px solid #000}
+.tag.missing{background:#fff;color:#000;border:1px dashed #000}
+"#;
+
+/// `s` escaped for HTML text and quoted attribute values.
+pub fn esc(s: &str) -> Cow<'_, str> {
+    if !s.contains(['&', '<', '>', '"', '\'']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The page for every section of `report`.
+pub fn render(report: &Report) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let title = match report.sections.as_slice() {
+        [one] => format!("Deletion-cost plan: {}", one.policy),
+        _ => "Deletion-cost plan".to_string(),
+    };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
+        esc(&title)
+    );
+    // shared SVG definitions: the foreign-cost hatch
+    out.push_str(
+        "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>\
+         <pattern id=\"dc-hatch\" width=\"7\" height=\"7\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">\
+         <rect width=\"7\" height=\"7\" fill=\"#fff\"/><rect width=\"3.5\" height=\"7\" fill=\"#000\"/></pattern>\
+         </defs></svg>\n",
+    );
+    let _ = writeln!(
+        out,
+        "<header><h1>{}</h1><p class=\"meta\">{}{}</p></header>",
+        esc(&title),
+        esc(&report.source),
+        report
+            .now
+            .as_deref()
+            .map(|n| format!(" · comparator time {}", esc(n)))
+            .unwrap_or_default()
+    );
+    if report.sections.is_empty() {
+        out.push_str("<p>No policy.</p>\n");
+    }
+    for s in &report.sections {
+        section(&mut out, s);
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+/// Where a pod stands in its ReplicaSet's deletion order.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    /// Index into the plan's ReplicaSets.
+    rs: usize,
+    /// 0 = deleted first.
+    pos: usize,
+    /// Pods in that order.
+    of: usize,
+}
+
+/// Everything the page says about one pod.
+struct PodView<'p> {
+    name: &'p str,
+    /// `None`: in a ReplicaSet's order but not managed by the policy.
+    plan: Option<&'p PodPlan>,
+    place: Option<Place>,
+    live_cost: Option<i32>,
+    victim: bool,
+    ambiguous: bool,
+    out_of_order: Vec<&'p Mismatch>,
+}
+
+impl<'p> PodView<'p> {
+    fn new(name: &'p str, plan: Option<&'p PodPlan>) -> Self {
+        Self {
+            name,
+            plan,
+            place: None,
+            live_cost: None,
+            victim: false,
+            ambiguous: false,
+            out_of_order: Vec::new(),
+        }
+    }
+
+    fn foreign(&self) -> bool {
+        self.plan
+            .is_some_and(|p| matches!(p.owner, CostOwner::Foreign(_)))
+    }
+
+    fn missing(&self) -> bool {
+        self.plan.is_some_and(|p| {
+            matches!(p.action, Action::KeepLastValue(_)) || p.signals.iter().any(|s| s.missing)
+        })
+    }
+
+    fn colour(&self) -> (u8, u8, u8) {
+        match self.place {
+            Some(p) if p.of > 1 => ramp(p.pos as f64 / (p.of - 1) as f64),
+            Some(_) => ramp(0.0),
+            None => NO_PLACE,
+        }
+    }
+
+    /// `#3`, or `–` without a place.
+    fn rank(&self) -> String {
+        self.place
+            .map(|p| format!("#{}", p.pos + 1))
+            .unwrap_or_else(|| "–".into())
+    }
+}
+
+/// The pods of a section, managed ones first (in the plan's order), then
+/// the ones only the orders hold; and an index by name.
+fn pod_views<'p>(s: &Section<'p>) -> (Vec<PodView<'p>>, HashMap<&'p str, usize>) {
+    let plan = s.plan;
+    let mut views: Vec<PodView<'p>> = plan
+        .pods
+        .iter()
+        .map(|p| PodView::new(&p.name, Some(p)))
+        .collect();
+    let mut index: HashMap<&'p str, usize> =
+        views.iter().enumerate().map(|(i, v)| (v.name, i)).collect();
+    for (rs_i, rs) in plan.replica_sets.iter().enumerate() {
+        let of = rs.predicted.len();
+        for (pos, name) in rs.predicted.iter().enumerate() {
+            let i = *index.entry(&**name).or_insert_with(|| {
+                views.push(PodView::new(name, None));
+                views.len() - 1
+            });
+            let v = &mut views[i];
+            v.place = Some(Place { rs: rs_i, pos, of });
+            v.live_cost = rs.live_costs.get(pos).copied();
+        }
+        for name in &rs.victims {
+            if let Some(&i) = index.get(&**name) {
+                views[i].victim = true;
+            }
+        }
+        for name in &rs.ambiguous {
+            if let Some(&i) = index.get(&**name) {
+                views[i].ambiguous = true;
+            }
+        }
+        for m in &rs.mismatches {
+            if let Some(&i) = index.get(m.pod.as_str()) {
+                views[i].out_of_order.push(m);
+            }
+        }
+    }
+    (views, index)
+}
+
+fn ramp(t: f64) -> (u8, u8, u8) {
+    let t = t.clamp(0.0, 1.0) * (RAMP.len() - 1) as f64;
+    let i = (t.floor() as usize).min(RAMP.len() - 2);
+    let f = t - i as f64;
+    let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * f).round() as u8;
+    let (a, b) = (RAMP[i], RAMP[i + 1]);
+    (mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+fn hex((r, g, b): (u8, u8, u8)) -> String {
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+/// Black or white, whichever reads better on `bg` (WCAG contrast).
+fn text_on(bg: (u8, u8, u8)) -> &'static str {
+    let lin = |c: u8| {
+        let c = f64::from(c) / 255.0;
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let l = 0.2126 * lin(bg.0) + 0.7152 * lin(bg.1) + 0.0722 * lin(bg.2);
+    if (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) {
+        "#000"
+    } else {
+        "#fff"
+    }
+}
+
+/// At most `max` characters: the end of a long name (where pods differ),
+/// behind an ellipsis.
+fn tail(s: &str, max: usize) -> Cow<'_, str> {
+    let n = s.chars().count();
+    if n <= max {
+        return Cow::Borrowed(s);
+    }
+    let skip = n - max.saturating_sub(1);
+    Cow::Owned(format!("…{}", s.chars().skip(skip).collect::<String>()))
+}
+
+/// Short form of a mismatch reason, for badges.
+fn short_reason(r: MismatchReason) -> &'static str {
+    match r {
+        MismatchReason::Unassigned => "unscheduled",
+        MismatchReason::NotRunning => "not Running",
+        MismatchReason::NotReady => "not Ready",
+        MismatchReason::PendingPatch => "patch pending",
+        MismatchReason::ForeignCost => "foreign cost",
+        MismatchReason::SignalMissing => "signal missing",
+        MismatchReason::NotManaged => "not managed",
+        MismatchReason::FeatureGateOff => "gate off",
+        MismatchReason::Ambiguous => "ambiguous",
+    }
+}
+
+fn cost_now(p: &PodPlan) -> String {
+    match (&p.current_raw, &p.owner) {
+        (None, _) => "-".into(),
+        (Some(raw), CostOwner::Foreign(Some(w))) => format!("{raw} (foreign: {w})"),
+        (Some(raw), CostOwner::Foreign(None)) => format!("{raw} (foreign)"),
+        (Some(raw), _) => raw.to_string(),
+    }
+}
+
+/// The hover text of a pod: plain text, escaped by the caller.
+fn hover(s: &Section, v: &PodView) -> String {
+    let mut t = String::from(v.name);
+    if let Some(p) = v.plan {
+        let _ = write!(t, "\nnode {}", node_label(s, &p.node));
+    }
+    if let Some(pl) = v.place {
+        let rs = &s.plan.replica_sets[pl.rs];
+        let _ = write!(
+            t,
+            "\n#{} of {} to go in ReplicaSet {}",
+            pl.pos + 1,
+            pl.of,
+            rs.name
+        );
+    }
+    if v.victim {
+        let _ = write!(
+            t,
+            "\nVICTIM of scale down by {}",
+            s.scale_down_by.unwrap_or(0)
+        );
+    }
+    match v.plan {
+        Some(p) => {
+            for sig in &p.signals {
+                let value = sig.value.map_or_else(|| "-".to_string(), |x| x.to_string());
+                let missing = if sig.missing { " (missing)" } else { "" };
+                let _ = write!(t, "\n{}: {} → {value}{missing}", sig.signal, sig.detail);
+            }
+            let wanted = p.desired.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let _ = write!(
+                t,
+                "\ncost now {} · wanted {wanted} · {}",
+                cost_now(p),
+                p.action
+            );
+        }
+        None => t.push_str("\nnot selected by the policy"),
+    }
+    if let Some(c) = v.live_cost {
+        let _ = write!(t, "\ncost the controller reads: {c}");
+    }
+    for m in &v.out_of_order {
+        let _ = write!(
+            t,
+            "\nout of order: goes before {}: {}",
+            m.before,
+            m.reason.describe()
+        );
+    }
+    if v.ambiguous {
+        t.push_str("\nambiguous: upstream's order among these pods depends on informer order");
+    }
+    t
+}
+
+/// `node (class, zone)`.
+fn node_label(s: &Section, node: &str) -> String {
+    if node.is_empty() {
+        return "(not scheduled)".into();
+    }
+    let info = s.nodes.get(node);
+    format!(
+        "{node} ({}, {})",
+        info.and_then(|i| i.billing_class.as_deref())
+            .unwrap_or("no billing class"),
+        info.and_then(|i| i.zone.as_deref()).unwrap_or("no zone")
+    )
+}
+
+fn section(out: &mut String, s: &Section) {
+    let (views, index) = pod_views(s);
+    let plan = s.plan;
+    let _ = write!(
+        out,
+        "<section class=\"policy\" id=\"policy-{}\">\n<h2>Policy {}</h2>\n",
+        esc(&s.policy.replace('/', "-")),
+        esc(&s.policy)
+    );
+    let inactive = if plan.inactive.is_empty() {
+        String::new()
+    } else {
+        format!(" · {} inactive left out", plan.inactive.len())
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">signals: {} · combine: {} · {} pods selected · {} patches{} · order {}</p>",
+        esc(&s.signals.join(", ")),
+        s.combine,
+        plan.pods.len(),
+        plan.patches.len(),
+        inactive,
+        if s.after_patches {
+            "as if the planned patches had landed"
+        } else {
+            "over the pods as they are now"
+        }
+    );
+    for w in &plan.warnings {
+        let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
+    }
+    verdicts(out, s);
+    worth(out, s);
+    legend(out, s);
+    // the picture, then the table beside it (below it on a narrow window)
+    out.push_str(
+        "<div class=\"cols\">\n<div class=\"map\">\n<h3>Nodes by billing class and zone</h3>\n",
+    );
+    node_map(out, s, &views);
+    if !plan.replica_sets.is_empty() {
+        out.push_str("<h3>Deletion order</h3>\n");
+        for (i, _) in plan.replica_sets.iter().enumerate() {
+            strip(out, s, i, &views, &index);
+        }
+    }
+    out.push_str("</div>\n<div class=\"side\">\n<h3>Cost breakdown</h3>\n");
+    table(out, s, &views, &index);
+    out.push_str("</div>\n</div>\n</section>\n");
+}
+
+fn verdicts(out: &mut String, s: &Section) {
+    out.push_str("<ul class=\"verdicts\">\n");
+    for rs in &s.plan.replica_sets {
+        let owner = rs
+            .deployment
+            .as_ref()
+            .map(|d| format!(" (Deployment {})", esc(d)))
+            .unwrap_or_default();
+        let verdict = match rs.verdict {
+            Verdict::AsIntended => "<span class=\"yes\">order as intended: yes</span>".to_string(),
+            Verdict::NotAsIntended => "<span class=\"no\">order as intended: NO</span>".to_string(),
+            Verdict::Ambiguous => format!(
+                "<span class=\"amb\">order as intended: ambiguous</span> among {}",
+                esc(&rs.ambiguous.join(", "))
+            ),
+        };
+        let _ = write!(
+            out,
+            "<li>ReplicaSet <b>{}</b>{owner}: {verdict}",
+            esc(&rs.name)
+        );
+        if let Some(n) = s.scale_down_by {
+            let victims = if rs.victims.is_empty() {
+                "nothing".to_string()
+            } else {
+                rs.victims
+                    .iter()
+                    .map(|v| format!("<b class=\"mono\">{}</b>", esc(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let tie = if rs.tie_at_cut {
+                " (tie at the cut: upstream picks among equals by informer order)"
+            } else {
+                ""
+            };
+            let _ = write!(out, "; scale down by {n} deletes {victims}{tie}");
+        }
+        out.push_str("</li>\n");
+        for m in &rs.mismatches {
+            let _ = writeln!(
+                out,
+                "<li>&nbsp;&nbsp;<span class=\"tag order\">! {}</span><span class=\"mono\">{}</span> goes before <span class=\"mono\">{}</span>: {}</li>",
+                short_reason(m.reason),
+                esc(&m.pod),
+                esc(&m.before),
+                esc(m.reason.describe())
+            );
+        }
+    }
+    out.push_str("</ul>\n");
+}
+
+/// What the scale-down is worth (`plan --prices`): the policy's choice
+/// against upstream's, the nodes each empties and their price.
+fn worth(out: &mut String, s: &Section) {
+    let (Some(w), Some(n)) = (&s.plan.savings, s.scale_down_by) else {
+        return;
+    };
+    let currency = w.currency.as_deref().map(esc).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "<h3>What it is worth: scale down by {n}</h3>\n<p class=\"meta\">prices: {} {currency}; a month is {} h; \
+         a node counts as freed when no active pod but DaemonSet pods stays on it, and is saved only if the autoscaler removes it</p>",
+        esc(&w.prices_file),
+        w.hours_per_month
+    );
+    out.push_str(
+        "<table class=\"worth\"><tr><th>choice</th><th>deletes</th><th>nodes freed</th><th>per hour</th><th>per month</th></tr>\n",
+    );
+    for (label, c) in [
+        ("policy", &w.policy),
+        ("upstream without the policy", &w.upstream),
+    ] {
+        let victims = if c.victims.is_empty() {
+            "nothing".to_string()
+        } else {
+            c.victims
+                .iter()
+                .map(|v| esc(v).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{label}</td><td class=\"mono notes\">{victims}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&freed_list(c)),
+            c.hourly,
+            c.monthly
+        );
+    }
+    let d = &w.difference;
+    let class = match d.hourly.cmp(&Money::ZERO) {
+        std::cmp::Ordering::Greater => "yes",
+        std::cmp::Ordering::Less => "no",
+        std::cmp::Ordering::Equal => "",
+    };
+    let _ = writeln!(
+        out,
+        "<tr class=\"rs\"><td>policy &minus; upstream</td><td></td><td>{:+}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td></tr>\n</table>",
+        d.nodes,
+        signed(d.hourly),
+        signed(d.monthly)
+    );
+    for (label, c) in [("policy", &w.policy), ("upstream", &w.upstream)] {
+        if !c.unpriced_nodes.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"warn\">{label}: no price for {} (left out of the sums)</p>",
+                esc(&c.unpriced_nodes.join(", "))
+            );
+        }
+    }
+}
+
+fn legend(out: &mut String, s: &Section) {
+    out.push_str("<div class=\"legend\">\n");
+    // the ramp, first to go on the left
+    out.push_str("<span><b>first to go</b><svg width=\"220\" height=\"18\" role=\"img\" aria-label=\"colour ramp\">");
+    for k in 0..22u32 {
+        let _ = write!(
+            out,
+            "<rect x=\"{}\" y=\"1\" width=\"10\" height=\"16\" fill=\"{}\"/>",
+            k * 10,
+            hex(ramp(f64::from(k) / 21.0))
+        );
+    }
+    out.push_str("<rect x=\"0.5\" y=\"0.5\" width=\"219\" height=\"17\" fill=\"none\" stroke=\"#555\"/></svg><b>last to go</b> <span class=\"meta\">(place in its ReplicaSet's deletion order)</span></span>\n");
+    let victim = match s.scale_down_by {
+        Some(n) => format!("victim of scale down by {n}"),
+        None => "victim (none: no scale-down given)".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "<span><svg width=\"86\" height=\"22\"><rect x=\"2\" y=\"2\" width=\"82\" height=\"18\" rx=\"3\" fill=\"{}\" stroke=\"#000\" stroke-width=\"3.5\"/>\
+         <rect x=\"22\" y=\"5\" width=\"44\" height=\"12\" rx=\"2\" fill=\"#000\"/><text x=\"44\" y=\"15\" font-size=\"9.5\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">VICTIM</text></svg>{}</span>",
+        hex(RAMP[0]),
+        esc(&victim)
+    );
+    out.push_str("<span><span class=\"tag order\">! reason</span>deleted before a cheaper pod, and why</span>\n");
+    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"#ccc\" stroke=\"#555\"/><rect x=\"25\" y=\"1.5\" width=\"13.5\" height=\"19\" fill=\"url(#dc-hatch)\"/></svg>foreign cost (not this policy's; left alone)</span>\n");
+    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1.5\" y=\"1.5\" width=\"37\" height=\"19\" rx=\"3\" fill=\"#ccc\" stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/><text x=\"20\" y=\"16\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"middle\">?</text></svg>signal missing</span>\n");
+    let _ = writeln!(
+        out,
+        "<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"{}\" stroke=\"#555\"/></svg>not in an order</span>",
+        hex(NO_PLACE)
+    );
+    out.push_str("<span class=\"meta\">hover a pod for its cost breakdown</span>\n</div>\n");
+}
+
+/// Billing class -> zone -> node -> pods (view indices), and the unscheduled pods.
+type Groups<'v> =
+    BTreeMap<Option<&'v str>, BTreeMap<Option<&'v str>, BTreeMap<&'v str, Vec<usize>>>>;
+
+fn node_map(out: &mut String, s: &Section, views: &[PodView]) {
+    let mut groups: Groups = BTreeMap::new();
+    let mut unscheduled = Vec::new();
+    for (i, v) in views.iter().enumerate() {
+        let Some(p) = v.plan else { continue };
+        if p.node.is_empty() {
+            unscheduled.push(i);
+            continue;
+        }
+        let info = s.nodes.get(&*p.node);
+        groups
+            .entry(info.and_then(|n| n.billing_class.as_deref()))
+            .or_default()
+            .entry(info.and_then(|n| n.zone.as_deref()))
+            .or_default()
+            .entry(&p.node)
+            .or_default()
+            .push(i);
+    }
+    if groups.is_empty() && unscheduled.is_empty() {
+        out.push_str("<p>No pods selected.</p>\n");
+        return;
+    }
+    out.push_str("<div class=\"classes\">\n");
+    // classes in the order the policy means to empty them: by the cheapest
+    // intended cost of their pods, then by their first pod to go
+    let mut classes: Vec<_> = groups
+        .iter()
+        .map(|(class, zones)| {
+            let pods = || zones.values().flat_map(|n| n.values()).flatten();
+            let cheapest = pods()
+                .filter_map(|&i| views[i].plan.map(PodPlan::intended))
+                .min()
+                .unwrap_or(i32::MAX);
+            let first = pods()
+                .filter_map(|&i| views[i].place.map(|p| p.pos))
+                .min()
+                .unwrap_or(usize::MAX);
+            ((cheapest, first, *class), zones)
+        })
+        .collect();
+    classes.sort_by(|a, b| a.0.cmp(&b.0));
+    let classes = classes
+        .into_iter()
+        .map(|((_, _, class), zones)| (class, zones));
+    for (class, zones) in classes {
+        let nodes: usize = zones.values().map(BTreeMap::len).sum();
+        let pods: usize = zones.values().flat_map(|n| n.values()).map(Vec::len).sum();
+        let _ = write!(
+            out,
+            "<div class=\"class\"><h4><span class=\"k\">billing class</span>{} <span class=\"meta\" style=\"font-size:12px;font-weight:normal\">{nodes} node(s), {pods} pod(s)</span></h4>\n<div class=\"zones\">\n",
+            esc(class.unwrap_or("(no billing class)"))
+        );
+        for (zone, nodes) in zones {
+            let _ = writeln!(
+                out,
+                "<div class=\"zone\"><h5><span class=\"k\">zone</span>{}</h5><div class=\"nodes\">",
+                esc(zone.unwrap_or("(no zone)"))
+            );
+            for (node, pods) in nodes {
+                node_card(out, s, node, pods, views);
+            }
+            out.push_str("</div></div>\n");
+        }
+        out.push_str("</div></div>\n");
+    }
+    if !unscheduled.is_empty() {
+        out.push_str("<div class=\"class\"><h4>not scheduled</h4><div class=\"nodes\">\n");
+        node_card(out, s, "(no node)", &unscheduled, views);
+        out.push_str("</div></div>\n");
+    }
+    out.push_str("</div>\n");
+}
+
+fn node_card(out: &mut String, s: &Section, node: &str, pods: &[usize], views: &[PodView]) {
+    let mut pods = pods.to_vec();
+    // first to go on top
+    pods.sort_by_key(|&i| (views[i].place.map_or(usize::MAX, |p| p.pos), views[i].name));
+    let w = POD_W + 12;
+    let h = NODE_HEAD + pods.len() as u32 * (POD_H + GAP) + 4;
+    let _ = write!(
+        out,
+        "<svg class=\"node\" data-node=\"{n}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"node {n}\">\
+         <rect x=\"0.5\" y=\"0.5\" width=\"{}\" height=\"{}\" rx=\"6\" fill=\"#fff\" stroke=\"#666\"/>\
+         <text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\
+         <text x=\"{}\" y=\"18\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">{} pod(s)</text>",
+        w - 1,
+        h - 1,
+        esc(&tail(node, 30)),
+        w - 8,
+        pods.len(),
+        n = esc(node),
+    );
+    for (k, &i) in pods.iter().enumerate() {
+        pod_box(out, s, &views[i], 6, NODE_HEAD + k as u32 * (POD_H + GAP));
+    }
+    out.push_str("</svg>\n");
+}
+
+/// One pod on its node: rank and name, cost, and its marks.
+fn pod_box(out: &mut String, s: &Section, v: &PodView, x: u32, y: u32) {
+    let fill = v.colour();
+    let ink = text_on(fill);
+    let mut classes = String::from("pod");
+    for (on, c) in [
+        (v.victim, " victim"),
+        (v.foreign(), " foreign"),
+        (v.missing(), " missing"),
+        (!v.out_of_order.is_empty(), " out-of-order"),
+    ] {
+        if on {
+            classes.push_str(c);
+        }
+    }
+    let stroke = if v.victim {
+        "stroke=\"#000\" stroke-width=\"3.5\""
+    } else if v.missing() {
+        "stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"6 3\""
+    } else {
+        "stroke=\"#555\" stroke-width=\"1\""
+    };
+    let _ = write!(
+        out,
+        "<g class=\"{classes}\" data-pod=\"{}\"><title>{}</title>\
+         <rect x=\"{x}\" y=\"{y}\" width=\"{POD_W}\" height=\"{POD_H}\" rx=\"4\" fill=\"{}\" {stroke}/>",
+        esc(v.name),
+        esc(&hover(s, v)),
+        hex(fill)
+    );
+    let mut right = x + POD_W - 4;
+    if v.foreign() {
+        let _ = write!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"{}\" fill=\"url(#dc-hatch)\"/>",
+            right - 15,
+            y + 2,
+            POD_H - 4
+        );
+        right -= 18;
+    }
+    // line 1: rank, name, VICTIM
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"13\" fill=\"{ink}\"><tspan font-weight=\"bold\">{}</tspan> <tspan class=\"mono\" font-size=\"12\">{}</tspan></text>",
+        x + 7,
+        y + 17,
+        esc(&v.rank()),
+        esc(&tail(v.name, if v.victim { 21 } else { 28 }))
+    );
+    if v.victim {
+        let _ = write!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"50\" height=\"15\" rx=\"2\" fill=\"#000\"/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"10.5\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">VICTIM</text>",
+            right - 50,
+            y + 5,
+            right - 25,
+            y + 16
+        );
+    }
+    // line 2: cost and marks
+    let mut line2 = match (v.live_cost, v.plan.and_then(|p| p.desired)) {
+        (Some(live), Some(want)) if live != want => format!("cost {live} → {want}"),
+        (Some(live), _) => format!("cost {live}"),
+        (None, Some(want)) => format!("cost → {want}"),
+        (None, None) => String::new(),
+    };
+    if v.foreign() {
+        line2.push_str(" · foreign");
+    }
+    if v.missing() {
+        line2.push_str(" · ? signal missing");
+    }
+    if v.plan.is_none() {
+        line2.push_str(" · not managed");
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11.5\" fill=\"{ink}\">{}</text>",
+        x + 7,
+        y + 36,
+        esc(&line2)
+    );
+    if let Some(m) = v.out_of_order.first() {
+        let label = format!("! {}", short_reason(m.reason));
+        let width = 8 + label.chars().count() as u32 * 7;
+        let _ = write!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"{width}\" height=\"16\" rx=\"2\" fill=\"#b42318\" stroke=\"#fff\"/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\" fill=\"#fff\">{}</text>",
+            right - width,
+            y + 24,
+            right - width + 4,
+            y + 36,
+            esc(&label)
+        );
+    }
+    out.push_str("</g>");
+}
+
+fn table(out: &mut String, s: &Section, views: &[PodView], index: &HashMap<&str, usize>) {
+    let _ = write!(
+        out,
+        "<table class=\"pods\">\n<thead><tr><th>#</th><th>pod</th><th>node</th>"
+    );
+    for k in &s.signals {
+        let _ = write!(out, "<th>{}</th>", esc(k));
+    }
+    out.push_str(
+        "<th>cost now</th><th>wanted</th><th>patch</th><th>notes</th></tr></thead>\n<tbody>\n",
+    );
+    let cols = 7 + s.signals.len();
+    let mut shown = vec![false; views.len()];
+    for rs in &s.plan.replica_sets {
+        let owner = rs
+            .deployment
+            .as_ref()
+            .map(|d| format!(" (Deployment {})", esc(d)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<tr class=\"rs\"><td colspan=\"{cols}\">ReplicaSet {}{owner}: first to go on top</td></tr>",
+            esc(&rs.name)
+        );
+        for name in &rs.predicted {
+            if let Some(&i) = index.get(&**name) {
+                shown[i] = true;
+                row(out, s, &views[i]);
+            }
+        }
+    }
+    // managed pods no order holds (none, in practice): still listed
+    for (i, v) in views.iter().enumerate() {
+        if !shown[i] {
+            row(out, s, v);
+        }
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+fn row(out: &mut String, s: &Section, v: &PodView) {
+    let fill = v.colour();
+    let _ = write!(
+        out,
+        "<tr class=\"{}\" data-pod=\"{}\"><td><span class=\"sw{}\" style=\"background:{};color:{}\">{}</span></td><td class=\"mono\">{}</td>",
+        if v.victim { "victim" } else { "" },
+        esc(v.name),
+        if v.victim { " victim" } else { "" },
+        hex(fill),
+        text_on(fill),
+        esc(&v.rank()),
+        esc(v.name)
+    );
+    match v.plan {
+        Some(p) => {
+            let _ = write!(
+                out,
+                "<td>{}</td>",
+                esc(if p.node.is_empty() { "-" } else { &p.node })
+            );
+            for sig in &p.signals {
+                let value = sig.value.map_or_else(|| "-".to_string(), |x| x.to_string());
+                let _ = write!(
+                    out,
+                    "<td>{} <b>[{}]</b></td>",
+                    esc(&sig.detail),
+                    esc(&value)
+                );
+            }
+            let _ = write!(
+                out,
+                "<td>{}</td><td>{}</td><td>{}</td>",
+                esc(&cost_now(p)),
+                p.desired.map_or_else(|| "-".to_string(), |d| d.to_string()),
+                esc(&p.action.to_string())
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                "<td colspan=\"{}\">not selected by the policy</td><td>{}</td><td>-</td><td>-</td>",
+                1 + s.signals.len(),
+                v.live_cost
+                    .map_or_else(|| "-".to_string(), |c| c.to_string())
+            );
+        }
+    }
+    out.push_str("<td class=\"notes\">");
+    if v.victim {
+        out.push_str("<span class=\"tag victim\">VICTIM</span>");
+    }
+    for m in &v.out_of_order {
+        let _ = write!(
+            out,
+            "<span class=\"tag order\" title=\"{}\">! {}</span>before <span class=\"mono\">{}</span> ",
+            esc(m.reason.describe()),
+            short_reason(m.reason),
+            esc(&tail(&m.before, 12))
+        );
+    }
+    if v.foreign() {
+        out.push_str("<span class=\"tag foreign\">foreign cost</span>");
+    }
+    if v.missing() {
+        let why = match v.plan.map(|p| &p.action) {
+            Some(Action::KeepLastValue(why)) => why.clone(),
+            _ => "a stand-in value (onSignalMissing)".into(),
+        };
+        let _ = write!(
+            out,
+            "<span class=\"tag missing\" title=\"{}\">? signal missing</span>",
+            esc(&why)
+        );
+    }
+    if v.ambiguous {
+        out.push_str("<span class=\"tag\">ambiguous</span>");
+    }
+    out.push_str("</td></tr>\n");
+}
+
+/// One ReplicaSet's deletion order as a strip of boxes, with the cut of the
+/// scale-down.
+fn strip(
+    out: &mut String,
+    s: &Section,
+    rs_i: usize,
+    views: &[PodView],
+    index: &HashMap<&str, usize>,
+) {
+    let rs = &s.plan.replica_sets[rs_i];
+    let all = rs.predicted.len();
+    // a large ReplicaSet's strip shows its head; the table lists every pod
+    let n = all.min(STRIP_MAX);
+    let per_row = STRIP_PER_ROW.min(n.max(1));
+    let rows = n.div_ceil(per_row).max(1);
+    let (step_x, step_y) = (STRIP_W + 8, STRIP_H + 26);
+    let w = 16 + per_row as u32 * step_x;
+    let more = all > n;
+    let h = 22 + rows as u32 * step_y + if more { 16 } else { 0 };
+    let _ = write!(
+        out,
+        "<svg class=\"order\" data-replicaset=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"deletion order of {}\">\
+         <text x=\"8\" y=\"15\" font-size=\"13\"><tspan font-weight=\"bold\">{}</tspan>: deleted left to right, top to bottom</text>",
+        esc(&rs.name),
+        esc(&rs.name),
+        esc(&rs.name)
+    );
+    let cut = s.scale_down_by.map(|k| k.min(all)).filter(|&k| k <= n);
+    for (pos, name) in rs.predicted.iter().take(n).enumerate() {
+        let Some(v) = index.get(&**name).map(|&i| &views[i]) else {
+            continue;
+        };
+        let (col, row) = ((pos % per_row) as u32, (pos / per_row) as u32);
+        let (x, y) = (12 + col * step_x, 24 + row * step_y);
+        let fill = v.colour();
+        let stroke = if v.victim {
+            "stroke=\"#000\" stroke-width=\"3.5\""
+        } else {
+            "stroke=\"#555\""
+        };
+        let _ = write!(
+            out,
+            "<g class=\"step{}\" data-pod=\"{}\"><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{STRIP_W}\" height=\"{STRIP_H}\" rx=\"4\" fill=\"{}\" {stroke}/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"{ink}\">#{}{}</text>\
+             <text class=\"mono\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{ink}\">{}</text></g>",
+            if v.victim { " victim" } else { "" },
+            esc(v.name),
+            esc(&hover(s, v)),
+            hex(fill),
+            x + 6,
+            y + 15,
+            pos + 1,
+            if v.victim { " VICTIM" } else { "" },
+            x + 6,
+            y + 32,
+            esc(&tail(v.name, 15)),
+            ink = text_on(fill),
+        );
+        if !v.out_of_order.is_empty() {
+            let _ = write!(
+                out,
+                "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"#b42318\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">!</text>",
+                x + STRIP_W - 10,
+                y + 11,
+                x + STRIP_W - 10,
+                y + 15
+            );
+        }
+    }
+    if let Some(k) = cut.filter(|&k| k > 0) {
+        // the cut sits after the k-th pod
+        let (col, row) = if k % per_row == 0 {
+            (per_row as u32, (k / per_row) as u32 - 1)
+        } else {
+            ((k % per_row) as u32, (k / per_row) as u32)
+        };
+        let x = 12 + col * step_x - 4;
+        let y = 24 + row * step_y;
+        let _ = write!(
+            out,
+            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#000\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\">▲ scale down by {} cuts here</text>",
+            y - 4,
+            y + STRIP_H + 4,
+            x.saturating_sub(4),
+            y + STRIP_H + 17,
+            s.scale_down_by.unwrap_or(k),
+        );
+    }
+    if more {
+        let beyond = match s.scale_down_by {
+            Some(k) if k > n => format!("; scale down by {k} cuts after #{}", k.min(all)),
+            _ => String::new(),
+        };
+        let _ = write!(
+            out,
+            "<text x=\"12\" y=\"{}\" font-size=\"12\">… {} more pods after #{n} (all in the table){beyond}</text>",
+            h - 6,
+            all - n
+        );
+    }
+    out.push_str("</svg>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Mismatch, Plan, PodPlan, PreviousValues, ReplicaSetPlan, SignalValue};
+    use crate::report::NodeInfo;
+    use std::sync::Arc;
+
+    fn pod(name: &str, node: &str, desired: Option<i32>, owner: CostOwner) -> PodPlan {
+        PodPlan {
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
+            node: node.into(),
+            replica_set: Some("web-1".into()),
+            signals: vec![SignalValue {
+                signal: "billingClass",
+                value: desired.map(i64::from),
+                detail: "spot".into(),
+                missing: false,
+            }],
+            current_raw: None,
+            current: 0,
+            owner,
+            desired,
+            action: desired.map_or(Action::KeepForeign, Action::Patch),
+        }
+    }
+
+    fn plan_of(pods: Vec<PodPlan>, victims: usize, mismatches: Vec<Mismatch>) -> Plan {
+        let predicted: Vec<Arc<str>> = pods.iter().map(|p| p.name.clone()).collect();
+        let costs: Vec<i32> = pods.iter().map(PodPlan::intended).collect();
+        Plan {
+            policy: "shop/web".into(),
+            replica_sets: vec![ReplicaSetPlan {
+                name: "web-1".into(),
+                deployment: Some("web".into()),
+                victims: predicted[..victims].to_vec(),
+                predicted,
+                intended_costs: costs.clone(),
+                live_costs: costs,
+                verdict: if mismatches.is_empty() {
+                    Verdict::AsIntended
+                } else {
+                    Verdict::NotAsIntended
+                },
+                mismatches,
+                ambiguous: vec![],
+                tie_at_cut: false,
+                ties: vec![],
+                related_pods: 0,
+            }],
+            pods,
+            patches: vec![],
+            savings: None,
+            values: PreviousValues::default(),
+            inactive: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn section_of<'a>(
+        plan: &'a Plan,
+        nodes: &[(&str, &str, &str)],
+        scale_down_by: Option<usize>,
+    ) -> Section<'a> {
+        Section {
+            policy: plan.policy.clone(),
+            signals: vec!["billingClass"],
+            combine: "lexicographic",
+            plan,
+            nodes: nodes
+                .iter()
+                .map(|(n, c, z)| {
+                    (
+                        n.to_string(),
+                        NodeInfo {
+                            billing_class: Some(c.to_string()),
+                            zone: Some(z.to_string()),
+                        },
+                    )
+                })
+                .collect(),
+            scale_down_by,
+            after_patches: true,
+        }
+    }
+
+    fn page(sections: Vec<Section>) -> String {
+        render(&Report {
+            source: "test".into(),
+            now: Some("2026-11-22T03:00:00Z".into()),
+            sections,
+        })
+    }
+
+    #[test]
+    fn input_strings_are_escaped_everywhere() {
+        let evil = "<script>alert('x')</script>";
+        let mut p = pod(evil, "node\"><img src=x>", Some(0), CostOwner::None);
+        p.signals[0].detail = "<b>class</b>".into();
+        let plan = plan_of(vec![p], 1, vec![]);
+        let s = section_of(&plan, &[("node\"><img src=x>", "<i>spot", "z&1")], Some(1));
+        let html = page(vec![s]);
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains("<b>class"), "{html}");
+        assert!(!html.contains("<i>spot"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+        assert!(html.contains("node&quot;&gt;&lt;img src=x&gt;"));
+        assert!(html.contains("z&amp;1"));
+    }
+
+    #[test]
+    fn page_is_self_contained() {
+        let plan = plan_of(vec![pod("a", "n1", Some(0), CostOwner::None)], 0, vec![]);
+        let html = page(vec![section_of(&plan, &[("n1", "spot", "z")], None)]);
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.contains("default-src 'none'"));
+        for bad in [
+            "http://", "https://", "src=", "href=", "<script", "@import", "url(/",
+        ] {
+            assert!(!html.contains(bad), "{bad} in the page");
+        }
+    }
+
+    #[test]
+    fn every_pod_is_a_box_on_its_node_and_victims_are_marked() {
+        let pods = vec![
+            pod("web-a", "spot-1", Some(0), CostOwner::None),
+            pod("web-b", "spot-1", Some(1), CostOwner::None),
+            pod("web-c", "od-1", Some(2), CostOwner::None),
+        ];
+        let plan = plan_of(pods, 2, vec![]);
+        let html = page(vec![section_of(
+            &plan,
+            &[("spot-1", "spot", "a"), ("od-1", "on-demand", "b")],
+            Some(2),
+        )]);
+        for name in ["web-a", "web-b", "web-c"] {
+            assert!(html.contains(&format!("data-pod=\"{name}\"")), "{name}");
+        }
+        assert!(html.contains("<g class=\"pod victim\" data-pod=\"web-a\">"));
+        assert!(html.contains("<g class=\"pod victim\" data-pod=\"web-b\">"));
+        assert!(html.contains("<g class=\"pod\" data-pod=\"web-c\">"));
+        assert!(html.contains("scale down by 2 deletes"));
+        // the spot group (cheaper) comes before the on-demand one
+        let spot = html.find("billing class</span>spot").unwrap();
+        let od = html.find("billing class</span>on-demand").unwrap();
+        assert!(spot < od);
+        // first to go is red, last to go blue
+        assert!(html.contains(&hex(RAMP[0])) && html.contains(&hex(RAMP[4])));
+    }
+
+    #[test]
+    fn classes_of_equal_cost_follow_the_deletion_order() {
+        // both cost 0: the class of the first pod to go comes first
+        let pods = vec![
+            pod("web-z", "od-1", Some(0), CostOwner::None),
+            pod("web-a", "spot-1", Some(0), CostOwner::None),
+        ];
+        let plan = plan_of(pods, 0, vec![]);
+        let html = page(vec![section_of(
+            &plan,
+            &[("spot-1", "spot", "a"), ("od-1", "on-demand", "b")],
+            None,
+        )]);
+        let spot = html.find("billing class</span>spot").unwrap();
+        let od = html.find("billing class</span>on-demand").unwrap();
+        assert!(od < spot);
+    }
+
+    #[test]
+    fn out_of_order_foreign_and_missing_signal_pods_are_told_apart() {
+        let mut missing = pod("web-m", "n1", None, CostOwner::None);
+        missing.action = Action::KeepLastValue("utilization: no sample".into());
+        missing.signals[0].missing = true;
+        let pods = vec![
+            pod("web-x", "n1", Some(5), CostOwner::None),
+            pod("web-f", "n1", None, CostOwner::Foreign(Some("ops".into()))),
+            missing,
+        ];
+        let mismatch = Mismatch {
+            pod: "web-x".into(),
+            before: "web-f".into(),
+            reason: MismatchReason::NotReady,
+            rule: crate::comparator::Rule::Readiness,
+        };
+        let plan = plan_of(pods, 0, vec![mismatch]);
+        let html = page(vec![section_of(&plan, &[("n1", "spot", "a")], None)]);
+        assert!(html.contains("<g class=\"pod out-of-order\" data-pod=\"web-x\">"));
+        assert!(html.contains("! not Ready"));
+        assert!(html.contains("not Ready (upstream deletes them before Ready pods)"));
+        assert!(html.contains("<g class=\"pod foreign\" data-pod=\"web-f\">"));
+        assert!(html.contains("url(#dc-hatch)"));
+        assert!(html.contains("<g class=\"pod missing\" data-pod=\"web-m\">"));
+        assert!(html.contains("utilization: no sample"));
+        assert!(html.contains("order as intended: NO"));
+    }
+
+    #[test]
+    fn hover_and_table_carry_the_breakdown() {
+        let plan = plan_of(
+            vec![pod("web-a", "n1", Some(7), CostOwner::None)],
+            0,
+            vec![],
+        );
+        let html = page(vec![section_of(&plan, &[("n1", "spot", "a")], None)]);
+        // in the SVG title and in the table row
+        assert!(html.contains("<title>web-a\nnode n1 (spot, a)\n#1 of 1 to go in ReplicaSet web-1\nbillingClass: spot → 7"));
+        assert!(html.contains("<td>spot <b>[7]</b></td>"));
+        assert!(html.contains("<td>set 7</td>"));
+    }
+
+    #[test]
+    fn several_policies_make_one_page_with_a_section_each() {
+        let a = plan_of(
+            vec![pod("web-a", "n1", Some(0), CostOwner::None)],
+            0,
+            vec![],
+        );
+        let mut b = plan_of(
+            vec![pod("api-a", "n1", Some(0), CostOwner::None)],
+            0,
+            vec![],
+        );
+        b.policy = "shop/api".into();
+        let html = page(vec![
+            section_of(&a, &[("n1", "spot", "a")], None),
+            section_of(&b, &[("n1", "spot", "a")], None),
+        ]);
+        assert_eq!(html.matches("<section class=\"policy\"").count(), 2);
+        assert_eq!(html.matches("<html").count(), 1);
+        assert!(html.contains("id=\"policy-shop-web\"") && html.contains("id=\"policy-shop-api\""));
+    }
+
+    #[test]
+    fn a_large_order_strip_shows_its_head_and_the_cut_beyond_it() {
+        let pods: Vec<PodPlan> = (0..120)
+            .map(|i| pod(&format!("web-{i:03}"), "n1", Some(i), CostOwner::None))
+            .collect();
+        let plan = plan_of(pods, 60, vec![]);
+        let html = page(vec![section_of(&plan, &[("n1", "spot", "a")], Some(60))]);
+        assert_eq!(html.matches("<g class=\"step").count(), STRIP_MAX);
+        assert!(html.contains(
+            "… 70 more pods after #50 (all in the table); scale down by 60 cuts after #60"
+        ));
+        // every pod is still on its node and in the table
+        assert_eq!(html.matches("<g class=\"pod").count(), 120);
+        assert_eq!(html.matches("<tr class=").count(), 120 + 1);
+    }
+
+    #[test]
+    fn long_names_keep_their_distinct_end() {
+        assert_eq!(tail("abc", 5), "abc");
+        assert_eq!(tail("checkout-api-7d9f8c6b5-4xk2p", 10), "…6b5-4xk2p");
+        assert_eq!(tail("checkout-api-7d9f8c6b5-4xk2p", 10).chars().count(), 10);
+    }
+
+    #[test]
+    fn the_ramp_runs_from_red_to_blue_and_text_stays_readable() {
+        assert_eq!(ramp(0.0), RAMP[0]);
+        assert_eq!(ramp(1.0), RAMP[4]);
+        assert_eq!(ramp(0.5), RAMP[2]);
+        assert_eq!(text_on(RAMP[2]), "#000");
+        assert_eq!(text_on(RAMP[4]), "#fff");
+    }
+}
