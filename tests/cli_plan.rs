@@ -435,6 +435,12 @@ fn policies_are_parsed_as_strictly_as_the_api_server_does() {
             "spec.onSignalMissing: must be one of keepLastValue, skip, useDefault (found \"keepLast\"); did you mean keepLastValue?",
         ),
         (
+            "max-cost.yaml",
+            "combine: lexicographic",
+            "combine: lexicographic\n  maxCost: 0",
+            "spec.maxCost: must be at least 1, found 0",
+        ),
+        (
             "meta.yaml",
             "  namespace: shop",
             "  namespace: shop\n  lables: {a: b}",

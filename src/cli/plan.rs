@@ -447,9 +447,14 @@ fn pad(rows: &[Vec<String>]) -> String {
 pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> String {
     let mut out = String::new();
     let kinds: Vec<&str> = policy.spec.signals.iter().map(|s| s.kind_name()).collect();
+    let max_cost = match (policy.spec.max_cost, policy.spec.ranked_max_cost()) {
+        (_, Some(m)) => format!("; maxCost {m}: written as ranks"),
+        (Some(m), None) => format!("; maxCost {m}"),
+        (None, None) => String::new(),
+    };
     let _ = writeln!(
         out,
-        "Policy {}  (signals: {}; combine: {})",
+        "Policy {}  (signals: {}; combine: {}{max_cost})",
         p.policy,
         kinds.join(", "),
         match policy.spec.combine {

@@ -561,6 +561,11 @@ async fn a_validation(env: &'static Env) {
             ("hysteresis 1.5",
              json!({"targetRef": {"kind": "Deployment", "name": "web"},
                     "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "hysteresis": 1.5}}]}), "hysteresis"),
+            ("maxCost 0", {
+                let mut b = base.clone();
+                b["maxCost"] = 0.into();
+                b
+            }, "maxCost"),
             ("an unknown signal",
              json!({"targetRef": {"kind": "Deployment", "name": "web"}, "signals": [{"gpuPrice": {"weight": 1}}]}), "gpuPrice"),
             ("an unknown field", {
