@@ -8,6 +8,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::comparator::KubeVersion;
+
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
@@ -73,6 +75,14 @@ pub enum InputError {
         limit: u64,
         /// The file's size, when known before reading.
         size: Option<u64>,
+    },
+    /// Two versions of Kubernetes in what should describe one cluster.
+    #[error("{second}: another Kubernetes version than {first}; the input describes one cluster")]
+    Versions {
+        /// Where the first was read, and its version.
+        first: String,
+        /// Where the second was read, and its version.
+        second: String,
     },
     /// Two items are the same pod: the same namespace and name, or the same UID.
     #[error("{second} repeats {first}: the same {what}; each pod may appear once")]
@@ -801,6 +811,97 @@ pub fn missing_uid_warning(
     ))
 }
 
+/// The Kubernetes version an input carries: what `kubectl version -o
+/// json|yaml` prints (its `serverVersion`), or the API server's own answer
+/// (`kubectl get --raw /version`), as one more document, array item or file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// `major.minor`.
+    pub version: KubeVersion,
+    /// `gitVersion` as written (`v1.36.2`), or `major.minor` without one.
+    pub git_version: String,
+    /// Where it was read: `snapshot.yaml: document 1`.
+    pub at: String,
+}
+
+/// Keys of the objects [`server_version`] reads: `kubectl version` output
+/// (`clientVersion`, `serverVersion`) or a `/version` body (`gitVersion`).
+const VERSION_KEYS: [&str; 3] = ["serverVersion", "clientVersion", "gitVersion"];
+
+/// Whether `o` is a version rather than a Kubernetes object: no `kind`, and
+/// one of `serverVersion`, `clientVersion`, `gitVersion` at its top.
+pub fn is_version_object(o: &RawObject) -> bool {
+    o.kind.is_empty()
+        && o.value
+            .as_object()
+            .is_some_and(|m| VERSION_KEYS.iter().any(|k| m.contains_key(*k)))
+}
+
+/// Reads one version object (see [`is_version_object`]).
+fn version_of(o: &RawObject) -> Result<ServerVersion, InputError> {
+    let shape = |message: String| InputError::Shape {
+        source_name: o.source_name.clone(),
+        location: o.location.clone(),
+        message,
+    };
+    let (body, field) = match o.value.get("serverVersion") {
+        Some(v) => (v, "serverVersion"),
+        None if o.value.get("gitVersion").is_some() => (&o.value, "the version"),
+        None => {
+            return Err(shape(
+                "`kubectl version` output without serverVersion (could kubectl reach the \
+                 API server?); give the server's version, or pass --kubernetes-version"
+                    .into(),
+            ))
+        }
+    };
+    let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default();
+    let (major, minor, git) = (text("major"), text("minor"), text("gitVersion"));
+    let version = KubeVersion::from_server(major, minor, git).map_err(|_| {
+        shape(format!(
+            "{field} is not a Kubernetes version: expected gitVersion such as \"v1.36.2\", or \
+             major and minor strings (found {})",
+            serde_json::to_string(body).unwrap_or_default()
+        ))
+    })?;
+    Ok(ServerVersion {
+        version,
+        git_version: if git.is_empty() {
+            version.to_string()
+        } else {
+            git.to_string()
+        },
+        at: item_label(&o.source_name, &o.location),
+    })
+}
+
+/// The version carried by `objects`, if any (see [`is_version_object`]).
+/// Several are fine when they name the same `major.minor`; two that differ
+/// are an error naming both.
+pub fn server_version(objects: &[RawObject]) -> Result<Option<ServerVersion>, InputError> {
+    let mut found: Option<ServerVersion> = None;
+    for o in objects.iter().filter(|o| is_version_object(o)) {
+        found = merge_versions(found, Some(version_of(o)?))?;
+    }
+    Ok(found)
+}
+
+/// One version out of two inputs' (`None` for neither); two that differ in
+/// `major.minor` are an error naming both.
+pub fn merge_versions(
+    a: Option<ServerVersion>,
+    b: Option<ServerVersion>,
+) -> Result<Option<ServerVersion>, InputError> {
+    match (a, b) {
+        (Some(a), Some(b)) if a.version != b.version => Err(InputError::Versions {
+            first: format!("{} ({})", a.at, a.git_version),
+            second: format!("{} ({})", b.at, b.git_version),
+        }),
+        (Some(a), _) => Ok(Some(a)),
+        (None, b) => Ok(b),
+    }
+}
+
 /// Parses pods from JSON or YAML as [`parse_objects`] + [`pods_from`] do,
 /// with the same answers. A JSON List or array of pods (what `kubectl get pods
 /// -o json` prints) is first decoded straight into typed pods, without the
@@ -815,19 +916,20 @@ pub fn parse_pods(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    checked_pods(source_name, text, typed_pod_list(text), |p| p)
+    checked_pods(source_name, text, typed_pod_list(text), |p| p).map(|(pods, _)| pods)
 }
 
 /// The pods of a typed fast-path parse when every one has a name (checked
 /// for duplicates), else of the general path (whose errors say whether an
 /// item is a Pod at all), each passed through `keep`; none is an error.
+/// The general path also returns the version the input carries, if any.
 fn checked_pods(
     source_name: &str,
     text: &str,
     typed: Option<(Vec<k8s_openapi::api::core::v1::Pod>, impl std::fmt::Display)>,
     keep: impl Fn(k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod,
-) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
-    let pods = match typed {
+) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
+    let (pods, version) = match typed {
         Some((pods, prefix))
             if pods
                 .iter()
@@ -838,17 +940,20 @@ fn checked_pods(
                     .enumerate()
                     .map(|(i, p)| (item_label(source_name, &format!("{prefix}[{i}]")), p)),
             )?;
-            pods
+            (pods, None)
         }
-        _ => pods_from(&parse_objects(source_name, text)?)?
-            .into_iter()
-            .map(keep)
-            .collect(),
+        _ => {
+            let mut objects = parse_objects(source_name, text)?;
+            let version = server_version(&objects)?;
+            objects.retain(|o| !is_version_object(o));
+            let pods = pods_from(&objects)?.into_iter().map(keep).collect();
+            (pods, version)
+        }
     };
     if pods.is_empty() {
         return Err(no_pods(source_name, text));
     }
-    Ok(pods)
+    Ok((pods, version))
 }
 
 /// [`parse_pods`] for `predict`, which keeps of each pod only what the
@@ -860,6 +965,15 @@ pub fn parse_pods_slim(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
+    parse_pods_slim_versioned(source_name, text).map(|(pods, _)| pods)
+}
+
+/// [`parse_pods_slim`], with the Kubernetes version the input carries (see
+/// [`ServerVersion`]): `predict` reads its gates from it.
+pub fn parse_pods_slim_versioned(
+    source_name: &str,
+    text: &str,
+) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
     checked_pods(source_name, text, typed_slim_pod_list(text), slim_pod)
 }
 
@@ -1441,5 +1555,62 @@ mod tests {
         for scalar in ["y\ny\n", "--- y\n", "# c\n\nhello world\nmore"] {
             assert!(head_check("in", scalar.as_bytes()).is_err(), "{scalar:?}");
         }
+    }
+
+    #[test]
+    fn versions_are_read_apart_from_objects() {
+        let text = "clientVersion: {major: \"1\", minor: \"36\"}\nserverVersion:\n  major: \"1\"\n  minor: \"33+\"\n  gitVersion: v1.33.4-eks-1\n---\nkind: Pod\nmetadata: {name: a}\n---\nmetadata: {name: b}\n";
+        let objects = parse_objects("s.yaml", text).unwrap();
+        let flags: Vec<bool> = objects.iter().map(is_version_object).collect();
+        assert_eq!(flags, [true, false, false]);
+        let v = server_version(&objects).unwrap().unwrap();
+        assert_eq!(v.version, KubeVersion::new(1, 33));
+        assert_eq!(v.git_version, "v1.33.4-eks-1");
+        assert_eq!(v.at, "s.yaml: document 1");
+        // the raw /version body; none at all
+        let raw = parse_objects("v.json", r#"{"major":"1","minor":"30"}"#).unwrap();
+        assert!(!is_version_object(&raw[0]), "no version key");
+        let raw = parse_objects(
+            "v.json",
+            r#"{"major":"1","minor":"30","gitVersion":"v1.30.1"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            server_version(&raw).unwrap().map(|v| v.git_version),
+            Some("v1.30.1".into())
+        );
+        assert_eq!(server_version(&objects[1..]).unwrap(), None);
+        // the same minor twice is one version; two minors are an error
+        let same = [objects[0].clone(), objects[0].clone()];
+        assert!(server_version(&same).unwrap().is_some());
+        let both = [objects[0].clone(), raw[0].clone()];
+        let e = server_version(&both).unwrap_err().to_string();
+        assert!(e.contains("v.json: object (v1.30.1): another Kubernetes version than s.yaml: document 1 (v1.33.4-eks-1)"), "{e}");
+        // kubectl without a server, a version that is none
+        for (text, needle) in [
+            (
+                r#"{"clientVersion":{"major":"1"}}"#,
+                "without serverVersion",
+            ),
+            (
+                r#"{"serverVersion":{"major":"x"}}"#,
+                "serverVersion is not a Kubernetes version",
+            ),
+            (
+                r#"{"serverVersion":"v1.30"}"#,
+                "serverVersion is not a Kubernetes version",
+            ),
+        ] {
+            let o = parse_objects("k.json", text).unwrap();
+            let e = server_version(&o).unwrap_err().to_string();
+            assert!(
+                e.starts_with("k.json: object: ") && e.contains(needle),
+                "{e}"
+            );
+        }
+        // predict's reader leaves it out of the pods and hands it back
+        let (pods, v) = parse_pods_slim_versioned("s.yaml", text).unwrap();
+        assert_eq!(pods.len(), 2);
+        assert_eq!(v.map(|v| v.version), Some(KubeVersion::new(1, 33)));
     }
 }

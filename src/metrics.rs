@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::apply::stats::WAIT_BUCKETS;
 use crate::apply::Patcher;
+use crate::comparator::GateChoice;
 
 /// Label `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,6 +39,19 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+/// Labels of `deletion_cost_comparator_info`: the gates the comparator uses and why.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ComparatorLabels {
+    /// `MAJOR.MINOR` whose defaults apply, `unknown` for the newest defaults.
+    pub kubernetes_version: String,
+    /// `detected`, `flag` or `default`.
+    pub source: String,
+    /// `true` or `false`.
+    pub logarithmic_scale_down: String,
+    /// `true` or `false`.
+    pub pod_deletion_cost: String,
+}
+
 /// Buckets (seconds) of `deletion_cost_hook_patch_observed_seconds`.
 const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0];
 
@@ -57,6 +71,8 @@ pub struct Metrics {
     pub hook_patch_observed: Histogram,
     /// 1 while this replica holds the lease.
     pub leader: Gauge,
+    /// 1 for the comparator's gates in use, labelled with how they were chosen.
+    pub comparator_info: Family<ComparatorLabels, Gauge>,
     /// The patcher of the current leadership term, read at scrape time.
     pub patcher: Arc<RwLock<Option<Patcher>>>,
 }
@@ -142,6 +158,7 @@ impl Metrics {
         let signal_fetch_errors = Family::<PolicyReason, Counter>::default();
         let hook_requests = Family::<OutcomeLabel, Counter>::default();
         let leader = Gauge::default();
+        let comparator_info = Family::<ComparatorLabels, Gauge>::default();
         let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_reconciles",
@@ -173,6 +190,11 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "deletion_cost_comparator_info",
+            "The comparator's feature gates (1), by the Kubernetes version whose defaults apply and where it came from",
+            comparator_info.clone(),
+        );
         let patcher = Arc::new(RwLock::new(None));
         registry.register_collector(Box::new(PatcherCollector {
             patcher: patcher.clone(),
@@ -186,8 +208,24 @@ impl Metrics {
             hook_requests,
             hook_patch_observed,
             leader,
+            comparator_info,
             patcher,
         }
+    }
+
+    /// Records the comparator's gates (chosen once, at start).
+    pub fn comparator_chosen(&self, choice: &GateChoice) {
+        self.comparator_info.clear();
+        self.comparator_info
+            .get_or_create(&ComparatorLabels {
+                kubernetes_version: choice
+                    .version
+                    .map_or_else(|| "unknown".into(), |v| v.to_string()),
+                source: choice.source.as_str().into(),
+                logarithmic_scale_down: choice.gates.logarithmic_scale_down.to_string(),
+                pod_deletion_cost: choice.gates.pod_deletion_cost.to_string(),
+            })
+            .set(1);
     }
 
     /// Counts one reconcile.
@@ -235,11 +273,14 @@ mod tests {
         m.leader.set(1);
         m.hook_request("ok");
         m.hook_patch_observed.observe(0.3);
+        let detected = crate::comparator::choose_gates(None, "1.36".parse().ok(), None);
+        m.comparator_chosen(&detected.unwrap());
         let text = m.encode();
         for name in [
             "deletion_cost_reconciles_total{result=\"ok\"} 1",
             "deletion_cost_order_mismatches{policy=\"shop/web\",reason=\"NotReady\"} 2",
             "deletion_cost_leader 1",
+            "deletion_cost_comparator_info{kubernetes_version=\"1.36\",source=\"detected\",logarithmic_scale_down=\"true\",pod_deletion_cost=\"true\"} 1",
             "deletion_cost_hook_requests_total{outcome=\"ok\"} 1",
             "deletion_cost_hook_patch_observed_seconds_bucket{le=\"0.5\"} 1",
             "deletion_cost_hook_patch_observed_seconds_count 1",

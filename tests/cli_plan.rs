@@ -437,6 +437,12 @@ fn policies_are_parsed_as_strictly_as_the_api_server_does() {
             "spec.onSignalMissing: must be one of keepLastValue, skip, useDefault (found \"keepLast\"); did you mean keepLastValue?",
         ),
         (
+            "max-cost.yaml",
+            "combine: lexicographic",
+            "combine: lexicographic\n  maxCost: 0",
+            "spec.maxCost: must be at least 1, found 0",
+        ),
+        (
             "meta.yaml",
             "  namespace: shop",
             "  namespace: shop\n  lables: {a: b}",
@@ -1065,4 +1071,96 @@ fn the_page_shows_what_the_scale_down_is_worth() {
     // without --prices the page has no such section
     let o = plan(&[NOW, "-o", "html", "--scale-down-by", "3"]);
     assert!(!stdout(&o).contains("What it is worth"));
+}
+
+#[test]
+fn the_snapshot_s_version_sets_the_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        format!(
+            "{}/config/examples/cluster.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        dir.path().join("cluster.yaml"),
+    )
+    .unwrap();
+    let snapshot = dir.path().to_string_lossy().into_owned();
+    let gate_off = "PodDeletionCost feature gate is off";
+
+    // no version: the newest defaults, with a note
+    let o = plan_over(&snapshot);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains(gate_off), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("note: no Kubernetes version in")
+            && stderr(&o).contains("newest defaults"),
+        "{}",
+        stderr(&o)
+    );
+
+    // `kubectl version -o json` in the directory: 1.21, PodDeletionCost off
+    let version = |minor: &str| {
+        format!(
+            r#"{{"clientVersion":{{"major":"1","minor":"36","gitVersion":"v1.36.0"}},"serverVersion":{{"major":"1","minor":"{minor}","gitVersion":"v1.{minor}.0"}}}}"#
+        )
+    };
+    std::fs::write(dir.path().join("version.json"), version("21")).unwrap();
+    let o = plan_over(&snapshot);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(gate_off), "{}", stdout(&o));
+    assert!(
+        !stderr(&o).contains("no Kubernetes version"),
+        "{}",
+        stderr(&o)
+    );
+    // --kubernetes-version overrides it
+    let o = plan(&[
+        NOW,
+        "--policy",
+        SPOT_FIRST,
+        "--snapshot",
+        &snapshot,
+        "--kubernetes-version",
+        "1.30",
+    ]);
+    assert!(!stdout(&o).contains(gate_off), "{}", stdout(&o));
+
+    // 1.37: LogarithmicScaleDown cannot be turned off
+    std::fs::write(dir.path().join("version.json"), version("37")).unwrap();
+    let o = plan(&[
+        NOW,
+        "--policy",
+        SPOT_FIRST,
+        "--snapshot",
+        &snapshot,
+        "--feature-gates",
+        "LogarithmicScaleDown=false",
+    ]);
+    bad_plan(
+        &o,
+        &[
+            "LogarithmicScaleDown no longer exists in Kubernetes 1.37",
+            "version.json: object",
+        ],
+    );
+
+    // a version in YAML in another file; two versions that differ
+    let yaml = dir.path().join("two.yaml");
+    std::fs::write(
+        &yaml,
+        "serverVersion: {major: \"1\", minor: \"30\", gitVersion: v1.30.2}\n",
+    )
+    .unwrap();
+    bad_plan(
+        &plan_over(&snapshot),
+        &["another Kubernetes version than", "(v1.37.0)"],
+    );
+    std::fs::remove_file(dir.path().join("version.json")).unwrap();
+    let o = plan_over(&snapshot);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("no Kubernetes version"),
+        "{}",
+        stderr(&o)
+    );
 }

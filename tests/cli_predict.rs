@@ -481,6 +481,112 @@ fn kubernetes_version_sets_gate_defaults() {
     assert_eq!(new["featureGates"]["LogarithmicScaleDown"], true);
 }
 
+/// gates.json's pods as a JSON array led by `version` (what `kubectl version
+/// -o json` prints, or the raw `/version` body).
+fn with_version(version: Value) -> String {
+    let list: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("gates.json")).unwrap()).unwrap();
+    let mut items = vec![version];
+    items.extend(list["items"].as_array().unwrap().iter().cloned());
+    Value::from(items).to_string()
+}
+
+#[test]
+fn the_input_s_version_sets_gate_defaults() {
+    let kubectl_version = |minor: &str| {
+        serde_json::json!({
+            "clientVersion": {"major": "1", "minor": "36", "gitVersion": "v1.36.0"},
+            "serverVersion": {"major": "1", "minor": minor, "gitVersion": format!("v1.{minor}.3")}
+        })
+    };
+    // 1.21 defaults (both gates off) from the input, and no note
+    let old = ok(
+        &[NOW, "-o", "json"],
+        Some(&with_version(kubectl_version("21"))),
+    );
+    let v: Value = serde_json::from_str(&old.stdout).unwrap();
+    assert_eq!(v["kubernetesVersion"], "1.21");
+    assert_eq!(v["featureGates"]["PodDeletionCost"], false);
+    assert!(
+        !old.stderr.contains("no Kubernetes version"),
+        "{}",
+        old.stderr
+    );
+    // the raw /version body works too, and --kubernetes-version wins over the input
+    let raw =
+        with_version(serde_json::json!({"major": "1", "minor": "21", "gitVersion": "v1.21.0"}));
+    assert_eq!(lines(&ok(&[NOW], Some(&raw)).stdout), ["fresh", "cheap"]);
+    let flag = ok(&[NOW, "--kubernetes-version", "1.30"], Some(&raw));
+    assert_eq!(lines(&flag.stdout), ["cheap", "fresh"]);
+    // as a YAML document before the pods
+    let yaml = format!(
+        "serverVersion:\n  major: \"1\"\n  minor: \"21\"\n  gitVersion: v1.21.0\n---\n{}",
+        std::fs::read_to_string(fixture("pods.yaml")).unwrap()
+    );
+    let v: Value = serde_json::from_str(&ok(&[NOW, "-o", "json"], Some(&yaml)).stdout).unwrap();
+    assert_eq!(v["kubernetesVersion"], "1.21");
+    // no version anywhere: the newest defaults, said on stderr
+    let none = ok(&["-f", &fixture("gates.json"), NOW], None);
+    assert!(
+        none.stderr.contains("note: no Kubernetes version in")
+            && none.stderr.contains("newest defaults"),
+        "{}",
+        none.stderr
+    );
+    let flagged = ok(
+        &[
+            "-f",
+            &fixture("gates.json"),
+            NOW,
+            "--kubernetes-version",
+            "1.33",
+        ],
+        None,
+    );
+    assert!(
+        !flagged.stderr.contains("no Kubernetes version"),
+        "{}",
+        flagged.stderr
+    );
+    // 1.37 and later: LogarithmicScaleDown cannot be turned off, it no longer exists
+    bad(
+        &[NOW, "--feature-gates", "LogarithmicScaleDown=false"],
+        Some(&with_version(kubectl_version("37"))),
+        &[
+            "--feature-gates: LogarithmicScaleDown no longer exists in Kubernetes 1.37",
+            "the cluster's version: v1.37.3 in <stdin>: [0]",
+        ],
+    );
+    bad(
+        &[
+            "-f",
+            &fixture("gates.json"),
+            "--kubernetes-version",
+            "1.40",
+            "--feature-gates",
+            "LogarithmicScaleDown=false",
+        ],
+        None,
+        &["removed in 1.37"],
+    );
+    // kubectl that could not reach the server; two inputs of two clusters
+    bad(
+        &[NOW],
+        Some(&with_version(
+            serde_json::json!({"clientVersion": {"major": "1", "minor": "36"}}),
+        )),
+        &["<stdin>: [0]: `kubectl version` output without serverVersion"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let related = dir.path().join("related.json");
+    std::fs::write(&related, with_version(kubectl_version("30"))).unwrap();
+    bad(
+        &["--related", &related.to_string_lossy(), NOW],
+        Some(&with_version(kubectl_version("21"))),
+        &["another Kubernetes version than <stdin>: [0] (v1.21.3)"],
+    );
+}
+
 #[test]
 fn several_owners_are_ordered_separately() {
     let f = fixture("owners.json");

@@ -254,6 +254,8 @@ fn schema_bounds() {
         1.0
     );
     assert_eq!(spec["rateLimit"]["properties"]["burst"]["minimum"], 1.0);
+    assert_eq!(spec["maxCost"]["minimum"], 1.0);
+    assert_eq!(spec["maxCost"]["format"], "int32");
     assert_eq!(spec["targetRef"]["properties"]["name"]["minLength"], 1);
     assert_eq!(
         spec["targetRef"]["properties"]["kind"]["enum"],
@@ -327,6 +329,7 @@ fn full_policy() -> Value {
                                  "maxPerZone": 1000, "weight": 1}}
             ],
             "combine": "sum",
+            "maxCost": 1000,
             "refreshInterval": "1h30m",
             "rateLimit": {"qps": 1, "burst": 1},
             "onSignalMissing": "useDefault",

@@ -47,7 +47,8 @@ fn config() -> RunConfig {
         lease_name: "deletion-cost".into(),
         lease_namespace: Some("ops".into()),
         identity: "op-0".into(),
-        gates: FeatureGates::default(),
+        kubernetes_version: None,
+        feature_gates: None,
         shutdown_grace: Duration::from_secs(1),
         // background reconciles wait this long: in these tests only the hook writes
         debounce: Duration::from_secs(3600),

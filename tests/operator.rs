@@ -420,6 +420,96 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
         "{body}"
     );
     assert!(body.contains("deletion_cost_leader 1"));
+    // the comparator's gates follow the fake server's version (1.33)
+    assert!(
+        body.contains(
+            "deletion_cost_comparator_info{kubernetes_version=\"1.33\",source=\"detected\",\
+             logarithmic_scale_down=\"true\",pod_deletion_cost=\"true\"} 1"
+        ),
+        "{body}"
+    );
+    op.stop().await;
+}
+
+/// The comparator-info line of `/metrics` once it holds every `needle`.
+async fn comparator_info(port: u16, needles: &[&str]) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(port, "/metrics").await;
+        let line = body
+            .lines()
+            .find(|l| l.starts_with("deletion_cost_comparator_info{"))
+            .unwrap_or_default()
+            .to_string();
+        if needles.iter().all(|n| line.contains(n)) {
+            return line;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no comparator info with {needles:?}: {line:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The gates follow the API server's version: flags override it, a flag
+/// the version forbids stops the start, an unreadable version falls back to
+/// the newest defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comparator_gates_follow_the_server_version() {
+    let fake = FakeApi::start().await;
+    cluster(&fake, 2);
+
+    // 1.37: LogarithmicScaleDown no longer exists, so turning it off is refused
+    fake.set_version(Some(
+        json!({"major": "1", "minor": "37", "gitVersion": "v1.37.0"}),
+    ));
+    let mut cfg = config("gates-a", 100.0, 10);
+    cfg.feature_gates = Some("LogarithmicScaleDown=false".into());
+    let err = Operator::start(&fake, cfg)
+        .join()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no longer exists in Kubernetes 1.37") && err.contains("v1.37.0"),
+        "{err}"
+    );
+
+    // --kubernetes-version overrides the detected version
+    let port = free_port();
+    let mut cfg = config("gates-b", 100.0, 10);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    cfg.kubernetes_version = "1.21".parse().ok();
+    let op = Operator::start(&fake, cfg);
+    comparator_info(
+        port,
+        &[
+            "kubernetes_version=\"1.21\",source=\"flag\"",
+            "pod_deletion_cost=\"false\"",
+        ],
+    )
+    .await;
+    op.stop().await;
+
+    // no version: the newest defaults, and the operator runs
+    fake.set_version(None);
+    let port = free_port();
+    let mut cfg = config("gates-c", 100.0, 10);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let op = Operator::start(&fake, cfg);
+    comparator_info(
+        port,
+        &[
+            "kubernetes_version=\"unknown\",source=\"default\"",
+            "logarithmic_scale_down=\"true\",pod_deletion_cost=\"true\"",
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(30), "pods costed", || {
+        converged(&fake, 2)
+    })
+    .await;
     op.stop().await;
 }
 

@@ -4,7 +4,8 @@
 use k8s_openapi::jiff::Timestamp;
 
 use super::CliError;
-use crate::comparator::{FeatureGates, KubeVersion};
+use crate::comparator::{choose_gates, FeatureGates, GateChoice, KubeVersion};
+use crate::input::ServerVersion;
 
 /// `--feature-gates` and `--kubernetes-version`: the gates of the cluster's
 /// controller-manager.
@@ -24,6 +25,38 @@ impl GateFlags {
         let version = parse_version(self.kubernetes_version.as_deref())?;
         Ok((version, gates(version, self.feature_gates.as_deref())?))
     }
+
+    /// The gates for a cluster whose version an input carries: the flags
+    /// override it.
+    pub fn choose(&self, detected: Option<&ServerVersion>) -> Result<GateChoice, CliError> {
+        let flag_version = parse_version(self.kubernetes_version.as_deref())?;
+        choose_gates(
+            flag_version,
+            detected.map(|v| v.version),
+            self.feature_gates.as_deref(),
+        )
+        .map_err(|e| {
+            let from = match (flag_version, detected) {
+                (None, Some(v)) => {
+                    format!(" (the cluster's version: {} in {})", v.git_version, v.at)
+                }
+                _ => String::new(),
+            };
+            CliError::bad_input(format!("--feature-gates: {e}{from}"))
+        })
+    }
+}
+
+/// The stderr note when no version was known: which defaults apply.
+pub fn default_gates_note(choice: &GateChoice, input: &str) -> Option<String> {
+    choice.version.is_none().then(|| {
+        format!(
+            "no Kubernetes version in {input} and no --kubernetes-version: the comparator starts \
+             from the newest defaults; in force: PodDeletionCost={}, LogarithmicScaleDown={} \
+             (add what `kubectl version -o json` prints to the input, or pass --kubernetes-version)",
+            choice.gates.pod_deletion_cost, choice.gates.logarithmic_scale_down
+        )
+    })
 }
 
 /// Parses `--now` (RFC 3339), or returns `default` when absent.

@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use super::{print_out, CliError};
 use crate::input::{
     check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
-    read_source_limited, Expect, RawObject,
+    read_source_limited, server_version, Expect, RawObject, ServerVersion,
 };
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
@@ -52,7 +52,10 @@ pub enum PlanFormat {
 (config/examples/combined.yaml over config/examples/cluster.yaml with \
 config/examples/samples.json, scale-down by 2).\n\n\
 The snapshot is what `kubectl get pods,nodes,replicasets,deployments -A -o yaml` \
-prints (JSON works too); a directory means every .yaml/.yml/.json file in it."
+prints (JSON works too); a directory means every .yaml/.yml/.json file in it.\n\n\
+The comparator's gates follow the cluster's version: --kubernetes-version, else the \
+version the snapshot carries (what `kubectl version -o json|yaml` prints, as one more \
+YAML document or file of the directory), else the newest defaults (a note says so)."
 )]
 pub struct PlanArgs {
     /// Policy file (YAML or JSON; several policies may be listed).
@@ -97,13 +100,21 @@ pub struct PlanArgs {
 /// and decodes it. A snapshot without pods, a Pod without a name, and a pod
 /// listed twice (same namespace and name, or same UID, across all its files)
 /// are bad input.
-fn load_snapshot(path: &str, max_bytes: u64) -> Result<Snapshot, CliError> {
+fn load_snapshot(
+    path: &str,
+    max_bytes: u64,
+) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
     let objects = read_snapshot(path, max_bytes)?;
     snapshot_from(path, &objects)
 }
 
-/// Decodes and checks snapshot objects read from `source`.
-fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliError> {
+/// Decodes and checks snapshot objects read from `source`, and reads the
+/// cluster's version when the snapshot carries one.
+fn snapshot_from(
+    source: &str,
+    objects: &[RawObject],
+) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
+    let version = server_version(objects).map_err(CliError::bad_input)?;
     let pod_objects: Vec<&RawObject> = objects.iter().filter(|o| o.kind == "Pod").collect();
     for o in &pod_objects {
         check_pod_name(o).map_err(CliError::bad_input)?;
@@ -125,7 +136,7 @@ fn snapshot_from(source: &str, objects: &[RawObject]) -> Result<Snapshot, CliErr
     if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
         super::stderr::warn(&w);
     }
-    Ok(snapshot)
+    Ok((snapshot, version))
 }
 
 /// Reads a snapshot file, or every manifest in a directory (sorted by name).
@@ -347,7 +358,9 @@ fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let prices = load_prices(&args)?;
     let bundled = args.policy.is_none() && args.snapshot.is_none();
-    let (policy_source, policy_objs, snapshot) = if bundled {
+    // bad flags fail before any input is read
+    args.gates.resolve()?;
+    let (policy_source, policy_objs, (snapshot, version)) = if bundled {
         (
             EXAMPLE_POLICY.0.to_string(),
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
@@ -377,8 +390,13 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
             .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
+    let choice = args.gates.choose(version.as_ref())?;
+    let snapshot_name = args.snapshot.as_deref().unwrap_or(EXAMPLE_CLUSTER.0);
+    if let Some(note) = super::cluster_flags::default_gates_note(&choice, snapshot_name) {
+        super::stderr::note(&note);
+    }
     let opts = PlanOptions {
-        gates: args.gates.resolve()?.1,
+        gates: choice.gates,
         now: Some(now),
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
@@ -486,9 +504,14 @@ fn pad(rows: &[Vec<String>]) -> String {
 pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> String {
     let mut out = String::new();
     let kinds: Vec<&str> = policy.spec.signals.iter().map(|s| s.kind_name()).collect();
+    let max_cost = match (policy.spec.max_cost, policy.spec.ranked_max_cost()) {
+        (_, Some(m)) => format!("; maxCost {m}: written as ranks"),
+        (Some(m), None) => format!("; maxCost {m}"),
+        (None, None) => String::new(),
+    };
     let _ = writeln!(
         out,
-        "Policy {}  (signals: {}; combine: {})",
+        "Policy {}  (signals: {}; combine: {}{max_cost})",
         p.policy,
         kinds.join(", "),
         match policy.spec.combine {

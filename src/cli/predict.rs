@@ -16,7 +16,10 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
     KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
 };
-use crate::input::{missing_uid_warning, parse_pods_slim, read_source_limited, Expect};
+use crate::input::{
+    merge_versions, missing_uid_warning, parse_pods_slim_versioned, read_source_limited, Expect,
+    ServerVersion,
+};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -43,6 +46,11 @@ Running, 3 not Ready first, 4 lower pod-deletion-cost first (gate PodDeletionCos
 5 more related pods on the node first, 6 ready more recently first (log2 buckets of
 age and then UID under LogarithmicScaleDown), 7 more restarts first (then sidecar
 restarts), 8 created more recently first (log2 buckets, then UID).
+
+Gates follow the cluster's Kubernetes version: --kubernetes-version, else the version the
+input carries (what `kubectl version -o json|yaml` or `kubectl get --raw /version` prints,
+as one more YAML document or array item), else the newest defaults, with a note on
+stderr. --feature-gates applies on top.
 
 An input without pods (empty, blank, an empty List), an item that is not a Pod or has
 no name, and a pod listed twice (same namespace and name, or same UID) are bad input.
@@ -104,7 +112,8 @@ pub struct Settings {
     pub now: Timestamp,
     /// Gates in force.
     pub gates: FeatureGates,
-    /// The server version given, if any.
+    /// The server version whose defaults apply (`--kubernetes-version`, else
+    /// the input's), if any.
     pub kubernetes_version: Option<KubeVersion>,
     /// Victims per ReplicaSet, if asked.
     pub scale_down_by: Option<usize>,
@@ -255,7 +264,8 @@ pub struct Prediction {
     pub now: String,
     /// Gates used.
     pub feature_gates: FeatureGates,
-    /// The `--kubernetes-version` given.
+    /// The Kubernetes version whose gate defaults apply: `--kubernetes-version`,
+    /// else the one the input carries; `null`: the newest defaults.
     pub kubernetes_version: Option<String>,
     /// The `--scale-down-by` given.
     pub scale_down_by: Option<usize>,
@@ -606,29 +616,38 @@ pub fn render_table(p: &Prediction) -> String {
 }
 
 /// Reads pods; an input without pods, an item that is not a named Pod, or a
-/// pod listed twice is bad input. Returns the source's name too.
-fn load_pods(path: &str, max_bytes: u64) -> Result<(String, Vec<Pod>), CliError> {
+/// pod listed twice is bad input. Returns the source's name and the
+/// Kubernetes version the input carries, if any.
+fn load_pods(
+    path: &str,
+    max_bytes: u64,
+) -> Result<(String, Vec<Pod>, Option<ServerVersion>), CliError> {
     let (name, text) =
         read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
-    let pods = parse_pods_slim(&name, &text).map_err(CliError::bad_input)?;
-    Ok((name, pods))
+    let (pods, version) = parse_pods_slim_versioned(&name, &text).map_err(CliError::bad_input)?;
+    Ok((name, pods, version))
 }
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
-    let settings = Settings::from_args(&args, Timestamp::now())?;
+    let mut settings = Settings::from_args(&args, Timestamp::now())?;
     if args.file == "-" && args.related.as_deref() == Some("-") {
         return Err(CliError::bad_input(
             "-f and --related cannot both read stdin (-)",
         ));
     }
-    let (source, pods) = load_pods(&args.file, args.max_input_bytes)?;
-    let related = args
-        .related
-        .as_deref()
-        .map(|path| load_pods(path, args.max_input_bytes))
-        .transpose()?
-        .map(|(_, pods)| pods);
+    let (source, pods, version) = load_pods(&args.file, args.max_input_bytes)?;
+    let (related, related_version) = match args.related.as_deref() {
+        Some(path) => {
+            let (_, pods, v) = load_pods(path, args.max_input_bytes)?;
+            (Some(pods), v)
+        }
+        None => (None, None),
+    };
+    let version = merge_versions(version, related_version).map_err(CliError::bad_input)?;
+    let choice = args.gates.choose(version.as_ref())?;
+    settings.gates = choice.gates;
+    settings.kubernetes_version = choice.version;
     let prediction = predict(&settings, &pods, related.as_deref());
     let text = match args.output {
         OutputFormat::Names => render_names(&prediction),
@@ -637,6 +656,9 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     };
     if let Some(w) = missing_uid_warning(&source, &pods) {
         super::stderr::warn(&w);
+    }
+    if let Some(note) = super::cluster_flags::default_gates_note(&choice, &source) {
+        super::stderr::note(&note);
     }
     for n in notes(&prediction, related.is_some()) {
         super::stderr::note(&n);

@@ -90,7 +90,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--prometheus-timeout must be a positive number of seconds",
         ));
     }
-    let (_, gates) = args.gates.resolve()?;
+    // checked against --kubernetes-version now, against the cluster's version once connected
+    let (kubernetes_version, _) = args.gates.resolve()?;
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
         return Err(CliError::bad_input(
             "--hook-settle-delay must be a number of seconds >= 0",
@@ -147,7 +148,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         lease_name: args.lease_name,
         lease_namespace: args.leader_election_namespace,
         identity,
-        gates,
+        kubernetes_version,
+        feature_gates: args.gates.feature_gates,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         debounce: Duration::from_secs(1),
         hook_addr: args.hook_addr,

@@ -11,7 +11,9 @@ pub mod order;
 use k8s_openapi::api::core::v1::Pod;
 
 pub use cost::{parse_deletion_cost, CostProblem, ParsedCost, POD_DELETION_COST};
-pub use gates::{FeatureGates, GateError, KubeVersion};
+pub use gates::{
+    choose as choose_gates, FeatureGates, GateChoice, GateError, GateSource, KubeVersion,
+};
 pub use key::{
     assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey, PodsOnNode,
 };

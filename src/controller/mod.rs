@@ -39,7 +39,7 @@ use crate::apply::{
     KubePodWriter, PatchRequest, Patcher, PatcherConfig, PodKey, PolicyKey, Priority, Rate,
     SubmitError,
 };
-use crate::comparator::{FeatureGates, POD_DELETION_COST};
+use crate::comparator::{choose_gates, FeatureGates, KubeVersion, POD_DELETION_COST};
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
@@ -145,8 +145,11 @@ pub struct RunConfig {
     pub lease_namespace: Option<String>,
     /// This replica's identity (pod name).
     pub identity: String,
-    /// Feature gates of the cluster's controller-manager.
-    pub gates: FeatureGates,
+    /// `--kubernetes-version`: its gate defaults apply instead of those of
+    /// the API server's version.
+    pub kubernetes_version: Option<KubeVersion>,
+    /// `--feature-gates`: overrides on top of the version's defaults.
+    pub feature_gates: Option<String>,
     /// How long SIGTERM waits for in-flight writes.
     pub shutdown_grace: Duration,
     /// Quiet time before a triggered reconcile runs.
@@ -177,6 +180,8 @@ pub struct Context {
     pub(crate) replica_sets: Store<ReplicaSet>,
     pub(crate) policies: Store<DeletionCostPolicy>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The comparator's gates, chosen at start from the cluster's version.
+    pub(crate) gates: FeatureGates,
     pub(crate) leader: watch::Receiver<bool>,
     pub(crate) prometheus: Option<PrometheusClient>,
     /// Each policy's state, behind its own lock.
@@ -362,6 +367,74 @@ pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     }
 }
 
+/// How long the start waits for the API server's version before it goes on
+/// with the newest defaults.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The comparator's gates for the cluster: the defaults of its version (as
+/// the API server reports it, emulated version first), flags on top; the
+/// newest defaults, with a warning, when the version cannot be read. Logs
+/// the choice and exports it as `deletion_cost_comparator_info`.
+async fn comparator_gates(
+    client: &Client,
+    config: &RunConfig,
+    metrics: &Metrics,
+) -> Result<FeatureGates, ControllerError> {
+    let fallback = match config.kubernetes_version {
+        Some(v) => format!("--kubernetes-version {v} applies"),
+        None => "the comparator uses the newest defaults".into(),
+    };
+    let detected = match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(info)) => {
+            let emulated = KubeVersion::emulated(
+                info.emulation_major.as_deref(),
+                info.emulation_minor.as_deref(),
+            );
+            match KubeVersion::from_server(&info.major, &info.minor, &info.git_version) {
+                Ok(binary) => Some((emulated.unwrap_or(binary), info.git_version)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the API server's version does not parse: {fallback}");
+                    None
+                }
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %crate::error_chain(&e), "cannot read the API server's version: {fallback}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_seconds = VERSION_TIMEOUT.as_secs(),
+                "the API server did not tell its version in time: {fallback}"
+            );
+            None
+        }
+    };
+    let choice = choose_gates(
+        config.kubernetes_version,
+        detected.as_ref().map(|(v, _)| *v),
+        config.feature_gates.as_deref(),
+    )
+    .map_err(|e| {
+        let from = match (&detected, config.kubernetes_version) {
+            (Some((_, git)), None) => format!(" (the API server's version: {git})"),
+            _ => String::new(),
+        };
+        ControllerError::Config(format!("--feature-gates: {e}{from}"))
+    })?;
+    let unknown = || "unknown".to_string();
+    tracing::info!(
+        detected_version = %detected.as_ref().map_or_else(unknown, |(_, git)| git.clone()),
+        kubernetes_version = %choice.version.map_or_else(unknown, |v| v.to_string()),
+        source = choice.source.as_str(),
+        pod_deletion_cost = choice.gates.pod_deletion_cost,
+        logarithmic_scale_down = choice.gates.logarithmic_scale_down,
+        "comparator feature gates chosen"
+    );
+    metrics.comparator_chosen(&choice);
+    Ok(choice.gates)
+}
+
 fn check_limits(config: &RunConfig) -> Result<(), ControllerError> {
     if !(config.qps.is_finite() && config.qps > 0.0) || config.burst == 0 {
         return Err(ControllerError::Config(format!(
@@ -382,6 +455,7 @@ pub async fn run_with_client(
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
     let metrics = Arc::new(Metrics::new(config.qps));
+    let gates = comparator_gates(&client, &config, &metrics).await?;
     let ns = config.namespace.as_deref();
     let prometheus = match &config.prometheus_url {
         Some(url) => Some(
@@ -462,6 +536,7 @@ pub async fn run_with_client(
         replica_sets,
         policies: policies.clone(),
         metrics: metrics.clone(),
+        gates,
         leader: leader_rx.clone(),
         prometheus,
         rounds: round::Rounds::default(),

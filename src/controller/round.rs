@@ -123,7 +123,7 @@ pub async fn plan_round(
     let caches = ctx.caches();
     let others = ctx.policies.state();
     let opts = PlanOptions {
-        gates: ctx.config.gates,
+        gates: ctx.gates,
         now: Some(Timestamp::now().as_nanosecond()),
         scale_down_by,
         assume_patches_applied: false,
@@ -285,7 +285,7 @@ pub async fn preview_round<R: Send + 'static>(
     let caches = ctx.caches();
     let others = ctx.policies.state();
     let opts = PlanOptions {
-        gates: ctx.config.gates,
+        gates: ctx.gates,
         now: Some(Timestamp::now().as_nanosecond()),
         scale_down_by,
         assume_patches_applied: false,

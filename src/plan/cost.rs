@@ -17,7 +17,7 @@ use super::{
     ResolvedPolicy, SignalValue, POLICY_ANNOTATION,
 };
 use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
-use crate::policy::{OnSignalMissing, ValidatedSignal};
+use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
 use crate::signals::utilization::quantize;
 use crate::signals::{Sample, SignalSamples};
@@ -150,6 +150,9 @@ pub(super) fn cost_pods(
         patches.extend(c.patches);
         kept_values.extend(c.kept_values);
     }
+    if let Some(max) = policy.spec.ranked_max_cost() {
+        rank_costs(policy, max, &mut plans, &mut patches, &mut warnings);
+    }
     // pods sharing a name (invalid, but possible in a file): the last one's values win
     let values: PreviousValues = kept_values.into_iter().collect();
     (
@@ -267,12 +270,7 @@ fn cost_chunk(
         let action = match (&owner, desired) {
             (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
             (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
-            (CostOwner::Ours, Some(d))
-                if current_raw.as_deref() == Some(decimal(&mut desired_text, d)) =>
-            {
-                Action::Unchanged
-            }
-            (_, Some(d)) => Action::Patch(d),
+            (_, Some(d)) => write_action(&owner, current_raw.as_deref(), d, &mut desired_text),
         };
         if let Action::Patch(cost) = action {
             patches.push(Patch {
@@ -310,6 +308,60 @@ fn cost_chunk(
         plans,
         patches,
         kept_values,
+    }
+}
+
+/// `Unchanged` when the pod already carries `cost` as this policy wrote it,
+/// else `Patch(cost)`.
+fn write_action(
+    owner: &CostOwner,
+    current_raw: Option<&str>,
+    cost: i32,
+    buf: &mut String,
+) -> Action {
+    if *owner == CostOwner::Ours && current_raw == Some(decimal(buf, cost)) {
+        Action::Unchanged
+    } else {
+        Action::Patch(cost)
+    }
+}
+
+/// `spec.maxCost` (see [`crate::policy::ValidatedPolicy::ranked_max_cost`]): rewrites each
+/// wanted cost as its rank among the plan's wanted costs, decides again
+/// what to write, and rebuilds the patches in plan order.
+fn rank_costs(
+    policy: &ResolvedPolicy,
+    max: i32,
+    plans: &mut [PodPlan],
+    patches: &mut Vec<Patch>,
+    warnings: &mut Vec<String>,
+) {
+    let ranks = CostRanks::new(plans.iter().filter_map(|p| p.desired), max);
+    if ranks.merges() {
+        warnings.push(format!(
+            "spec.maxCost {max}: the pods want {} different costs, more than the {} values of \
+             0..={max}: neighbouring costs share a value (order kept, some ties added; raise \
+             maxCost to keep every difference)",
+            ranks.distinct(),
+            i64::from(max) + 1
+        ));
+    }
+    let namespace: Arc<str> = policy.namespace.as_str().into();
+    let mut buf = String::new();
+    patches.clear();
+    for p in plans.iter_mut() {
+        let Some(wanted) = p.desired else { continue };
+        let cost = ranks.written(wanted);
+        p.desired = Some(cost);
+        p.action = write_action(&p.owner, p.current_raw.as_deref(), cost, &mut buf);
+        if let Action::Patch(cost) = p.action {
+            patches.push(Patch {
+                namespace: namespace.clone(),
+                pod: p.name.clone(),
+                uid: p.uid.clone(),
+                cost,
+            });
+        }
     }
 }
 

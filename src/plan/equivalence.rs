@@ -57,11 +57,16 @@ fn policies(pods: usize) -> Vec<ResolvedPolicy> {
     );
     let without_consolidation = all.replace("- nodeConsolidation: {maxPods: 110}\n", "");
     assert_ne!(without_consolidation, all, "the bench policy changed shape");
+    // maxCost: ranks that fit, and ranks scaled down with ties added
+    let ranked = format!("{all}maxCost: 1000000\n");
+    let squeezed = format!("{}maxCost: 7\n", cluster::policy_yaml("sum", budget));
     vec![
         resolve(&all),
         resolve(&cluster::policy_yaml("sum", budget)),
         resolve(&by_selector),
         resolve(&without_consolidation),
+        resolve(&ranked),
+        resolve(&squeezed),
     ]
 }
 
@@ -245,7 +250,7 @@ proptest! {
     fn optimised_planner_matches_the_reference_on_small_clusters(
         n in 1usize..300,
         seed in any::<u64>(),
-        which in 0usize..4,
+        which in 0usize..6,
         assume in any::<bool>(),
         cut in prop::option::of(0usize..50),
     ) {

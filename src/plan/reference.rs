@@ -302,6 +302,59 @@ pub(super) fn plan_excluding(
         });
     }
 
+    // maxCost, when the combined costs can leave 0..=maxCost: each wanted
+    // cost becomes its rank among the distinct wanted costs, scaled into range
+    if let Some(max) = policy.spec.max_cost {
+        let (lo, hi) = policy.spec.combined_range();
+        if lo < 0 || hi > i64::from(max) {
+            let distinct: BTreeSet<i32> = plans.iter().filter_map(|p| p.desired).collect();
+            let top = distinct.len() as i64 - 1;
+            let written: BTreeMap<i32, i32> = distinct
+                .iter()
+                .enumerate()
+                .map(|(rank, &c)| {
+                    let rank = rank as i64;
+                    let w = if top <= i64::from(max) {
+                        rank
+                    } else {
+                        rank * i64::from(max) / top
+                    };
+                    (c, w as i32)
+                })
+                .collect();
+            if top > i64::from(max) {
+                warnings.push(format!(
+                    "spec.maxCost {max}: the pods want {} different costs, more than the {} values of \
+                     0..={max}: neighbouring costs share a value (order kept, some ties added; raise \
+                     maxCost to keep every difference)",
+                    distinct.len(),
+                    i64::from(max) + 1
+                ));
+            }
+            patches.clear();
+            for p in &mut plans {
+                let Some(d) = p.desired else { continue };
+                let w = written[&d];
+                p.desired = Some(w);
+                p.action = if p.owner == CostOwner::Ours
+                    && p.current_raw.as_deref() == Some(w.to_string().as_str())
+                {
+                    Action::Unchanged
+                } else {
+                    Action::Patch(w)
+                };
+                if let Action::Patch(cost) = p.action {
+                    patches.push(Patch {
+                        namespace: ns.into(),
+                        pod: p.name.clone(),
+                        uid: p.uid.clone(),
+                        cost,
+                    });
+                }
+            }
+        }
+    }
+
     let replica_sets = check_replica_sets(&plans, &pods, &ns_pods, &ns_rs, opts, &mut warnings);
     Plan {
         policy: format!("{ns}/{}", policy.name),

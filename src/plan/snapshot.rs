@@ -4,7 +4,7 @@
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::input::{InputError, RawObject};
+use crate::input::{is_version_object, InputError, RawObject};
 
 /// Objects the planner reads.
 #[derive(Debug, Clone, Default)]
@@ -23,10 +23,12 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Sorts decoded objects by kind; other kinds, and objects without a kind
-    /// (a snapshot mixes kinds, so they cannot be guessed), are counted in `ignored`.
+    /// (a snapshot mixes kinds, so they cannot be guessed), are counted in
+    /// `ignored`. The cluster's version ([`crate::input::server_version`]) is
+    /// read apart.
     pub fn from_objects(objects: &[RawObject]) -> Result<Self, InputError> {
         let mut s = Snapshot::default();
-        for o in objects {
+        for o in objects.iter().filter(|o| !is_version_object(o)) {
             match o.kind.as_str() {
                 "Pod" => s.pods.push(o.decode("Pod")?),
                 "Node" => s.nodes.push(o.decode("Node")?),

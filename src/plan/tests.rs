@@ -595,6 +595,88 @@ fn bad_policies_are_rejected_with_the_field() {
         .contains("int32"));
 }
 
+#[test]
+fn max_cost_writes_ranks_in_the_policy_s_order() {
+    // spot 0, no class 50, on-demand 100
+    let spec = |max: &str| {
+        policy(&format!(
+            "selector: {{matchLabels: {{app: web}}}}\n{max}\
+             signals:\n- billingClass: {{costs: {{spot: 0, on-demand: 100}}, default: 50}}\n"
+        ))
+    };
+    let mut snap = cluster(vec![
+        simple("a", "od-1"),
+        simple("b", "spot-1"),
+        simple("c", "od-2"),
+        simple("d", "elsewhere"),
+        simple("e", "spot-2"),
+    ]);
+    let costs = |p: &Plan| -> Vec<Option<i32>> {
+        ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|n| cost_of(p, n))
+            .collect()
+    };
+    let s = SignalSamples::default();
+    let as_combined = plan(&spec(""), &snap, &s, &Default::default(), &opts());
+    assert_eq!(
+        costs(&as_combined),
+        [Some(100), Some(0), Some(100), Some(50), Some(0)]
+    );
+    // 0..=100 fits in 0..=1000: written as combined
+    let roomy = plan(
+        &spec("maxCost: 1000\n"),
+        &snap,
+        &s,
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(roomy, as_combined);
+    // ranks, ties kept
+    let p = spec("maxCost: 2\n");
+    let ranked = plan(&p, &snap, &s, &Default::default(), &opts());
+    assert_eq!(
+        costs(&ranked),
+        [Some(2), Some(0), Some(2), Some(1), Some(0)]
+    );
+    assert!(
+        !ranked.warnings.iter().any(|w| w.contains("maxCost")),
+        "{:?}",
+        ranked.warnings
+    );
+    let patched: Vec<(&str, i32)> = ranked.patches.iter().map(|x| (&*x.pod, x.cost)).collect();
+    assert_eq!(patched, [("a", 2), ("b", 0), ("c", 2), ("d", 1), ("e", 0)]);
+    assert_eq!(
+        ranked.replica_sets[0].victims, as_combined.replica_sets[0].victims,
+        "the same victims"
+    );
+    // steady state: nothing to write once the ranks landed
+    apply(&mut snap, &ranked, "web");
+    let again = plan(&p, &snap, &s, &Default::default(), &opts());
+    assert!(again.patches.is_empty(), "{:?}", again.patches);
+    assert!(again.pods.iter().all(|x| x.action == Action::Unchanged));
+    // three costs into 0..=1: the two lowest share 0, and the plan says so
+    let squeezed = plan(
+        &spec("maxCost: 1\n"),
+        &snap,
+        &s,
+        &Default::default(),
+        &opts(),
+    );
+    assert_eq!(
+        costs(&squeezed),
+        [Some(1), Some(0), Some(1), Some(0), Some(0)]
+    );
+    assert!(
+        squeezed
+            .warnings
+            .iter()
+            .any(|w| w.contains("spec.maxCost 1: the pods want 3 different costs")),
+        "{:?}",
+        squeezed.warnings
+    );
+}
+
 fn arb_cluster() -> impl Strategy<Value = (Snapshot, Vec<(String, f64)>)> {
     let nodes = ["spot-1", "spot-2", "od-1", "od-2", ""];
     prop::collection::vec(
@@ -669,6 +751,60 @@ proptest! {
                 prop_assert!(rs.intended_costs.windows(2).all(|w| w[0] <= w[1]));
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// `maxCost` writes costs in `0..=maxCost` in the order the policy
+    /// combined them: equal costs stay equal, a lower cost is never written
+    /// higher (strictly lower when the ranks fit), and once written, nothing
+    /// more is written.
+    #[test]
+    fn max_cost_keeps_the_order_of_costs(
+        (snap, util) in arb_cluster(),
+        sum in any::<bool>(),
+        max in prop_oneof![1i32..4, 4i32..100],
+    ) {
+        let combine = if sum { "sum" } else { "lexicographic" };
+        let yaml = format!(
+            "selector: {{matchLabels: {{app: web}}}}\ncombine: {combine}\n\
+             signals:\n- billingClass: {{costs: {{spot: -1000000, on-demand: 1000000}}, default: 0}}\n\
+             - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 2}}, buckets: 5}}\n"
+        );
+        let combined = policy(&yaml);
+        let ranked = policy(&format!("{yaml}maxCost: {max}\n"));
+        let mut s = SignalSamples::default();
+        s.utilization.insert(1, UtilizationSamples::from_series(util.iter().map(|(n, v)| (n.clone(), *v, None)), None, None));
+        let a = plan(&combined, &snap, &s, &Default::default(), &opts());
+        let b = plan(&ranked, &snap, &s, &Default::default(), &opts());
+        let pairs: Vec<(i32, i32)> = a.pods.iter().zip(&b.pods)
+            .filter_map(|(x, y)| Some((x.desired?, y.desired?)))
+            .collect();
+        prop_assert_eq!(pairs.len(), a.pods.iter().filter(|x| x.desired.is_some()).count());
+        let distinct: BTreeSet<i32> = pairs.iter().map(|(c, _)| *c).collect();
+        let fits = distinct.len() <= max as usize + 1;
+        prop_assert_eq!(b.warnings.iter().any(|w| w.contains("spec.maxCost")), !fits);
+        for &(c1, w1) in &pairs {
+            prop_assert!((0..=max).contains(&w1));
+            for &(c2, w2) in &pairs {
+                match c1.cmp(&c2) {
+                    std::cmp::Ordering::Equal => prop_assert_eq!(w1, w2),
+                    std::cmp::Ordering::Less if fits => prop_assert!(w1 < w2),
+                    std::cmp::Ordering::Less => prop_assert!(w1 <= w2),
+                    std::cmp::Ordering::Greater => {}
+                }
+            }
+        }
+        for patch in &b.patches {
+            let pod = b.pods.iter().find(|x| x.name == patch.pod).unwrap();
+            prop_assert_eq!(pod.desired, Some(patch.cost));
+        }
+        let mut landed = snap.clone();
+        apply(&mut landed, &b, "web");
+        let again = plan(&ranked, &landed, &s, &b.values, &opts());
+        prop_assert!(again.patches.is_empty(), "{:?}", again.patches);
     }
 }
 

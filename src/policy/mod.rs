@@ -11,5 +11,6 @@ pub use crd::crd_yaml;
 pub use file::{parse_policies, read_policies, PolicyFileError, PolicyObject};
 pub use types::*;
 pub use validate::{
-    parse_duration, validate, ValidatedPolicy, ValidatedSignal, ValidationError, ValidationErrors,
+    parse_duration, validate, CostRanks, ValidatedPolicy, ValidatedSignal, ValidationError,
+    ValidationErrors,
 };

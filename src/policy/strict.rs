@@ -625,6 +625,25 @@ mod tests {
     }
 
     #[test]
+    fn max_cost_is_a_positive_int32() {
+        assert_eq!(with(|s| s["maxCost"] = json!(1000)), Vec::<String>::new());
+        assert_eq!(
+            with(|s| s["maxCost"] = json!(0)),
+            ["spec.maxCost: must be at least 1, found 0"]
+        );
+        assert_eq!(
+            with(|s| s["maxCost"] = json!(2_147_483_648_i64)),
+            ["spec.maxCost: must be a whole number from 1 to 2147483647, found 2147483648"]
+        );
+        let wrong_type = with(|s| s["maxCost"] = json!("1k"));
+        assert!(
+            wrong_type.len() == 1
+                && wrong_type[0].starts_with("spec.maxCost: must be a whole number"),
+            "{wrong_type:?}"
+        );
+    }
+
+    #[test]
     fn non_nullable_nulls_are_pruned_like_the_server_does() {
         let mut p = policy(base());
         p["spec"]["combine"] = Value::Null;

@@ -47,6 +47,15 @@ pub struct DeletionCostPolicySpec {
     /// How signal values combine into one cost.
     #[serde(default)]
     pub combine: Combine,
+    /// Keep the written costs within `0..=maxCost`, in the policy's order.
+    /// When the combined costs can leave that range, each pod is written the
+    /// rank of its cost among the policy's pods instead (0 for the lowest,
+    /// equal costs equal ranks), scaled down to fit when they want more than
+    /// `maxCost + 1` distinct costs. Karpenter adds `cost / 2^27` to a pod's
+    /// eviction cost: a small range keeps the policy out of its consolidation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_cost: Option<i32>,
     /// How often signals are re-read, as a duration (`30s`, `5m`, `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN))]

@@ -287,6 +287,8 @@ pub struct ValidatedPolicy {
     pub signals: Vec<ValidatedSignal>,
     /// How signal values combine.
     pub combine: Combine,
+    /// Written costs stay within `0..=max_cost` (at least 1), if set.
+    pub max_cost: Option<i32>,
     /// How often signals are re-read.
     pub refresh_interval: Duration,
     /// This policy's write limit (`qps > 0`, `burst >= 1`), if set.
@@ -349,6 +351,15 @@ impl ValidatedPolicy {
             .collect()
     }
 
+    /// `maxCost` when it changes what is written: when
+    /// [`ValidatedPolicy::combined_range`] leaves `0..=maxCost`. Costs are then
+    /// written as [`CostRanks`]; otherwise as combined.
+    pub fn ranked_max_cost(&self) -> Option<i32> {
+        let max = self.max_cost?;
+        let (lo, hi) = self.combined_range();
+        (lo < 0 || hi > i64::from(max)).then_some(max)
+    }
+
     /// Inclusive range of [`ValidatedPolicy::combine`]'s results.
     pub fn combined_range(&self) -> (i64, i64) {
         match self.combine {
@@ -372,6 +383,54 @@ impl ValidatedPolicy {
                     })
             }
         }
+    }
+}
+
+/// The costs written under `maxCost` (see [`ValidatedPolicy::ranked_max_cost`]):
+/// each wanted cost's rank among the distinct wanted costs (0 for the
+/// lowest), scaled down into `0..=max` when there are more than `max + 1` of
+/// them. Equal costs get equal ranks and a lower cost never a higher rank;
+/// a lower cost gets a strictly lower rank unless the ranks had to be scaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostRanks {
+    /// The distinct wanted costs, ascending.
+    distinct: Vec<i32>,
+    /// The highest written cost.
+    max: i32,
+}
+
+impl CostRanks {
+    /// Ranks `wanted` (any order, repeats allowed) into `0..=max` (`max >= 1`).
+    pub fn new(wanted: impl IntoIterator<Item = i32>, max: i32) -> Self {
+        let mut distinct: Vec<i32> = wanted.into_iter().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        Self {
+            distinct,
+            max: max.max(1),
+        }
+    }
+
+    /// Whether some different costs had to share a written value: more
+    /// distinct costs than `max + 1`.
+    pub fn merges(&self) -> bool {
+        self.distinct.len() > self.max as usize + 1
+    }
+
+    /// Number of distinct wanted costs.
+    pub fn distinct(&self) -> usize {
+        self.distinct.len()
+    }
+
+    /// The cost written for `wanted` (one of the costs given to [`CostRanks::new`];
+    /// another value gets the rank it would have had).
+    pub fn written(&self, wanted: i32) -> i32 {
+        let rank = self.distinct.partition_point(|&c| c < wanted) as i64;
+        let top = self.distinct.len().saturating_sub(1) as i64;
+        let max = i64::from(self.max);
+        let scaled = if top <= max { rank } else { rank * max / top };
+        // at most `max`, an i32
+        scaled.min(max) as i32
     }
 }
 
@@ -524,11 +583,19 @@ pub fn validate(spec: &DeletionCostPolicySpec) -> Result<ValidatedPolicy, Valida
         Vec::new()
     };
 
+    if let Some(max) = spec.max_cost.filter(|m| *m < 1) {
+        errors.push(ValidationError::new(
+            "spec.maxCost",
+            format!("must be at least 1, found {max}"),
+        ));
+    }
+
     match target {
         Some(target) if errors.is_empty() => Ok(ValidatedPolicy {
             target,
             signals,
             combine: spec.combine,
+            max_cost: spec.max_cost,
             refresh_interval,
             rate_limit: spec.rate_limit,
             on_signal_missing: spec.on_signal_missing,

@@ -561,6 +561,11 @@ async fn a_validation(env: &'static Env) {
             ("hysteresis 1.5",
              json!({"targetRef": {"kind": "Deployment", "name": "web"},
                     "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "hysteresis": 1.5}}]}), "hysteresis"),
+            ("maxCost 0", {
+                let mut b = base.clone();
+                b["maxCost"] = 0.into();
+                b
+            }, "maxCost"),
             ("an unknown signal",
              json!({"targetRef": {"kind": "Deployment", "name": "web"}, "signals": [{"gpuPrice": {"weight": 1}}]}), "gpuPrice"),
             ("an unknown field", {
@@ -594,6 +599,7 @@ async fn b_core_promise(env: &'static Env) {
         wait_running(env, &ns, "web", 12).await;
         let op = Operator::start(env, Options::new("b-operator")).await;
         op.wait_ready().await;
+        assert_detected_version(env, &op).await;
         let spec = spot_first("web");
         apply_policy(env, &ns, "web", spec.clone()).await;
         wait_costs_landed(env, &ns, "web", "web").await;
@@ -694,6 +700,39 @@ async fn b_core_promise(env: &'static Env) {
     })
     .await;
     finished("b");
+}
+
+/// The operator read the API server's version at start, logged it with the
+/// gates it chose, and exports the choice.
+async fn assert_detected_version(env: &Env, op: &Operator) {
+    let info = env
+        .client
+        .apiserver_version()
+        .await
+        .unwrap_or_else(|e| panic!("the server's version: {e}"));
+    let lines = op.log_lines("comparator feature gates chosen");
+    assert_eq!(lines.len(), 1, "one line about the gates: {lines:?}");
+    let fields = &lines[0]["fields"];
+    assert_eq!(lines[0]["level"], "INFO", "{fields}");
+    assert_eq!(
+        fields["detected_version"],
+        info.git_version.as_str(),
+        "{fields}"
+    );
+    assert_eq!(fields["source"], "detected", "{fields}");
+    // gate defaults follow the emulated version when the server has one
+    let (major, minor) = match (&info.emulation_major, &info.emulation_minor) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => (&info.major, &info.minor),
+    };
+    let minor: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    let version = format!("{major}.{minor}");
+    assert_eq!(fields["kubernetes_version"], version.as_str(), "{fields}");
+    let series = format!(
+        "deletion_cost_comparator_info{{kubernetes_version=\"{version}\",source=\"detected\",\
+         logarithmic_scale_down=\"true\",pod_deletion_cost=\"true\"}}"
+    );
+    assert_eq!(op.metric(&series).await, Some(1.0), "{series}");
 }
 
 /// c. A pod that is not Ready: OrderAsIntended=False with reason NotReady,

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use deletion_cost::comparator::FeatureGates;
 use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
 use deletion_cost::testing::fake_api::{client_for, FakeApi};
 use tokio::sync::oneshot;
@@ -27,7 +26,8 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
         lease_name: "deletion-cost".into(),
         lease_namespace: Some(NS.into()),
         identity: identity.into(),
-        gates: FeatureGates::default(),
+        kubernetes_version: None,
+        feature_gates: None,
         shutdown_grace: Duration::from_secs(5),
         debounce: Duration::from_millis(100),
         hook_addr: None,
@@ -65,6 +65,16 @@ impl Operator {
         match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
             Ok(Ok(Ok(()))) => {}
             other => panic!("operator did not stop cleanly: {other:?}"),
+        }
+    }
+
+    /// Waits for the operator to end on its own (a start that fails).
+    pub async fn join(self) -> Result<(), ControllerError> {
+        // the stop sender stays alive: dropping it would ask for a shutdown
+        let Operator { stop: _stop, task } = self;
+        match tokio::time::timeout(Duration::from_secs(20), task).await {
+            Ok(Ok(result)) => result,
+            other => panic!("the operator did not end: {other:?}"),
         }
     }
 

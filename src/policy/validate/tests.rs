@@ -614,6 +614,7 @@ fn arb_spec(combine: Combine) -> impl Strategy<Value = DeletionCostPolicySpec> {
             target_ref: None,
             signals,
             combine,
+            max_cost: None,
             refresh_interval: None,
             rate_limit: None,
             on_signal_missing: OnSignalMissing::KeepLastValue,
@@ -711,11 +712,114 @@ impl ValidatedSignal {
             target_ref: None,
             signals: vec![s.clone()],
             combine: Combine::Sum,
+            max_cost: None,
             refresh_interval: None,
             rate_limit: None,
             on_signal_missing: OnSignalMissing::KeepLastValue,
             respect_foreign_costs: true,
         };
         validate(&one).unwrap().signals.remove(0)
+    }
+}
+
+#[test]
+fn max_cost_must_be_positive() {
+    let base =
+        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: 0}}\n";
+    for bad in ["0", "-3"] {
+        assert_one_error(
+            &format!("{base}maxCost: {bad}\n"),
+            "spec.maxCost",
+            &format!("must be at least 1, found {bad}"),
+        );
+    }
+    assert_eq!(
+        validate(&spec(&format!("{base}maxCost: 1\n")))
+            .unwrap()
+            .max_cost,
+        Some(1)
+    );
+}
+
+#[test]
+fn max_cost_ranks_only_costs_that_can_leave_its_range() {
+    let policy = |costs: &str, max: &str| {
+        validate(&spec(&format!(
+            "selector: {{matchLabels: {{app: web}}}}\nsignals:\n- billingClass: {{costs: {costs}}}\n{max}"
+        )))
+        .unwrap()
+    };
+    // 0..=2 fits in 0..=5: written as combined
+    assert_eq!(
+        policy("{spot: 0, on-demand: 2}", "maxCost: 5\n").ranked_max_cost(),
+        None
+    );
+    assert_eq!(
+        policy("{spot: 0, on-demand: 2}", "").ranked_max_cost(),
+        None
+    );
+    // above it, or below 0: ranked
+    assert_eq!(
+        policy("{spot: 0, on-demand: 2000000}", "maxCost: 5\n").ranked_max_cost(),
+        Some(5)
+    );
+    assert_eq!(
+        policy("{spot: -1, on-demand: 1}", "combine: sum\nmaxCost: 5\n").ranked_max_cost(),
+        Some(5)
+    );
+    // lexicographic costs start at 0 whatever the signals' values
+    assert_eq!(
+        policy("{spot: -1, on-demand: 1}", "maxCost: 5\n").ranked_max_cost(),
+        None
+    );
+}
+
+#[test]
+fn cost_ranks() {
+    let r = CostRanks::new([2_000_000, -7, 30, 30, 2_000_000], 10);
+    assert!(!r.merges());
+    assert_eq!(r.distinct(), 3);
+    let written: Vec<i32> = [-7, 30, 2_000_000].map(|c| r.written(c)).to_vec();
+    assert_eq!(written, [0, 1, 2]);
+    // more distinct costs than 0..=max holds: scaled, ends kept, ties added
+    let r = CostRanks::new(0..10, 3);
+    assert!(r.merges());
+    let written: Vec<i32> = (0..10).map(|c| r.written(c)).collect();
+    assert_eq!(written, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+    // nothing wanted
+    assert_eq!(CostRanks::new([], 5).distinct(), 0);
+}
+
+proptest! {
+    /// `maxCost` keeps the order of costs: ties stay ties, a lower cost is
+    /// never written higher, and strictly lower whenever the ranks fit.
+    #[test]
+    fn cost_ranks_keep_the_order(
+        wanted in prop::collection::vec(any::<i32>(), 0..60),
+        small in prop::collection::vec(-5i32..5, 0..60),
+        max in prop_oneof![1i32..12, 12i32..=i32::MAX],
+    ) {
+        for wanted in [&wanted, &small] {
+            let r = CostRanks::new(wanted.iter().copied(), max);
+            let fits = r.distinct() <= max as usize + 1;
+            prop_assert_eq!(r.merges(), !fits);
+            for &a in wanted {
+                let wa = r.written(a);
+                prop_assert!((0..=max).contains(&wa), "{} -> {}", a, wa);
+                for &b in wanted {
+                    let wb = r.written(b);
+                    match a.cmp(&b) {
+                        std::cmp::Ordering::Equal => prop_assert_eq!(wa, wb),
+                        std::cmp::Ordering::Less if fits => prop_assert!(wa < wb),
+                        std::cmp::Ordering::Less => prop_assert!(wa <= wb),
+                        std::cmp::Ordering::Greater => {}
+                    }
+                }
+            }
+            // the ends of the range are used: the lowest cost is written 0
+            if let Some(&lowest) = wanted.iter().min() {
+                prop_assert_eq!(r.written(lowest), 0);
+            }
+        }
     }
 }

@@ -248,6 +248,8 @@ pub(crate) struct Shared {
     access: Mutex<Option<AccessPolicy>>,
     bookmark_interval: Mutex<Option<Duration>>,
     open_watches: Mutex<usize>,
+    /// The `/version` body; `None` answers 404.
+    pub(crate) version: Mutex<Option<Value>>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panicking test thread must not hide state).
@@ -302,6 +304,9 @@ impl FakeApi {
             access: Mutex::new(None),
             bookmark_interval: Mutex::new(None),
             open_watches: Mutex::new(0),
+            version: Mutex::new(Some(serde_json::json!({
+                "major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "platform": "linux/amd64"
+            }))),
         });
         let app = server::router(shared.clone());
         let mut shutdown = shared.shutdown_tx.subscribe();
@@ -442,6 +447,12 @@ impl FakeApi {
     /// `None` (the default) sends none except after the initial events.
     pub fn set_bookmark_interval(&self, interval: Option<Duration>) {
         *lock(&self.shared.bookmark_interval) = interval;
+    }
+
+    /// What `/version` answers (`None`: 404, as a server that hides it);
+    /// the default reports 1.33.
+    pub fn set_version(&self, body: Option<Value>) {
+        *lock(&self.shared.version) = body;
     }
 
     /// Number of watch streams currently open.

@@ -182,10 +182,13 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
                 &body,
             )
             .unwrap_or_else(|e| error_response(&e)),
-            None if path == "/version" => json_response(
-                200,
-                &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "platform": "linux/amd64"}),
-            ),
+            None if path == "/version" => match lock(&sh.version).clone() {
+                Some(body) => json_response(200, &body),
+                None => error_response(&ApiError::new(
+                    404,
+                    "the server could not find the requested resource",
+                )),
+            },
             None => error_response(&ApiError::new(
                 404,
                 "the server could not find the requested resource",
