@@ -13,7 +13,7 @@ use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 use k8s_openapi::jiff::Timestamp;
 
-#[path = "support/cluster.rs"]
+#[path = "../tests/golden/cluster.rs"]
 mod cluster;
 
 fn policy(combine: &str, pods: usize) -> ResolvedPolicy {

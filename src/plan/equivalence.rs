@@ -14,8 +14,45 @@ use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
 use crate::policy::DeletionCostPolicySpec;
 use crate::signals::UtilizationSamples;
 
-#[path = "../../benches/support/cluster.rs"]
+#[path = "../../tests/golden/cluster.rs"]
 mod cluster;
+
+#[allow(dead_code)]
+#[path = "../../tests/golden/cases.rs"]
+mod cases;
+
+/// The golden plans (`tests/golden/plans`, written by the optimised planner
+/// with the production chunk sizes) are the reference planner's plans, and
+/// this build's with the tests' small chunks.
+#[test]
+fn the_golden_plans_are_the_reference_planner_s() {
+    for name in cases::CLUSTERS {
+        let path = format!(
+            "{}/tests/golden/plans/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let golden: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let g = cases::build(name);
+        let start = std::time::Instant::now();
+        let by_reference = cases::render(&g, &reference::plan_excluding);
+        let reference_time = start.elapsed();
+        assert!(
+            by_reference == golden,
+            "{name}: the reference planner disagrees with {path}"
+        );
+        let by_optimised = cases::render(&g, &plan_excluding);
+        assert!(
+            by_optimised == golden,
+            "{name}: small chunks disagree with {path}"
+        );
+        println!(
+            "{name}: {} plans of the golden file agree with the reference planner ({:.1?}) and the small-chunk build",
+            golden["plans"].as_array().unwrap().len(),
+            reference_time
+        );
+    }
+}
 
 fn snapshot(c: &cluster::Cluster) -> Snapshot {
     Snapshot {

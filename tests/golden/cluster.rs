@@ -1,7 +1,9 @@
-//! A deterministic generator of realistic clusters for the planner and
-//! patcher benches (and the planner's equivalence test, which includes this
-//! file by path). It uses only `k8s-openapi` and `std`, so it compiles both
-//! inside the crate and against it.
+//! A deterministic generator of realistic clusters: the input of the golden
+//! plans (`tests/golden/main.rs`) and of the planner bench (`benches/planner.rs`
+//! includes this file by path). It uses only `k8s-openapi` and `std`. What it
+//! generates for a given size and seed is part of every golden plan: after a
+//! change here, regenerate them (`UPDATE_GOLDEN=1 cargo test --test golden`)
+//! and read the diff.
 //!
 //! Shape, for `n` pods: the namespace `shop` holds Deployment `web` with a
 //! current ReplicaSet (70% of the pods less 20) and an old one (20 pods),
