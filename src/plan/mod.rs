@@ -233,7 +233,7 @@ pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<S
         &ns_rs,
         &BTreeSet::new(),
         false,
-        snapshot.pods.len() >= 2 * PARALLEL_FROM,
+        parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
     );
     selection
         .active
@@ -305,6 +305,23 @@ fn map_chunks<'t, T: Sync, R: Send>(
 /// the same chunks, so plans do not depend on it.
 const PARALLEL_FROM: usize = 1000;
 
+/// Whether work over `pods` pods goes to the thread pool: from `from` pods,
+/// unless a test forced one path (`FORCE_PARALLEL`, in test builds only).
+fn parallel_from(pods: usize, from: usize) -> bool {
+    #[cfg(test)]
+    if let Some(forced) = FORCE_PARALLEL.with(std::cell::Cell::get) {
+        return forced;
+    }
+    pods >= from
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: `Some(parallel)` makes every plan on this thread take that
+    /// path whatever its size, so both can be compared on the same input.
+    static FORCE_PARALLEL: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
 /// Plans one policy over a snapshot.
 pub fn plan(
     policy: &ResolvedPolicy,
@@ -342,7 +359,7 @@ pub fn plan_excluding(
         &ns_rs,
         excluded,
         count_nodes,
-        snapshot.pods.len() >= 2 * PARALLEL_FROM,
+        parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
     );
     let by_name = std::mem::take(&mut table.active);
     let inactive = std::mem::take(&mut table.inactive);
@@ -350,7 +367,7 @@ pub fn plan_excluding(
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
-    let parallel = table.pods.len() >= PARALLEL_FROM;
+    let parallel = parallel_from(table.pods.len(), PARALLEL_FROM);
     let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
         parallel,
         || order::key_replica_sets(&by_name, &table, &ns_rs, opts.now, parallel),

@@ -844,3 +844,5 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+mod properties;
