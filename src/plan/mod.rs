@@ -399,8 +399,4 @@ pub fn plan_excluding(
 }
 
 #[cfg(test)]
-mod equivalence;
-#[cfg(test)]
-mod reference;
-#[cfg(test)]
 mod tests;

@@ -12,10 +12,11 @@
 //! A plan is written down as one line per pod (signal values, current cost,
 //! action), its patches, and per ReplicaSet the predicted order with the
 //! live and intended costs, victims, verdict, mismatches, ties and
-//! ambiguity. Lists longer than [`FULL`] keep every [`SAMPLE`]-th line and
-//! a digest of all of them, and each plan has a digest of everything it
-//! holds (node, UID and readable detail of each signal included), so large
-//! clusters stay small on disk and still pin every field.
+//! ambiguity. Lists longer than [`FULL`] lines keep about [`SAMPLE`] of
+//! them, evenly spaced, and a digest of all of them; each plan also has a
+//! digest of everything it holds (node, UID and readable detail of each
+//! signal included), so large clusters stay small on disk and still pin
+//! every field.
 
 use std::collections::BTreeSet;
 
@@ -23,22 +24,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use super::cluster::{self, Cluster};
-use super::{
-    Action, CostOwner, DeletionCostPolicySpec, FeatureGates, Plan, PlanOptions, PodPlan,
-    PreviousValues, ReplicaSetPlan, ResolvedPolicy, SignalSamples, Snapshot, UtilizationSamples,
-    POD_DELETION_COST, POLICY_ANNOTATION,
+use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
+use deletion_cost::plan::{
+    plan_excluding, Action, CostOwner, Plan, PlanOptions, PodPlan, PreviousValues, ReplicaSetPlan,
+    ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
 };
+use deletion_cost::policy::DeletionCostPolicySpec;
+use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 
-/// A planner: the signature of `plan::plan_excluding`.
-pub type Planner<'f> = &'f dyn Fn(
-    &ResolvedPolicy,
-    &Snapshot,
-    &SignalSamples,
-    &PreviousValues,
-    &PlanOptions,
-    &BTreeSet<String>,
-) -> Plan;
+use super::cluster::{self, Cluster};
 
 /// The golden clusters, smallest first; each has `plans/<name>.json`.
 pub const CLUSTERS: [&str; 7] = [
@@ -486,12 +480,12 @@ fn share_uids(snap: &mut Snapshot) {
     snap.pods[second[10]].metadata.uid = None;
 }
 
-/// Plans every case of `g` with `planner` and writes the plans down.
-pub fn render(g: &Golden, planner: Planner) -> Value {
+/// Plans every case of `g` and writes the plans down.
+pub fn render(g: &Golden) -> Value {
     let mut plans = Vec::new();
     for case in &g.cases {
         let (p, opts, excluded) = (&case.policy, &case.opts, &case.excluded);
-        let first = planner(
+        let first = plan_excluding(
             p,
             &g.snapshot,
             &g.samples,
@@ -502,7 +496,7 @@ pub fn render(g: &Golden, planner: Planner) -> Value {
         plans.push(render_plan(&case.name, &first));
         if case.again {
             let landed = with_patches(&g.snapshot, &first, p);
-            let again = planner(p, &landed, &g.drifted, &first.values, opts, excluded);
+            let again = plan_excluding(p, &landed, &g.drifted, &first.values, opts, excluded);
             let name = format!(
                 "{}; again once the patches landed, samples 0.06 higher",
                 case.name

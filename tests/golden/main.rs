@@ -18,13 +18,6 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
-use deletion_cost::plan::{
-    plan_excluding, Action, CostOwner, Plan, PlanOptions, PodPlan, PreviousValues, ReplicaSetPlan,
-    ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
-};
-use deletion_cost::policy::DeletionCostPolicySpec;
-use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 use serde_json::Value;
 
 mod cases;
@@ -77,7 +70,7 @@ fn golden_path(name: &str) -> PathBuf {
 /// file instead with `UPDATE_GOLDEN=1`.
 fn check(name: &'static str) {
     let g = cases::build(name);
-    let actual = cases::render(&g, &plan_excluding);
+    let actual = cases::render(&g);
 
     let selected = match &actual["plans"][0]["pods"] {
         Value::Array(a) => a.len(),
@@ -264,6 +257,29 @@ fn shuffled_13k() {
 #[test]
 fn large_20k() {
     check("large-20k");
+}
+
+/// Every golden file is a cluster's, and together they stay small.
+#[test]
+fn the_golden_files_are_the_clusters() {
+    let dir = golden_path("x");
+    let dir = dir.parent().unwrap();
+    let mut files: BTreeSet<String> = BTreeSet::new();
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        bytes += entry.metadata().unwrap().len();
+        files.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+    let clusters: BTreeSet<String> = cases::CLUSTERS
+        .iter()
+        .map(|c| format!("{c}.json"))
+        .collect();
+    assert_eq!(
+        files, clusters,
+        "a golden file without its cluster, or the reverse"
+    );
+    assert!(bytes < 2 << 20, "the golden files take {bytes} bytes");
 }
 
 #[test]
