@@ -167,7 +167,8 @@ pub(super) fn cost_pods(
 
 /// Pods costed per chunk: big enough that a chunk's shared strings are few,
 /// small enough that a thread done early can take over part of the rest.
-/// Small in tests, so that plans of a few pods already span chunks.
+/// Small in tests, so that plans of a few pods already span chunks
+/// (`tests/golden/main.rs` repeats the production value).
 const COST_CHUNK: usize = if cfg!(test) { 64 } else { 4096 };
 
 /// One signal's value for one pod, with its readable detail.

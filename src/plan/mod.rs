@@ -302,7 +302,8 @@ fn map_chunks<'t, T: Sync, R: Send>(
 /// on the thread pool, each over chunks the other thread can take over; from
 /// twice as many in the snapshot, so do the scan and the name sort. Small
 /// plans stay on the calling thread. Both paths run the same functions over
-/// the same chunks, so plans do not depend on it.
+/// the same chunks, so plans do not depend on it. (`tests/golden/main.rs`
+/// repeats the value to check that its clusters cross it.)
 const PARALLEL_FROM: usize = 1000;
 
 /// Whether work over `pods` pods goes to the thread pool: from `from` pods,

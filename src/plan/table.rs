@@ -220,7 +220,8 @@ impl<'m> Matcher<'m> {
 }
 
 /// Snapshot pods scanned per chunk; a thread done early takes over chunks
-/// of the other. Small in tests, so that small snapshots span chunks.
+/// of the other. Small in tests, so that small snapshots span chunks
+/// (`tests/golden/main.rs` repeats the production value).
 const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
 
 /// The policy's namespace in `pods` and the pods it selects (sorted by
