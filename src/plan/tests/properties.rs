@@ -710,9 +710,19 @@ proptest! {
     }
 
     /// The thread pool's path and the calling thread's give the same plan
-    /// (the tests' chunks are small, so both cross several).
+    /// (the tests' chunks are small, so both cross several), also when pods
+    /// share a UID or have none (possible in a file: related pods are then
+    /// counted sibling by sibling).
     #[test]
-    fn parallel_and_sequential_plans_are_the_same(w in arb_world()) {
+    fn parallel_and_sequential_plans_are_the_same(w in arb_world(), share in any::<bool>()) {
+        let mut w = w;
+        if share {
+            for i in (4..w.snapshot.pods.len()).step_by(5) {
+                let uid = w.snapshot.pods[i - 1].metadata.uid.clone();
+                w.snapshot.pods[i].metadata.uid = uid;
+                w.snapshot.pods[i - 3].metadata.uid = None;
+            }
+        }
         let parallel = forcing(true, || w.plan());
         let sequential = forcing(false, || w.plan());
         prop_assert_eq!(&parallel, &sequential);
