@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use deletion_cost::policy::{DeletionCostPolicy, DeletionCostPolicySpec, DeletionCostPolicyStatus};
-use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::fake_api::{client_for, FakeApi, Fault, TokenIdentity, Verb};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenReview;
@@ -727,7 +727,7 @@ async fn delete_with_finalizers_waits_until_they_are_removed() {
         .is_some());
 
     // kube's finalizer helper removes its entry with a JSON patch guarded by `test`.
-    let stale_guard: json_patch::Patch = serde_json::from_value(json!([
+    let stale_guard = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/finalizers/0", "value": "someone-else"},
         {"op": "remove", "path": "/metadata/finalizers/0"}
     ]))
@@ -742,7 +742,7 @@ async fn delete_with_finalizers_waits_until_they_are_removed() {
         .unwrap_err(),
     );
     assert_eq!(err.code, 422);
-    let remove: json_patch::Patch = serde_json::from_value(json!([
+    let remove = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/finalizers/0", "value": "deletioncost.dev/cleanup"},
         {"op": "remove", "path": "/metadata/finalizers/0"}
     ]))

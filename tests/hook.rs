@@ -11,7 +11,7 @@ use std::time::Duration;
 use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
 use deletion_cost::controller::{run_with_client, RunConfig};
 use deletion_cost::hook::{HookConfig, HookTls};
-use deletion_cost::testing::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use http::{Request, Response};

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deletion_cost::testing::fake_api::{FakeApi, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Verb};
 use serde_json::json;
 
 const NAMESPACES: usize = 5;

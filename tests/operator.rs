@@ -12,7 +12,7 @@ mod support;
 use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::controller::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use serde_json::{json, Value};
 use support::operator::{
     condition, config, cost, eventually, free_port, http_get, http_request, owner,

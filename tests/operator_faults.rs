@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{FakeApi, Fault, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, Verb};
 use serde_json::{json, Value};
 use support::operator::{
     condition, config, cost, eventually, free_port, http_get, successful_writes_per_pod, Operator,
@@ -515,7 +515,7 @@ async fn hook_and_reconcile_of_one_policy_never_interleave() {
     );
     fake.add_token(
         "caller",
-        deletion_cost::testing::fake_api::TokenIdentity {
+        deletion_cost_testkit::fake_api::TokenIdentity {
             username: "system:serviceaccount:ops:autoscaler".into(),
             uid: "uid-autoscaler".into(),
             groups: vec!["system:serviceaccounts".into()],

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
-use deletion_cost::testing::fake_api::{client_for, FakeApi};
+use deletion_cost_testkit::fake_api::{client_for, FakeApi};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -129,7 +129,7 @@ pub fn condition(fake: &FakeApi, policy: &str, type_: &str) -> Option<serde_json
 pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<String, usize> {
     let mut per_pod = std::collections::BTreeMap::new();
     for r in fake
-        .requests_for(deletion_cost::testing::fake_api::Verb::Patch, "pods")
+        .requests_for(deletion_cost_testkit::fake_api::Verb::Patch, "pods")
         .iter()
         .filter(|r| r.status == 200)
     {
