@@ -12,6 +12,7 @@ use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
 use deletion_cost::controller::{run_with_client, RunConfig};
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::{eventually, free_addr, free_port, wait_until};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use http::{Request, Response};
@@ -27,11 +28,6 @@ const HANG: Duration = Duration::from_secs(30);
 const NS: &str = "shop";
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
-
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
 
 fn config() -> RunConfig {
     RunConfig {
@@ -110,7 +106,7 @@ impl Operator {
                 hook,
                 metrics,
             };
-            let started = eventually_or(|| async {
+            let started = wait_until(HANG, || async {
                 if op.task.is_finished() {
                     return true;
                 }
@@ -120,7 +116,7 @@ impl Operator {
                 ready && tokio::net::TcpStream::connect(op.hook).await.is_ok()
             })
             .await;
-            if started.is_none() {
+            if !started {
                 let seen: Vec<String> = fake
                     .requests()
                     .iter()
@@ -170,34 +166,6 @@ impl Operator {
 fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().timeout(HANG).build().unwrap()
-}
-
-async fn eventually_or<F, Fut>(mut cond: F) -> Option<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    tokio::time::timeout(HANG, async {
-        while !cond().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .ok()
-}
-
-async fn eventually<F, Fut>(mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    tokio::time::timeout(HANG, async {
-        while !cond().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("condition never held");
 }
 
 fn request(workload: &str, replicas: u32) -> Value {
@@ -575,7 +543,10 @@ async fn same_workload_conflicts_and_the_concurrency_limit_answers_busy() {
         let op = op.clone();
         tokio::spawn(async move { op.post(Some(ALICE), &request("web", 1)).await })
     };
-    eventually(|| async { !fake.requests_for(Verb::Patch, "pods").is_empty() }).await;
+    eventually(HANG, "a pod patch in flight", || async {
+        !fake.requests_for(Verb::Patch, "pods").is_empty()
+    })
+    .await;
 
     let (status, answer) = op.post(Some(ALICE), &request("web", 1)).await;
     assert_eq!(status, 409, "{answer}");
@@ -699,7 +670,10 @@ async fn callers_on_different_workloads_proceed_in_parallel() {
     // in-flight overlap: both workloads have patches in flight and neither
     // request has answered (a serialised hook sends the second workload's
     // patches only after the first answered)
-    eventually(|| async { patched("web") && patched("api") }).await;
+    eventually(HANG, "pod patches of both workloads", || async {
+        patched("web") && patched("api")
+    })
+    .await;
     let in_flight = [&a, &b].iter().filter(|t| !t.is_finished()).count();
     assert_eq!(
         in_flight, 2,
@@ -745,7 +719,10 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
     let controller = {
         let fake = fake.clone();
         tokio::spawn(async move {
-            eventually(|| async { !fake.writes_to("deployments/scale").is_empty() }).await;
+            eventually(HANG, "a scale write", || async {
+                !fake.writes_to("deployments/scale").is_empty()
+            })
+            .await;
             let dep = fake.get_json("Deployment", NS, "web").unwrap();
             let replicas = dep.pointer("/spec/replicas").unwrap().as_u64().unwrap() as usize;
             let live: Vec<Pod> = fake
@@ -803,7 +780,7 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
 /// in the lease namespace `ops`), once it is there.
 async fn published_ca(fake: &FakeApi) -> String {
     let mut ca = None;
-    eventually(|| {
+    eventually(HANG, "the published CA", || {
         ca = fake
             .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
             .and_then(|cm| {
@@ -1137,7 +1114,10 @@ async fn a_stored_ca_is_reused_after_a_lost_race_and_a_transient_error() {
     fake.inject(Fault::status(404).on(Verb::Get, "secrets"));
     fake.inject(Fault::status(503).on(Verb::Patch, "configmaps"));
     let op = Operator::start(tls_config(), fake.client(), &fake).await;
-    eventually(|| async { fake.faults_left() == Some(0) }).await;
+    eventually(HANG, "every fault spent", || async {
+        fake.faults_left() == Some(0)
+    })
+    .await;
     let ca = published_ca(&fake).await;
     assert_eq!(ca, stored.cert);
     let created: Vec<u16> = fake
@@ -1168,7 +1148,10 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
         let op = Operator::start(tls_config(), fake.client(), &fake).await;
         // the Secret is read again and again, never overwritten, nothing is
         // published, and the hook answers nobody
-        eventually(|| async { fake.requests_for(Verb::Get, "secrets").len() >= 3 }).await;
+        eventually(HANG, "three reads of the Secret", || async {
+            fake.requests_for(Verb::Get, "secrets").len() >= 3
+        })
+        .await;
         assert!(fake.writes_to("secrets").is_empty());
         assert!(fake
             .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
@@ -1230,11 +1213,7 @@ async fn run_refuses_conflicting_or_invalid_hook_tls_flags() {
 /// first (the proxy rules still point at the old leader), then a follower
 /// answers 503, then the leader answers. Each connection gets the next answer.
 fn takeover_stub(answers: Vec<(u16, &'static str)>, listen_after: Duration) -> u16 {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     std::thread::spawn(move || {
         std::thread::sleep(listen_after);
         let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();

@@ -85,18 +85,6 @@ impl Operator {
     }
 }
 
-/// Polls `done` every 50 ms up to `limit`.
-pub async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// An annotation of a pod in `shop`, as the fake API server holds it.
 pub fn annotation(fake: &FakeApi, pod: &str, key: &str) -> Option<String> {
     fake.get_json("pods", NS, pod)?
@@ -138,39 +126,4 @@ pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<S
             .or_default() += 1;
     }
     per_pod
-}
-
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// `GET path` on 127.0.0.1:port: (status code, whole response).
-pub async fn http_get(port: u16, path: &str) -> (u16, String) {
-    http_request(port, "GET", path).await
-}
-
-/// `METHOD path` (no body) on 127.0.0.1:port: (status code, whole response).
-pub async fn http_request(port: u16, method: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return (0, String::new());
-    };
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    if s.write_all(request.as_bytes()).await.is_err() {
-        return (0, String::new());
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out).await;
-    let code = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
 }
