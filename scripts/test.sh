@@ -47,7 +47,7 @@ rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup com
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The install manifests render with the kustomize built into kubectl
 # (tests/deploy.rs then checks every rendered object).
 if ! command -v kubectl >/dev/null 2>&1; then
@@ -75,5 +75,6 @@ fi
 if [ -z "${KUBECONFIG:-}" ]; then
     log "the e2e suite (tests/e2e) shows as ignored: KUBECONFIG is not set (it needs a real cluster)"
 fi
-log "cargo test"
-cargo test --locked --all-features -- --color never
+# --workspace: the product's tests and the test kit's own (testkit/)
+log "cargo test --workspace"
+cargo test --workspace --locked --all-features -- --color never

@@ -3,6 +3,9 @@
 //! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
 //! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
 //! talks to the API server and Prometheus.
+//!
+//! Test doubles (the fake API server and the tests' shared harnesses) are not
+//! part of this crate: they live in the dev-only test kit, `testkit/`.
 
 /// `User-Agent` of every request the binary sends (API server, Prometheus,
 /// the hook), so audit logs and API Priority and Fairness can tell who calls.
@@ -36,5 +39,3 @@ pub mod plan;
 pub mod policy;
 pub mod report;
 pub mod signals;
-#[doc(hidden)]
-pub mod testing;

@@ -578,7 +578,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
 #[tokio::test]
 async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched() {
     use deletion_cost::apply::KubePodWriter;
-    use deletion_cost::testing::fake_api::FakeApi as ApiServer;
+    use deletion_cost_testkit::fake_api::FakeApi as ApiServer;
     use serde_json::json;
 
     let server = ApiServer::start().await;
@@ -593,7 +593,7 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
 
     let mut kube = server.config();
     kube.default_retry = false;
-    let client = deletion_cost::testing::fake_api::client_for(kube);
+    let client = deletion_cost_testkit::fake_api::client_for(kube);
     let patcher = Patcher::start(KubePodWriter::new(client), config(100.0, 10));
     let batch = patcher
         .submit_batch(

@@ -1,11 +1,9 @@
 //! `deletion-cost plan` as a user runs it: the bundled example, every example
 //! policy, a live Prometheus, and bad input.
 
-mod support;
-
 use std::process::{Command, Output};
 
-use support::prometheus::{openmetrics, unix_now, PrometheusServer};
+use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 
 fn plan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_deletion-cost"))

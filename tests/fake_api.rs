@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use deletion_cost::policy::{DeletionCostPolicy, DeletionCostPolicySpec, DeletionCostPolicyStatus};
-use deletion_cost::testing::fake_api::{client_for, FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::eventually;
+use deletion_cost_testkit::fake_api::{client_for, FakeApi, Fault, TokenIdentity, Verb};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenReview;
@@ -39,17 +40,6 @@ async fn next<S: Stream + Unpin>(stream: &mut S) -> S::Item {
         .await
         .expect("stream produced nothing in time")
         .expect("stream ended")
-}
-
-/// Polls `cond` until it holds (bounded by `HANG`).
-async fn eventually(mut cond: impl FnMut() -> bool) {
-    tokio::time::timeout(HANG, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("condition never held");
 }
 
 fn api_error(err: kube::Error) -> Box<kube::core::Status> {
@@ -295,7 +285,7 @@ async fn reflector_store_converges() {
             .map(|v| serde_json::from_value::<Pod>(v).unwrap()),
     );
     want.sort();
-    eventually(|| {
+    eventually(HANG, "the reflector to hold every pod", || async {
         let mut have: Vec<String> = reader.state().iter().map(|p| p.name_any()).collect();
         have.sort();
         have == want
@@ -727,7 +717,7 @@ async fn delete_with_finalizers_waits_until_they_are_removed() {
         .is_some());
 
     // kube's finalizer helper removes its entry with a JSON patch guarded by `test`.
-    let stale_guard: json_patch::Patch = serde_json::from_value(json!([
+    let stale_guard = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/finalizers/0", "value": "someone-else"},
         {"op": "remove", "path": "/metadata/finalizers/0"}
     ]))
@@ -742,7 +732,7 @@ async fn delete_with_finalizers_waits_until_they_are_removed() {
         .unwrap_err(),
     );
     assert_eq!(err.code, 422);
-    let remove: json_patch::Patch = serde_json::from_value(json!([
+    let remove = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/finalizers/0", "value": "deletioncost.dev/cleanup"},
         {"op": "remove", "path": "/metadata/finalizers/0"}
     ]))
@@ -961,15 +951,15 @@ async fn dropping_the_fake_stops_listening_and_ends_watches() {
         next_event(&mut events).await.unwrap(),
         Event::InitDone
     ));
-    eventually(|| fake.open_watches() == 1).await;
-    drop(fake);
-    tokio::time::timeout(HANG, async {
-        while tokio::net::TcpStream::connect(addr).await.is_ok() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    eventually(HANG, "one open watch", || async {
+        fake.open_watches() == 1
     })
-    .await
-    .expect("the listener is closed after drop");
+    .await;
+    drop(fake);
+    eventually(HANG, "the listener to be closed after drop", || async {
+        tokio::net::TcpStream::connect(addr).await.is_err()
+    })
+    .await;
     // The open watch ends and the resume cannot connect.
     match next_event(&mut events).await {
         Err(watcher::Error::WatchStartFailed(_)) => {}
@@ -1062,7 +1052,10 @@ async fn controller_with_finalizer_reconciles_and_cleans_up() {
         fake.get_json("DeletionCostPolicy", "shop", "web")
             .and_then(|p| p.pointer("/status/managedPods").cloned())
     };
-    eventually(|| managed(&fake) == Some(json!(1))).await;
+    eventually(HANG, "managedPods 1", || async {
+        managed(&fake) == Some(json!(1))
+    })
+    .await;
     let stored = fake.get_json("DeletionCostPolicy", "shop", "web").unwrap();
     assert_eq!(
         stored.pointer("/metadata/finalizers"),
@@ -1071,12 +1064,18 @@ async fn controller_with_finalizer_reconciles_and_cleans_up() {
 
     // A new pod re-triggers the policy through the pod watch.
     fake.apply_json(pod("shop", "p2", "web", "n1")).unwrap();
-    eventually(|| managed(&fake) == Some(json!(2))).await;
+    eventually(HANG, "managedPods 2", || async {
+        managed(&fake) == Some(json!(2))
+    })
+    .await;
 
     // Deleting waits for the finalizer; the controller cleans up and removes it.
     fake.delete_json("DeletionCostPolicy", "shop", "web")
         .unwrap();
-    eventually(|| fake.get_json("DeletionCostPolicy", "shop", "web").is_none()).await;
+    eventually(HANG, "the policy to be gone", || async {
+        fake.get_json("DeletionCostPolicy", "shop", "web").is_none()
+    })
+    .await;
     assert_eq!(ctx.cleanups.load(Ordering::SeqCst), 1);
     run.abort();
 }

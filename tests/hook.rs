@@ -3,64 +3,47 @@
 //! the operator issues itself (its CA read from the published ConfigMap), or
 //! over plain HTTP where a test asks for it explicitly.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
-use deletion_cost::controller::{run_with_client, RunConfig};
+use deletion_cost::controller::RunConfig;
 use deletion_cost::hook::{HookConfig, HookTls};
-use deletion_cost::testing::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::{eventually, free_addr, free_port};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::{Body as KubeBody, ClientBuilder, DynBody};
 use serde_json::{json, Value};
+use support::operator::{client_config, http_client, Operator, HANG, NS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-/// Bounds every wait so a broken operator fails the test instead of hanging it.
-const HANG: Duration = Duration::from_secs(30);
-const NS: &str = "shop";
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
 
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
+/// The operator's configuration in these tests: the hook on a free port, over
+/// plain HTTP, leases in `ops`.
 fn config() -> RunConfig {
-    RunConfig {
-        namespace: Some(NS.into()),
-        prometheus_url: None,
-        prometheus_timeout: Duration::from_secs(2),
-        metrics_addr: free_addr(),
-        qps: 100.0,
-        burst: 100,
-        dry_run: false,
-        kubeconfig: None,
-        leader_election: false,
-        lease_name: "deletion-cost".into(),
-        lease_namespace: Some("ops".into()),
-        identity: "op-0".into(),
-        kubernetes_version: None,
-        feature_gates: None,
-        shutdown_grace: Duration::from_secs(1),
-        // background reconciles wait this long: in these tests only the hook writes
-        debounce: Duration::from_secs(3600),
-        hook_addr: Some(free_addr()),
-        hook: HookConfig {
-            settle_delay: Duration::from_millis(50),
-            read_timeout: Duration::from_secs(1),
-            // the tests of the hook's behaviour talk plain HTTP; TLS has its own
-            tls: HookTls::PlainHttp,
-            ..HookConfig::default()
-        },
-    }
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.lease_namespace = Some("ops".into());
+    cfg.shutdown_grace = Duration::from_secs(1);
+    // background reconciles wait this long: in these tests only the hook writes
+    cfg.debounce = Duration::from_secs(3600);
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        settle_delay: Duration::from_millis(50),
+        read_timeout: Duration::from_secs(1),
+        // the tests of the hook's behaviour talk plain HTTP; TLS has its own
+        tls: HookTls::PlainHttp,
+        ..HookConfig::default()
+    };
+    cfg
 }
 
 /// [`config`] with the default TLS: a certificate the operator issues itself.
@@ -68,136 +51,6 @@ fn tls_config() -> RunConfig {
     let mut cfg = config();
     cfg.hook.tls = HookTls::default();
     cfg
-}
-
-/// The operator running in-process; stopped on drop.
-struct Operator {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    hook: SocketAddr,
-    metrics: SocketAddr,
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.abort();
-    }
-}
-
-impl Operator {
-    /// Starts the operator and waits until its caches are synced and the hook
-    /// listens; retries on fresh ports when a listener cannot bind (a port
-    /// picked free can be taken before the operator binds it).
-    async fn start(mut config: RunConfig, client: kube::Client, fake: &FakeApi) -> Operator {
-        for _ in 0..5 {
-            let (tx, rx) = oneshot::channel::<()>();
-            let (hook, metrics) = (config.hook_addr.unwrap(), config.metrics_addr);
-            let (cfg, cl) = (config.clone(), client.clone());
-            let task = tokio::spawn(async move {
-                let stop = async move {
-                    let _ = rx.await;
-                };
-                if let Err(e) = run_with_client(cfg, cl, stop).await {
-                    eprintln!("operator stopped: {e}");
-                }
-            });
-            let op = Operator {
-                stop: Some(tx),
-                task,
-                hook,
-                metrics,
-            };
-            let started = eventually_or(|| async {
-                if op.task.is_finished() {
-                    return true;
-                }
-                let ready = reqwest::get(format!("http://{}/readyz", op.metrics))
-                    .await
-                    .is_ok_and(|r| r.status() == 200);
-                ready && tokio::net::TcpStream::connect(op.hook).await.is_ok()
-            })
-            .await;
-            if started.is_none() {
-                let seen: Vec<String> = fake
-                    .requests()
-                    .iter()
-                    .map(|r| format!("{} {}?{} -> {}", r.method, r.path, r.query, r.status))
-                    .collect();
-                panic!("operator not ready; API requests:\n{}", seen.join("\n"));
-            }
-            if !op.task.is_finished() {
-                return op;
-            }
-            config.metrics_addr = free_addr();
-            config.hook_addr = Some(free_addr());
-        }
-        panic!("the operator did not start");
-    }
-
-    async fn post(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
-        self.post_raw(token, body.to_string().into_bytes()).await
-    }
-
-    async fn post_raw(&self, token: Option<&str>, body: Vec<u8>) -> (u16, Value) {
-        let mut req = http_client()
-            .post(format!("http://{}/v1/prescale", self.hook))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.expect("hook unreachable");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        let v = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("answer is not JSON ({e}): {text}"));
-        (status, v)
-    }
-
-    async fn metrics(&self) -> String {
-        reqwest::get(format!("http://{}/metrics", self.metrics))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    }
-}
-
-fn http_client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().timeout(HANG).build().unwrap()
-}
-
-async fn eventually_or<F, Fut>(mut cond: F) -> Option<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    tokio::time::timeout(HANG, async {
-        while !cond().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .ok()
-}
-
-async fn eventually<F, Fut>(mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    tokio::time::timeout(HANG, async {
-        while !cond().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("condition never held");
 }
 
 fn request(workload: &str, replicas: u32) -> Value {
@@ -343,7 +196,7 @@ async fn every_refusal_has_its_status_code_and_json_body() {
     seed_cluster(&fake);
     seed_workload(&fake, "web", 4, true);
     seed_workload(&fake, "lonely", 2, false);
-    let op = Operator::start(config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, config()).serving(&fake).await;
     let ok = request("web", 2);
 
     let cases: Vec<(Option<&str>, Vec<u8>, u16, &str)> = vec![
@@ -376,7 +229,7 @@ async fn every_refusal_has_its_status_code_and_json_body() {
 
     // unknown paths and methods get JSON too
     let resp = http_client()
-        .get(format!("http://{}/v1/prescale", op.hook))
+        .get(format!("http://{}/v1/prescale", op.hook_addr()))
         .send()
         .await
         .unwrap();
@@ -417,10 +270,12 @@ impl JsonBody for reqwest::Response {
 async fn slow_clients_are_cut_off() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
-    let op = Operator::start(config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, config()).serving(&fake).await;
 
     // headers never finished: the connection is closed after the read timeout
-    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    let mut s = tokio::net::TcpStream::connect(op.hook_addr())
+        .await
+        .unwrap();
     s.write_all(b"POST /v1/prescale HTTP/1.1\r\nHost: x\r\n")
         .await
         .unwrap();
@@ -429,7 +284,9 @@ async fn slow_clients_are_cut_off() {
     assert!(read.is_ok(), "connection still open with half-sent headers");
 
     // body announced but never sent: 408
-    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    let mut s = tokio::net::TcpStream::connect(op.hook_addr())
+        .await
+        .unwrap();
     s.write_all(
         format!("POST /v1/prescale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").as_bytes(),
     )
@@ -492,7 +349,7 @@ where
 fn lagging_client(fake: &FakeApi, delay: Duration) -> kube::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let layer = tower::layer::layer_fn(move |inner| DelayPodWatch { inner, delay });
-    ClientBuilder::try_from(fake.config())
+    ClientBuilder::try_from(client_config(fake))
         .unwrap()
         .with_layer(&layer)
         .build()
@@ -503,12 +360,9 @@ async fn the_answer_waits_until_the_cache_shows_every_patch() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
     let pods = seed_workload(&fake, "web", 4, true);
-    let op = Operator::start(
-        config(),
-        lagging_client(&fake, Duration::from_millis(400)),
-        &fake,
-    )
-    .await;
+    let op = Operator::start_on(lagging_client(&fake, Duration::from_millis(400)), config())
+        .serving(&fake)
+        .await;
 
     let (status, answer) = op.post(Some(ALICE), &request("web", 2)).await;
     assert_eq!(status, 200, "{answer}");
@@ -563,7 +417,7 @@ async fn same_workload_conflicts_and_the_concurrency_limit_answers_busy() {
     seed_workload(&fake, "api", 2, true);
     let mut cfg = config();
     cfg.hook.max_concurrent = 1;
-    let op = Arc::new(Operator::start(cfg, fake.client(), &fake).await);
+    let op = Arc::new(Operator::start(&fake, cfg).serving(&fake).await);
     // pod patches hang until the fault is cleared: the first request stays in flight
     fake.inject(
         Fault::delay(Duration::from_secs(3600))
@@ -575,7 +429,10 @@ async fn same_workload_conflicts_and_the_concurrency_limit_answers_busy() {
         let op = op.clone();
         tokio::spawn(async move { op.post(Some(ALICE), &request("web", 1)).await })
     };
-    eventually(|| async { !fake.requests_for(Verb::Patch, "pods").is_empty() }).await;
+    eventually(HANG, "a pod patch in flight", || async {
+        !fake.requests_for(Verb::Patch, "pods").is_empty()
+    })
+    .await;
 
     let (status, answer) = op.post(Some(ALICE), &request("web", 1)).await;
     assert_eq!(status, 409, "{answer}");
@@ -600,7 +457,7 @@ async fn running_out_of_time_answers_504() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
     seed_workload(&fake, "web", 2, true);
-    let op = Operator::start(config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, config()).serving(&fake).await;
     fake.inject(
         Fault::delay(Duration::from_secs(3600))
             .on(Verb::Patch, "pods")
@@ -637,7 +494,7 @@ async fn a_follower_answers_503_with_the_leader() {
     .unwrap();
     let mut cfg = config();
     cfg.leader_election = true;
-    let op = Operator::start(cfg, fake.client(), &fake).await;
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
     let (status, answer) = op.post(Some(ALICE), &request("web", 1)).await;
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["leader"], "op-1");
@@ -651,7 +508,7 @@ async fn a_dry_run_operator_predicts_and_writes_nothing() {
     let pods = seed_workload(&fake, "web", 4, true);
     let mut cfg = config();
     cfg.dry_run = true;
-    let op = Operator::start(cfg, fake.client(), &fake).await;
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
     let mut body = request("web", 2);
     body["scale"] = json!(true);
     let (status, answer) = op.post(Some(ALICE), &body).await;
@@ -678,7 +535,7 @@ async fn callers_on_different_workloads_proceed_in_parallel() {
     seed_cluster(&fake);
     seed_workload(&fake, "web", 4, true);
     seed_workload(&fake, "api", 4, true);
-    let op = Arc::new(Operator::start(config(), fake.client(), &fake).await);
+    let op = Arc::new(Operator::start(&fake, config()).serving(&fake).await);
     // every pod patch is held for a while: a request cannot answer before its
     // patches are answered
     fake.inject(
@@ -699,7 +556,10 @@ async fn callers_on_different_workloads_proceed_in_parallel() {
     // in-flight overlap: both workloads have patches in flight and neither
     // request has answered (a serialised hook sends the second workload's
     // patches only after the first answered)
-    eventually(|| async { patched("web") && patched("api") }).await;
+    eventually(HANG, "pod patches of both workloads", || async {
+        patched("web") && patched("api")
+    })
+    .await;
     let in_flight = [&a, &b].iter().filter(|t| !t.is_finished()).count();
     assert_eq!(
         in_flight, 2,
@@ -719,7 +579,7 @@ async fn urgent_patches_stay_inside_the_operator_wide_limit() {
     let mut cfg = config();
     cfg.qps = 4.0;
     cfg.burst = 2;
-    let op = Arc::new(Operator::start(cfg, fake.client(), &fake).await);
+    let op = Arc::new(Operator::start(&fake, cfg).serving(&fake).await);
     let call = |w: &'static str| {
         let op = op.clone();
         tokio::spawn(async move { op.post(Some(ALICE), &request(w, 3)).await })
@@ -738,14 +598,17 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
     let fake = Arc::new(FakeApi::start().await);
     seed_cluster(&fake);
     let pods = seed_workload(&fake, "web", 4, true);
-    let op = Operator::start(config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, config()).serving(&fake).await;
 
     // the test plays the Deployment and ReplicaSet controllers: once the
     // scale is set, delete the pods the embedded comparator picks
     let controller = {
         let fake = fake.clone();
         tokio::spawn(async move {
-            eventually(|| async { !fake.writes_to("deployments/scale").is_empty() }).await;
+            eventually(HANG, "a scale write", || async {
+                !fake.writes_to("deployments/scale").is_empty()
+            })
+            .await;
             let dep = fake.get_json("Deployment", NS, "web").unwrap();
             let replicas = dep.pointer("/spec/replicas").unwrap().as_u64().unwrap() as usize;
             let live: Vec<Pod> = fake
@@ -803,7 +666,7 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
 /// in the lease namespace `ops`), once it is there.
 async fn published_ca(fake: &FakeApi) -> String {
     let mut ca = None;
-    eventually(|| {
+    eventually(HANG, "the published CA", || {
         ca = fake
             .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
             .and_then(|cm| {
@@ -901,7 +764,7 @@ async fn the_hook_serves_tls_verified_by_the_published_ca() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
     let pods = seed_workload(&fake, "web", 4, true);
-    let op = Operator::start(tls_config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, tls_config()).serving(&fake).await;
     let ca = published_ca(&fake).await;
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
 
@@ -929,7 +792,7 @@ async fn the_hook_serves_tls_verified_by_the_published_ca() {
 
     // a TLS call verified by the published CA, by every loopback name
     let client = tls_client(&ca);
-    let port = op.hook.port();
+    let port = op.hook_addr().port();
     for host in ["localhost", "127.0.0.1"] {
         let url = format!("https://{host}:{port}/v1/prescale");
         let (status, answer) = post_with(&client, &url, &request("web", 2))
@@ -961,9 +824,9 @@ async fn a_wrong_ca_and_plain_http_are_refused_by_the_tls_port() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
     seed_workload(&fake, "web", 2, true);
-    let op = Operator::start(tls_config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, tls_config()).serving(&fake).await;
     published_ca(&fake).await;
-    let port = op.hook.port();
+    let port = op.hook_addr().port();
     let url = format!("https://localhost:{port}/v1/prescale");
 
     // another CA: the handshake fails, nothing reaches the handler
@@ -988,7 +851,9 @@ async fn a_wrong_ca_and_plain_http_are_refused_by_the_tls_port() {
     assert!(stderr.contains("invalid peer certificate"), "{stderr}");
 
     // plain HTTP to the TLS port: no HTTP answer, the connection is closed
-    let mut s = tokio::net::TcpStream::connect(op.hook).await.unwrap();
+    let mut s = tokio::net::TcpStream::connect(op.hook_addr())
+        .await
+        .unwrap();
     s.write_all(
         format!("POST /v1/prescale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes(),
     )
@@ -1026,14 +891,14 @@ async fn replicas_started_together_share_one_ca() {
     let mut b = tls_config();
     b.identity = "op-1".into();
     let (a, b) = tokio::join!(
-        Operator::start(tls_config(), fake.client(), &fake),
-        Operator::start(b, fake.client(), &fake)
+        Operator::start(&fake, tls_config()).serving(&fake),
+        Operator::start(&fake, b).serving(&fake)
     );
     let ca = published_ca(&fake).await;
     // both replicas' certificates verify against the one published CA
     let client = tls_client(&ca);
     for op in [&a, &b] {
-        let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+        let url = format!("https://localhost:{}/v1/prescale", op.hook_addr().port());
         let (status, answer) = post_with(&client, &url, &request("web", 1))
             .await
             .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
@@ -1059,8 +924,8 @@ async fn replicas_started_together_share_one_ca() {
     // a replica started later reuses it too
     let mut c = tls_config();
     c.identity = "op-2".into();
-    let c = Operator::start(c, fake.client(), &fake).await;
-    let url = format!("https://localhost:{}/v1/prescale", c.hook.port());
+    let c = Operator::start(&fake, c).serving(&fake).await;
+    let url = format!("https://localhost:{}/v1/prescale", c.hook_addr().port());
     let (status, _) = post_with(&client, &url, &request("web", 1))
         .await
         .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
@@ -1073,11 +938,11 @@ async fn prescale_sends_no_token_over_plain_http_unless_asked() {
     let fake = FakeApi::start().await;
     seed_cluster(&fake);
     seed_workload(&fake, "web", 4, true);
-    let op = Operator::start(config(), fake.client(), &fake).await;
+    let op = Operator::start(&fake, config()).serving(&fake).await;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, ALICE).unwrap();
-    let url = format!("http://{}", op.hook);
+    let url = format!("http://{}", op.hook_addr());
 
     let out = cli(prescale_args(&url, &token), vec![]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1136,8 +1001,11 @@ async fn a_stored_ca_is_reused_after_a_lost_race_and_a_transient_error() {
     // first publication fails with a 503
     fake.inject(Fault::status(404).on(Verb::Get, "secrets"));
     fake.inject(Fault::status(503).on(Verb::Patch, "configmaps"));
-    let op = Operator::start(tls_config(), fake.client(), &fake).await;
-    eventually(|| async { fake.faults_left() == Some(0) }).await;
+    let op = Operator::start(&fake, tls_config()).serving(&fake).await;
+    eventually(HANG, "every fault spent", || async {
+        fake.faults_left() == Some(0)
+    })
+    .await;
     let ca = published_ca(&fake).await;
     assert_eq!(ca, stored.cert);
     let created: Vec<u16> = fake
@@ -1146,7 +1014,7 @@ async fn a_stored_ca_is_reused_after_a_lost_race_and_a_transient_error() {
         .map(|r| r.status)
         .collect();
     assert_eq!(created, vec![409]);
-    let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+    let url = format!("https://localhost:{}/v1/prescale", op.hook_addr().port());
     let (status, answer) = post_with(&tls_client(&ca), &url, &request("web", 1))
         .await
         .unwrap_or_else(|e| panic!("{url}: {}", causes(&e)));
@@ -1165,10 +1033,13 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
     for bad in [ca_secret(&a.cert, None), ca_secret(&a.cert, Some(&b.key))] {
         let _ = fake.delete_json("Secret", "ops", "deletion-cost-hook-ca");
         fake.insert(&bad).unwrap();
-        let op = Operator::start(tls_config(), fake.client(), &fake).await;
+        let op = Operator::start(&fake, tls_config()).serving(&fake).await;
         // the Secret is read again and again, never overwritten, nothing is
         // published, and the hook answers nobody
-        eventually(|| async { fake.requests_for(Verb::Get, "secrets").len() >= 3 }).await;
+        eventually(HANG, "three reads of the Secret", || async {
+            fake.requests_for(Verb::Get, "secrets").len() >= 3
+        })
+        .await;
         assert!(fake.writes_to("secrets").is_empty());
         assert!(fake
             .get_json("ConfigMap", "ops", "deletion-cost-hook-ca")
@@ -1179,7 +1050,7 @@ async fn an_unusable_stored_ca_keeps_the_hook_closed_until_it_is_deleted() {
             .tls_certs_only(reqwest::Certificate::from_pem_bundle(a.cert.as_bytes()).unwrap())
             .build()
             .unwrap();
-        let url = format!("https://localhost:{}/v1/prescale", op.hook.port());
+        let url = format!("https://localhost:{}/v1/prescale", op.hook_addr().port());
         let early = post_with(&impatient, &url, &request("web", 1)).await;
         assert!(early.is_err(), "{early:?}");
 
@@ -1230,11 +1101,7 @@ async fn run_refuses_conflicting_or_invalid_hook_tls_flags() {
 /// first (the proxy rules still point at the old leader), then a follower
 /// answers 503, then the leader answers. Each connection gets the next answer.
 fn takeover_stub(answers: Vec<(u16, &'static str)>, listen_after: Duration) -> u16 {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     std::thread::spawn(move || {
         std::thread::sleep(listen_after);
         let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();

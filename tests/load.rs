@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deletion_cost::testing::fake_api::{FakeApi, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Verb};
+use deletion_cost_testkit::free_port;
 use serde_json::json;
 
 const NAMESPACES: usize = 5;
@@ -42,13 +43,6 @@ impl Drop for OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
 }
 
 /// A kubeconfig for the fake API server, in `dir`.

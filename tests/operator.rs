@@ -12,12 +12,10 @@ mod support;
 use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::controller::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
+use deletion_cost_testkit::{eventually, free_port, http_get, http_request};
 use serde_json::{json, Value};
-use support::operator::{
-    condition, config, cost, eventually, free_port, http_get, http_request, owner,
-    successful_writes_per_pod, Operator, NS,
-};
+use support::operator::{condition, config, cost, owner, successful_writes_per_pod, Operator, NS};
 
 fn node(fake: &FakeApi, name: &str, capacity: &str) {
     fake.apply_json(json!({
@@ -103,7 +101,7 @@ async fn first_sync_stays_under_the_limit_and_steady_state_writes_nothing() {
     cluster(&fake, n);
     let (qps, burst) = (250.0, 25);
     let op = Operator::start(&fake, config("operator-a", qps, burst));
-    eventually(Duration::from_secs(60), "1,000 pods costed", || {
+    eventually(Duration::from_secs(60), "1,000 pods costed", || async {
         converged(&fake, n)
     })
     .await;
@@ -126,7 +124,7 @@ async fn first_sync_stays_under_the_limit_and_steady_state_writes_nothing() {
     assert_eq!(owner(&fake, "web-0000").as_deref(), Some("web"));
 
     // the status reports the outcome once every write is observed
-    eventually(Duration::from_secs(10), "status", || {
+    eventually(Duration::from_secs(10), "status", || async {
         let st = fake
             .get_json("deletioncostpolicies", NS, "web")
             .and_then(|p| p.get("status").cloned())
@@ -158,7 +156,7 @@ async fn relabelled_node_recosts_only_its_pods() {
     let n = 40;
     cluster(&fake, n);
     let op = Operator::start(&fake, config("operator-a", 100.0, 10));
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, n)
     })
     .await;
@@ -168,7 +166,7 @@ async fn relabelled_node_recosts_only_its_pods() {
         .filter(|i| i % 8 == 1)
         .map(|i| format!("web-{i:04}"))
         .collect();
-    eventually(Duration::from_secs(30), "spot-1 pods re-costed", || {
+    eventually(Duration::from_secs(30), "spot-1 pods re-costed", || async {
         on_node
             .iter()
             .all(|p| cost(&fake, p).as_deref() == Some("100"))
@@ -195,7 +193,7 @@ async fn too_many_requests_honours_retry_after() {
             .retry_after(2),
     );
     let op = Operator::start(&fake, config("operator-a", 100.0, 10));
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, 4)
     })
     .await;
@@ -229,7 +227,7 @@ async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
     let n = 120;
     cluster(&fake, n);
     let op = Operator::start(&fake, config("operator-a", 40.0, 4));
-    eventually(Duration::from_secs(30), "some writes", || {
+    eventually(Duration::from_secs(30), "some writes", || async {
         pod_patches(&fake).len() >= 30
     })
     .await;
@@ -241,7 +239,7 @@ async fn killed_mid_batch_resumes_without_duplicates_or_losses() {
     eventually(
         Duration::from_secs(60),
         "all pods costed after restart",
-        || converged(&fake, n),
+        || async { converged(&fake, n) },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -309,11 +307,11 @@ async fn finalizer_removes_exactly_its_own_values_and_foreign_costs_stay() {
     );
     policy(&fake);
     let op = Operator::start(&fake, config("operator-a", 100.0, 10));
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         (0..6).all(|i| cost(&fake, &format!("web-{i:04}")).is_some())
     })
     .await;
-    eventually(Duration::from_secs(10), "finalizer added", || {
+    eventually(Duration::from_secs(10), "finalizer added", || async {
         fake.get_json("deletioncostpolicies", NS, "web")
             .and_then(|p| p.pointer("/metadata/finalizers/0").cloned())
             == Some(json!(FINALIZER))
@@ -326,7 +324,7 @@ async fn finalizer_removes_exactly_its_own_values_and_foreign_costs_stay() {
 
     fake.clear_requests();
     fake.delete_json("deletioncostpolicies", NS, "web").unwrap();
-    eventually(Duration::from_secs(30), "policy gone", || {
+    eventually(Duration::from_secs(30), "policy gone", || async {
         fake.get_json("deletioncostpolicies", NS, "web").is_none()
     })
     .await;
@@ -354,7 +352,7 @@ async fn dry_run_writes_nothing() {
     cfg.dry_run = true;
     let op = Operator::start(&fake, cfg);
     // it reads: the caches list pods and policies
-    eventually(Duration::from_secs(10), "caches listed", || {
+    eventually(Duration::from_secs(10), "caches listed", || async {
         !fake.requests_for(Verb::List, "pods").is_empty()
     })
     .await;
@@ -388,15 +386,15 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     eventually(
         Duration::from_secs(30),
         "pods costed by the older policy",
-        || converged(&fake, 8),
+        || async { converged(&fake, 8) },
     )
     .await;
-    eventually(Duration::from_secs(10), "Conflict on the loser", || {
+    eventually(Duration::from_secs(10), "Conflict on the loser", || async {
         condition(&fake, "zzz-newer", "Conflict").is_some_and(|c| c["status"] == "True")
     })
     .await;
     assert!((0..8).all(|i| owner(&fake, &format!("web-{i:04}")).as_deref() == Some("web")));
-    eventually(Duration::from_secs(10), "a Conflict event", || {
+    eventually(Duration::from_secs(10), "a Conflict event", || async {
         fake.writes().iter().any(|r| {
             r.path.contains("/events")
                 && String::from_utf8_lossy(&r.body).contains("OverlappingPolicy")
@@ -406,14 +404,10 @@ async fn overlapping_policies_older_wins_and_the_loser_reports_conflict() {
     // health and metrics are served
     let (code, _) = http_get(port, "/healthz").await;
     assert_eq!(code, 200);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while http_get(port, "/readyz").await.0 != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "/readyz never answered 200"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(10), "/readyz to answer 200", || async {
+        http_get(port, "/readyz").await.0 == 200
+    })
+    .await;
     let (_, body) = http_get(port, "/metrics").await;
     assert!(
         body.contains("deletion_cost_patches_total{result=\"applied\"} 8"),
@@ -506,7 +500,7 @@ async fn comparator_gates_follow_the_server_version() {
         ],
     )
     .await;
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, 2)
     })
     .await;
@@ -518,7 +512,7 @@ async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
     let fake = FakeApi::start().await;
     cluster(&fake, 8);
     let op = Operator::start(&fake, config("operator-a", 100.0, 10));
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, 8)
     })
     .await;
@@ -530,7 +524,7 @@ async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
     pol["spec"]["selector"] = json!({"matchLabels": {"app": "web"},
         "matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]});
     fake.apply_json(pol).unwrap();
-    eventually(Duration::from_secs(30), "web-0003 released", || {
+    eventually(Duration::from_secs(30), "web-0003 released", || async {
         cost(&fake, "web-0003").is_none() && owner(&fake, "web-0003").is_none()
     })
     .await;
@@ -542,7 +536,7 @@ async fn pods_leaving_the_selector_lose_our_cost_and_bad_specs_say_why() {
     pol["spec"]["signals"] = json!([{"utilization": {"prometheus": {"query": "up"},
         "range": {"min": 0, "max": 1}, "buckets": 0}}]);
     fake.apply_json(pol).unwrap();
-    eventually(Duration::from_secs(10), "InvalidSpec", || {
+    eventually(Duration::from_secs(10), "InvalidSpec", || async {
         condition(&fake, "web", "Ready").is_some_and(|c| {
             c["reason"] == "InvalidSpec" && c["message"].to_string().contains("buckets")
         })
@@ -561,7 +555,7 @@ async fn each_policy_has_its_plan_page_on_the_metrics_port() {
     let mut cfg = config("operator-a", 100.0, 10);
     cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
     let op = Operator::start(&fake, cfg);
-    eventually(Duration::from_secs(30), "pods costed", || {
+    eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, n)
     })
     .await;

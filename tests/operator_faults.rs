@@ -12,13 +12,11 @@ use std::time::Duration;
 
 use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::plan::POLICY_ANNOTATION;
-use deletion_cost::testing::fake_api::{FakeApi, Fault, Verb};
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
+use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
+use deletion_cost_testkit::{eventually, free_port, http_get};
 use serde_json::{json, Value};
-use support::operator::{
-    condition, config, cost, eventually, free_port, http_get, successful_writes_per_pod, Operator,
-    NS,
-};
-use support::prometheus::{openmetrics, unix_now, PrometheusServer};
+use support::operator::{condition, config, cost, successful_writes_per_pod, Operator, NS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
@@ -194,13 +192,17 @@ async fn bad_signal_data_changes_no_cost_and_recovery_stays_under_the_limit() {
     let op = Operator::start(&fake, cfg);
 
     // Prometheus unreachable, then answering garbage: no pod is touched
-    eventually(Duration::from_secs(15), "SignalsAvailable=False", || {
-        condition(&fake, "web", "SignalsAvailable")
-            .is_some_and(|c| c["status"] == "False" && c["reason"] == "Unreachable")
-    })
+    eventually(
+        Duration::from_secs(15),
+        "SignalsAvailable=False",
+        || async {
+            condition(&fake, "web", "SignalsAvailable")
+                .is_some_and(|c| c["status"] == "False" && c["reason"] == "Unreachable")
+        },
+    )
     .await;
     switch.set(GARBAGE);
-    eventually(Duration::from_secs(15), "InvalidBody reported", || {
+    eventually(Duration::from_secs(15), "InvalidBody reported", || async {
         condition(&fake, "web", "SignalsAvailable").is_some_and(|c| c["reason"] == "InvalidBody")
     })
     .await;
@@ -212,11 +214,11 @@ async fn bad_signal_data_changes_no_cost_and_recovery_stays_under_the_limit() {
 
     // recovery: every pod re-costed, at no more than the limit
     switch.set(FORWARD);
-    eventually(Duration::from_secs(30), "costs from real data", || {
+    eventually(Duration::from_secs(30), "costs from real data", || async {
         (0..20).all(|i| cost(&fake, &format!("web-{i:03}")) == Some((i / 2).to_string()))
     })
     .await;
-    eventually(Duration::from_secs(10), "SignalsAvailable=True", || {
+    eventually(Duration::from_secs(10), "SignalsAvailable=True", || async {
         condition(&fake, "web", "SignalsAvailable").is_some_and(|c| c["status"] == "True")
     })
     .await;
@@ -253,13 +255,13 @@ async fn api_errors_and_watch_drops_still_land_every_write_exactly_once() {
     fake.inject(Fault::status(409).on(Verb::Patch, "pods").times(3));
     let (qps, burst) = (40.0, 4);
     let op = Operator::start(&fake, config("operator-a", qps, burst));
-    eventually(Duration::from_secs(20), "some writes", || {
+    eventually(Duration::from_secs(20), "some writes", || async {
         successful_writes_per_pod(&fake).len() >= 20
     })
     .await;
     fake.close_watches();
     fake.expire_history();
-    eventually(Duration::from_secs(60), "all pods written", || {
+    eventually(Duration::from_secs(60), "all pods written", || async {
         (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
     })
     .await;
@@ -305,7 +307,7 @@ async fn two_replicas_racing_write_each_pod_once() {
     b.leader_election = true;
     let op_a = Operator::start(&fake, a);
     let op_b = Operator::start(&fake, b);
-    eventually(Duration::from_secs(60), "all pods written", || {
+    eventually(Duration::from_secs(60), "all pods written", || async {
         (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
     })
     .await;
@@ -349,7 +351,7 @@ async fn leader_lost_stops_writes_and_regained_resumes_them() {
     cfg.leader_election = true;
     cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
     let op = Operator::start(&fake, cfg);
-    eventually(Duration::from_secs(30), "first pods written", || {
+    eventually(Duration::from_secs(30), "first pods written", || async {
         (0..6).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
     })
     .await;
@@ -366,14 +368,12 @@ async fn leader_lost_stops_writes_and_regained_resumes_them() {
     lease["spec"]["acquireTime"] = json!(now);
     lease["spec"]["leaseDurationSeconds"] = json!(20);
     fake.apply_json(lease).unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while leader_gauge(port).await.as_deref() != Some("0") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "operator-a never noticed the lost lease"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "operator-a to notice the lost lease",
+        || async { leader_gauge(port).await.as_deref() == Some("0") },
+    )
+    .await;
 
     // a new pod while following: not written
     fake.apply_json(json!({
@@ -392,7 +392,7 @@ async fn leader_lost_stops_writes_and_regained_resumes_them() {
     eventually(
         Duration::from_secs(60),
         "web-new written after regaining the lease",
-        || cost(&fake, "web-new").as_deref() == Some("0"),
+        || async { cost(&fake, "web-new").as_deref() == Some("0") },
     )
     .await;
     let per_pod = successful_writes_per_pod(&fake);
@@ -458,7 +458,7 @@ async fn graceful_stop_releases_the_lease_and_the_follower_takes_over() {
     let mut a = config("operator-a", 50.0, 5);
     a.leader_election = true;
     let op_a = Operator::start(&fake, a);
-    eventually(Duration::from_secs(20), "operator-a leads", || {
+    eventually(Duration::from_secs(20), "operator-a leads", || async {
         holder(&fake).as_deref() == Some("operator-a")
     })
     .await;
@@ -470,9 +470,11 @@ async fn graceful_stop_releases_the_lease_and_the_follower_takes_over() {
     let stopped = std::time::Instant::now();
     op_a.stop().await;
     // the term lasts 15 s: taking over sooner means the lease was released
-    eventually(Duration::from_secs(5), "operator-b takes the lease", || {
-        holder(&fake).as_deref() == Some("operator-b")
-    })
+    eventually(
+        Duration::from_secs(5),
+        "operator-b takes the lease",
+        || async { holder(&fake).as_deref() == Some("operator-b") },
+    )
     .await;
     assert!(stopped.elapsed() < Duration::from_secs(5));
     op_b.stop().await;
@@ -515,7 +517,7 @@ async fn hook_and_reconcile_of_one_policy_never_interleave() {
     );
     fake.add_token(
         "caller",
-        deletion_cost::testing::fake_api::TokenIdentity {
+        TokenIdentity {
             username: "system:serviceaccount:ops:autoscaler".into(),
             uid: "uid-autoscaler".into(),
             groups: vec!["system:serviceaccounts".into()],
@@ -530,7 +532,7 @@ async fn hook_and_reconcile_of_one_policy_never_interleave() {
     cfg.hook.tls = deletion_cost::hook::HookTls::PlainHttp;
     cfg.debounce = Duration::from_millis(10);
     let op = Operator::start(&fake, cfg);
-    eventually(Duration::from_secs(30), "every pod costed", || {
+    eventually(Duration::from_secs(30), "every pod costed", || async {
         (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some())
     })
     .await;
@@ -599,41 +601,37 @@ async fn per_policy_series_are_removed_with_the_policy() {
     cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
     let op = Operator::start(&fake, cfg);
     let series = r#"deletion_cost_order_mismatches{policy="shop/web",reason="NotReady"}"#;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !http_get(port, "/metrics").await.1.contains(series) {
-        assert!(tokio::time::Instant::now() < deadline, "no mismatch series");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(20), "the mismatch series", || async {
+        http_get(port, "/metrics").await.1.contains(series)
+    })
+    .await;
     // the pod gets ready: the reason goes away and leaves a zeroed series,
     // which must go with the policy too
     let mut pod = fake.get_json("pods", NS, "web-001").unwrap();
     pod["status"]["conditions"][0]["status"] = json!("True");
     fake.apply_json(pod).unwrap();
     let zeroed = format!("{series} 0");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !http_get(port, "/metrics").await.1.contains(&zeroed) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the series is not zeroed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        "the series to be zeroed",
+        || async { http_get(port, "/metrics").await.1.contains(&zeroed) },
+    )
+    .await;
     fake.delete_json("deletioncostpolicies", NS, "web").unwrap();
-    eventually(Duration::from_secs(20), "the policy is gone", || {
+    eventually(Duration::from_secs(20), "the policy is gone", || async {
         fake.get_json("deletioncostpolicies", NS, "web").is_none()
     })
     .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while http_get(port, "/metrics")
-        .await
-        .1
-        .contains("policy=\"shop/web\"")
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "series of the deleted policy stay"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        "the series of the deleted policy to go",
+        || async {
+            !http_get(port, "/metrics")
+                .await
+                .1
+                .contains("policy=\"shop/web\"")
+        },
+    )
+    .await;
     op.stop().await;
 }

@@ -2,8 +2,6 @@
 //! 127.0.0.1 with backfilled data) and against fake endpoints for the
 //! failures a real one does not produce on demand.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -12,7 +10,8 @@ use deletion_cost::signals::prometheus::{
     install_crypto_provider, render_query, FetchOptions, PromError, PrometheusClient,
 };
 use deletion_cost::signals::{Sample, SampleProblem};
-use support::prometheus::{free_addr, openmetrics, unix_now, PrometheusServer};
+use deletion_cost_testkit::free_addr;
+use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Upper bound for any single test step that talks to a server.

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use deletion_cost::policy::DeletionCostPolicy;
+use deletion_cost_testkit::eventually;
 use futures::FutureExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
@@ -89,8 +90,8 @@ impl Env {
             crd.labels_mut().insert(SUITE_LABEL.into(), "true".into());
             crds.create(&PostParams::default(), &crd).await?;
             eventually(
-                "the CRD is Established",
                 Duration::from_secs(30),
+                "the CRD is Established",
                 || async {
                     crds.get(&crd_name).await.ok().is_some_and(|c| {
                         c.status.and_then(|s| s.conditions).is_some_and(|cs| {
@@ -148,8 +149,8 @@ impl Env {
         // pods are refused until the namespace's default ServiceAccount exists
         let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &ns);
         eventually(
-            &format!("{ns} has its default ServiceAccount"),
             Duration::from_secs(30),
+            &format!("{ns} has its default ServiceAccount"),
             || async { accounts.get_opt("default").await.ok().flatten().is_some() },
         )
         .await;
@@ -267,8 +268,8 @@ async fn remove_leftovers(client: &Client) -> Result<(), kube::Error> {
 /// Waits (up to 2 minutes) until the CRD is absent or not terminating.
 async fn wait_crd_settled(crds: &Api<CustomResourceDefinition>, name: &str) {
     eventually(
-        &format!("CRD {name} is not terminating"),
         Duration::from_secs(120),
+        &format!("CRD {name} is not terminating"),
         || async {
             crds.get_opt(name)
                 .await
@@ -277,24 +278,6 @@ async fn wait_crd_settled(crds: &Api<CustomResourceDefinition>, name: &str) {
         },
     )
     .await;
-}
-
-/// Polls `check` until it holds; panics with `what` after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting until {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Nanoseconds since the epoch (run ids, transition times).

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use deletion_cost_testkit::{eventually, free_addr};
+
 use crate::cluster::Env;
 use crate::proxy::Proxy;
 
@@ -57,11 +59,6 @@ pub struct Operator {
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("port: {e}"));
-    l.local_addr().unwrap_or_else(|e| panic!("port: {e}"))
-}
-
 impl Operator {
     /// Starts `deletion-cost run` for the run's cluster.
     pub async fn start(env: &Env, opts: Options) -> Operator {
@@ -79,7 +76,7 @@ impl Operator {
             ),
         )
         .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-        let (metrics, hook) = (free_port(), free_port());
+        let (metrics, hook) = (free_addr(), free_addr());
         let log = dir.path().join("operator.log");
         let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deletion-cost"));
@@ -137,9 +134,9 @@ impl Operator {
 
     /// Waits until `/readyz` answers 200.
     pub async fn wait_ready(&self) {
-        crate::cluster::eventually(
-            &format!("the operator is ready (log: {})", self.log.display()),
+        eventually(
             Duration::from_secs(60),
+            &format!("the operator is ready (log: {})", self.log.display()),
             || async {
                 self.http_get("/readyz")
                     .await
@@ -188,9 +185,9 @@ impl Operator {
             .add_root_certificate(cert)
             .build()
             .unwrap_or_else(|e| panic!("https client: {e}"));
-        crate::cluster::eventually(
-            "the hook accepts connections",
+        eventually(
             Duration::from_secs(30),
+            "the hook accepts connections",
             || async { tokio::net::TcpStream::connect(self.hook).await.is_ok() },
         )
         .await;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use deletion_cost::comparator::POD_DELETION_COST;
 use deletion_cost::policy::DeletionCostPolicy;
+use deletion_cost_testkit::eventually;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -18,7 +19,7 @@ use kube::core::params::ValidationDirective;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
-use crate::cluster::{eventually, labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
+use crate::cluster::{labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
 use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
@@ -172,8 +173,8 @@ async fn terminating(env: &Env, ns: &str, app: &str) -> BTreeSet<String> {
 
 async fn wait_running(env: &Env, ns: &str, app: &str, n: usize) {
     eventually(
-        &format!("{n} pods of {ns}/{app} run and are Ready"),
         Duration::from_secs(60),
+        &format!("{n} pods of {ns}/{app} run and are Ready"),
         || async {
             pods(env, ns, app)
                 .await
@@ -235,8 +236,8 @@ fn status_value(p: &DeletionCostPolicy) -> Value {
 /// no pending patches.
 async fn wait_costs_landed(env: &Env, ns: &str, app: &str, policy_name: &str) {
     eventually(
-        &format!("every pod of {ns}/{app} carries its cost and {policy_name} has nothing pending"),
         Duration::from_secs(90),
+        &format!("every pod of {ns}/{app} carries its cost and {policy_name} has nothing pending"),
         || async {
             let all = pods(env, ns, app).await;
             let costed = all
@@ -653,8 +654,8 @@ async fn b_core_promise(env: &'static Env) {
             replicas -= by as i32;
             scale(env, &ns, "web", replicas).await;
             eventually(
-                &format!("{by} pods are deleted"),
                 Duration::from_secs(30),
+                &format!("{by} pods are deleted"),
                 || async { terminating(env, &ns, "web").await.len() == before.len() + by },
             )
             .await;
@@ -667,8 +668,8 @@ async fn b_core_promise(env: &'static Env) {
             assert_matches(&format!("scale-down by {by}"), &deleted, &plan_pods, &tie);
             // the next round's status is computed over the pods left
             eventually(
-                "the status follows the scale-down",
                 Duration::from_secs(30),
+                "the status follows the scale-down",
                 || async {
                     let p = policy(env, &ns, "web").await;
                     let v = status_victims(&p);
@@ -771,8 +772,8 @@ async fn c_not_ready(env: &'static Env) {
                 ("False", "NotReady")
             };
             eventually(
-                &format!("OrderAsIntended follows {victim} (ready: {})", health.ready),
                 Duration::from_secs(30),
+                &format!("OrderAsIntended follows {victim} (ready: {})", health.ready),
                 || async {
                     let p = policy(env, &ns, "api").await;
                     condition(&p, "OrderAsIntended")
@@ -798,7 +799,7 @@ async fn c_not_ready(env: &'static Env) {
             "the not-ready pod is not first in status.victims"
         );
         scale(env, &ns, "api", 5).await;
-        eventually("one pod is deleted", Duration::from_secs(30), || async {
+        eventually(Duration::from_secs(30), "one pod is deleted", || async {
             terminating(env, &ns, "api").await.len() == 1
         })
         .await;
@@ -826,7 +827,7 @@ async fn d_paused_rollout(env: &'static Env) {
         })).await;
         let rs_api: Api<ReplicaSet> = Api::namespaced(env.client.clone(), &ns);
         let d_api: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
-        eventually("the first ReplicaSet has 6 pods", Duration::from_secs(60), || async {
+        eventually(Duration::from_secs(60), "the first ReplicaSet has 6 pods", || async {
             pods(env, &ns, "shop").await.iter().filter(|p| is_running_ready(p)).count() == 6
         })
         .await;
@@ -834,7 +835,7 @@ async fn d_paused_rollout(env: &'static Env) {
             .patch("shop", &PatchParams::default(), &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"rollout": "2"}}}}})))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        eventually("9 pods run in two ReplicaSets", Duration::from_secs(60), || async {
+        eventually(Duration::from_secs(60), "9 pods run in two ReplicaSets", || async {
             pods(env, &ns, "shop").await.iter().filter(|p| is_running_ready(p)).count() == 9
         })
         .await;
@@ -855,7 +856,7 @@ async fn d_paused_rollout(env: &'static Env) {
         };
         scale(env, &ns, "shop", 3).await;
         // proportional scaling: wait until both ReplicaSets reached their new size
-        eventually("the ReplicaSets are scaled down", Duration::from_secs(30), || async {
+        eventually(Duration::from_secs(30), "the ReplicaSets are scaled down", || async {
             let rss = rs_api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
             let want: i32 = rss.iter().map(|r| r.spec.replicas.unwrap_or(0)).sum();
             let active = active_names(env, &ns, "shop").await.len() as i32;
@@ -959,13 +960,13 @@ async fn e_hook(env: &'static Env) {
 
         let (code, body) = call(Some(allowed.clone()), web(4, true)).await;
         assert_eq!(code, 200, "{body}");
-        eventually("two web pods are deleted", Duration::from_secs(30), || async { terminating(env, &ns, "web").await.len() == 2 }).await;
+        eventually(Duration::from_secs(30), "two web pods are deleted", || async { terminating(env, &ns, "web").await.len() == 2 }).await;
         assert_hook_scaled(&body, &terminating(env, &ns, "web").await, &pods(env, &ns, "web").await);
 
         let solo = json!({"namespace": ns, "workload": {"kind": "ReplicaSet", "name": "solo"}, "replicas": 3, "scale": true});
         let (code, body) = call(Some(allowed), solo).await;
         assert_eq!(code, 200, "{body}");
-        eventually("one solo pod is deleted", Duration::from_secs(30), || async { terminating(env, &ns, "solo").await.len() == 1 }).await;
+        eventually(Duration::from_secs(30), "one solo pod is deleted", || async { terminating(env, &ns, "solo").await.len() == 1 }).await;
         assert_hook_scaled(&body, &terminating(env, &ns, "solo").await, &pods(env, &ns, "solo").await);
     })
     .await;
@@ -1050,7 +1051,7 @@ async fn f_cleanup(env: &'static Env) {
         api.delete("web", &DeleteParams::default())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        eventually("the policy is gone", Duration::from_secs(30), || async {
+        eventually(Duration::from_secs(30), "the policy is gone", || async {
             api.get_opt("web").await.ok().flatten().is_none()
         })
         .await;
@@ -1115,8 +1116,8 @@ async fn g_replaced_pod(env: &'static Env) {
         )
         .await;
         eventually(
-            "the first write is in flight",
             Duration::from_secs(30),
+            "the first write is in flight",
             || async { op.proxy.held() >= 1 },
         )
         .await;
@@ -1128,8 +1129,8 @@ async fn g_replaced_pod(env: &'static Env) {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
             eventually(
-                &format!("{name} is gone"),
                 Duration::from_secs(10),
+                &format!("{name} is gone"),
                 || async { pod_api.get_opt(&name).await.ok().flatten().is_none() },
             )
             .await;
@@ -1142,8 +1143,8 @@ async fn g_replaced_pod(env: &'static Env) {
         assert_eq!(replaced, 6);
         op.proxy.hold_pod_writes(None);
         eventually(
-            "a queued write is reported gone",
             Duration::from_secs(60),
+            "a queued write is reported gone",
             || async {
                 op.metric("deletion_cost_patches_total{result=\"gone\"}")
                     .await
@@ -1205,11 +1206,11 @@ async fn h_leadership(env: &'static Env) {
         };
         let mut a = Operator::start(env, Options::new("h-a")).await;
         a.wait_ready().await;
-        eventually("h-a leads", Duration::from_secs(30), || async {
+        eventually(Duration::from_secs(30), "h-a leads", || async {
             a.is_leader().await
         })
         .await;
-        eventually("the hook Service selects h-a's pod only", Duration::from_secs(10), || async {
+        eventually(Duration::from_secs(10), "the hook Service selects h-a's pod only", || async {
             hook_endpoints().await == BTreeSet::from(["h-a".to_string()])
         })
         .await;
@@ -1235,8 +1236,8 @@ async fn h_leadership(env: &'static Env) {
         a.signal(libc::SIGKILL);
         a.wait_exit(Duration::from_secs(5)).await;
         eventually(
-            "h-b takes over after h-a was killed",
             Duration::from_secs(40),
+            "h-b takes over after h-a was killed",
             || async { b.is_leader().await },
         )
         .await;
@@ -1255,8 +1256,8 @@ async fn h_leadership(env: &'static Env) {
             .await
             .unwrap_or_else(|| panic!("h-b did not exit"));
         eventually(
-            "h-c takes over after h-b stopped",
             Duration::from_secs(30),
+            "h-c takes over after h-b stopped",
             || async { c.is_leader().await },
         )
         .await;
@@ -1269,7 +1270,7 @@ async fn h_leadership(env: &'static Env) {
         eprintln!("h: takeover after a graceful stop took {takeover:?}");
         // h-a was killed (its pod, alive, would fail readiness); h-b unmarked
         // itself on the way out; the new leader marked itself
-        eventually("the hook Service follows the takeover to h-c", Duration::from_secs(10), || async {
+        eventually(Duration::from_secs(10), "the hook Service follows the takeover to h-c", || async {
             let selected = hook_endpoints().await;
             selected.contains("h-c") && !selected.contains("h-b")
         })
@@ -1319,8 +1320,8 @@ async fn i_sigterm(env: &'static Env) {
         opts.args = vec!["--no-leader-election".into()];
         let mut op = Operator::start(env, opts).await;
         eventually(
-            "the unreachable operator serves /healthz",
             Duration::from_secs(10),
+            "the unreachable operator serves /healthz",
             || async { op.http_get("/healthz").await.is_some_and(|(c, _)| c == 200) },
         )
         .await;
@@ -1335,7 +1336,7 @@ async fn i_sigterm(env: &'static Env) {
         let mut op = Operator::start(env, opts).await;
         op.wait_ready().await;
         apply_policy(env, &ns, "web", spot_first("web")).await;
-        eventually("writes are queued", Duration::from_secs(30), || async {
+        eventually(Duration::from_secs(30), "writes are queued", || async {
             op.metric("deletion_cost_patch_queue_depth")
                 .await
                 .unwrap_or(0.0)
@@ -1352,8 +1353,8 @@ async fn i_sigterm(env: &'static Env) {
         opts.args = vec!["--no-leader-election".into()];
         let mut op = Operator::start(env, opts).await;
         eventually(
-            "the denied operator says what it waits for",
             Duration::from_secs(40),
+            "the denied operator says what it waits for",
             || async {
                 op.log_lines("not ready: waiting for the first list")
                     .iter()

@@ -1,6 +1,7 @@
-//! Helpers shared by integration tests (`mod support;` in a test file).
-// Each test binary uses only some helpers.
+//! The in-process operator harness (`mod support;` in a test file); it needs
+//! the product, so it lives here rather than in the test kit (`testkit/`),
+//! which holds the fake API server, `eventually` and the other shared helpers.
+// Each test binary uses only some of it.
 #![allow(dead_code)]
 
 pub mod operator;
-pub mod prometheus;

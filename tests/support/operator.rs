@@ -1,14 +1,22 @@
-//! Running the operator in-process against the fake API server.
+//! Running the operator in-process against the fake API server: the one
+//! harness of the in-process tests (`tests/operator.rs`,
+//! `tests/operator_faults.rs`, `tests/hook.rs`).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
-use deletion_cost::testing::fake_api::{client_for, FakeApi};
+use deletion_cost_testkit::fake_api::{client_for, FakeApi};
+use deletion_cost_testkit::{free_addr, http_get, wait_until};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// Namespace the scenario tests use.
 pub const NS: &str = "shop";
+
+/// How long [`Operator::serving`] waits, and the timeout of [`http_client`].
+pub const HANG: Duration = Duration::from_secs(30);
 
 /// A run configuration for tests: namespace `shop`, no Prometheus, metrics on
 /// a free loopback port, no leader election, fast debounce.
@@ -35,26 +43,153 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
     }
 }
 
-/// An operator task; stop it gracefully or kill it.
+/// The `kube::Config` the operator runs on against `fake`: kube's own retries
+/// off, as in production, so every retry must pass our limiter.
+pub fn client_config(fake: &FakeApi) -> kube::Config {
+    let mut kc = fake.config();
+    kc.default_retry = false;
+    kc
+}
+
+/// An HTTP client for the operator's listeners: [`HANG`] timeout, rustls on ring.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(HANG)
+        .build()
+        .expect("an HTTP client")
+}
+
+/// The operator running in-process; stop it gracefully, or kill it (dropping
+/// it kills it too).
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), ControllerError>>,
+    /// What it was started with, to start it again on fresh ports.
+    config: RunConfig,
+    client: kube::Client,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Operator {
-    /// Starts the operator on a client of `fake` with kube's own retries off,
-    /// as in production: every retry must pass our limiter.
+    /// Starts the operator on a client of `fake` built from [`client_config`].
+    /// Returns at once; [`Operator::serving`] waits until it serves.
     pub fn start(fake: &FakeApi, config: RunConfig) -> Self {
-        let mut kc = fake.config();
-        kc.default_retry = false;
+        Self::start_on(client_for(client_config(fake)), config)
+    }
+
+    /// [`Operator::start`] on a client of the test's own (one with a layer
+    /// that delays some responses, say).
+    pub fn start_on(client: kube::Client, config: RunConfig) -> Self {
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_with_client(config, client_for(kc), async move {
+        let shutdown = async move {
             let _ = rx.await;
-        }));
+        };
+        let task = tokio::spawn(run_with_client(config.clone(), client.clone(), shutdown));
         Self {
             stop: Some(tx),
             task,
+            config,
+            client,
         }
+    }
+
+    /// Waits until the operator serves: `/readyz` answers 200 and the hook,
+    /// when it has an address, accepts connections. The configured ports must
+    /// be known ones ([`free_addr`]); one picked free can be taken before the
+    /// operator binds it, and the operator then ends: it is started again on
+    /// fresh ports. Panics with the API requests so far when it is not ready
+    /// within [`HANG`].
+    pub async fn serving(mut self, fake: &FakeApi) -> Self {
+        assert_ne!(
+            self.config.metrics_addr.port(),
+            0,
+            "serving() reads /readyz: give the metrics server a known port"
+        );
+        for _ in 0..5 {
+            let settled = wait_until(HANG, || async {
+                self.task.is_finished() || self.serves().await
+            })
+            .await;
+            if !settled {
+                let seen: Vec<String> = fake
+                    .requests()
+                    .iter()
+                    .map(|r| format!("{} {}?{} -> {}", r.method, r.path, r.query, r.status))
+                    .collect();
+                panic!("operator not ready; API requests:\n{}", seen.join("\n"));
+            }
+            if !self.task.is_finished() {
+                return self;
+            }
+            let ended = (&mut self.task).await;
+            eprintln!("the operator ended ({ended:?}): starting it again on fresh ports");
+            let mut config = self.config.clone();
+            config.metrics_addr = free_addr();
+            if config.hook_addr.is_some() {
+                config.hook_addr = Some(free_addr());
+            }
+            self = Self::start_on(self.client.clone(), config);
+        }
+        panic!("the operator did not start");
+    }
+
+    async fn serves(&self) -> bool {
+        let ready = http_get(self.config.metrics_addr.port(), "/readyz").await.0 == 200;
+        match self.config.hook_addr {
+            Some(hook) => ready && tokio::net::TcpStream::connect(hook).await.is_ok(),
+            None => ready,
+        }
+    }
+
+    /// Where its `/metrics`, `/healthz` and `/readyz` are.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.config.metrics_addr
+    }
+
+    /// Where its hook listens.
+    pub fn hook_addr(&self) -> SocketAddr {
+        self.config
+            .hook_addr
+            .expect("the operator was started without a hook")
+    }
+
+    /// Its `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://{}/metrics", self.metrics_addr());
+        let resp = http_client().get(&url).send().await;
+        match resp {
+            Ok(r) => r.text().await.unwrap_or_else(|e| panic!("{url}: {e}")),
+            Err(e) => panic!("{url}: {e}"),
+        }
+    }
+
+    /// `POST /v1/prescale` over plain HTTP with `body` as JSON: (status, answer).
+    pub async fn post(&self, token: Option<&str>, body: &Value) -> (u16, Value) {
+        self.post_raw(token, body.to_string().into_bytes()).await
+    }
+
+    /// `POST /v1/prescale` over plain HTTP with any body: (status, answer);
+    /// panics when the answer is not JSON.
+    pub async fn post_raw(&self, token: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+        let mut req = http_client()
+            .post(format!("http://{}/v1/prescale", self.hook_addr()))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("hook unreachable");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("the hook's answer");
+        let v = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("answer is not JSON ({e}): {text}"));
+        (status, v)
     }
 
     /// Graceful stop (SIGTERM); panics when it does not stop cleanly.
@@ -69,31 +204,18 @@ impl Operator {
     }
 
     /// Waits for the operator to end on its own (a start that fails).
-    pub async fn join(self) -> Result<(), ControllerError> {
+    pub async fn join(mut self) -> Result<(), ControllerError> {
         // the stop sender stays alive: dropping it would ask for a shutdown
-        let Operator { stop: _stop, task } = self;
-        match tokio::time::timeout(Duration::from_secs(20), task).await {
+        match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
             Ok(Ok(result)) => result,
             other => panic!("the operator did not end: {other:?}"),
         }
     }
 
     /// Abrupt stop (the process is killed).
-    pub async fn kill(self) {
+    pub async fn kill(mut self) {
         self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
-/// Polls `done` every 50 ms up to `limit`.
-pub async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = (&mut self.task).await;
     }
 }
 
@@ -129,7 +251,7 @@ pub fn condition(fake: &FakeApi, policy: &str, type_: &str) -> Option<serde_json
 pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<String, usize> {
     let mut per_pod = std::collections::BTreeMap::new();
     for r in fake
-        .requests_for(deletion_cost::testing::fake_api::Verb::Patch, "pods")
+        .requests_for(deletion_cost_testkit::fake_api::Verb::Patch, "pods")
         .iter()
         .filter(|r| r.status == 200)
     {
@@ -138,39 +260,4 @@ pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<S
             .or_default() += 1;
     }
     per_pod
-}
-
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// `GET path` on 127.0.0.1:port: (status code, whole response).
-pub async fn http_get(port: u16, path: &str) -> (u16, String) {
-    http_request(port, "GET", path).await
-}
-
-/// `METHOD path` (no body) on 127.0.0.1:port: (status code, whole response).
-pub async fn http_request(port: u16, method: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return (0, String::new());
-    };
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    if s.write_all(request.as_bytes()).await.is_err() {
-        return (0, String::new());
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out).await;
-    let code = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
 }

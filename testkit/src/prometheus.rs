@@ -6,10 +6,12 @@
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::free_addr;
 
 /// How long a started server may take to report ready.
 const READY_DEADLINE: Duration = Duration::from_secs(30);
@@ -172,12 +174,6 @@ fn backfill(dir: &Path, tsdb: &Path, openmetrics: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// 127.0.0.1 with a port nothing listens on right now.
-pub fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr")
 }
 
 fn wait_ready(child: &mut Child, addr: SocketAddr) -> Result<(), String> {
