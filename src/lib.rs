@@ -1,8 +1,8 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
 //! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
-//! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
-//! talks to the API server and Prometheus.
+//! and returns decisions; the shell (`apply`, `controller`, `hook`, `prometheus`,
+//! `metrics`, `cli`) talks to the API server and Prometheus.
 
 /// `User-Agent` of every request the binary sends (API server, Prometheus,
 /// the hook), so audit logs and API Priority and Fairness can tell who calls.
@@ -34,6 +34,7 @@ pub mod input;
 pub mod metrics;
 pub mod plan;
 pub mod policy;
+pub mod prometheus;
 pub mod report;
 pub mod signals;
 #[doc(hidden)]

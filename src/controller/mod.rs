@@ -43,7 +43,7 @@ use crate::comparator::{choose_gates, FeatureGates, KubeVersion, POD_DELETION_CO
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
-use crate::signals::prometheus::PrometheusClient;
+use crate::prometheus::PrometheusClient;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";

@@ -16,7 +16,7 @@ use crate::apply::{Batch, PatchRequest, PodKey, PolicyKey, Priority, Rate, Submi
 use crate::metrics::PolicyReason;
 use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
 use crate::policy::DeletionCostPolicy;
-use crate::signals::prometheus::SignalFetchError;
+use crate::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
 
 /// Per-policy memory across rounds.
