@@ -1,7 +1,7 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
 //! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
-//! and returns decisions; the shell (`apply`, `controller`, `hook`, `prometheus`,
+//! and returns decisions; the shell (`apply`, `operator`, `hook`, `prometheus`,
 //! `metrics`, `cli`) talks to the API server and Prometheus.
 
 /// `User-Agent` of every request the binary sends (API server, Prometheus,
@@ -28,10 +28,10 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 pub mod apply;
 pub mod cli;
 pub mod comparator;
-pub mod controller;
 pub mod hook;
 pub mod input;
 pub mod metrics;
+pub mod operator;
 pub mod plan;
 pub mod policy;
 pub mod prometheus;

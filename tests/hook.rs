@@ -9,8 +9,8 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
-use deletion_cost::controller::{run_with_client, RunConfig};
 use deletion_cost::hook::{HookConfig, HookTls};
+use deletion_cost::operator::{run_with_client, RunConfig};
 use deletion_cost::testing::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use futures::future::BoxFuture;
 use futures::StreamExt;

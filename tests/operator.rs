@@ -10,7 +10,7 @@ use std::time::Duration;
 mod support;
 
 use deletion_cost::comparator::POD_DELETION_COST;
-use deletion_cost::controller::FINALIZER;
+use deletion_cost::operator::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost::testing::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use serde_json::{json, Value};

@@ -67,7 +67,7 @@ async fn the_kube_client_sends_it() {
         ),
     )
     .unwrap();
-    let client = deletion_cost::controller::client(Some(&kubeconfig))
+    let client = deletion_cost::operator::client(Some(&kubeconfig))
         .await
         .unwrap();
     // only the request matters, not whether "{}" decodes as a version

@@ -28,7 +28,7 @@ use super::error::HookError;
 use super::HookConfig;
 use crate::apply::{Priority, WriteOutcome};
 use crate::comparator::POD_DELETION_COST;
-use crate::controller::{plan_round, submit_round, wins_over, Context, PolicyRound};
+use crate::operator::{plan_round, submit_round, wins_over, Context, PolicyRound};
 use crate::plan::ResolvedPolicy;
 use crate::policy::validate::Target;
 use crate::policy::{DeletionCostPolicy, TargetKind};

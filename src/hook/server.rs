@@ -17,7 +17,7 @@ use tokio::sync::{watch, Semaphore};
 use super::error::HookError;
 use super::handler::{handle, HookState};
 use super::{tls, HookTls};
-use crate::controller::{Context, ControllerError};
+use crate::operator::{Context, ControllerError};
 
 /// Open connections at most; more are closed at once.
 const MAX_CONNECTIONS: usize = 256;

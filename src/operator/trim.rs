@@ -1,5 +1,5 @@
 //! Trimming watched nodes and ReplicaSets to what the planner reads (pods are
-//! cached in their own slim type, see `cached_pod`).
+//! cached in their own slim type, see `caches`).
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;

@@ -3,9 +3,9 @@
 //! reconcile builds a snapshot from them, plans (pure), hands the patches to
 //! the rate-limited patcher and writes the status. Only the lease holder writes.
 
-pub mod cached_pod;
-pub mod heap;
+pub mod caches;
 pub mod lease;
+pub mod memory_trim;
 pub mod page;
 pub mod round;
 pub mod shutdown;
@@ -13,7 +13,7 @@ pub mod status;
 pub mod sync;
 pub mod trim;
 
-use cached_pod::CachedPod;
+use caches::CachedPod;
 pub use round::{plan_round, submit_round, wins_over, PolicyRound};
 
 use std::collections::BTreeMap;
@@ -190,7 +190,7 @@ pub struct Context {
     /// Which caches have synced (plans over half-listed pods would be wrong).
     pub(crate) health: Arc<sync::WatchHealth>,
     /// Whether planning rounds ran since the heap was last given back.
-    pub(crate) churn: heap::Churn,
+    pub(crate) churn: memory_trim::Churn,
     /// Consecutive failed reconciles per policy (retry backoff).
     failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// Policy pages built at once (one: each plans a whole namespace).
@@ -347,7 +347,7 @@ async fn follow_leadership(
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), ControllerError> {
     check_limits(&config)?;
-    heap::configure();
+    memory_trim::configure();
     // The outer bound: whatever stage the operator is in (even connecting or
     // waiting for a first list), it is gone by the end of the grace period.
     let shutdown = shutdown::Shutdown::spawn(shutdown_signal(), config.shutdown_grace);
@@ -541,7 +541,7 @@ pub async fn run_with_client(
         prometheus,
         rounds: round::Rounds::default(),
         health: health.clone(),
-        churn: heap::Churn::default(),
+        churn: memory_trim::Churn::default(),
         failures: Default::default(),
         pages: tokio::sync::Semaphore::new(1),
     });
@@ -670,7 +670,7 @@ async fn release_heap(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
         } else if pending {
             pending = false;
             let started = std::time::Instant::now();
-            let released = heap::release();
+            let released = memory_trim::release();
             tracing::debug!(
                 released,
                 took_us = started.elapsed().as_micros() as u64,
