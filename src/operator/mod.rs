@@ -4,6 +4,7 @@
 //! the rate-limited patcher and writes the status. Only the lease holder writes.
 
 pub mod caches;
+pub mod leadership;
 pub mod lease;
 pub mod memory_trim;
 pub mod page;
@@ -35,10 +36,7 @@ use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use crate::apply::{
-    KubePodWriter, PatchRequest, Patcher, PatcherConfig, PodKey, PolicyKey, Priority, Rate,
-    SubmitError,
-};
+use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, SubmitError};
 use crate::comparator::{choose_gates, FeatureGates, KubeVersion, POD_DELETION_COST};
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
@@ -182,7 +180,8 @@ pub struct Context {
     pub(crate) metrics: Arc<Metrics>,
     /// The comparator's gates, chosen at start from the cluster's version.
     pub(crate) gates: FeatureGates,
-    pub(crate) leader: watch::Receiver<bool>,
+    /// Whether this replica leads, and the patcher of its term.
+    pub(crate) leadership: leadership::Leadership,
     pub(crate) prometheus: Option<PrometheusClient>,
     /// Each policy's state, behind its own lock.
     pub(crate) rounds: round::Rounds,
@@ -200,12 +199,12 @@ pub struct Context {
 impl Context {
     /// Whether this replica holds the lease (and may write).
     pub fn is_leader(&self) -> bool {
-        *self.leader.borrow()
+        self.leadership.is_leader()
     }
 
     /// The patcher of the current leadership term.
     pub fn patcher(&self) -> Option<Patcher> {
-        self.metrics.patcher.read().ok().and_then(|p| p.clone())
+        self.leadership.patcher()
     }
 
     /// A snapshot of one namespace from the caches.
@@ -294,53 +293,6 @@ where
     match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
-    }
-}
-
-/// Holds a patcher only while this replica leads; a new term gets a new
-/// patcher, a lost term drops the old one's queue so a follower never writes.
-async fn follow_leadership(
-    mut leader: watch::Receiver<bool>,
-    client: Client,
-    config: RunConfig,
-    metrics: Arc<Metrics>,
-) {
-    loop {
-        let leading = *leader.borrow_and_update();
-        let current = metrics.patcher.read().ok().and_then(|p| p.clone());
-        match (leading, current) {
-            (true, None) => match Rate::new("--qps/--burst", config.qps, config.burst) {
-                Ok(rate) => {
-                    let patcher = Patcher::start(
-                        KubePodWriter::new(client.clone()),
-                        PatcherConfig::new(rate),
-                    );
-                    if let Ok(mut slot) = metrics.patcher.write() {
-                        *slot = Some(patcher);
-                    }
-                    metrics.leader.set(1);
-                    tracing::info!(identity = %config.identity, "leading: writes enabled");
-                    lease::mark_own_pod(&client, true).await;
-                }
-                Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
-            },
-            (false, Some(patcher)) => {
-                if let Ok(mut slot) = metrics.patcher.write() {
-                    *slot = None;
-                }
-                metrics.leader.set(0);
-                lease::mark_own_pod(&client, false).await;
-                let report = patcher.drain(Duration::ZERO).await;
-                tracing::warn!(
-                    abandoned = report.abandoned.len(),
-                    "lost the lease: writes stopped, queued values dropped (the new leader recomputes them)"
-                );
-            }
-            _ => {}
-        }
-        if leader.changed().await.is_err() {
-            return;
-        }
     }
 }
 
@@ -454,7 +406,11 @@ pub async fn run_with_client(
 ) -> Result<(), ControllerError> {
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
-    let metrics = Arc::new(Metrics::new(config.qps));
+    let term_patcher = leadership::TermPatcher::default();
+    let metrics = Arc::new(Metrics::new(config.qps, {
+        let p = term_patcher.clone();
+        Box::new(move || p.stats())
+    }));
     let gates = comparator_gates(&client, &config, &metrics).await?;
     let ns = config.namespace.as_deref();
     let prometheus = match &config.prometheus_url {
@@ -469,15 +425,24 @@ pub async fn run_with_client(
     let (leader_rx, election) = if config.leader_election {
         let (rx, election) = lease::start(&client, &config).await?;
         // a replica restarted in a pod that led before starts unmarked
-        lease::mark_own_pod(&client, false).await;
+        leadership::mark_own_pod(&client, false).await;
         (rx, Some(election))
     } else {
         (watch::channel(true).1, None)
     };
-    let leadership = tokio::spawn(follow_leadership(
-        leader_rx.clone(),
+    let leadership = leadership::Leadership::new(
+        leader_rx,
+        term_patcher,
+        leadership::LeaseName {
+            namespace: config.lease_namespace(),
+            name: config.lease_name.clone(),
+        },
+    );
+    let following = tokio::spawn(leadership.clone().follow(
         client.clone(),
-        config.clone(),
+        config.qps,
+        config.burst,
+        config.identity.clone(),
         metrics.clone(),
     ));
 
@@ -537,7 +502,7 @@ pub async fn run_with_client(
         policies: policies.clone(),
         metrics: metrics.clone(),
         gates,
-        leader: leader_rx.clone(),
+        leadership: leadership.clone(),
         prometheus,
         rounds: round::Rounds::default(),
         health: health.clone(),
@@ -557,7 +522,7 @@ pub async fn run_with_client(
             .collect::<Vec<_>>()
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
-    let leader_changes = leader_changes(leader_rx.clone());
+    let leader_changes = leadership.changes();
     // --- pre-scale-down hook (src/hook) ---
     let hook_server = match config.hook_addr {
         Some(addr) => Some(crate::hook::serve(addr, ctx.clone(), shutdown_rx.clone()).await?),
@@ -603,8 +568,8 @@ pub async fn run_with_client(
     waiting_report.abort();
 
     // No new patcher from here on; then drain the current one.
-    leadership.abort();
-    let patcher = metrics.patcher.write().ok().and_then(|mut p| p.take());
+    following.abort();
+    let patcher = leadership.take_patcher();
     if let Some(patcher) = patcher {
         tracing::info!("shutting down: draining writes");
         let report = patcher
@@ -620,9 +585,12 @@ pub async fn run_with_client(
     }
     let _ = shutdown_tx.send(true);
     // Unlabel first: the hook Service must not pick a replica on its way out.
-    if *leader_rx.borrow() {
-        let _ =
-            tokio::time::timeout(shutdown.remaining(), lease::mark_own_pod(&client, false)).await;
+    if leadership.is_leader() {
+        let _ = tokio::time::timeout(
+            shutdown.remaining(),
+            leadership::mark_own_pod(&client, false),
+        )
+        .await;
     }
     // Give the Lease back so a follower takes over now, not at its expiry.
     if let Some(election) = election {
@@ -701,13 +669,6 @@ fn policies_for_pod(
         })
         .map(|p| ObjectRef::from_obj(&*p))
         .collect()
-}
-
-/// A stream that yields once per leadership change.
-fn leader_changes(rx: watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send {
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok().map(|_| ((), rx))
-    })
 }
 
 async fn shutdown_signal() {
