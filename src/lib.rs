@@ -8,6 +8,10 @@
 /// the hook), so audit logs and API Priority and Fairness can tell who calls.
 pub const USER_AGENT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
 
+/// Name of the operator in the API server: field manager of its writes,
+/// reporter of its Events, prefix of its lease identity.
+pub const MANAGER: &str = "deletion-cost-operator";
+
 /// An error with its sources, `: `-joined, outermost first (a cause already
 /// in the text is not repeated): reqwest, kube and rustls hide the useful
 /// part ("connection refused", "UnknownIssuer") a level or two down.

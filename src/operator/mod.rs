@@ -12,12 +12,10 @@ pub mod round;
 pub mod shutdown;
 pub mod status;
 pub mod sync;
-pub mod trim;
 
-use caches::CachedPod;
-pub use round::{plan_round, submit_round, wins_over, PolicyRound};
+use caches::{CachedPod, Caches};
+pub use round::{wins_over, PolicyRound, Rounds};
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,15 +36,14 @@ use tokio::sync::watch;
 
 use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, SubmitError};
 use crate::comparator::{choose_gates, FeatureGates, KubeVersion, POD_DELETION_COST};
-use crate::metrics::{Metrics, PolicyReason};
-use crate::plan::{ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
+use crate::metrics::Metrics;
+use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 use crate::prometheus::PrometheusClient;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
-/// Name used for events, field manager and the lease holder prefix.
-pub const MANAGER: &str = "deletion-cost-operator";
+pub use crate::MANAGER;
 
 /// Errors of the operator shell.
 #[derive(Debug, thiserror::Error)]
@@ -65,8 +62,8 @@ pub enum ControllerError {
     #[error("patch queue: {0}")]
     Submit(#[from] SubmitError),
     /// The planner failed (a bug: it panicked on the blocking pool).
-    #[error("planning: {0}")]
-    Planning(String),
+    #[error(transparent)]
+    Round(#[from] round::RoundError),
     /// A flag has a bad value.
     #[error("{0}")]
     Config(String),
@@ -91,6 +88,18 @@ pub enum ControllerError {
     },
 }
 
+impl From<crate::hook::ServeError> for ControllerError {
+    fn from(e: crate::hook::ServeError) -> Self {
+        match e {
+            crate::hook::ServeError::Bind { addr, message } => ControllerError::Serve {
+                addr,
+                message: format!("hook listener: {message}"),
+            },
+            crate::hook::ServeError::Tls(message) => ControllerError::Config(message),
+        }
+    }
+}
+
 impl ControllerError {
     /// Label for the reconcile-errors metric.
     pub fn metric_label(&self) -> &'static str {
@@ -107,7 +116,7 @@ impl ControllerError {
                 _ => "finalizer",
             },
             ControllerError::Submit(_) => "queue",
-            ControllerError::Planning(_) => "planning",
+            ControllerError::Round(_) => "planning",
             ControllerError::Config(_) => "config",
             ControllerError::Serve { .. } => "serve",
             ControllerError::Lease(_) => "lease",
@@ -173,23 +182,12 @@ impl RunConfig {
 pub struct Context {
     pub(crate) client: Client,
     pub(crate) config: RunConfig,
-    pub(crate) pods: Store<CachedPod>,
-    pub(crate) nodes: Store<Node>,
-    pub(crate) replica_sets: Store<ReplicaSet>,
-    pub(crate) policies: Store<DeletionCostPolicy>,
-    pub(crate) metrics: Arc<Metrics>,
-    /// The comparator's gates, chosen at start from the cluster's version.
-    pub(crate) gates: FeatureGates,
-    /// Whether this replica leads, and the patcher of its term.
-    pub(crate) leadership: leadership::Leadership,
-    pub(crate) prometheus: Option<PrometheusClient>,
-    /// Each policy's state, behind its own lock.
-    pub(crate) rounds: round::Rounds,
+    /// The planning rounds (caches, policies' state, leadership, patcher),
+    /// shared with the hook and the policy pages.
+    pub(crate) rounds: Arc<Rounds>,
     pub(crate) recorder: Recorder,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     pub(crate) health: Arc<sync::WatchHealth>,
-    /// Whether planning rounds ran since the heap was last given back.
-    pub(crate) churn: memory_trim::Churn,
     /// Consecutive failed reconciles per policy (retry backoff).
     failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// Policy pages built at once (one: each plans a whole namespace).
@@ -199,61 +197,12 @@ pub struct Context {
 impl Context {
     /// Whether this replica holds the lease (and may write).
     pub fn is_leader(&self) -> bool {
-        self.leadership.is_leader()
+        self.rounds.leadership.is_leader()
     }
 
     /// The patcher of the current leadership term.
     pub fn patcher(&self) -> Option<Patcher> {
-        self.leadership.patcher()
-    }
-
-    /// A snapshot of one namespace from the caches.
-    pub fn snapshot(&self, ns: &str) -> Snapshot {
-        self.caches().snapshot(ns)
-    }
-
-    /// Handles on the caches a plan reads (cheap: the stores are shared).
-    pub fn caches(&self) -> Caches {
-        Caches {
-            pods: self.pods.clone(),
-            nodes: self.nodes.clone(),
-            replica_sets: self.replica_sets.clone(),
-        }
-    }
-}
-
-/// The caches a plan reads, detached from the [`Context`] so planning can
-/// run on the blocking pool.
-#[derive(Clone)]
-pub struct Caches {
-    pods: Store<CachedPod>,
-    nodes: Store<Node>,
-    replica_sets: Store<ReplicaSet>,
-}
-
-impl Caches {
-    /// A snapshot of one namespace.
-    pub fn snapshot(&self, ns: &str) -> Snapshot {
-        let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
-        Snapshot {
-            pods: self
-                .pods
-                .state()
-                .iter()
-                .filter(|p| in_ns(&p.metadata))
-                .map(|p| p.to_pod())
-                .collect(),
-            nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
-            replica_sets: self
-                .replica_sets
-                .state()
-                .iter()
-                .filter(|r| in_ns(&r.metadata))
-                .map(|r| (**r).clone())
-                .collect(),
-            deployments: Vec::new(),
-            ignored: Vec::new(),
-        }
+        self.rounds.leadership.patcher()
     }
 }
 
@@ -458,7 +407,7 @@ pub async fn run_with_client(
         .touched_objects();
     let (nodes, nodes_w) = reflector::store::<Node>();
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
-        .modify(trim::trim_node)
+        .modify(caches::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
         .default_backoff()
@@ -466,7 +415,7 @@ pub async fn run_with_client(
         .predicate_filter(predicates::labels, Default::default());
     let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
     let rs_events = watcher(api::<ReplicaSet>(&client, ns), wc.clone())
-        .modify(trim::trim_replica_set)
+        .modify(caches::trim_replica_set)
         .reflect(rs_w)
         .inspect(health.observer("replicasets"))
         .default_backoff()
@@ -492,21 +441,23 @@ pub async fn run_with_client(
         controller: MANAGER.into(),
         instance: Some(config.identity.clone()),
     };
+    let rounds = Arc::new(Rounds::new(
+        Caches::new(pods.clone(), nodes, replica_sets, policies.clone()),
+        leadership.clone(),
+        metrics.clone(),
+        round::SignalSource {
+            prometheus,
+            timeout: config.prometheus_timeout,
+        },
+        gates,
+        config.dry_run,
+    ));
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client: client.clone(),
         config: config.clone(),
-        pods: pods.clone(),
-        nodes,
-        replica_sets,
-        policies: policies.clone(),
-        metrics: metrics.clone(),
-        gates,
-        leadership: leadership.clone(),
-        prometheus,
-        rounds: round::Rounds::default(),
+        rounds: rounds.clone(),
         health: health.clone(),
-        churn: memory_trim::Churn::default(),
         failures: Default::default(),
         pages: tokio::sync::Semaphore::new(1),
     });
@@ -525,7 +476,16 @@ pub async fn run_with_client(
     let leader_changes = leadership.changes();
     // --- pre-scale-down hook (src/hook) ---
     let hook_server = match config.hook_addr {
-        Some(addr) => Some(crate::hook::serve(addr, ctx.clone(), shutdown_rx.clone()).await?),
+        Some(addr) => Some(
+            crate::hook::serve(
+                addr,
+                config.hook.clone(),
+                client.clone(),
+                rounds.clone(),
+                shutdown_rx.clone(),
+            )
+            .await?,
+        ),
         None => None,
     };
     // ---
@@ -631,7 +591,7 @@ async fn release_heap(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
             let s = p.stats();
             s.attempts() + s.rejected + s.abandoned
         });
-        let busy = ctx.churn.take() | (writes != last_writes);
+        let busy = ctx.rounds.churn.take() | (writes != last_writes);
         last_writes = writes;
         if busy {
             pending = true;
@@ -697,7 +657,7 @@ async fn serve_http(
 ) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
     use axum::http::StatusCode;
     use axum::routing::get;
-    let (metrics, health) = (ctx.metrics.clone(), ctx.health.clone());
+    let (metrics, health) = (ctx.rounds.metrics.clone(), ctx.health.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -779,7 +739,7 @@ fn error_policy(
         retry_in_seconds = delay.as_secs(),
         "reconcile failed"
     );
-    ctx.metrics.reconciled(err.metric_label());
+    ctx.rounds.metrics.reconciled(err.metric_label());
     Action::requeue(delay)
 }
 
@@ -847,9 +807,10 @@ async fn apply_policy(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");
-            ctx.metrics.reconciled("invalid");
+            ctx.rounds.metrics.reconciled("invalid");
             // an invalid policy has no order to report
-            remove_policy_series(ctx, &key, &mut *ctx.rounds.lock(&key).await);
+            ctx.rounds
+                .remove_series(&key, &mut *ctx.rounds.lock(&key).await);
             let st = status::invalid(
                 prev_status.as_ref(),
                 &e.errors,
@@ -864,11 +825,17 @@ async fn apply_policy(
     // the policy's state stays locked from planning to submitting: a hook
     // request for the same policy waits (and the other way round)
     let mut state = ctx.rounds.lock(&key).await;
-    let round = plan_round(ctx, &mut state, &policy, &resolved, false, None).await?;
+    let round = ctx
+        .rounds
+        .plan_round(&mut state, &policy, &resolved, false, None)
+        .await?;
     let planned = &round.plan;
     let mut pending = 0;
     let mut rejected = 0;
-    match submit_round(ctx, &mut state, &round, Priority::Background) {
+    match ctx
+        .rounds
+        .submit_round(&mut state, &round, Priority::Background)
+    {
         Ok(_) => {
             pending = ctx
                 .patcher()
@@ -892,24 +859,8 @@ async fn apply_policy(
         "planned"
     );
 
-    // mismatch gauges: set current reasons, zero the ones that went away;
-    // every series ever exported stays tracked so deleting the policy
-    // removes the zeroed ones too. Set under the policy's lock, so a
-    // concurrent forget cannot be undone.
-    let mut reasons: BTreeMap<String, i64> = BTreeMap::new();
-    for m in planned.replica_sets.iter().flat_map(|r| &r.mismatches) {
-        *reasons.entry(format!("{:?}", m.reason)).or_default() += 1;
-    }
-    state.mismatch_reasons.extend(reasons.keys().cloned());
-    for reason in &state.mismatch_reasons {
-        ctx.metrics
-            .order_mismatches
-            .get_or_create(&PolicyReason {
-                policy: key.clone(),
-                reason: reason.clone(),
-            })
-            .set(reasons.get(reason).copied().unwrap_or(0));
-    }
+    // mismatch gauges, under the policy's lock
+    ctx.rounds.export_mismatches(&key, &mut state, planned);
     drop(state);
 
     let observed = status::Observed {
@@ -922,37 +873,13 @@ async fn apply_policy(
     };
     let st = status::build(prev_status.as_ref(), planned, &observed, &now_rfc3339());
     write_status(ctx, &api, &policy, prev_status.as_ref(), st).await?;
-    ctx.metrics.reconciled("ok");
+    ctx.rounds.metrics.reconciled("ok");
     let again = if rejected > 0 {
         Duration::from_secs(5)
     } else {
         resolved.spec.refresh_interval
     };
     Ok(Action::requeue(again))
-}
-
-/// The policy is gone: drop its state and its metric series.
-async fn forget_policy(ctx: &Context, key: &str) {
-    if let Some(mut state) = ctx.rounds.forget(key).await {
-        remove_policy_series(ctx, key, &mut state);
-    }
-}
-
-/// Removes the policy's per-policy metric series (it was deleted or became
-/// invalid), so dashboards do not show a mismatch that no longer exists.
-fn remove_policy_series(ctx: &Context, key: &str, state: &mut round::PolicyState) {
-    for reason in std::mem::take(&mut state.mismatch_reasons) {
-        ctx.metrics.order_mismatches.remove(&PolicyReason {
-            policy: key.to_string(),
-            reason,
-        });
-    }
-    for reason in std::mem::take(&mut state.fetch_error_kinds) {
-        ctx.metrics.signal_fetch_errors.remove(&PolicyReason {
-            policy: key.to_string(),
-            reason,
-        });
-    }
 }
 
 /// Writes the status when it changed, and one Event per condition transition.
@@ -1014,8 +941,9 @@ async fn cleanup(
     let ns = policy.namespace().unwrap_or_default();
     let name = policy.name_any();
     let ours: Vec<Arc<CachedPod>> = ctx
-        .pods
-        .state()
+        .rounds
+        .caches
+        .pods()
         .into_iter()
         .filter(|p| {
             p.namespace().as_deref() == Some(ns.as_str())
@@ -1025,7 +953,7 @@ async fn cleanup(
         .collect();
     tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
     if ours.is_empty() {
-        forget_policy(ctx, &format!("{ns}/{name}")).await;
+        ctx.rounds.forget(&format!("{ns}/{name}")).await;
         return Ok(Action::await_change());
     }
     let Some(patcher) = ctx.patcher() else {
@@ -1044,7 +972,7 @@ async fn cleanup(
     let batch = patcher.submit_batch(reqs, Priority::Background)?;
     let report = batch.wait().await;
     if report.all_done() {
-        forget_policy(ctx, &format!("{ns}/{name}")).await;
+        ctx.rounds.forget(&format!("{ns}/{name}")).await;
         Ok(Action::await_change())
     } else {
         let remaining = report

@@ -1,16 +1,15 @@
 //! `GET /policies/<namespace>/<name>[?scaleDownBy=N]` on the metrics port:
 //! the plan page of a policy this operator manages (the same page as
 //! `deletion-cost plan -o html`). Planned on request, as the policy's next
-//! round would plan it ([`super::round::preview_round`]), so nothing is kept
+//! round would plan it ([`super::round::Rounds::preview_round`]), so nothing is kept
 //! between requests; one page is built at a time.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
 
-use super::round::{preview_round, PreviewError};
+use super::round::PreviewError;
 use super::Context;
 use crate::plan::ResolvedPolicy;
 use crate::policy::DeletionCostPolicy;
@@ -117,8 +116,9 @@ async fn page(
         return Err(PageError::NotSynced(names.join(", ")));
     }
     let policy: Arc<DeletionCostPolicy> = ctx
-        .policies
-        .get(&ObjectRef::new(name).within(namespace))
+        .rounds
+        .caches
+        .policy(namespace, name)
         .ok_or(PageError::UnknownPolicy(key))?;
     if !ctx.is_leader() {
         return Err(PageError::NotLeader);
@@ -130,30 +130,32 @@ async fn page(
         "deletion-cost operator {}: the plan its next round would make over the live pods",
         ctx.config.identity
     );
-    let body = preview_round(ctx, &policy, &resolved, scale_down_by, move |p| {
-        let mut plan = p.plan;
-        if let Some((reason, message)) = &p.signal_error {
-            plan.warnings.push(format!(
-                "signals unavailable ({reason}): {message}; writes are held"
-            ));
-        }
-        for (winner, n) in &p.conflicts {
-            plan.warnings.push(format!(
-                "{n} pod(s) left to the older policy {winner}, which selects them too"
-            ));
-        }
-        let report = Report {
-            source,
-            now: p
-                .opts
-                .now
-                .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
-                .map(|t| t.to_string()),
-            sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
-        };
-        html::render(&report)
-    })
-    .await?;
+    let body = ctx
+        .rounds
+        .preview_round(&policy, &resolved, scale_down_by, move |p| {
+            let mut plan = p.plan;
+            if let Some((reason, message)) = &p.signal_error {
+                plan.warnings.push(format!(
+                    "signals unavailable ({reason}): {message}; writes are held"
+                ));
+            }
+            for (winner, n) in &p.conflicts {
+                plan.warnings.push(format!(
+                    "{n} pod(s) left to the older policy {winner}, which selects them too"
+                ));
+            }
+            let report = Report {
+                source,
+                now: p
+                    .opts
+                    .now
+                    .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
+                    .map(|t| t.to_string()),
+                sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
+            };
+            html::render(&report)
+        })
+        .await?;
     Ok(body)
 }
 
