@@ -162,7 +162,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     runtime
         .block_on(operator::run(config))
         .map_err(|e| match e {
-            operator::ControllerError::Config(m) => CliError::bad_input(m),
+            operator::OperatorError::Config(m) => CliError::bad_input(m),
             other => CliError::failure(other),
         })
 }

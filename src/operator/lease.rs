@@ -15,7 +15,8 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{ControllerError, RunConfig};
+use super::config::RunConfig;
+use super::error::OperatorError;
 
 /// Seconds a leader's term lasts without renewal.
 pub const LEASE_DURATION_SECONDS: u64 = 15;
@@ -37,7 +38,7 @@ struct Params {
 }
 
 impl Params {
-    async fn manager(&self) -> Result<LeaseManager, ControllerError> {
+    async fn manager(&self) -> Result<LeaseManager, OperatorError> {
         LeaseManagerBuilder::new(self.client.clone(), &self.name)
             .with_namespace(&self.namespace)
             .with_identity(&self.identity)
@@ -45,7 +46,7 @@ impl Params {
             .with_grace(LEASE_GRACE_SECONDS)
             .build()
             .await
-            .map_err(|e| ControllerError::Lease(e.to_string()))
+            .map_err(|e| OperatorError::Lease(e.to_string()))
     }
 }
 
@@ -54,7 +55,7 @@ impl Params {
 pub async fn start(
     client: &Client,
     config: &RunConfig,
-) -> Result<(watch::Receiver<bool>, Election), ControllerError> {
+) -> Result<(watch::Receiver<bool>, Election), OperatorError> {
     let params = Params {
         client: client.clone(),
         namespace: config.lease_namespace(),

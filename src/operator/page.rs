@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use super::round::PreviewError;
-use super::Context;
+use super::server::ServerState;
 use crate::plan::ResolvedPolicy;
 use crate::policy::DeletionCostPolicy;
 use crate::report::{html, Report, Section};
@@ -82,11 +82,11 @@ fn scale_down_by(query: Option<&str>) -> Result<Option<usize>, PageError> {
 
 /// The handler of `/policies/{namespace}/{name}`.
 pub async fn policy_page(
-    State(ctx): State<Arc<Context>>,
+    State(state): State<Arc<ServerState>>,
     Path((namespace, name)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    match page(&ctx, &namespace, &name, query.as_deref()).await {
+    match page(&state, &namespace, &name, query.as_deref()).await {
         Ok(body) => (
             [
                 (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -102,7 +102,7 @@ pub async fn policy_page(
 }
 
 async fn page(
-    ctx: &Context,
+    state: &ServerState,
     namespace: &str,
     name: &str,
     query: Option<&str>,
@@ -110,27 +110,27 @@ async fn page(
     let scale_down_by = scale_down_by(query)?;
     let key = format!("{namespace}/{name}");
     // before the lookup: a policy store still listing knows no policy yet
-    let waiting = ctx.health.waiting_for();
+    let waiting = state.health.waiting_for();
     if !waiting.is_empty() {
         let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
         return Err(PageError::NotSynced(names.join(", ")));
     }
-    let policy: Arc<DeletionCostPolicy> = ctx
+    let policy: Arc<DeletionCostPolicy> = state
         .rounds
         .caches
         .policy(namespace, name)
         .ok_or(PageError::UnknownPolicy(key))?;
-    if !ctx.is_leader() {
+    if !state.rounds.leadership.is_leader() {
         return Err(PageError::NotLeader);
     }
     let resolved = ResolvedPolicy::resolve(name, namespace, &policy.spec)
         .map_err(|e| PageError::Invalid(e.to_string()))?;
-    let _permit = ctx.pages.try_acquire().map_err(|_| PageError::Busy)?;
+    let _permit = state.pages.try_acquire().map_err(|_| PageError::Busy)?;
     let source = format!(
         "deletion-cost operator {}: the plan its next round would make over the live pods",
-        ctx.config.identity
+        state.identity
     );
-    let body = ctx
+    let body = state
         .rounds
         .preview_round(&policy, &resolved, scale_down_by, move |p| {
             let mut plan = p.plan;

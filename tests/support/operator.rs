@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use deletion_cost::operator::{run_with_client, ControllerError, RunConfig};
+use deletion_cost::operator::{run_with_client, OperatorError as ControllerError, RunConfig};
 use deletion_cost::testing::fake_api::{client_for, FakeApi};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
