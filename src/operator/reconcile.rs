@@ -21,7 +21,7 @@ use super::sync::WatchHealth;
 use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, WriteOutcome};
 use crate::comparator::POD_DELETION_COST;
 use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
-use crate::policy::DeletionCostPolicy;
+use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
@@ -64,6 +64,19 @@ impl Context {
     /// The patcher of the current leadership term.
     fn patcher(&self) -> Option<Patcher> {
         self.rounds.leadership.patcher()
+    }
+
+    /// Writes the status when it changed (not with `--dry-run`), with its
+    /// Events.
+    async fn write_status(
+        &self,
+        api: &Api<DeletionCostPolicy>,
+        policy: &DeletionCostPolicy,
+        prev: Option<&DeletionCostPolicyStatus>,
+        new: DeletionCostPolicyStatus,
+    ) -> Result<(), OperatorError> {
+        status::write(&self.recorder, self.rounds.dry_run, api, policy, prev, new).await?;
+        Ok(())
     }
 }
 
@@ -132,15 +145,8 @@ async fn apply_policy(
                 policy.metadata.generation,
                 &now_rfc3339(),
             );
-            status::write(
-                &ctx.recorder,
-                ctx.rounds.dry_run,
-                &api,
-                &policy,
-                prev_status.as_ref(),
-                st,
-            )
-            .await?;
+            ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+                .await?;
             return Ok(Action::await_change());
         }
     };
@@ -195,15 +201,8 @@ async fn apply_policy(
         generation: policy.metadata.generation,
     };
     let st = status::build(prev_status.as_ref(), planned, &observed, &now_rfc3339());
-    status::write(
-        &ctx.recorder,
-        ctx.rounds.dry_run,
-        &api,
-        &policy,
-        prev_status.as_ref(),
-        st,
-    )
-    .await?;
+    ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+        .await?;
     ctx.rounds.metrics.reconciled("ok");
     let again = if rejected > 0 {
         Duration::from_secs(5)
