@@ -18,7 +18,7 @@ pub enum OperatorError {
     /// An API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// The finalizer helper failed (adding or removing it, or the apply or
+    /// kube-runtime's finalizer failed (adding or removing it, or the apply or
     /// cleanup it wraps).
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<FinalizerError<OperatorError>>),
