@@ -1,8 +1,8 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
 //! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
-//! and returns decisions; the shell (`apply`, `controller`, `hook`, `cli`)
-//! talks to the API server and Prometheus.
+//! and returns decisions; the shell (`apply`, `operator`, `hook`, `prometheus`,
+//! `metrics`, `cli`) talks to the API server and Prometheus.
 //!
 //! Test doubles (the fake API server and the tests' shared harnesses) are not
 //! part of this crate: they live in the dev-only test kit, `testkit/`.
@@ -10,6 +10,10 @@
 /// `User-Agent` of every request the binary sends (API server, Prometheus,
 /// the hook), so audit logs and API Priority and Fairness can tell who calls.
 pub const USER_AGENT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
+
+/// Name of the operator in the API server: field manager of its writes,
+/// reporter of its Events, prefix of its lease identity.
+pub const MANAGER: &str = "deletion-cost-operator";
 
 /// An error with its sources, `: `-joined, outermost first (a cause already
 /// in the text is not repeated): reqwest, kube and rustls hide the useful
@@ -31,11 +35,12 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 pub mod apply;
 pub mod cli;
 pub mod comparator;
-pub mod controller;
 pub mod hook;
 pub mod input;
 pub mod metrics;
+pub mod operator;
 pub mod plan;
 pub mod policy;
+pub mod prometheus;
 pub mod report;
 pub mod signals;

@@ -1,8 +1,6 @@
 //! Prometheus exposition (`/metrics`): the operator's own counters plus the
 //! patcher's, read at scrape time.
 
-use std::sync::{Arc, RwLock};
-
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -13,7 +11,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::apply::stats::WAIT_BUCKETS;
-use crate::apply::Patcher;
+use crate::apply::StatsSnapshot;
 use crate::comparator::GateChoice;
 
 /// Label `result`.
@@ -73,25 +71,29 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
     pub comparator_info: Family<ComparatorLabels, Gauge>,
-    /// The patcher of the current leadership term, read at scrape time.
-    pub patcher: Arc<RwLock<Option<Patcher>>>,
 }
 
+/// Where the patcher's counters come from at scrape time (the current
+/// leadership term's patcher; zeros while following).
+pub type PatcherStatsSource = Box<dyn Fn() -> StatsSnapshot + Send + Sync>;
+
 /// Reads the patcher's counters at scrape time.
-#[derive(Debug)]
 struct PatcherCollector {
-    patcher: Arc<RwLock<Option<Patcher>>>,
+    stats: PatcherStatsSource,
     qps: f64,
+}
+
+impl std::fmt::Debug for PatcherCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatcherCollector")
+            .field("qps", &self.qps)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Collector for PatcherCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self
-            .patcher
-            .read()
-            .ok()
-            .and_then(|p| p.as_ref().map(Patcher::stats))
-            .unwrap_or_default();
+        let stats = (self.stats)();
         let mut family = encoder.encode_descriptor(
             "deletion_cost_patches",
             "Pod patches by result (applied, gone, retried, failed, coalesced, rejected, abandoned)",
@@ -150,8 +152,9 @@ impl Collector for PatcherCollector {
 }
 
 impl Metrics {
-    /// Registers every metric. `qps` is the operator-wide write limit.
-    pub fn new(qps: f64) -> Self {
+    /// Registers every metric. `qps` is the operator-wide write limit;
+    /// `patcher_stats` reads the patcher's counters at scrape time.
+    pub fn new(qps: f64, patcher_stats: PatcherStatsSource) -> Self {
         let mut registry = Registry::default();
         let reconciles = Family::<ResultLabel, Counter>::default();
         let order_mismatches = Family::<PolicyReason, Gauge>::default();
@@ -195,9 +198,8 @@ impl Metrics {
             "The comparator's feature gates (1), by the Kubernetes version whose defaults apply and where it came from",
             comparator_info.clone(),
         );
-        let patcher = Arc::new(RwLock::new(None));
         registry.register_collector(Box::new(PatcherCollector {
-            patcher: patcher.clone(),
+            stats: patcher_stats,
             qps,
         }));
         Self {
@@ -209,7 +211,6 @@ impl Metrics {
             hook_patch_observed,
             leader,
             comparator_info,
-            patcher,
         }
     }
 
@@ -262,7 +263,7 @@ mod tests {
 
     #[test]
     fn exposition_names_match_the_dashboard() {
-        let m = Metrics::new(5.0);
+        let m = Metrics::new(5.0, Box::new(StatsSnapshot::default));
         m.reconciled("ok");
         m.order_mismatches
             .get_or_create(&PolicyReason {

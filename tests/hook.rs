@@ -10,8 +10,8 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
-use deletion_cost::controller::RunConfig;
 use deletion_cost::hook::{HookConfig, HookTls};
+use deletion_cost::operator::RunConfig;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::{eventually, free_addr, free_port};
 use futures::future::BoxFuture;

@@ -10,7 +10,7 @@ use std::time::Duration;
 mod support;
 
 use deletion_cost::comparator::POD_DELETION_COST;
-use deletion_cost::controller::FINALIZER;
+use deletion_cost::operator::FINALIZER;
 use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use deletion_cost_testkit::{eventually, free_port, http_get, http_request};
@@ -558,6 +558,17 @@ async fn each_policy_has_its_plan_page_on_the_metrics_port() {
     eventually(Duration::from_secs(30), "pods costed", || async {
         converged(&fake, n)
     })
+    .await;
+    // the page plans over the operator's own pod cache, which sees the
+    // written costs a moment after the API server does
+    eventually(
+        Duration::from_secs(30),
+        "the page shows the costs landed",
+        || async {
+            let (code, resp) = http_get(port, "/policies/shop/web?scaleDownBy=2").await;
+            code == 200 && resp.contains("order as intended: yes")
+        },
+    )
     .await;
 
     let (code, resp) = http_get(port, "/policies/shop/web?scaleDownBy=2").await;

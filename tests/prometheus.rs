@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use deletion_cost::signals::prometheus::{
-    install_crypto_provider, render_query, FetchOptions, PromError, PrometheusClient,
+use deletion_cost::prometheus::{
+    install_crypto_provider, FetchOptions, PromError, PrometheusClient,
 };
+use deletion_cost::signals::query::render_query;
 use deletion_cost::signals::{Sample, SampleProblem};
 use deletion_cost_testkit::free_addr;
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
@@ -34,7 +35,7 @@ async fn fetch(
     c: &PrometheusClient,
     query: &str,
     o: &FetchOptions,
-) -> Result<deletion_cost::signals::prometheus::Fetched, PromError> {
+) -> Result<deletion_cost::prometheus::Fetched, PromError> {
     tokio::time::timeout(STEP_LIMIT, c.fetch_utilization(query, "pod", o))
         .await
         .expect("fetch did not finish within the test's limit")

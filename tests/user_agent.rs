@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap};
 use axum::routing::any;
 use axum::Router;
 use deletion_cost::cli::prescale::{PrescaleArgs, PrescaleOutput};
-use deletion_cost::signals::prometheus::{install_crypto_provider, FetchOptions, PrometheusClient};
+use deletion_cost::prometheus::{install_crypto_provider, FetchOptions, PrometheusClient};
 
 const WANT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
 
@@ -67,7 +67,7 @@ async fn the_kube_client_sends_it() {
         ),
     )
     .unwrap();
-    let client = deletion_cost::controller::client(Some(&kubeconfig))
+    let client = deletion_cost::operator::client(Some(&kubeconfig))
         .await
         .unwrap();
     // only the request matters, not whether "{}" decodes as a version

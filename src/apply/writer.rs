@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 /// Field manager recorded on every write (visible in `managedFields`).
-pub const FIELD_MANAGER: &str = "deletion-cost-operator";
+pub const FIELD_MANAGER: &str = crate::MANAGER;
 
 /// Why a write did not land, classified by what the patcher does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

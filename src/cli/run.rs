@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::CliError;
-use crate::controller::{self, RunConfig};
 use crate::hook::{HookConfig, HookTls, TlsFiles};
+use crate::operator::{self, RunConfig};
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -134,7 +134,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let identity = std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("{}-{}", controller::MANAGER, std::process::id()));
+        .unwrap_or_else(|| format!("{}-{}", operator::MANAGER, std::process::id()));
     let config = RunConfig {
         namespace: args.namespace,
         prometheus_url: args.prometheus_url,
@@ -160,9 +160,9 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
     runtime
-        .block_on(controller::run(config))
+        .block_on(operator::run(config))
         .map_err(|e| match e {
-            controller::ControllerError::Config(m) => CliError::bad_input(m),
+            operator::OperatorError::Config(m) => CliError::bad_input(m),
             other => CliError::failure(other),
         })
 }

@@ -3,7 +3,7 @@
 use super::CliError;
 use crate::plan::ResolvedPolicy;
 use crate::policy::validate::Utilization;
-use crate::signals::prometheus::{PrometheusClient, SignalFetchError, DEFAULT_TIMEOUT};
+use crate::prometheus::{PrometheusClient, SignalFetchError, DEFAULT_TIMEOUT};
 use crate::signals::samples::{read_samples, SignalSpec as SampleSignal};
 use crate::signals::SignalSamples;
 

@@ -13,8 +13,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
-use kube::runtime::reflector::ObjectRef;
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout_at, Instant};
 
@@ -28,7 +27,7 @@ use super::error::HookError;
 use super::HookConfig;
 use crate::apply::{Priority, WriteOutcome};
 use crate::comparator::POD_DELETION_COST;
-use crate::controller::{plan_round, submit_round, wins_over, Context, PolicyRound};
+use crate::operator::round::{wins_over, PolicyRound, Rounds};
 use crate::plan::ResolvedPolicy;
 use crate::policy::validate::Target;
 use crate::policy::{DeletionCostPolicy, TargetKind};
@@ -38,17 +37,21 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// Shared by every hook request.
 pub(crate) struct HookState {
-    pub(crate) ctx: Arc<Context>,
+    /// The planning rounds the hook runs (shared with the reconcile).
+    pub(crate) rounds: Arc<Rounds>,
+    /// The API server (reviews, the Lease, the scale).
+    client: Client,
     pub(crate) config: HookConfig,
     in_flight: Mutex<HashSet<String>>,
     slots: Arc<Semaphore>,
 }
 
 impl HookState {
-    pub(crate) fn new(ctx: Arc<Context>, config: HookConfig) -> Self {
+    pub(crate) fn new(rounds: Arc<Rounds>, client: Client, config: HookConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
         HookState {
-            ctx,
+            rounds,
+            client,
             config,
             in_flight: Mutex::new(HashSet::new()),
             slots,
@@ -127,7 +130,6 @@ pub(crate) async fn handle(
     body: Body,
 ) -> Result<PrescaleResponse, HookError> {
     let read_deadline = Instant::now() + st.config.read_timeout;
-    let ctx = &st.ctx;
     let token = auth::bearer_token(headers)?;
     let bytes = read_body(
         headers,
@@ -137,16 +139,16 @@ pub(crate) async fn handle(
         st.config.read_timeout.as_secs(),
     )
     .await?;
-    let user = auth::authenticate(&ctx.client, token, &st.config.token_audiences).await?;
+    let user = auth::authenticate(&st.client, token, &st.config.token_audiences).await?;
     let limits = Limits {
         default_timeout: st.config.default_timeout,
         max_timeout: st.config.max_timeout,
     };
     let req = parse_request(&bytes, &limits).map_err(HookError::BadRequest)?;
-    auth::authorize(&ctx.client, &user, &req).await?;
-    if !ctx.is_leader() {
+    auth::authorize(&st.client, &user, &req).await?;
+    if !st.rounds.leadership.is_leader() {
         return Err(HookError::NotLeader {
-            leader: lease_holder(ctx).await,
+            leader: lease_holder(st).await,
         });
     }
     let _claim = claim(st, &req)?;
@@ -169,9 +171,10 @@ pub(crate) async fn handle(
 }
 
 /// The lease holder's identity, when readable.
-async fn lease_holder(ctx: &Context) -> Option<String> {
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.config.lease_namespace());
-    match api.get_opt(&ctx.config.lease_name).await {
+async fn lease_holder(st: &HookState) -> Option<String> {
+    let lease = st.rounds.leadership.lease();
+    let api: Api<Lease> = Api::namespaced(st.client.clone(), &lease.namespace);
+    match api.get_opt(&lease.name).await {
         Ok(lease) => lease
             .and_then(|l| l.spec)
             .and_then(|s| s.holder_identity)
@@ -190,16 +193,16 @@ fn timeout(req: &PrescaleRequest, phase: &str) -> HookError {
     }
 }
 
-async fn get_scale(ctx: &Context, req: &PrescaleRequest) -> Result<Scale, HookError> {
+async fn get_scale(client: &Client, req: &PrescaleRequest) -> Result<Scale, HookError> {
     let (ns, name) = (&req.namespace, &req.workload.name);
     let got = match req.workload.kind {
         WorkloadKind::Deployment => {
-            Api::<Deployment>::namespaced(ctx.client.clone(), ns)
+            Api::<Deployment>::namespaced(client.clone(), ns)
                 .get_scale(name)
                 .await
         }
         WorkloadKind::ReplicaSet => {
-            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+            Api::<ReplicaSet>::namespaced(client.clone(), ns)
                 .get_scale(name)
                 .await
         }
@@ -217,19 +220,19 @@ async fn get_scale(ctx: &Context, req: &PrescaleRequest) -> Result<Scale, HookEr
 }
 
 async fn replace_scale(
-    ctx: &Context,
+    client: &Client,
     req: &PrescaleRequest,
     scale: &Scale,
 ) -> Result<Scale, kube::Error> {
     let (ns, name, pp) = (&req.namespace, &req.workload.name, PostParams::default());
     match req.workload.kind {
         WorkloadKind::Deployment => {
-            Api::<Deployment>::namespaced(ctx.client.clone(), ns)
+            Api::<Deployment>::namespaced(client.clone(), ns)
                 .replace_scale(name, &pp, scale)
                 .await
         }
         WorkloadKind::ReplicaSet => {
-            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+            Api::<ReplicaSet>::namespaced(client.clone(), ns)
                 .replace_scale(name, &pp, scale)
                 .await
         }
@@ -239,14 +242,14 @@ async fn replace_scale(
 /// The policy managing the workload: among the namespace's valid policies
 /// that select its pods (or target it), the one that wins shared pods.
 fn find_policy(
-    ctx: &Context,
+    rounds: &Rounds,
     req: &PrescaleRequest,
     snapshot: &crate::plan::Snapshot,
     pods: &BTreeSet<String>,
 ) -> Result<(Arc<DeletionCostPolicy>, ResolvedPolicy), HookError> {
-    let mut found: Vec<(Arc<DeletionCostPolicy>, ResolvedPolicy)> = ctx
-        .policies
-        .state()
+    let mut found: Vec<(Arc<DeletionCostPolicy>, ResolvedPolicy)> = rounds
+        .caches
+        .policies()
         .into_iter()
         .filter(|p| p.namespace().as_deref() == Some(req.namespace.as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -312,8 +315,8 @@ fn workload_round(round: &PolicyRound, pods: &BTreeSet<String>) -> PolicyRound {
 }
 
 /// Whether the pod cache shows `cost` on the pod (or the pod is gone or replaced).
-fn cache_shows(ctx: &Context, ns: &str, pod: &str, uid: Option<&str>, cost: Option<i32>) -> bool {
-    let Some(p) = ctx.pods.get(&ObjectRef::new(pod).within(ns)) else {
+fn cache_shows(rounds: &Rounds, ns: &str, pod: &str, uid: Option<&str>, cost: Option<i32>) -> bool {
+    let Some(p) = rounds.caches.pod(ns, pod) else {
         return true;
     };
     if uid.is_some() && p.uid().as_deref() != uid {
@@ -327,9 +330,9 @@ async fn prescale(
     req: &PrescaleRequest,
     deadline: Instant,
 ) -> Result<PrescaleResponse, HookError> {
-    let ctx = &st.ctx;
+    let rounds = &st.rounds;
     let ns = req.namespace.as_str();
-    let scale = timeout_at(deadline, get_scale(ctx, req))
+    let scale = timeout_at(deadline, get_scale(&st.client, req))
         .await
         .map_err(|_| timeout(req, "reading the workload's scale"))??;
     let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
@@ -342,27 +345,20 @@ async fn prescale(
     }
     let scale_down_by = usize::try_from(current - req.replicas).unwrap_or(0);
 
-    let snapshot = ctx.snapshot(ns);
+    let snapshot = rounds.caches.snapshot(ns);
     let rs_names = workload_replica_sets(&req.workload, ns, &snapshot.replica_sets);
     let pods = active_pods_of(&rs_names, ns, &snapshot.pods);
-    let (policy, resolved) = find_policy(ctx, req, &snapshot, &pods)?;
+    let (policy, resolved) = find_policy(rounds, req, &snapshot, &pods)?;
 
     // fresh signals, the workload's patches ahead of background work; the
     // policy's state stays locked from planning to submitting, so a
     // reconcile of the same policy cannot interleave
-    let mut state = timeout_at(deadline, ctx.rounds.lock(&resolved.key()))
+    let mut state = timeout_at(deadline, rounds.lock(&resolved.key()))
         .await
         .map_err(|_| timeout(req, "waiting for the policy's running round"))?;
     let round = timeout_at(
         deadline,
-        plan_round(
-            ctx,
-            &mut state,
-            &policy,
-            &resolved,
-            true,
-            Some(scale_down_by),
-        ),
+        rounds.plan_round(&mut state, &policy, &resolved, true, Some(scale_down_by)),
     )
     .await
     .map_err(|_| timeout(req, "querying signals"))?
@@ -375,7 +371,7 @@ async fn prescale(
         ..Default::default()
     };
     let mut warnings = round.plan.warnings.clone();
-    if ctx.config.dry_run {
+    if rounds.dry_run {
         patches.held = Some(
             "the operator runs with --dry-run: nothing was written; victims are predicted on the pods as they are"
                 .into(),
@@ -386,7 +382,7 @@ async fn prescale(
         ));
     }
     let started = Instant::now();
-    let submitted = submit_round(ctx, &mut state, &mine, Priority::Urgent);
+    let submitted = rounds.submit_round(&mut state, &mine, Priority::Urgent);
     drop(state);
     match submitted {
         Ok(Some(batch)) => {
@@ -413,7 +409,7 @@ async fn prescale(
             let waited = timeout_at(deadline, async {
                 while !expected
                     .iter()
-                    .all(|r| cache_shows(ctx, ns, &r.pod.name, r.uid.as_deref(), r.cost))
+                    .all(|r| cache_shows(rounds, ns, &r.pod.name, r.uid.as_deref(), r.cost))
                 {
                     tokio::time::sleep(POLL).await;
                 }
@@ -429,7 +425,7 @@ async fn prescale(
                 ));
             }
             let took = started.elapsed().as_secs_f64();
-            ctx.metrics.hook_patch_observed.observe(took);
+            rounds.metrics.hook_patch_observed.observe(took);
             patches.observed_after_seconds = Some(took);
         }
         Ok(None) => {
@@ -447,16 +443,10 @@ async fn prescale(
 
     // the order check on the pods as the cache now shows them
     let checked = timeout_at(deadline, async {
-        let mut state = ctx.rounds.lock(&resolved.key()).await;
-        plan_round(
-            ctx,
-            &mut state,
-            &policy,
-            &resolved,
-            false,
-            Some(scale_down_by),
-        )
-        .await
+        let mut state = rounds.lock(&resolved.key()).await;
+        rounds
+            .plan_round(&mut state, &policy, &resolved, false, Some(scale_down_by))
+            .await
     })
     .await
     .map_err(|_| timeout(req, "re-planning"))?
@@ -520,7 +510,7 @@ async fn prescale(
         current_replicas: current,
         target_replicas: req.replicas,
         scale_down_by,
-        dry_run: ctx.config.dry_run,
+        dry_run: rounds.dry_run,
         patches,
         victims,
         verdict,
@@ -540,7 +530,7 @@ async fn scale_in(
     rs_names: &BTreeSet<String>,
     scale_down_by: usize,
 ) -> Result<ScaleAnswer, HookError> {
-    let ctx = &st.ctx;
+    let rounds = &st.rounds;
     let ns = req.namespace.as_str();
     let skipped = |why: String| ScaleAnswer {
         performed: false,
@@ -563,18 +553,18 @@ async fn scale_in(
     }
     tokio::time::sleep(st.config.settle_delay).await;
 
-    let pods_now = |ctx: &Context| {
-        let snapshot = ctx.snapshot(ns);
+    let pods_now = |rounds: &Rounds| {
+        let snapshot = rounds.caches.snapshot(ns);
         active_pods_of(rs_names, ns, &snapshot.pods)
     };
-    let before = pods_now(ctx);
+    let before = pods_now(rounds);
     let set = timeout_at(deadline, async {
         // one retry on a conflict (someone else touched the scale meanwhile)
         let mut last = None;
         for _ in 0..2 {
-            let mut scale = get_scale(ctx, req).await?;
+            let mut scale = get_scale(&st.client, req).await?;
             scale.spec.get_or_insert_with(Default::default).replicas = Some(req.replicas);
-            match replace_scale(ctx, req, &scale).await {
+            match replace_scale(&st.client, req, &scale).await {
                 Ok(s) => return Ok(s),
                 Err(kube::Error::Api(s)) if s.code == 409 => last = Some(s.message.clone()),
                 Err(e) => {
@@ -600,10 +590,10 @@ async fn scale_in(
     // From here on the scale is set: running out of time answers what was
     // seen so far (a 504 would make callers retry a scale that happened).
     let predicted: Vec<String> = victims.iter().map(|v| v.pod.clone()).collect();
-    let mut comparison = compare_victims(&predicted, &before, &pods_now(ctx), scale_down_by);
+    let mut comparison = compare_victims(&predicted, &before, &pods_now(rounds), scale_down_by);
     while !comparison.complete && Instant::now() + POLL < deadline {
         tokio::time::sleep(POLL).await;
-        comparison = compare_victims(&predicted, &before, &pods_now(ctx), scale_down_by);
+        comparison = compare_victims(&predicted, &before, &pods_now(rounds), scale_down_by);
     }
     Ok(ScaleAnswer {
         performed: true,

@@ -31,7 +31,7 @@ use std::time::Duration;
 pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
 pub use compare::VictimComparison;
 pub use error::HookError;
-pub use server::serve;
+pub use server::{serve, ServeError};
 
 /// Certificate and key files (PEM) for serving the hook over TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]

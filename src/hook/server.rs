@@ -16,8 +16,24 @@ use tokio::sync::{watch, Semaphore};
 
 use super::error::HookError;
 use super::handler::{handle, HookState};
-use super::{tls, HookTls};
-use crate::controller::{Context, ControllerError};
+use super::{tls, HookConfig, HookTls};
+use crate::operator::round::Rounds;
+
+/// Why the hook's listener could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address cannot be bound.
+    #[error("hook listener on {addr}: {message}")]
+    Bind {
+        /// Listen address.
+        addr: SocketAddr,
+        /// What failed.
+        message: String,
+    },
+    /// The certificate files cannot be used.
+    #[error("{0}")]
+    Tls(String),
+}
 
 /// Open connections at most; more are closed at once.
 const MAX_CONNECTIONS: usize = 256;
@@ -37,7 +53,7 @@ fn json_response(status: u16, body: &serde_json::Value, retry_after: Option<u64>
 }
 
 fn error_response(st: &HookState, err: &HookError) -> Response {
-    st.ctx.metrics.hook_request(err.outcome());
+    st.rounds.metrics.hook_request(err.outcome());
     json_response(err.status(), &err.body(), err.retry_after())
 }
 
@@ -45,7 +61,7 @@ async fn prescale(State(st): State<Arc<HookState>>, headers: HeaderMap, body: Bo
     match handle(&st, &headers, body).await {
         Ok(answer) => match serde_json::to_value(&answer) {
             Ok(v) => {
-                st.ctx.metrics.hook_request("ok");
+                st.rounds.metrics.hook_request("ok");
                 json_response(200, &v, None)
             }
             Err(e) => error_response(
@@ -86,42 +102,41 @@ fn router(state: Arc<HookState>) -> axum::Router {
         .with_state(state)
 }
 
-/// Binds the hook listener and serves `POST /v1/prescale` until `shutdown`.
+/// Binds the hook listener and serves `POST /v1/prescale` until `shutdown`:
+/// requests plan and write through `rounds`, and call the API server
+/// (TokenReview, SubjectAccessReview, the scale) with `client`.
 pub async fn serve(
     addr: SocketAddr,
-    ctx: Arc<Context>,
+    config: HookConfig,
+    client: kube::Client,
+    rounds: Arc<Rounds>,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, ControllerError> {
-    let config = ctx.config.hook.clone();
-    let listener =
-        tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| ControllerError::Serve {
-                addr,
-                message: format!("hook listener: {e}"),
-            })?;
+) -> Result<tokio::task::JoinHandle<()>, ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| ServeError::Bind {
+            addr,
+            message: e.to_string(),
+        })?;
     // with a self-issued certificate the accept loop starts once it is
     // ready; the listener is bound already, so callers wait in its queue
     let (mut tls, mut self_issued) = (None, None);
     match &config.tls {
         HookTls::Files(files) => {
-            tls = Some(
-                tls::acceptor_from_files(&files.cert, &files.key)
-                    .map_err(ControllerError::Config)?,
-            );
+            tls = Some(tls::acceptor_from_files(&files.cert, &files.key).map_err(ServeError::Tls)?);
         }
         HookTls::SelfIssued { service, namespace } => {
             let namespace = namespace
                 .clone()
-                .unwrap_or_else(|| ctx.config.lease_namespace());
-            self_issued = Some((ctx.client.clone(), service.clone(), namespace));
+                .unwrap_or_else(|| rounds.leadership.lease().namespace.clone());
+            self_issued = Some((client.clone(), service.clone(), namespace));
         }
         HookTls::PlainHttp => {
             tracing::warn!(%addr, "the hook serves plain HTTP (--hook-insecure-http): callers' bearer tokens travel in clear text");
         }
     }
     let read_timeout = config.read_timeout;
-    let app = router(Arc::new(HookState::new(ctx, config)));
+    let app = router(Arc::new(HookState::new(rounds, client, config)));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Ok(tokio::spawn(async move {
         if let Some((client, service, namespace)) = self_issued {

@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::cert::{self, CaPem};
-use crate::controller::MANAGER;
+use crate::MANAGER;
 
 /// Key of the CA certificate in the published ConfigMap.
 pub const CA_CONFIGMAP_KEY: &str = "ca.crt";

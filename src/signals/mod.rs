@@ -1,13 +1,15 @@
 //! Signals that feed a pod's cost: the node's billing class, utilisation from
-//! Prometheus, node consolidation and zone balance. The functions here are
-//! pure; fetching lives in `prometheus` and reading saved samples in `samples`.
+//! Prometheus, node consolidation and zone balance. Everything here is pure:
+//! `query` renders a signal's PromQL template and `samples` parses saved
+//! samples and Prometheus answers; the HTTP client that sends the query is
+//! the shell's `crate::prometheus`.
 
 pub mod billing;
 pub mod utilization;
 
 use std::collections::BTreeMap;
 
-pub mod prometheus;
+pub mod query;
 pub mod samples;
 
 /// One pod's utilisation sample after validation.

@@ -70,7 +70,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Env {
     async fn setup() -> Result<Env, BoxError> {
-        deletion_cost::signals::prometheus::install_crypto_provider();
+        deletion_cost::prometheus::install_crypto_provider();
         let config = kube::Config::infer().await?;
         let client = Client::try_from(config.clone())?;
         let run = format!(

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use deletion_cost::controller::{run_with_client, ControllerError, RunConfig};
+use deletion_cost::operator::{run_with_client, OperatorError, RunConfig};
 use deletion_cost_testkit::fake_api::{client_for, FakeApi};
 use deletion_cost_testkit::{free_addr, http_get, wait_until};
 use serde_json::Value;
@@ -64,7 +64,7 @@ pub fn http_client() -> reqwest::Client {
 /// it kills it too).
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ControllerError>>,
+    task: JoinHandle<Result<(), OperatorError>>,
     /// What it was started with, to start it again on fresh ports.
     config: RunConfig,
     client: kube::Client,
@@ -204,7 +204,7 @@ impl Operator {
     }
 
     /// Waits for the operator to end on its own (a start that fails).
-    pub async fn join(mut self) -> Result<(), ControllerError> {
+    pub async fn join(mut self) -> Result<(), OperatorError> {
         // the stop sender stays alive: dropping it would ask for a shutdown
         match tokio::time::timeout(Duration::from_secs(20), &mut self.task).await {
             Ok(Ok(result)) => result,

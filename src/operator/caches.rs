@@ -1,19 +1,114 @@
-//! The pod as the operator caches it: only what the planner, the comparator
+//! The caches a plan reads: the watched pods, nodes, ReplicaSets and
+//! policies ([`Caches`]), each trimmed to what the planner uses.
+//!
+//! Pods are cached as [`CachedPod`]: only what the planner, the comparator
 //! and the writer read, deserialised straight from the API's JSON. Fields it
 //! does not name (container specs, managedFields, foreign annotations' values
 //! aside) are skipped by the parser and never allocated, which keeps a
-//! 10,000-pod cache and its initial list small.
+//! 10,000-pod cache and its initial list small. Nodes and ReplicaSets are
+//! trimmed after parsing ([`trim_node`], [`trim_replica_set`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    Container, ContainerStatus, Node, Pod, PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde::{Deserialize, Deserializer};
 
 use crate::comparator::POD_DELETION_COST;
-use crate::plan::POLICY_ANNOTATION;
+use crate::plan::{Snapshot, POLICY_ANNOTATION};
+use crate::policy::DeletionCostPolicy;
+
+/// The caches a plan reads. Cheap to clone (the stores are shared), so
+/// planning can take them to the blocking pool.
+#[derive(Clone)]
+pub struct Caches {
+    pods: Store<CachedPod>,
+    nodes: Store<Node>,
+    replica_sets: Store<ReplicaSet>,
+    policies: Store<DeletionCostPolicy>,
+}
+
+impl Caches {
+    /// Handles on the reflectors' stores.
+    pub fn new(
+        pods: Store<CachedPod>,
+        nodes: Store<Node>,
+        replica_sets: Store<ReplicaSet>,
+        policies: Store<DeletionCostPolicy>,
+    ) -> Self {
+        Caches {
+            pods,
+            nodes,
+            replica_sets,
+            policies,
+        }
+    }
+
+    /// A snapshot of one namespace.
+    pub fn snapshot(&self, ns: &str) -> Snapshot {
+        let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
+        Snapshot {
+            pods: self
+                .pods
+                .state()
+                .iter()
+                .filter(|p| in_ns(&p.metadata))
+                .map(|p| p.to_pod())
+                .collect(),
+            nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
+            replica_sets: self
+                .replica_sets
+                .state()
+                .iter()
+                .filter(|r| in_ns(&r.metadata))
+                .map(|r| (**r).clone())
+                .collect(),
+            deployments: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+
+    /// Every cached pod.
+    pub fn pods(&self) -> Vec<Arc<CachedPod>> {
+        self.pods.state()
+    }
+
+    /// One cached pod.
+    pub fn pod(&self, ns: &str, name: &str) -> Option<Arc<CachedPod>> {
+        self.pods.get(&ObjectRef::new(name).within(ns))
+    }
+
+    /// Every cached policy.
+    pub fn policies(&self) -> Vec<Arc<DeletionCostPolicy>> {
+        self.policies.state()
+    }
+
+    /// One cached policy.
+    pub fn policy(&self, ns: &str, name: &str) -> Option<Arc<DeletionCostPolicy>> {
+        self.policies.get(&ObjectRef::new(name).within(ns))
+    }
+}
+
+/// Keeps a node's labels (billing class, zone) and nothing else.
+pub fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    node.spec = None;
+    node.status = None;
+}
+
+/// Keeps a ReplicaSet's owner and selector.
+pub fn trim_replica_set(rs: &mut ReplicaSet) {
+    rs.metadata.managed_fields = None;
+    rs.metadata.annotations = None;
+    rs.spec.template = None;
+    rs.status = None;
+}
 
 /// A cached pod. [`CachedPod::to_pod`] gives the planner's view of it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

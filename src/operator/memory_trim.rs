@@ -9,6 +9,9 @@
 //! middle of the heap. On other allocators both are no-ops.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 /// Size from which glibc serves an allocation with its own mapping, and the
 /// free space at the top of the heap it keeps before returning it: 128 KiB,
@@ -61,6 +64,46 @@ impl Churn {
     /// Whether anything was noted since the last call; clears the note.
     pub fn take(&self) -> bool {
         self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// How often the release task looks for the end of a busy period.
+const HEAP_RELEASE_EVERY: Duration = Duration::from_secs(1);
+
+/// Gives freed heap back to the OS once a busy period (planning rounds, or
+/// writes going out while the queue drains) is over, so RSS follows what is
+/// live instead of the busiest moment. Not during one: the next round would
+/// only fault the same pages back in.
+/// `churn` says whether rounds allocated since it was last asked;
+/// `writes` counts the writes sent so far.
+pub async fn release_after_busy_periods(
+    churn: impl Fn() -> bool,
+    writes: impl Fn() -> u64,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(HEAP_RELEASE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut last_writes, mut pending) = (0, false);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let writes = writes();
+        let busy = churn() | (writes != last_writes);
+        last_writes = writes;
+        if busy {
+            pending = true;
+        } else if pending {
+            pending = false;
+            let started = std::time::Instant::now();
+            let released = release();
+            tracing::debug!(
+                released,
+                took_us = started.elapsed().as_micros() as u64,
+                "returned free heap to the OS"
+            );
+        }
     }
 }
 

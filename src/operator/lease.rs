@@ -2,56 +2,26 @@
 //! library does not do: a follower notices a released Lease at once (the
 //! library sleeps until the holder's term would expire), and a graceful stop
 //! gives the Lease back so the next replica takes over without waiting.
+//! What a term means for the rest of the operator (the patcher, the leader
+//! label) is [`super::leadership`].
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{ControllerError, RunConfig};
+use super::config::RunConfig;
+use super::error::OperatorError;
 
 /// Seconds a leader's term lasts without renewal.
 pub const LEASE_DURATION_SECONDS: u64 = 15;
 /// Seconds before expiry the leader renews.
 pub const LEASE_GRACE_SECONDS: u64 = 5;
-
-/// Label the leader puts on its own pod: the hook's Service selects it, so
-/// hook calls through the Service always reach the leader.
-pub const LEADER_LABEL: &str = "deletioncost.dev/leader";
-
-/// Marks (or unmarks) this replica's own pod as the leader's. Needs
-/// POD_NAME and POD_NAMESPACE (the Downward API); outside a pod it does
-/// nothing. Failures are logged: the hook Service then lags, writes do not.
-pub async fn mark_own_pod(client: &Client, leading: bool) {
-    let (Ok(name), Ok(namespace)) = (std::env::var("POD_NAME"), std::env::var("POD_NAMESPACE"))
-    else {
-        tracing::debug!("POD_NAME/POD_NAMESPACE unset: not labelling the leader's pod");
-        return;
-    };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let value = if leading {
-        serde_json::json!("true")
-    } else {
-        serde_json::Value::Null
-    };
-    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
-    match pods
-        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => tracing::info!(pod = %name, leading, "leader label updated on the operator's pod"),
-        Err(e) => {
-            tracing::warn!(pod = %name, leading, error = %e, "cannot update the leader label on the operator's pod")
-        }
-    }
-}
 
 /// The running election; [`Election::stop`] releases the Lease.
 pub struct Election {
@@ -68,7 +38,7 @@ struct Params {
 }
 
 impl Params {
-    async fn manager(&self) -> Result<LeaseManager, ControllerError> {
+    async fn manager(&self) -> Result<LeaseManager, OperatorError> {
         LeaseManagerBuilder::new(self.client.clone(), &self.name)
             .with_namespace(&self.namespace)
             .with_identity(&self.identity)
@@ -76,7 +46,7 @@ impl Params {
             .with_grace(LEASE_GRACE_SECONDS)
             .build()
             .await
-            .map_err(|e| ControllerError::Lease(e.to_string()))
+            .map_err(|e| OperatorError::Lease(e.to_string()))
     }
 }
 
@@ -85,7 +55,7 @@ impl Params {
 pub async fn start(
     client: &Client,
     config: &RunConfig,
-) -> Result<(watch::Receiver<bool>, Election), ControllerError> {
+) -> Result<(watch::Receiver<bool>, Election), OperatorError> {
     let params = Params {
         client: client.clone(),
         namespace: config.lease_namespace(),

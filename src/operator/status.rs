@@ -1,11 +1,17 @@
-//! The policy status, built purely from a plan and what the reconcile saw,
-//! and the condition transitions that deserve an Event.
+//! The policy status, built purely from a plan and what the reconcile saw
+//! ([`build`], [`invalid`]), and written with one Event per condition
+//! transition ([`write`]).
 
 use std::collections::BTreeMap;
 
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Resource, ResourceExt};
+
 use crate::plan::{Action, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    Condition, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
+    Condition, DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims,
+    VictimTie,
 };
 
 /// Condition types.
@@ -289,6 +295,59 @@ pub fn differs(a: Option<&DeletionCostPolicyStatus>, b: &DeletionCostPolicyStatu
         s
     };
     a.map(strip) != Some(strip(b))
+}
+
+/// Writes the status when it changed (never with `dry_run`), and publishes
+/// one Event per condition transition.
+pub async fn write(
+    recorder: &Recorder,
+    dry_run: bool,
+    api: &Api<DeletionCostPolicy>,
+    policy: &DeletionCostPolicy,
+    prev: Option<&DeletionCostPolicyStatus>,
+    new: DeletionCostPolicyStatus,
+) -> Result<(), kube::Error> {
+    if dry_run || !differs(prev, &new) {
+        return Ok(());
+    }
+    let mut body = serde_json::to_value(&new).unwrap_or_default();
+    // merge patches keep fields we omit: clear emptied lists explicitly
+    if let Some(obj) = body.as_object_mut() {
+        for field in ["conditions", "victims", "mismatches"] {
+            obj.entry(field).or_insert_with(|| serde_json::json!([]));
+        }
+    }
+    let name = policy.name_any();
+    api.patch_status(
+        &name,
+        &PatchParams::apply(crate::MANAGER),
+        &Patch::Merge(serde_json::json!({ "status": body })),
+    )
+    .await?;
+    let reference = policy.object_ref(&());
+    for c in transitions(prev, &new) {
+        let good = (c.status == "True") != (c.type_ == CONFLICT);
+        let event = Event {
+            type_: if good {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: c.reason.clone(),
+            note: Some(
+                format!("{}={}: {}", c.type_, c.status, c.message)
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, "publishing event failed");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,17 +1,16 @@
 //! `GET /policies/<namespace>/<name>[?scaleDownBy=N]` on the metrics port:
 //! the plan page of a policy this operator manages (the same page as
 //! `deletion-cost plan -o html`). Planned on request, as the policy's next
-//! round would plan it ([`super::round::preview_round`]), so nothing is kept
+//! round would plan it ([`super::round::Rounds::preview_round`]), so nothing is kept
 //! between requests; one page is built at a time.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
 
-use super::round::{preview_round, PreviewError};
-use super::Context;
+use super::round::PreviewError;
+use super::server::ServerState;
 use crate::plan::ResolvedPolicy;
 use crate::policy::DeletionCostPolicy;
 use crate::report::{html, Report, Section};
@@ -83,11 +82,11 @@ fn scale_down_by(query: Option<&str>) -> Result<Option<usize>, PageError> {
 
 /// The handler of `/policies/{namespace}/{name}`.
 pub async fn policy_page(
-    State(ctx): State<Arc<Context>>,
+    State(state): State<Arc<ServerState>>,
     Path((namespace, name)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    match page(&ctx, &namespace, &name, query.as_deref()).await {
+    match page(&state, &namespace, &name, query.as_deref()).await {
         Ok(body) => (
             [
                 (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -103,7 +102,7 @@ pub async fn policy_page(
 }
 
 async fn page(
-    ctx: &Context,
+    state: &ServerState,
     namespace: &str,
     name: &str,
     query: Option<&str>,
@@ -111,49 +110,52 @@ async fn page(
     let scale_down_by = scale_down_by(query)?;
     let key = format!("{namespace}/{name}");
     // before the lookup: a policy store still listing knows no policy yet
-    let waiting = ctx.health.waiting_for();
+    let waiting = state.health.waiting_for();
     if !waiting.is_empty() {
         let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
         return Err(PageError::NotSynced(names.join(", ")));
     }
-    let policy: Arc<DeletionCostPolicy> = ctx
-        .policies
-        .get(&ObjectRef::new(name).within(namespace))
+    let policy: Arc<DeletionCostPolicy> = state
+        .rounds
+        .caches
+        .policy(namespace, name)
         .ok_or(PageError::UnknownPolicy(key))?;
-    if !ctx.is_leader() {
+    if !state.rounds.leadership.is_leader() {
         return Err(PageError::NotLeader);
     }
     let resolved = ResolvedPolicy::resolve(name, namespace, &policy.spec)
         .map_err(|e| PageError::Invalid(e.to_string()))?;
-    let _permit = ctx.pages.try_acquire().map_err(|_| PageError::Busy)?;
+    let _permit = state.pages.try_acquire().map_err(|_| PageError::Busy)?;
     let source = format!(
         "deletion-cost operator {}: the plan its next round would make over the live pods",
-        ctx.config.identity
+        state.identity
     );
-    let body = preview_round(ctx, &policy, &resolved, scale_down_by, move |p| {
-        let mut plan = p.plan;
-        if let Some((reason, message)) = &p.signal_error {
-            plan.warnings.push(format!(
-                "signals unavailable ({reason}): {message}; writes are held"
-            ));
-        }
-        for (winner, n) in &p.conflicts {
-            plan.warnings.push(format!(
-                "{n} pod(s) left to the older policy {winner}, which selects them too"
-            ));
-        }
-        let report = Report {
-            source,
-            now: p
-                .opts
-                .now
-                .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
-                .map(|t| t.to_string()),
-            sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
-        };
-        html::render(&report)
-    })
-    .await?;
+    let body = state
+        .rounds
+        .preview_round(&policy, &resolved, scale_down_by, move |p| {
+            let mut plan = p.plan;
+            if let Some((reason, message)) = &p.signal_error {
+                plan.warnings.push(format!(
+                    "signals unavailable ({reason}): {message}; writes are held"
+                ));
+            }
+            for (winner, n) in &p.conflicts {
+                plan.warnings.push(format!(
+                    "{n} pod(s) left to the older policy {winner}, which selects them too"
+                ));
+            }
+            let report = Report {
+                source,
+                now: p
+                    .opts
+                    .now
+                    .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
+                    .map(|t| t.to_string()),
+                sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
+            };
+            html::render(&report)
+        })
+        .await?;
     Ok(body)
 }
 

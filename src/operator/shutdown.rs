@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -66,6 +67,25 @@ impl Shutdown {
 /// grace period: a quarter of it, at most two seconds.
 pub fn reserve(grace: Duration) -> Duration {
     (grace / 4).min(Duration::from_secs(2))
+}
+
+/// Resolves at the first SIGTERM or SIGINT (Ctrl-C).
+pub async fn signal() {
+    let ctrl_c = tokio::signal::ctrl_c().map(|_| ());
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => ctrl_c.await,
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
 }
 
 #[cfg(test)]

@@ -1,0 +1,168 @@
+//! What `deletion-cost run` is told ([`RunConfig`]) and what the start
+//! derives from it before anything is watched: the checked write limits,
+//! the API client, and the comparator's feature gates for the cluster.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::Client;
+
+use super::error::OperatorError;
+use crate::comparator::{choose_gates, FeatureGates, KubeVersion};
+use crate::metrics::Metrics;
+
+/// Everything `deletion-cost run` is told.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Watch and write only this namespace (Role instead of ClusterRole).
+    pub namespace: Option<String>,
+    /// Prometheus for utilisation signals.
+    pub prometheus_url: Option<String>,
+    /// Per-query Prometheus timeout.
+    pub prometheus_timeout: Duration,
+    /// `/metrics`, `/healthz`, `/readyz` listener.
+    pub metrics_addr: SocketAddr,
+    /// Operator-wide write rate.
+    pub qps: f64,
+    /// Operator-wide burst.
+    pub burst: u32,
+    /// Compute and report, write nothing.
+    pub dry_run: bool,
+    /// Kubeconfig file (in-cluster or the default kubeconfig when unset).
+    pub kubeconfig: Option<PathBuf>,
+    /// Take part in leader election (off: always leader).
+    pub leader_election: bool,
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace (default: the pod's namespace, or `default`).
+    pub lease_namespace: Option<String>,
+    /// This replica's identity (pod name).
+    pub identity: String,
+    /// `--kubernetes-version`: its gate defaults apply instead of those of
+    /// the API server's version.
+    pub kubernetes_version: Option<KubeVersion>,
+    /// `--feature-gates`: overrides on top of the version's defaults.
+    pub feature_gates: Option<String>,
+    /// How long SIGTERM waits for in-flight writes.
+    pub shutdown_grace: Duration,
+    /// Quiet time before a triggered reconcile runs.
+    pub debounce: Duration,
+    /// Pre-scale-down hook listener (`--hook-addr`); no hook when unset.
+    pub hook_addr: Option<SocketAddr>,
+    /// Pre-scale-down hook settings.
+    pub hook: crate::hook::HookConfig,
+}
+
+impl RunConfig {
+    /// Namespace of the leader-election Lease: the flag, else the pod's
+    /// namespace, else `default`.
+    pub fn lease_namespace(&self) -> String {
+        self.lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into())
+    }
+}
+
+/// Builds the client. kube's own retry layer is off: every write must go
+/// through our limiter, retries included.
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, OperatorError> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| OperatorError::Client(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| OperatorError::Client(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| OperatorError::Client(e.to_string()))?,
+    };
+    config.default_retry = false;
+    // kube sends no User-Agent of its own: name us in audit logs and APF.
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static(crate::USER_AGENT),
+    ));
+    Client::try_from(config).map_err(|e| OperatorError::Client(e.to_string()))
+}
+
+/// How long the start waits for the API server's version before it goes on
+/// with the newest defaults.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The comparator's gates for the cluster: the defaults of its version (as
+/// the API server reports it, emulated version first), flags on top; the
+/// newest defaults, with a warning, when the version cannot be read. Logs
+/// the choice and exports it as `deletion_cost_comparator_info`.
+pub(super) async fn comparator_gates(
+    client: &Client,
+    config: &RunConfig,
+    metrics: &Metrics,
+) -> Result<FeatureGates, OperatorError> {
+    let fallback = match config.kubernetes_version {
+        Some(v) => format!("--kubernetes-version {v} applies"),
+        None => "the comparator uses the newest defaults".into(),
+    };
+    let detected = match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(info)) => {
+            let emulated = KubeVersion::emulated(
+                info.emulation_major.as_deref(),
+                info.emulation_minor.as_deref(),
+            );
+            match KubeVersion::from_server(&info.major, &info.minor, &info.git_version) {
+                Ok(binary) => Some((emulated.unwrap_or(binary), info.git_version)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the API server's version does not parse: {fallback}");
+                    None
+                }
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %crate::error_chain(&e), "cannot read the API server's version: {fallback}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_seconds = VERSION_TIMEOUT.as_secs(),
+                "the API server did not tell its version in time: {fallback}"
+            );
+            None
+        }
+    };
+    let choice = choose_gates(
+        config.kubernetes_version,
+        detected.as_ref().map(|(v, _)| *v),
+        config.feature_gates.as_deref(),
+    )
+    .map_err(|e| {
+        let from = match (&detected, config.kubernetes_version) {
+            (Some((_, git)), None) => format!(" (the API server's version: {git})"),
+            _ => String::new(),
+        };
+        OperatorError::Config(format!("--feature-gates: {e}{from}"))
+    })?;
+    let unknown = || "unknown".to_string();
+    tracing::info!(
+        detected_version = %detected.as_ref().map_or_else(unknown, |(_, git)| git.clone()),
+        kubernetes_version = %choice.version.map_or_else(unknown, |v| v.to_string()),
+        source = choice.source.as_str(),
+        pod_deletion_cost = choice.gates.pod_deletion_cost,
+        logarithmic_scale_down = choice.gates.logarithmic_scale_down,
+        "comparator feature gates chosen"
+    );
+    metrics.comparator_chosen(&choice);
+    Ok(choice.gates)
+}
+
+pub(super) fn check_limits(config: &RunConfig) -> Result<(), OperatorError> {
+    if !(config.qps.is_finite() && config.qps > 0.0) || config.burst == 0 {
+        return Err(OperatorError::Config(format!(
+            "--qps must be > 0 and --burst >= 1 (got {} and {})",
+            config.qps, config.burst
+        )));
+    }
+    Ok(())
+}

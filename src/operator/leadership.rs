@@ -1,0 +1,190 @@
+//! Leadership terms: whether this replica leads, and the writer that comes
+//! with a term. The election itself is [`super::lease`]; this module turns
+//! its answer into what the rest of the operator uses: a [`Leadership`]
+//! handle that says whether this replica leads and hands out the patcher of
+//! the current term, the `deletion_cost_leader` gauge, and the leader label
+//! on the replica's own pod (the hook's Service selects it).
+//!
+//! A new term gets a new patcher; a lost term drops the old one's queue, so a
+//! follower never writes.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+use crate::apply::{KubePodWriter, Patcher, PatcherConfig, Rate, StatsSnapshot};
+use crate::metrics::Metrics;
+
+/// Label the leader puts on its own pod: the hook's Service selects it, so
+/// hook calls through the Service always reach the leader.
+pub const LEADER_LABEL: &str = "deletioncost.dev/leader";
+
+/// The patcher of the current leadership term (none while following). One
+/// slot for the whole process: the metrics endpoint reads its counters at
+/// scrape time, so it exists before the election starts.
+#[derive(Debug, Clone, Default)]
+pub struct TermPatcher(Arc<RwLock<Option<Patcher>>>);
+
+impl TermPatcher {
+    /// The patcher, while this replica leads.
+    pub fn get(&self) -> Option<Patcher> {
+        self.0.read().ok().and_then(|p| p.clone())
+    }
+
+    fn set(&self, patcher: Option<Patcher>) {
+        if let Ok(mut slot) = self.0.write() {
+            *slot = patcher;
+        }
+    }
+
+    /// Empties the slot, returning the patcher it held.
+    fn take(&self) -> Option<Patcher> {
+        self.0.write().ok().and_then(|mut p| p.take())
+    }
+
+    /// The current patcher's counters (zeros while following).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.0
+            .read()
+            .ok()
+            .and_then(|p| p.as_ref().map(Patcher::stats))
+            .unwrap_or_default()
+    }
+}
+
+/// Which Lease the replicas compete for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseName {
+    /// Namespace of the Lease (the operator's own by default).
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+}
+
+/// Whether this replica leads, and its writer while it does. Cheap to clone;
+/// every clone sees the same term.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    leader: watch::Receiver<bool>,
+    patcher: TermPatcher,
+    lease: LeaseName,
+}
+
+impl Leadership {
+    /// A handle on the terms `leader` announces (always `true` without
+    /// election), writing through `patcher`'s slot.
+    pub fn new(leader: watch::Receiver<bool>, patcher: TermPatcher, lease: LeaseName) -> Self {
+        Leadership {
+            leader,
+            patcher,
+            lease,
+        }
+    }
+
+    /// Whether this replica holds the lease (and may write).
+    pub fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// The patcher of the current leadership term.
+    pub fn patcher(&self) -> Option<Patcher> {
+        self.patcher.get()
+    }
+
+    /// The Lease the replicas compete for.
+    pub fn lease(&self) -> &LeaseName {
+        &self.lease
+    }
+
+    /// A stream that yields once per leadership change.
+    pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send {
+        futures::stream::unfold(self.leader.clone(), |mut rx| async move {
+            rx.changed().await.ok().map(|_| ((), rx))
+        })
+    }
+
+    /// Ends the current term's writer for good (shutdown): the patcher is
+    /// taken out of the slot, for the caller to drain. Call after the task
+    /// running [`Leadership::follow`] is stopped, so no new one appears.
+    pub fn take_patcher(&self) -> Option<Patcher> {
+        self.patcher.take()
+    }
+
+    /// Follows the terms until the election ends: a patcher writing at
+    /// `qps`/`burst` while leading, none otherwise; the leader gauge and the
+    /// leader label on this replica's pod follow too.
+    pub async fn follow(
+        self,
+        client: Client,
+        qps: f64,
+        burst: u32,
+        identity: String,
+        metrics: Arc<Metrics>,
+    ) {
+        let mut leader = self.leader.clone();
+        loop {
+            let leading = *leader.borrow_and_update();
+            let current = self.patcher.get();
+            match (leading, current) {
+                (true, None) => match Rate::new("--qps/--burst", qps, burst) {
+                    Ok(rate) => {
+                        let patcher = Patcher::start(
+                            KubePodWriter::new(client.clone()),
+                            PatcherConfig::new(rate),
+                        );
+                        self.patcher.set(Some(patcher));
+                        metrics.leader.set(1);
+                        tracing::info!(identity = %identity, "leading: writes enabled");
+                        mark_own_pod(&client, true).await;
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
+                },
+                (false, Some(patcher)) => {
+                    self.patcher.set(None);
+                    metrics.leader.set(0);
+                    mark_own_pod(&client, false).await;
+                    let report = patcher.drain(Duration::ZERO).await;
+                    tracing::warn!(
+                        abandoned = report.abandoned.len(),
+                        "lost the lease: writes stopped, queued values dropped (the new leader recomputes them)"
+                    );
+                }
+                _ => {}
+            }
+            if leader.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Marks (or unmarks) this replica's own pod as the leader's. Needs
+/// POD_NAME and POD_NAMESPACE (the Downward API); outside a pod it does
+/// nothing. Failures are logged: the hook Service then lags, writes do not.
+pub async fn mark_own_pod(client: &Client, leading: bool) {
+    let (Ok(name), Ok(namespace)) = (std::env::var("POD_NAME"), std::env::var("POD_NAMESPACE"))
+    else {
+        tracing::debug!("POD_NAME/POD_NAMESPACE unset: not labelling the leader's pod");
+        return;
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let value = if leading {
+        serde_json::json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
+    match pods
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => tracing::info!(pod = %name, leading, "leader label updated on the operator's pod"),
+        Err(e) => {
+            tracing::warn!(pod = %name, leading, error = %e, "cannot update the leader label on the operator's pod")
+        }
+    }
+}

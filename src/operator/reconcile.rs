@@ -1,0 +1,321 @@
+//! The reconcile of one policy: apply (plan a round, hand its patches to
+//! the patcher, export its mismatches, write the status) behind the
+//! finalizer, cleanup (remove the policy's costs before the finalizer goes),
+//! and the error policy (exponential backoff per policy).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::{Api, Client, ResourceExt};
+
+use super::caches::CachedPod;
+use super::error::OperatorError;
+use super::round::Rounds;
+use super::status;
+use super::sync::WatchHealth;
+use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, WriteOutcome};
+use crate::comparator::POD_DELETION_COST;
+use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
+use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
+
+/// Finalizer that removes a policy's costs before the policy goes away.
+pub const FINALIZER: &str = "deletioncost.dev/cleanup";
+
+/// Shared by every reconcile.
+pub struct Context {
+    client: Client,
+    /// The planning rounds (caches, policies' state, leadership, patcher),
+    /// shared with the hook and the policy pages.
+    rounds: Arc<Rounds>,
+    recorder: Recorder,
+    /// Which caches have synced (plans over half-listed pods would be wrong).
+    health: Arc<WatchHealth>,
+    /// Consecutive failed reconciles per policy (retry backoff).
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// What every reconcile shares.
+    pub fn new(
+        client: Client,
+        rounds: Arc<Rounds>,
+        recorder: Recorder,
+        health: Arc<WatchHealth>,
+    ) -> Self {
+        Context {
+            client,
+            rounds,
+            recorder,
+            health,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Whether this replica holds the lease (and may write).
+    fn is_leader(&self) -> bool {
+        self.rounds.leadership.is_leader()
+    }
+
+    /// The patcher of the current leadership term.
+    fn patcher(&self) -> Option<Patcher> {
+        self.rounds.leadership.patcher()
+    }
+
+    /// Writes the status when it changed (not with `--dry-run`), with its
+    /// Events.
+    async fn write_status(
+        &self,
+        api: &Api<DeletionCostPolicy>,
+        policy: &DeletionCostPolicy,
+        prev: Option<&DeletionCostPolicyStatus>,
+        new: DeletionCostPolicyStatus,
+    ) -> Result<(), OperatorError> {
+        status::write(&self.recorder, self.rounds.dry_run, api, policy, prev, new).await?;
+        Ok(())
+    }
+}
+
+fn now_rfc3339() -> String {
+    Timestamp::now().to_string()
+}
+
+/// Reconciles one policy: plans and writes it (apply), or removes its costs
+/// once it is being deleted (cleanup), behind the finalizer.
+pub(super) async fn reconcile(
+    policy: Arc<DeletionCostPolicy>,
+    ctx: Arc<Context>,
+) -> Result<Action, OperatorError> {
+    if !ctx.is_leader() {
+        // followers keep warm caches and wait for the lease
+        return Ok(Action::await_change());
+    }
+    if !ctx.health.is_ready() {
+        // pod events seen before the policies were listed map to nothing:
+        // plan only once every cache holds the whole cluster
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let key = policy_key(&policy);
+    let result = if ctx.rounds.dry_run {
+        apply_policy(policy, &ctx).await
+    } else {
+        let ns = policy.namespace().unwrap_or_default();
+        let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+        finalizer(&api, FINALIZER, policy, |event| async {
+            match event {
+                FinalizerEvent::Apply(p) => apply_policy(p, &ctx).await,
+                FinalizerEvent::Cleanup(p) => cleanup(p, &ctx).await,
+            }
+        })
+        .await
+        .map_err(|e| OperatorError::Finalizer(Box::new(e)))
+    };
+    if result.is_ok() {
+        if let Ok(mut f) = ctx.failures.lock() {
+            f.remove(&key);
+        }
+    }
+    result
+}
+
+async fn apply_policy(
+    policy: Arc<DeletionCostPolicy>,
+    ctx: &Context,
+) -> Result<Action, OperatorError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let name = policy.name_any();
+    let key = format!("{ns}/{name}");
+    let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
+    let prev_status = policy.status.clone();
+    let resolved = match ResolvedPolicy::resolve(&name, &ns, &policy.spec) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(policy = %key, error = %e, "invalid policy");
+            ctx.rounds.metrics.reconciled("invalid");
+            // an invalid policy has no order to report
+            ctx.rounds
+                .remove_series(&key, &mut *ctx.rounds.lock(&key).await);
+            let st = status::invalid(
+                prev_status.as_ref(),
+                &e.errors,
+                policy.metadata.generation,
+                &now_rfc3339(),
+            );
+            ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+                .await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    // the policy's state stays locked from planning to submitting: a hook
+    // request for the same policy waits (and the other way round)
+    let mut state = ctx.rounds.lock(&key).await;
+    let round = ctx
+        .rounds
+        .plan_round(&mut state, &policy, &resolved, false, None)
+        .await?;
+    let planned = &round.plan;
+    let mut pending = 0;
+    let mut rejected = 0;
+    match ctx
+        .rounds
+        .submit_round(&mut state, &round, Priority::Background)
+    {
+        Ok(_) => {
+            pending = ctx
+                .patcher()
+                .map(|p| p.pending_for(&PolicyKey::new(&ns, &name)).len())
+                .unwrap_or(0)
+        }
+        Err(e) => {
+            tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
+            rejected = round.requests().len();
+        }
+    }
+    let hold = round.signal_error.is_some();
+    let releases = &round.releases;
+    tracing::info!(
+        policy = %key,
+        pods = planned.pods.len(),
+        patches = planned.patches.len(),
+        releases = releases.len(),
+        held = hold,
+        dry_run = ctx.rounds.dry_run,
+        "planned"
+    );
+
+    // mismatch gauges, under the policy's lock
+    ctx.rounds.export_mismatches(&key, &mut state, planned);
+    drop(state);
+
+    let observed = status::Observed {
+        signals: round.signal_error.clone(),
+        conflicts: round.conflicts.clone(),
+        pending_patches: pending,
+        rejected,
+        last_refresh: round.last_refresh.clone(),
+        generation: policy.metadata.generation,
+    };
+    let st = status::build(prev_status.as_ref(), planned, &observed, &now_rfc3339());
+    ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+        .await?;
+    ctx.rounds.metrics.reconciled("ok");
+    let again = if rejected > 0 {
+        Duration::from_secs(5)
+    } else {
+        resolved.spec.refresh_interval
+    };
+    Ok(Action::requeue(again))
+}
+
+/// Removes this policy's costs (through the limiter) before the finalizer goes.
+async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Action, OperatorError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let name = policy.name_any();
+    let ours: Vec<Arc<CachedPod>> = ctx
+        .rounds
+        .caches
+        .pods()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
+                && p.annotations().contains_key(POD_DELETION_COST)
+        })
+        .collect();
+    tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
+    if ours.is_empty() {
+        ctx.rounds.forget(&format!("{ns}/{name}")).await;
+        return Ok(Action::await_change());
+    }
+    let Some(patcher) = ctx.patcher() else {
+        return Err(OperatorError::CleanupIncomplete {
+            policy: format!("{ns}/{name}"),
+            remaining: ours.len(),
+        });
+    };
+    let reqs: Vec<PatchRequest> = ours
+        .iter()
+        .map(|p| {
+            PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
+                .with_uid(p.uid().unwrap_or_default())
+        })
+        .collect();
+    let batch = patcher.submit_batch(reqs, Priority::Background)?;
+    let report = batch.wait().await;
+    if report.all_done() {
+        ctx.rounds.forget(&format!("{ns}/{name}")).await;
+        Ok(Action::await_change())
+    } else {
+        let remaining = report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| !matches!(o, WriteOutcome::Applied | WriteOutcome::Gone))
+            .count();
+        Err(OperatorError::CleanupIncomplete {
+            policy: format!("{ns}/{name}"),
+            remaining,
+        })
+    }
+}
+
+/// A failed reconcile is retried with exponential backoff ([`retry_delay`]);
+/// the error is logged with its sources and counted by kind.
+pub(super) fn error_policy(
+    policy: Arc<DeletionCostPolicy>,
+    err: &OperatorError,
+    ctx: Arc<Context>,
+) -> Action {
+    let key = policy_key(&policy);
+    let failures = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = retry_delay(failures);
+    tracing::warn!(
+        policy = %key,
+        error = %crate::error_chain(err),
+        kind = err.metric_label(),
+        failures,
+        retry_in_seconds = delay.as_secs(),
+        "reconcile failed"
+    );
+    ctx.rounds.metrics.reconciled(err.metric_label());
+    Action::requeue(delay)
+}
+
+/// First retry of a failing reconcile.
+const RETRY_FIRST: Duration = Duration::from_secs(5);
+/// Longest wait between retries of a failing reconcile.
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Exponential backoff for the n-th consecutive failure (n >= 1).
+fn retry_delay(failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    RETRY_FIRST.saturating_mul(factor).min(RETRY_MAX)
+}
+
+fn policy_key(p: &DeletionCostPolicy) -> String {
+    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_reconciles_back_off_exponentially_up_to_five_minutes() {
+        let delays: Vec<u64> = (1..=8).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, vec![5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
+    }
+}

@@ -1,0 +1,331 @@
+//! `deletion-cost run`: the wiring. Checks the config, reads the cluster's
+//! version (comparator gates), joins the leader election, starts the
+//! watches (trimmed pods, nodes, ReplicaSets, policies) and their caches,
+//! builds the [`Rounds`] the reconcile and the hook share, opens the
+//! listeners, runs the kube-runtime `Controller`, and on SIGTERM stops it
+//! all within one grace period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{predicates, watcher, WatchStreamExt};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use super::caches::{self, CachedPod, Caches};
+use super::config::{check_limits, client, comparator_gates, RunConfig};
+use super::error::OperatorError;
+use super::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
+use super::reconcile::{self, Context};
+use super::round::{Rounds, SignalSource};
+use super::server::{self, ServerState};
+use super::{lease, memory_trim, shutdown, sync};
+use crate::metrics::Metrics;
+use crate::plan::POLICY_ANNOTATION;
+use crate::policy::DeletionCostPolicy;
+use crate::prometheus::PrometheusClient;
+
+/// Runs the operator until SIGTERM/SIGINT.
+pub async fn run(config: RunConfig) -> Result<(), OperatorError> {
+    check_limits(&config)?;
+    memory_trim::configure();
+    // The outer bound: whatever stage the operator is in (even connecting or
+    // waiting for a first list), it is gone by the end of the grace period.
+    let shutdown = shutdown::Shutdown::spawn(shutdown::signal(), config.shutdown_grace);
+    let operator = async {
+        let client = client(config.kubeconfig.as_ref()).await?;
+        run_with_client(config.clone(), client, shutdown.asked()).await
+    };
+    tokio::select! {
+        result = operator => result,
+        _ = shutdown.deadline(Duration::ZERO) => {
+            tracing::warn!(
+                grace_seconds = config.shutdown_grace.as_secs(),
+                "still stopping at the end of --shutdown-grace: exiting now"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Runs the operator with a given client until `shutdown` resolves (tests
+/// pass a client for the fake API server and their own trigger).
+pub async fn run_with_client(
+    config: RunConfig,
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), OperatorError> {
+    check_limits(&config)?;
+    let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
+    let term_patcher = TermPatcher::default();
+    let metrics = Arc::new(Metrics::new(config.qps, {
+        let p = term_patcher.clone();
+        Box::new(move || p.stats())
+    }));
+    let gates = comparator_gates(&client, &config, &metrics).await?;
+    let ns = config.namespace.as_deref();
+    let prometheus = match &config.prometheus_url {
+        Some(url) => Some(
+            PrometheusClient::new(url)
+                .map_err(|e| OperatorError::Config(format!("--prometheus-url: {e}")))?,
+        ),
+        None => None,
+    };
+
+    // Leadership.
+    let (leader_rx, election) = if config.leader_election {
+        let (rx, election) = lease::start(&client, &config).await?;
+        // a replica restarted in a pod that led before starts unmarked
+        mark_own_pod(&client, false).await;
+        (rx, Some(election))
+    } else {
+        (watch::channel(true).1, None)
+    };
+    let leadership = Leadership::new(
+        leader_rx,
+        term_patcher,
+        LeaseName {
+            namespace: config.lease_namespace(),
+            name: config.lease_name.clone(),
+        },
+    );
+    let following = tokio::spawn(leadership.clone().follow(
+        client.clone(),
+        config.qps,
+        config.burst,
+        config.identity.clone(),
+        metrics.clone(),
+    ));
+
+    // Watches with trimmed objects; each reports its API errors to `health`
+    // so a replica that cannot list says why.
+    let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
+    let wc = watcher::Config::default();
+    let (pods, pods_w) = reflector::store::<CachedPod>();
+    let pod_events = watcher(api::<CachedPod>(&client, ns), wc.clone())
+        .reflect(pods_w)
+        .inspect(health.observer("pods"))
+        .default_backoff()
+        .touched_objects();
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
+        .modify(caches::trim_node)
+        .reflect(nodes_w)
+        .inspect(health.observer("nodes"))
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::labels, Default::default());
+    let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
+    let rs_events = watcher(api::<ReplicaSet>(&client, ns), wc.clone())
+        .modify(caches::trim_replica_set)
+        .reflect(rs_w)
+        .inspect(health.observer("replicasets"))
+        .default_backoff()
+        .touched_objects();
+    let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
+    let policy_events = watcher(api::<DeletionCostPolicy>(&client, ns), wc)
+        .reflect(policies_w)
+        .inspect(health.observer("policies"))
+        .default_backoff()
+        .applied_objects();
+    let controller = Controller::for_stream(policy_events, policies.clone())
+        .with_config(controller::Config::default().debounce(config.debounce));
+
+    // Health: ready once every cache has synced; until then, say why not.
+    health.track("pods", pods.clone());
+    health.track("nodes", nodes.clone());
+    health.track("replicasets", replica_sets.clone());
+    health.track("policies", policies.clone());
+    let waiting_report = tokio::spawn(health.clone().report_until_ready());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    let reporter = Reporter {
+        controller: crate::MANAGER.into(),
+        instance: Some(config.identity.clone()),
+    };
+    let rounds = Arc::new(Rounds::new(
+        Caches::new(pods.clone(), nodes, replica_sets, policies.clone()),
+        leadership.clone(),
+        metrics.clone(),
+        SignalSource {
+            prometheus,
+            timeout: config.prometheus_timeout,
+        },
+        gates,
+        config.dry_run,
+    ));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        rounds.clone(),
+        Recorder::new(client.clone(), reporter),
+        health.clone(),
+    ));
+    let server = server::serve(
+        config.metrics_addr,
+        Arc::new(ServerState::new(
+            rounds.clone(),
+            health.clone(),
+            config.identity.clone(),
+        )),
+        shutdown_rx.clone(),
+    )
+    .await?;
+    tokio::spawn(memory_trim::release_after_busy_periods(
+        {
+            let rounds = rounds.clone();
+            move || rounds.churn.take()
+        },
+        {
+            let leadership = leadership.clone();
+            move || {
+                leadership.patcher().map_or(0, |p| {
+                    let s = p.stats();
+                    s.attempts() + s.rejected + s.abandoned
+                })
+            }
+        },
+        shutdown_rx.clone(),
+    ));
+
+    let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
+        store
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns)
+            .map(|p| ObjectRef::from_obj(&*p))
+            .collect::<Vec<_>>()
+    };
+    let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
+    let leader_changes = leadership.changes();
+    // --- pre-scale-down hook (src/hook) ---
+    let hook_server = match config.hook_addr {
+        Some(addr) => Some(
+            crate::hook::serve(
+                addr,
+                config.hook.clone(),
+                client.clone(),
+                rounds.clone(),
+                shutdown_rx.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    // ---
+    tracing::info!(
+        namespace = ns.unwrap_or("(all)"),
+        qps = config.qps,
+        burst = config.burst,
+        dry_run = config.dry_run,
+        "starting"
+    );
+    let reserve = shutdown::reserve(config.shutdown_grace);
+    let running = controller
+        .watches_stream(pod_events, move |pod: CachedPod| {
+            policies_for_pod(&p1, &pod)
+        })
+        .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
+        .watches_stream(node_events, move |_node: Node| {
+            p3.state()
+                .iter()
+                .map(|p| ObjectRef::from_obj(&**p))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_all_on(leader_changes)
+        .graceful_shutdown_on(shutdown.asked())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
+            }
+        });
+    // kube-runtime's graceful shutdown only stops new triggers and waits for
+    // the caches first: bound it, so a replica that never synced still stops.
+    tokio::select! {
+        _ = running => {}
+        _ = shutdown.deadline(reserve * 2) => {
+            tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "the controller did not stop within the grace period: abandoning it");
+        }
+    }
+    waiting_report.abort();
+
+    // No new patcher from here on; then drain the current one.
+    following.abort();
+    let patcher = leadership.take_patcher();
+    if let Some(patcher) = patcher {
+        tracing::info!("shutting down: draining writes");
+        let report = patcher
+            .drain(shutdown.remaining().saturating_sub(reserve))
+            .await;
+        if !report.completed() {
+            tracing::warn!(
+                abandoned = report.abandoned.len(),
+                "writes left at the shutdown deadline (the next leader recomputes them)"
+            );
+        }
+        metrics.leader.set(0);
+    }
+    let _ = shutdown_tx.send(true);
+    // Unlabel first: the hook Service must not pick a replica on its way out.
+    if leadership.is_leader() {
+        let _ = tokio::time::timeout(shutdown.remaining(), mark_own_pod(&client, false)).await;
+    }
+    // Give the Lease back so a follower takes over now, not at its expiry.
+    if let Some(election) = election {
+        election.stop(shutdown.remaining()).await;
+    }
+    let listeners = async {
+        let _ = server.await;
+        if let Some(hook) = hook_server {
+            let _ = hook.await;
+        }
+    };
+    if tokio::time::timeout(shutdown.remaining(), listeners)
+        .await
+        .is_err()
+    {
+        tracing::warn!("listeners still open at the shutdown deadline");
+    }
+    Ok(())
+}
+
+/// Policies a pod event concerns: those whose selector matches it, those that
+/// target a workload (cheap to re-check), and the one that wrote its cost.
+fn policies_for_pod(
+    store: &Store<DeletionCostPolicy>,
+    pod: &CachedPod,
+) -> Vec<ObjectRef<DeletionCostPolicy>> {
+    let ns = pod.namespace();
+    let writer = pod.annotations().get(POLICY_ANNOTATION);
+    store
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace() == ns)
+        .filter(|p| {
+            writer == Some(&p.name_any())
+                || match &p.spec.selector {
+                    Some(sel) => sel.matches(pod.metadata.labels.as_ref()),
+                    None => true,
+                }
+        })
+        .map(|p| ObjectRef::from_obj(&*p))
+        .collect()
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}

@@ -1,0 +1,104 @@
+//! The operator's own HTTP listener (`--metrics-addr`): `/metrics`
+//! (OpenMetrics), `/healthz`, `/readyz` (ready once every cache has synced,
+//! else 503 naming the caches still listing) and each managed policy's plan
+//! page (`/policies/<namespace>/<name>`, see [`super::page`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::routing::get;
+use tokio::sync::{watch, Semaphore};
+
+use super::error::OperatorError;
+use super::page;
+use super::round::Rounds;
+use super::sync::WatchHealth;
+
+/// What the listener's handlers read.
+pub struct ServerState {
+    /// The planning rounds (the pages preview one; `/metrics` reads their metrics).
+    pub rounds: Arc<Rounds>,
+    /// Which caches have synced.
+    pub health: Arc<WatchHealth>,
+    /// This replica's identity, named on the pages.
+    pub identity: String,
+    /// Policy pages built at once (one: each plans a whole namespace).
+    pub pages: Semaphore,
+}
+
+impl ServerState {
+    /// State for the listener; one page is built at a time.
+    pub fn new(rounds: Arc<Rounds>, health: Arc<WatchHealth>, identity: String) -> Self {
+        ServerState {
+            rounds,
+            health,
+            identity,
+            pages: Semaphore::new(1),
+        }
+    }
+}
+
+/// Binds `addr` and serves `/metrics`, `/healthz`, `/readyz` and each
+/// policy's page until `shutdown`.
+pub async fn serve(
+    addr: SocketAddr,
+    state: Arc<ServerState>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, OperatorError> {
+    let (metrics, health) = (state.rounds.metrics.clone(), state.health.clone());
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let waiting = health.waiting_for();
+                async move {
+                    if waiting.is_empty() {
+                        (StatusCode::OK, "ready".to_string())
+                    } else {
+                        let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("caches not synced: {}", names.join(", ")),
+                        )
+                    }
+                }
+            }),
+        )
+        .route("/policies/{namespace}/{name}", get(page::policy_page))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| OperatorError::Serve {
+            addr,
+            message: e.to_string(),
+        })?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /policies/<namespace>/<name>");
+    Ok(tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|v| *v).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    }))
+}
