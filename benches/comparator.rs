@@ -13,8 +13,12 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deletion_cost::cli::predict::{predict, render_table, Settings};
 use deletion_cost::comparator::key::go_time;
-use deletion_cost::comparator::{assign_ranks, rank_pods, Comparator, FeatureGates, PodKey};
-use deletion_cost::input::{parse_objects, parse_pods, pods_from, read_source};
+use deletion_cost::comparator::{
+    assign_ranks, rank_pods, Comparator, FeatureGates, PodKey, PodsOnNode, SlimPod,
+};
+use deletion_cost::input::{
+    parse_objects, parse_pods, pods_from, pods_from_reader, read_pods_slim,
+};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -37,6 +41,17 @@ fn keys<'a>(cmp: &Comparator, pods: &'a [Pod]) -> Vec<PodKey<'a>> {
         .collect();
     assign_ranks(&mut keys, pods);
     keys
+}
+
+/// What `predict` does per ReplicaSet: keys from slim records, ranks, sort
+/// and check.
+fn keys_and_sort(cmp: &Comparator, pods: &[SlimPod]) -> usize {
+    let mut keys: Vec<PodKey> = pods
+        .iter()
+        .map(|p| PodKey::from_slim(p).with_now(cmp.now))
+        .collect();
+    PodsOnNode::count_slim(pods).assign(&mut keys);
+    rank_pods(cmp, &keys).order.len()
 }
 
 fn bench(c: &mut Criterion) {
@@ -70,10 +85,14 @@ fn bench(c: &mut Criterion) {
             })
             .collect();
         assert!(rank_pods(&cmp, &distinct).ambiguity.is_none());
+        let slim: Vec<SlimPod> = pods.iter().map(SlimPod::from_pod).collect();
         let mut g = c.benchmark_group("comparator");
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::new("keys", n), &pods, |b, pods| {
             b.iter(|| keys(&cmp, black_box(pods)))
+        });
+        g.bench_with_input(BenchmarkId::new("keys_and_sort", n), &slim, |b, pods| {
+            b.iter(|| keys_and_sort(&cmp, black_box(pods)))
         });
         g.bench_with_input(BenchmarkId::new("rank_pods", n), &ready_keys, |b, k| {
             b.iter(|| rank_pods(&cmp, black_box(k)))
@@ -92,6 +111,11 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("parse_pods", n), &list, |b, text| {
             b.iter(|| parse_pods("bench.json", black_box(text)).unwrap())
         });
+        g.bench_with_input(BenchmarkId::new("read_pods_slim", n), &list, |b, text| {
+            b.iter(|| {
+                pods_from_reader("bench.json", black_box(text.as_bytes()), u64::MAX, 0).unwrap()
+            })
+        });
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &list).unwrap();
         let path = file.path().to_str().unwrap().to_string();
@@ -103,8 +127,7 @@ fn bench(c: &mut Criterion) {
         };
         g.bench_with_input(BenchmarkId::new("predict", n), &path, |b, path| {
             b.iter(|| {
-                let (name, text) = read_source(path).unwrap();
-                let pods = parse_pods(&name, &text).unwrap();
+                let (_, pods, _) = read_pods_slim(path, u64::MAX).unwrap();
                 render_table(&predict(&settings, &pods, None))
             })
         });

@@ -10,6 +10,10 @@ use serde_json::Value;
 
 use crate::comparator::KubeVersion;
 
+mod stream;
+
+pub use stream::{pods_from_reader, read_pods_slim};
+
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
@@ -792,7 +796,11 @@ pub fn missing_uid_warning(
     source_name: &str,
     pods: &[k8s_openapi::api::core::v1::Pod],
 ) -> Option<String> {
-    let missing = pods_without_uid(pods);
+    uid_warning(source_name, &pods_without_uid(pods))
+}
+
+/// The warning for the pods named in `missing` (see [`missing_uid_warning`]).
+pub fn uid_warning(source_name: &str, missing: &[String]) -> Option<String> {
     if missing.is_empty() {
         return None;
     }

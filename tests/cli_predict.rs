@@ -762,6 +762,11 @@ fn bad_flag_values() {
 /// `total` bytes (bounded, so a broken reader cannot fill memory). Waits at
 /// most a minute, only so a regression cannot hang CI.
 fn run_fed(args: &[&str], chunk: &'static [u8], total: usize) -> Out {
+    run_fed_after(args, b"", chunk, total)
+}
+
+/// [`run_fed`], with `prefix` sent once before the repeated `chunk`.
+fn run_fed_after(args: &[&str], prefix: &'static [u8], chunk: &'static [u8], total: usize) -> Out {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
         .arg("predict")
         .args(args)
@@ -772,6 +777,9 @@ fn run_fed(args: &[&str], chunk: &'static [u8], total: usize) -> Out {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let feeder = std::thread::spawn(move || {
+        if stdin.write_all(prefix).is_err() {
+            return;
+        }
         let mut sent = 0;
         while sent < total {
             // the command stops reading and exits: a broken pipe ends the feed
@@ -844,16 +852,27 @@ fn endless_stdin_stops_early() {
             "NUL byte",
         ],
     );
-    // valid-looking JSON that never ends meets the limit
+    // JSON values one after another are refused at the first `,`
     bad_fed(
-        &[NOW, "--max-input-bytes", "64Ki"],
+        &[NOW],
         b"{\"metadata\":{\"name\":\"p\"}},\n",
         1 << 30,
-        &[
-            "<stdin>: larger than --max-input-bytes 64Ki: stopped reading",
-            "raise --max-input-bytes",
-        ],
+        &["<stdin>: not valid JSON at line 1 column 26: trailing characters"],
     );
+    // valid JSON that never ends meets the limit
+    let out = run_fed_after(
+        &[NOW, "--max-input-bytes", "64Ki"],
+        b"[",
+        b"{\"metadata\":{\"name\":\"p\"}},\n",
+        1 << 30,
+    );
+    assert_eq!(out.code, 2, "stderr {}", out.stderr);
+    for m in [
+        "<stdin>: larger than --max-input-bytes 64Ki: stopped reading",
+        "raise --max-input-bytes",
+    ] {
+        assert!(out.stderr.contains(m), "{m:?} not in {}", out.stderr);
+    }
 }
 
 #[test]

@@ -1,4 +1,6 @@
-//! The pod/list reader `predict` uses: any text in, never a panic out.
+//! The pod/list readers `predict` uses: any text in, never a panic out.
+//!
+//! Bytes -> `pods_from_reader` (the streaming reader). Then:
 //!
 //! Text -> `parse_objects` -> `pods_from` -> ordered with the default gates at a
 //! fixed `now` -> victims for every scale-down size. The snapshot reader shares
@@ -15,6 +17,10 @@ use libfuzzer_sys::fuzz_target;
 const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 
 fuzz_target!(|data: &[u8]| {
+    // the streaming reader `predict` runs on files and stdin: any bytes
+    if let Err(e) = deletion_cost::input::pods_from_reader("fuzz", data, 1 << 20, 0) {
+        let _ = e.to_string();
+    }
     // files are read as UTF-8 (`read_to_string`), so other bytes never get this far
     let Ok(text) = std::str::from_utf8(data) else {
         return;

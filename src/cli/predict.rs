@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -13,13 +12,10 @@ use serde::Serialize;
 use super::{print_out, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
-    assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
-    KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
+    rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodKey,
+    PodsOnNode, Rule, SlimPod,
 };
-use crate::input::{
-    merge_versions, missing_uid_warning, parse_pods_slim_versioned, read_source_limited, Expect,
-    ServerVersion,
-};
+use crate::input::{merge_versions, read_pods_slim, ServerVersion};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -146,17 +142,12 @@ pub struct OwnerRef {
 
 impl OwnerRef {
     /// The pod's controller ownerReference, if it has one.
-    pub fn of(pod: &Pod) -> Option<Self> {
-        pod.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| Self {
-                kind: o.kind.clone(),
-                name: o.name.clone(),
-                uid: o.uid.clone(),
-            })
+    pub fn of(pod: &SlimPod) -> Option<Self> {
+        pod.owner.as_deref().map(|o| Self {
+            kind: o.kind.to_string(),
+            name: o.name.to_string(),
+            uid: o.uid.to_string(),
+        })
     }
 
     /// `ReplicaSet/web-6d4f`, or `<none>` for pods without a controller.
@@ -282,26 +273,27 @@ fn time_string(t: GoTime) -> Option<String> {
 
 /// Orders `pods` per ReplicaSet. `related` (default: `pods`) feeds the
 /// colocation rank. Pure: no I/O.
-pub fn predict(settings: &Settings, pods: &[Pod], related: Option<&[Pod]>) -> Prediction {
+pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]>) -> Prediction {
     let now = go_time(Some(&Time(settings.now)));
     let cmp = Comparator {
         gates: settings.gates,
         now,
     };
-    let related = related.unwrap_or(pods);
+    let on_node = PodsOnNode::count_slim(related.unwrap_or(pods));
     let mut inactive = Vec::new();
     // key order = output order: owned groups by (kind, name, uid), then the unowned one
-    let mut groups: BTreeMap<(bool, Option<OwnerRef>), Vec<&Pod>> = BTreeMap::new();
+    let mut groups: BTreeMap<(bool, Option<&crate::comparator::ControllerRef>), Vec<&SlimPod>> =
+        BTreeMap::new();
     for pod in pods {
-        if let Some(reason) = inactive_reason(pod) {
+        if let Some(reason) = pod.inactive_reason() {
             inactive.push(InactivePod {
-                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-                name: pod.metadata.name.clone().unwrap_or_default(),
+                namespace: pod.namespace.to_string(),
+                name: pod.name.to_string(),
                 reason,
             });
             continue;
         }
-        let owner = OwnerRef::of(pod);
+        let owner = pod.owner.as_deref();
         groups
             .entry((owner.is_none(), owner))
             .or_default()
@@ -312,11 +304,16 @@ pub fn predict(settings: &Settings, pods: &[Pod], related: Option<&[Pod]>) -> Pr
         .map(|((_, owner), members)| {
             let mut keys: Vec<PodKey> = members
                 .iter()
-                .map(|p| PodKey::from_pod(p).with_now(now))
+                .map(|p| PodKey::from_slim(p).with_now(now))
                 .collect();
-            assign_ranks(&mut keys, related);
+            on_node.assign(&mut keys);
             let ranking = rank_pods(&cmp, &keys);
             let ordered = OrderedPods { keys, ranking };
+            let owner = owner.map(|o| OwnerRef {
+                kind: o.kind.to_string(),
+                name: o.name.to_string(),
+                uid: o.uid.to_string(),
+            });
             group_prediction(settings, owner, &members, &ordered)
         })
         .collect::<Vec<_>>();
@@ -333,7 +330,7 @@ pub fn predict(settings: &Settings, pods: &[Pod], related: Option<&[Pod]>) -> Pr
 fn group_prediction(
     settings: &Settings,
     owner: Option<OwnerRef>,
-    members: &[&Pod],
+    members: &[&SlimPod],
     ordered: &OrderedPods,
 ) -> GroupPrediction {
     let now_ns = settings.now.as_nanosecond();
@@ -360,12 +357,7 @@ fn group_prediction(
                 phase: k.phase.as_deref().map(str::to_string),
                 ready: k.ready,
                 cost: k.cost.value,
-                cost_annotation: members[i]
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(POD_DELETION_COST))
-                    .cloned(),
+                cost_annotation: members[i].cost_annotation.as_deref().map(str::to_string),
                 cost_problem: k.cost.problem,
                 rank: k.rank,
                 ready_time: time_string(ready_time),
@@ -621,11 +613,25 @@ pub fn render_table(p: &Prediction) -> String {
 fn load_pods(
     path: &str,
     max_bytes: u64,
-) -> Result<(String, Vec<Pod>, Option<ServerVersion>), CliError> {
-    let (name, text) =
-        read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
-    let (pods, version) = parse_pods_slim_versioned(&name, &text).map_err(CliError::bad_input)?;
-    Ok((name, pods, version))
+) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), CliError> {
+    read_pods_slim(path, max_bytes).map_err(CliError::bad_input)
+}
+
+/// The warning for pods without a UID, or `None` when every pod has one
+/// (see [`crate::input::missing_uid_warning`]).
+fn missing_uid_warning(source_name: &str, pods: &[SlimPod]) -> Option<String> {
+    let missing: Vec<String> = pods
+        .iter()
+        .filter(|p| p.uid.is_empty())
+        .map(|p| {
+            if p.namespace.is_empty() {
+                p.name.to_string()
+            } else {
+                format!("{}/{}", p.namespace, p.name)
+            }
+        })
+        .collect();
+    crate::input::uid_warning(source_name, &missing)
 }
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.

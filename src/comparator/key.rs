@@ -172,6 +172,35 @@ impl<'a> PodKey<'a> {
         }
     }
 
+    /// Extracts the key from a slim pod ([`super::slim::SlimPod`]), borrowing
+    /// its strings; the same key [`PodKey::from_pod`] gives for the whole pod.
+    pub fn from_slim(pod: &'a super::slim::SlimPod) -> Self {
+        let phase = pod.phase.as_deref();
+        Self {
+            namespace: Cow::Borrowed(&pod.namespace),
+            name: Cow::Borrowed(&pod.name),
+            uid: Cow::Borrowed(&pod.uid),
+            node_name: Cow::Borrowed(&pod.node_name),
+            phase_ordinal: phase_ordinal(phase),
+            phase: phase.map(Cow::Borrowed),
+            ready: pod.ready,
+            cost: match pod.cost_annotation.as_deref() {
+                Some(raw) => super::cost::parse_deletion_cost(raw),
+                None => ParsedCost {
+                    value: 0,
+                    problem: None,
+                },
+            },
+            rank: 0,
+            ready_time: pod.ready_time,
+            restarts: pod.restarts,
+            sidecar_restarts: pod.sidecar_restarts,
+            created: pod.created,
+            ready_bucket: -1,
+            created_bucket: -1,
+        }
+    }
+
     /// Fills the log2 buckets relative to `now` (`None` = Go's zero time).
     pub fn with_now(mut self, now: GoTime) -> Self {
         let bucket = |t: GoTime| match (now, t) {
@@ -203,6 +232,18 @@ impl<'a> PodsOnNode<'a> {
                     .and_then(|s| s.node_name.as_deref())
                     .unwrap_or("");
                 *on_node.entry(node).or_default() += 1;
+            }
+        }
+        Self(on_node)
+    }
+
+    /// Counts the active pods among slim `related` per node.
+    pub fn count_slim(related: impl IntoIterator<Item = &'a super::slim::SlimPod>) -> Self {
+        let related = related.into_iter();
+        let mut on_node: HashMap<&str, i64> = HashMap::with_capacity(related.size_hint().0 / 8);
+        for pod in related {
+            if pod.is_active() {
+                *on_node.entry(&*pod.node_name).or_default() += 1;
             }
         }
         Self(on_node)

@@ -7,6 +7,7 @@ pub mod gates;
 pub mod gomath;
 pub mod key;
 pub mod order;
+pub mod slim;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -18,6 +19,7 @@ pub use key::{
     assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey, PodsOnNode,
 };
 pub use order::{rank_pods, Ambiguity, Comparator, Ranking, Rule};
+pub use slim::{ControllerRef, SlimPod};
 
 /// Active pods of one ReplicaSet in the order upstream deletes them.
 #[derive(Debug, Clone)]

@@ -1,0 +1,768 @@
+//! `predict`'s reader: JSON is parsed as the bytes arrive, each item of a
+//! List or array taken as raw text and decoded at once into a
+//! [`SlimPod`], so neither the text nor whole pods are ever held. YAML (and
+//! JSON after anything but ASCII whitespace) is read whole as before.
+//!
+//! Answers as [`super::parse_pods_slim_versioned`] on the whole text does,
+//! errors included, with one exception: fields the comparator does not read
+//! (labels, container specs, IPs...) are skipped unchecked.
+
+use std::io::{BufReader, Read};
+use std::sync::Arc;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::{
+    control_message, first_control, flatten, is_version_object, item_label, json_syntax,
+    merge_versions, read_bounded, version_of, Expect, InputError, RawObject, ServerVersion,
+};
+use crate::comparator::slim::{ControllerRef, SlimPod};
+
+mod fast;
+
+/// Reads pods from a file, or stdin for `-`, for `predict`: the source's
+/// name, the pods and the Kubernetes version the input carries, if any.
+pub fn read_pods_slim(
+    path: &str,
+    max_bytes: u64,
+) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    if path == "-" {
+        let name = "<stdin>";
+        let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), max_bytes, 0)?;
+        return Ok((name.into(), pods, version));
+    }
+    let file = std::fs::File::open(path).map_err(|error| InputError::Io {
+        source_name: path.to_string(),
+        error,
+    })?;
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    if size > max_bytes {
+        return Err(InputError::TooLarge {
+            source_name: path.to_string(),
+            limit: max_bytes,
+            size: Some(size),
+        });
+    }
+    let (pods, version) = pods_from_reader(path, file, max_bytes, size)?;
+    Ok((path.to_string(), pods, version))
+}
+
+/// [`read_pods_slim`] on any reader; `size_hint` is a regular file's length.
+pub fn pods_from_reader(
+    source_name: &str,
+    mut reader: impl Read,
+    max_bytes: u64,
+    size_hint: u64,
+) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    // look for the first byte that is not ASCII whitespace
+    const PEEK: usize = 64 << 10;
+    let mut head: Vec<u8> = Vec::new();
+    let first = loop {
+        if let Some(&b) = head.iter().find(|b| !b" \t\r\n".contains(b)) {
+            break Some(b);
+        }
+        if head.len() >= PEEK || head.len() as u64 > max_bytes {
+            break None;
+        }
+        let start = head.len();
+        head.resize(start + 8192, 0);
+        let n = loop {
+            match reader.read(&mut head[start..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    return Err(InputError::Io {
+                        source_name: source_name.to_string(),
+                        error,
+                    })
+                }
+            }
+        };
+        head.truncate(start + n);
+        if n == 0 {
+            break None;
+        }
+    };
+    if !matches!(first, Some(b'{' | b'[')) {
+        let rest = std::io::Cursor::new(head).chain(reader);
+        let text = read_bounded(source_name, rest, max_bytes, size_hint, Expect::Manifest)?;
+        let (pods, version) = super::parse_pods_slim_versioned(source_name, &text)?;
+        return Ok((pods.iter().map(SlimPod::from_pod).collect(), version));
+    }
+    let mut text = TextReader {
+        source_name,
+        head,
+        head_at: 0,
+        inner: reader,
+        total: 0,
+        limit: max_bytes,
+        carry: [0; 4],
+        carried: 0,
+        line: 1,
+        column: 1,
+        error: None,
+    };
+    let mut collect = Collect::new(source_name, size_hint, max_bytes);
+    let parsed = {
+        let mut de =
+            serde_json::Deserializer::from_reader(BufReader::with_capacity(64 << 10, &mut text));
+        Top(&mut collect)
+            .deserialize(&mut de)
+            .and_then(|()| de.end())
+    };
+    if let Err(e) = parsed {
+        if let Some(e) = collect.fatal.take() {
+            return Err(e);
+        }
+        return Err(text
+            .error
+            .take()
+            .unwrap_or_else(|| json_syntax(source_name, &e)));
+    }
+    collect.finish()
+}
+
+/// A reader that hands on only text: it stops at `limit` bytes, and at the
+/// first control character or byte that is not UTF-8 (as `read_bounded`
+/// does), keeping the error for the caller. A read with such a byte hands
+/// on nothing of it.
+struct TextReader<'s, R> {
+    source_name: &'s str,
+    /// Bytes read while looking at the start, served first.
+    head: Vec<u8>,
+    head_at: usize,
+    inner: R,
+    total: u64,
+    limit: u64,
+    /// The start of a UTF-8 sequence cut by the last read.
+    carry: [u8; 4],
+    carried: usize,
+    /// 1-based line and column of the next byte handed on.
+    line: u64,
+    column: u64,
+    error: Option<InputError>,
+}
+
+impl<R: Read> TextReader<'_, R> {
+    fn fail(&mut self, e: InputError) -> std::io::Error {
+        self.error = Some(e);
+        std::io::Error::other("stopped reading")
+    }
+
+    /// 1-based line and column of `data[at]`, `data` starting at the next byte.
+    fn position(&self, data: &[u8], at: usize) -> (u64, u64) {
+        let before = &data[..at];
+        match before.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => (
+                self.line + before.iter().filter(|&&b| b == b'\n').count() as u64,
+                (at - nl) as u64,
+            ),
+            None => (self.line, self.column + at as u64),
+        }
+    }
+
+    fn not_text(&mut self, data: &[u8], at: usize, message: String) -> std::io::Error {
+        let position = Some(self.position(data, at));
+        let e = InputError::Syntax {
+            source_name: self.source_name.to_string(),
+            format: "JSON or YAML",
+            position,
+            message,
+        };
+        self.fail(e)
+    }
+}
+
+impl<R: Read> Read for TextReader<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.error.is_some() {
+            return Err(std::io::Error::other("stopped reading"));
+        }
+        if out.len() < 4 {
+            // BufReader always asks for its whole buffer
+            return Err(std::io::Error::other("read buffer shorter than 4 bytes"));
+        }
+        loop {
+            let c = self.carried;
+            out[..c].copy_from_slice(&self.carry[..c]);
+            let n = if self.head_at < self.head.len() {
+                let k = (self.head.len() - self.head_at).min(out.len() - c);
+                out[c..c + k].copy_from_slice(&self.head[self.head_at..self.head_at + k]);
+                self.head_at += k;
+                if self.head_at == self.head.len() {
+                    self.head = Vec::new();
+                    self.head_at = 0;
+                }
+                k
+            } else {
+                // read at most one byte past the limit, to know it was passed
+                let room = self.limit.saturating_add(1).saturating_sub(self.total);
+                let want = (out.len() - c).min(usize::try_from(room).unwrap_or(usize::MAX));
+                loop {
+                    match self.inner.read(&mut out[c..c + want.max(1)]) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(error) => {
+                            let e = InputError::Io {
+                                source_name: self.source_name.to_string(),
+                                error,
+                            };
+                            return Err(self.fail(e));
+                        }
+                    }
+                }
+            };
+            self.total += n as u64;
+            if self.total > self.limit {
+                let e = InputError::TooLarge {
+                    source_name: self.source_name.to_string(),
+                    limit: self.limit,
+                    size: None,
+                };
+                return Err(self.fail(e));
+            }
+            let data_len = c + n;
+            let at_end = n == 0;
+            let valid = match std::str::from_utf8(&out[..data_len]) {
+                Ok(_) => data_len,
+                Err(e) => {
+                    let end = e.valid_up_to();
+                    if e.error_len().is_some() || at_end {
+                        let data = out[..data_len].to_vec();
+                        if let Some(at) = first_control(&data[..end]) {
+                            return Err(self.not_text(&data, at, control_message(data[at])));
+                        }
+                        let message = format!(
+                            "byte 0x{:02x} is not UTF-8 text (binary data?); stopped reading",
+                            data[end]
+                        );
+                        return Err(self.not_text(&data, end, message));
+                    }
+                    end
+                }
+            };
+            if let Some(at) = first_control(&out[..valid]) {
+                let data = out[..data_len].to_vec();
+                return Err(self.not_text(&data, at, control_message(data[at])));
+            }
+            self.carried = data_len - valid;
+            let mut carry = [0u8; 4];
+            carry[..self.carried].copy_from_slice(&out[valid..data_len]);
+            self.carry = carry;
+            if valid == 0 && !at_end {
+                continue;
+            }
+            let (line, column) = self.position(&out[..valid], valid);
+            self.line = line;
+            self.column = column;
+            return Ok(valid);
+        }
+    }
+}
+
+/// What the items seen so far come to, kept as the general path would
+/// report it: the first shape error, then versions, then the first error of
+/// a pod, then duplicates.
+struct Collect<'s> {
+    source_name: &'s str,
+    pods: Vec<SlimPod>,
+    /// Where each pod was (`items[3]`), for duplicate errors.
+    locations: Vec<Box<str>>,
+    shape: Option<InputError>,
+    version: Option<ServerVersion>,
+    version_error: Option<InputError>,
+    pod_error: Option<InputError>,
+    /// Shared strings: nodes and owners repeat across pods.
+    nodes: foldhash::HashMap<Box<str>, Arc<str>>,
+    owners: foldhash::HashSet<Arc<ControllerRef>>,
+    /// About how many bytes the pods take, and the most they may: the byte
+    /// limit, so that tiny items (`[{"metadata":{"name":"p"}},...` without
+    /// end) cannot hold more memory than the text would have.
+    held: u64,
+    limit: u64,
+    /// Set when `held` passed `limit`: reading stops.
+    fatal: Option<InputError>,
+}
+
+impl<'s> Collect<'s> {
+    fn new(source_name: &'s str, size_hint: u64, limit: u64) -> Self {
+        // ~1 KB of JSON a pod at least: avoids regrowing a large vector
+        let guess = usize::try_from(size_hint / 1024).unwrap_or(0).min(1 << 20);
+        Self {
+            source_name,
+            pods: Vec::with_capacity(guess),
+            locations: Vec::with_capacity(guess),
+            shape: None,
+            version: None,
+            version_error: None,
+            pod_error: None,
+            nodes: Default::default(),
+            owners: Default::default(),
+            held: 0,
+            limit,
+            fatal: None,
+        }
+    }
+
+    fn push(&mut self, pod: SlimPod, location: &str) {
+        // the record, its strings and its location, with allocator overhead
+        self.held += (std::mem::size_of::<SlimPod>()
+            + pod.name.len()
+            + pod.uid.len()
+            + pod.namespace.len()
+            + pod.cost_annotation.as_deref().map_or(0, str::len)
+            + location.len()
+            + 96) as u64;
+        if self.held > self.limit && self.fatal.is_none() {
+            self.fatal = Some(InputError::TooLarge {
+                source_name: self.source_name.to_string(),
+                limit: self.limit,
+                size: None,
+            });
+        }
+        self.pods.push(pod);
+        self.locations.push(location.into());
+    }
+
+    fn reset(&mut self) {
+        self.held = 0;
+        self.pods.clear();
+        self.locations.clear();
+        self.shape = None;
+        self.version = None;
+        self.version_error = None;
+        self.pod_error = None;
+    }
+
+    /// One item of the top-level array or List, as raw JSON.
+    fn item(&mut self, raw: &str, location: String) {
+        if self.shape.is_some() {
+            return; // only the first shape error is ever reported
+        }
+        if self.pod_error.is_none() {
+            if let Some(pod) = fast::decode(raw, &mut self.nodes, &mut self.owners) {
+                self.push(pod, &location);
+                return;
+            }
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value) => self.value(value, location),
+            // raw text is valid JSON already; kept as a syntax error if not
+            Err(e) => {
+                self.shape
+                    .get_or_insert_with(|| json_syntax(self.source_name, &e));
+            }
+        }
+    }
+
+    /// The general path on one value (flattened, then each object checked).
+    fn value(&mut self, value: Value, location: String) {
+        let mut objects = Vec::new();
+        if let Err(e) = flatten(self.source_name, location, value, &mut objects) {
+            self.shape = Some(e);
+            return;
+        }
+        for o in objects {
+            self.object(o);
+        }
+    }
+
+    fn object(&mut self, o: RawObject) {
+        if is_version_object(&o) {
+            if self.version_error.is_none() {
+                match version_of(&o).and_then(|v| merge_versions(self.version.take(), Some(v))) {
+                    Ok(v) => self.version = v,
+                    Err(e) => self.version_error = Some(e),
+                }
+            }
+            return;
+        }
+        if self.pod_error.is_some() {
+            return;
+        }
+        let pod = super::pods_from(std::slice::from_ref(&o));
+        match pod {
+            Ok(pods) => {
+                for p in &pods {
+                    self.push(SlimPod::from_pod(p), &o.location);
+                }
+            }
+            Err(e) => self.pod_error = Some(e),
+        }
+    }
+
+    fn finish(self) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+        if let Some(e) = self.shape.or(self.version_error).or(self.pod_error) {
+            return Err(e);
+        }
+        check_unique(self.source_name, &self.pods, &self.locations)?;
+        if self.pods.is_empty() {
+            return Err(InputError::NoPods {
+                source_name: self.source_name.to_string(),
+                detail: "the list is empty".to_string(),
+            });
+        }
+        Ok((self.pods, self.version))
+    }
+}
+
+/// [`super::check_unique_pods`] on slim pods: the first pod that repeats an
+/// earlier one by namespace and name, or by UID, with both items named.
+fn check_unique(
+    source_name: &str,
+    pods: &[SlimPod],
+    locations: &[Box<str>],
+) -> Result<(), InputError> {
+    use foldhash::{HashMap, HashMapExt};
+    let mut names: HashMap<(&str, &str), usize> = HashMap::with_capacity(pods.len());
+    let mut uids: HashMap<&str, usize> = HashMap::with_capacity(pods.len());
+    let who = |i: usize| {
+        let p = &pods[i];
+        format!(
+            "{} (Pod {})",
+            item_label(source_name, &locations[i]),
+            super::qualified(&p.namespace, &p.name)
+        )
+    };
+    for (i, pod) in pods.iter().enumerate() {
+        let key = (&*pod.namespace, &*pod.name);
+        if let Some(&first) = names.get(&key) {
+            return Err(InputError::Duplicate {
+                first: who(first),
+                second: who(i),
+                what: format!("name {}", super::qualified(key.0, key.1)),
+            });
+        }
+        if !pod.uid.is_empty() {
+            if let Some(&first) = uids.get(&*pod.uid) {
+                return Err(InputError::Duplicate {
+                    first: who(first),
+                    second: who(i),
+                    what: format!("uid {}", pod.uid),
+                });
+            }
+            uids.insert(&pod.uid, i);
+        }
+        names.insert(key, i);
+    }
+    Ok(())
+}
+
+/// The top-level value: an array, or an object that is a List (its `items`
+/// streamed) or a single object.
+struct Top<'c, 's>(&'c mut Collect<'s>);
+
+impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object or array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
+            self.0.item(raw.get(), format!("[{i}]"));
+            if self.0.fatal.is_some() {
+                return Err(serde::de::Error::custom("stopped reading"));
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // every field but `items` as raw text (a List has two or three small
+        // ones; a single object has them all); `items` streamed as a List's
+        let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
+        let mut items: Option<ItemsSeen> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                // a repeated key: the last one counts, as in a parsed object
+                self.0.reset();
+                items = Some(map.next_value_seed(Items(&mut *self.0))?);
+            } else {
+                let raw = map.next_value::<Box<RawValue>>()?;
+                fields.retain(|(k, _)| *k != key);
+                fields.push((key, raw));
+            }
+        }
+        let source_name = self.0.source_name;
+        let kind_raw = fields.iter().find(|(k, _)| k == "kind").map(|(_, v)| v);
+        let kind: String = kind_raw
+            .and_then(|v| serde_json::from_str::<Value>(v.get()).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let is_list =
+            kind == "List" || kind.ends_with("List") || (kind.is_empty() && items.is_some());
+        if is_list {
+            match items {
+                Some(ItemsSeen::Array) | Some(ItemsSeen::Null) | None => {}
+                Some(ItemsSeen::Other(found)) => {
+                    if self.0.shape.is_none() {
+                        self.0.reset();
+                        self.0.shape = Some(InputError::Shape {
+                            source_name: source_name.to_string(),
+                            location: "object".to_string(),
+                            message: format!("`items` must be an array, found {found}"),
+                        });
+                    }
+                }
+            }
+            return Ok(());
+        }
+        // a single object: what `items` held does not matter to it (a Pod
+        // ignores the field; only an object without a kind lists its fields,
+        // and with `items` and no kind it would be a List)
+        self.0.reset();
+        let mut object = serde_json::Map::new();
+        for (k, v) in fields {
+            match serde_json::from_str::<Value>(v.get()) {
+                Ok(v) => {
+                    object.insert(k, v);
+                }
+                Err(e) => {
+                    self.0.shape = Some(json_syntax(source_name, &e));
+                    return Ok(());
+                }
+            }
+        }
+        if items.is_some() {
+            object.insert("items".to_string(), Value::Array(Vec::new()));
+        }
+        self.0.value(Value::Object(object), "object".to_string());
+        Ok(())
+    }
+}
+
+/// What a List's `items` held.
+enum ItemsSeen {
+    /// An array, its items handed to the collector.
+    Array,
+    Null,
+    /// Something else: its type in words.
+    Other(&'static str),
+}
+
+struct Items<'c, 's>(&'c mut Collect<'s>);
+
+impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
+    type Value = ItemsSeen;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ItemsSeen, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_, '_> {
+    type Value = ItemsSeen;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ItemsSeen, A::Error> {
+        let mut i = 0usize;
+        while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
+            self.0.item(raw.get(), format!("items[{i}]"));
+            if self.0.fatal.is_some() {
+                return Err(serde::de::Error::custom("stopped reading"));
+            }
+            i += 1;
+        }
+        Ok(ItemsSeen::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ItemsSeen, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(ItemsSeen::Other("an object"))
+    }
+
+    fn visit_unit<E>(self) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Null)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Other("a boolean"))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Other("a number"))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Other("a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Other("a number"))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<ItemsSeen, E> {
+        Ok(ItemsSeen::Other("a string"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole-text answer: `parse_pods_slim_versioned` after `read_bounded`.
+    fn whole(text: &str) -> Result<(Vec<SlimPod>, Option<ServerVersion>), String> {
+        read_bounded("f.json", text.as_bytes(), 1 << 20, 0, Expect::Manifest)
+            .and_then(|t| super::super::parse_pods_slim_versioned("f.json", &t))
+            .map(|(p, v)| (p.iter().map(SlimPod::from_pod).collect(), v))
+            .map_err(|e| e.to_string())
+    }
+
+    fn streamed(text: &str) -> Result<(Vec<SlimPod>, Option<ServerVersion>), String> {
+        pods_from_reader("f.json", text.as_bytes(), 1 << 20, 0).map_err(|e| e.to_string())
+    }
+
+    const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"s","uid":"u","labels":{"x":"y"},"annotations":{"other":"1","controller.kubernetes.io/pod-deletion-cost":"5"},"creationTimestamp":"2025-01-01T00:00:00Z","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"r","controller":true}]},"spec":{"nodeName":"n","containers":[{"name":"c","image":"i"}],"initContainers":[{"name":"p","image":"i","restartPolicy":"Always"},{"name":"q","image":"i"}]},"status":{"phase":"Running","podIP":"1.2.3.4","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2025-01-01T00:01:00Z"}],"containerStatuses":[{"name":"c","image":"i","imageID":"x","ready":true,"restartCount":3}],"initContainerStatuses":[{"name":"p","image":"i","imageID":"x","ready":true,"restartCount":1},{"name":"q","image":"i","imageID":"x","ready":true,"restartCount":9}]}}"#;
+
+    /// Every input answers as the whole-text path: the same slim pods and
+    /// version, or the same error.
+    #[test]
+    fn streaming_answers_as_the_whole_text() {
+        let version = r#"{"serverVersion":{"major":"1","minor":"33","gitVersion":"v1.33.1"}}"#;
+        let other_version = r#"{"gitVersion":"v1.30.0"}"#;
+        let list = |items: &[&str]| format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(","));
+        let p = |name: &str, extra: &str| {
+            format!(r#"{{"metadata":{{"name":"{name}","uid":"{name}"{extra}}}}}"#)
+        };
+        let cases: Vec<String> = vec![
+            POD.into(),
+            list(&[POD]),
+            format!(r#"{{"items":[{POD}],"kind":"PodList","metadata":{{}}}}"#),
+            format!(r#"{{"items":[{POD}]}}"#),
+            format!("  \n[{POD},{}]", p("b", "")),
+            format!(r#"[{POD},{version}]"#),
+            format!(r#"[{version},{POD},{other_version}]"#),
+            format!(r#"[{version},{POD},{version}]"#),
+            list(&[POD, r#"{"serverVersion":{"major":"x"}}"#]),
+            r#"{"apiVersion":"v1","kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#.into(),
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[]}"#.into(),
+            r#"{"items":[{"metadata":{"name":"a"}}]}"#.into(),
+            r#"  [{"metadata":{"name":"a"}},{"kind":"Pod","apiVersion":"v1"}]"#.into(),
+            r#"{"kind":"List","items":null}"#.into(),
+            r#"{"kind":"List","items":5}"#.into(),
+            r#"{"kind":"List","items":{"a":1}}"#.into(),
+            r#"{"items":"x","kind":"List"}"#.into(),
+            r#"{"items":"x","kind":"Pod","metadata":{"name":"a"}}"#.into(),
+            r#"{"items":[3],"kind":"Pod","metadata":{"name":"a"}}"#.into(),
+            r#"{"items":[3],"kind":"Node","metadata":{"name":"a"}}"#.into(),
+            r#"{"items":[{"metadata":{"name":"a"}}],"items":[{"metadata":{"name":"b"}}]}"#.into(),
+            r#"{"kind":"Pod","kind":"List","items":[{"metadata":{"name":"b"}}]}"#.into(),
+            r#"{"kind":5,"items":[{"metadata":{"name":"b"}}]}"#.into(),
+            r#"{"kind":"List","items":[{"kind":"List","items":[{"metadata":{"name":"n"}}]}]}"#.into(),
+            r#"[[{"metadata":{"name":"a"}}]]"#.into(),
+            r#"[[{"metadata":{"name":"a"}}], 3]"#.into(),
+            r#"[{"kind":"Node"}, 3]"#.into(),
+            r#"[{"kind":"Node"}, {"metadata":{"name":"a"},"status":{"phase":5}}]"#.into(),
+            r#"[{"kind":"Node"}, {"gitVersion":"nope"}]"#.into(),
+            r#"{"kind":"Pod","metadata":{"name":"a"},"items":[]}"#.into(),
+            r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"x"}}]}"#.into(),
+            r#"{"kind":"List","items":[{"apiVersion":"v2","kind":"Pod"}]}"#.into(),
+            r#"{"kind":"List","items":[{"apiVersion":"v2","kind":"Pod","metadata":{"name":"a"}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a"},"status":{"conditions":[{"type":"Ready","status":5}]}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a"},"status":{"conditions":[["Ready","True"]]}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":["a"]}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a","annotations":{"x":null}}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a","creationTimestamp":"yesterday"}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a","name":"b"}}]}"#.into(),
+            r#"{"kind":"PodList","items":[{"metadata":{"name":"a\u0062","namespace":null},"spec":null,"status":{"containerStatuses":null}}]}"#.into(),
+            r#"{"kind":"List","items":[3]}"#.into(),
+            r#"{"kind":"List","items":[]} trailing"#.into(),
+            r#"{"kind":"List","items":[]}{"kind":"List"}"#.into(),
+            r#"{"kind":"List","items":[{"metadata":{"name":"a"}},]}"#.into(),
+            "[\n{\"metadata\":{\"name\":\"a\"}},\n{\"metadata\":{\"name\":\"a\"}}]".into(),
+            r#"{"kind":"List","items":[{"metadata":{"name":"a","uid":"u"}},{"metadata":{"name":"b","uid":"u"}}]}"#.into(),
+            r#"{"kind":"List","items":[{"metadata":{"name":"a","namespace":"x"}},{"metadata":{"name":"a","namespace":"y"}}]}"#.into(),
+            r#"[{}]"#.into(),
+            r#"[{"foo":1,"bar":2}]"#.into(),
+            r#"[null]"#.into(),
+            "[]".into(),
+            "{}".into(),
+            "[".into(),
+            "{\"kind\":\"List\",\"items\":[{\"metadata\":{\"name\":\"a\"}}".into(),
+            format!("[{}]", p("caf\u{e9}", "")),
+            "[{\"metadata\":{\"name\":\"a\u{1}\"}}]".into(),
+            "kind: Pod\nmetadata:\n  name: y\n".into(),
+            "\u{feff}[{\"metadata\":{\"name\":\"a\"}}]".into(),
+            "\u{a0}[{\"metadata\":{\"name\":\"a\"}}]".into(),
+            "".into(),
+            "  \n ".into(),
+        ];
+        for text in &cases {
+            assert_eq!(streamed(text), whole(text), "{text}");
+        }
+    }
+
+    /// The fast decode gives the slim pod that the whole `Pod` gives.
+    #[test]
+    fn fast_decode_matches_the_whole_pod() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_str(POD).unwrap();
+        let (mut nodes, mut owners) = Default::default();
+        let fast = fast::decode(POD, &mut nodes, &mut owners).unwrap();
+        assert_eq!(fast, SlimPod::from_pod(&pod));
+        assert_eq!((fast.restarts, fast.sidecar_restarts), (3, 1));
+        assert_eq!(fast.cost_annotation.as_deref(), Some("5"));
+    }
+
+    /// Bytes cut anywhere by the reader: the same answer as in one piece.
+    #[test]
+    fn reads_cut_anywhere_give_the_same_answer() {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.1.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let text = format!("[{POD},\n{{\"metadata\":{{\"name\":\"caf\u{e9}\u{1F600}\"}}}}]");
+        let whole = streamed(&text);
+        assert!(whole.is_ok());
+        for step in 1..12 {
+            let got = pods_from_reader("f.json", Trickle(text.as_bytes(), step), 1 << 20, 0)
+                .map_err(|e| e.to_string());
+            assert_eq!(got, whole, "step {step}");
+        }
+        // a control character on line 2, column 3, whatever the cuts
+        let bad = "[\n {\u{1}}]";
+        for step in 1..6 {
+            let got = pods_from_reader("f.json", Trickle(bad.as_bytes(), step), 1 << 20, 0)
+                .map_err(|e| e.to_string());
+            assert_eq!(got.map(|_| ()), Err("f.json: not valid JSON or YAML at line 2 column 3: control character 0x01 is in no JSON or YAML text (binary data?); stopped reading".to_string()), "step {step}");
+        }
+    }
+
+    #[test]
+    fn limits_and_binary_data_stop_the_stream() {
+        let big = format!("[{}]", vec![POD; 50].join(","));
+        let e = pods_from_reader("f.json", big.as_bytes(), 4096, 0).unwrap_err();
+        assert!(
+            e.to_string().contains("larger than --max-input-bytes 4Ki"),
+            "{e}"
+        );
+        let e = pods_from_reader("f.json", &b"[{\"a\":\xff}]"[..], 4096, 0).unwrap_err();
+        assert!(e.to_string().contains("byte 0xff is not UTF-8"), "{e}");
+        let e = pods_from_reader("f.json", &b"[\xe2\x82"[..], 4096, 0).unwrap_err();
+        assert!(e.to_string().contains("is not UTF-8"), "{e}");
+    }
+}
