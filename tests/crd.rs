@@ -336,7 +336,8 @@ fn full_policy() -> Value {
             "respectForeignCosts": false
         },
         "status": {
-            "conditions": [{"type": "Ready", "status": "True"}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled",
+                            "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
             "managedPods": 3
         }
     })
@@ -373,6 +374,23 @@ fn cel_accepts_a_full_policy() {
     let text = serde_json::to_string(&full_policy()).unwrap();
     let found = parse_policies("full.json", &text).unwrap();
     found[0].validate().unwrap();
+}
+
+/// Status conditions are `metav1.Condition`s: the operator cannot read one
+/// without `lastTransitionTime`, so the schema does not admit one.
+#[test]
+fn status_conditions_need_a_transition_time() {
+    let mut p = full_policy();
+    p["status"]["conditions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("lastTransitionTime");
+    let text = serde_json::to_string(&p).unwrap();
+    let err = parse_policies("full.json", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("status.conditions[0].lastTransitionTime"),
+        "{err}"
+    );
 }
 
 #[test]

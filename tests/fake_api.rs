@@ -588,6 +588,74 @@ async fn crd_status_subresource_is_separate_from_the_main_resource() {
     assert_eq!(stored.pointer("/spec/dryRun"), Some(&json!(true)));
 }
 
+/// Server-side apply on the status subresource: the status part only, and a
+/// field its manager applied before and now leaves out goes, unless another
+/// manager owns it too.
+#[tokio::test]
+async fn server_side_apply_of_a_status_drops_what_its_manager_left_out() {
+    let fake = FakeApi::start().await;
+    let api: Api<DeletionCostPolicy> = Api::namespaced(fake.client(), "shop");
+    api.create(&PostParams::default(), &policy()).await.unwrap();
+    let apply = |status: Value| {
+        json!({"apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+               "spec": {"dryRun": true}, "status": status})
+    };
+    let ssa = PatchParams::apply("operator").force();
+
+    let first = apply(json!({"managedPods": 3, "lastRefresh": "t0",
+                             "mismatches": [{"pod": "p1", "reason": "NotReady"}]}));
+    api.patch_status("web", &ssa, &Patch::Apply(&first))
+        .await
+        .unwrap();
+    let written = fake.writes_to("deletioncostpolicies/status");
+    assert_eq!(
+        written
+            .last()
+            .and_then(|r| r.content_type.clone())
+            .as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    // another manager takes lastRefresh over by changing it
+    let other = json!({"status": {"lastRefresh": "t1", "pendingPatches": 2}});
+    api.patch_status("web", &PatchParams::apply("other"), &Patch::Merge(&other))
+        .await
+        .unwrap();
+
+    let second = apply(json!({"managedPods": 4}));
+    let after = api
+        .patch_status("web", &ssa, &Patch::Apply(&second))
+        .await
+        .unwrap();
+    let stored = fake.get_json("DeletionCostPolicy", "shop", "web").unwrap();
+    let status = &stored["status"];
+    assert_eq!(status["managedPods"], json!(4));
+    assert!(status.get("mismatches").is_none(), "{status}");
+    assert_eq!(
+        status["lastRefresh"],
+        json!("t1"),
+        "owned by another manager"
+    );
+    assert_eq!(
+        status["pendingPatches"],
+        json!(2),
+        "never applied by this manager"
+    );
+    assert_eq!(
+        stored.pointer("/spec/dryRun"),
+        None,
+        "the status ignores spec"
+    );
+    assert_eq!(after.metadata.generation, Some(1));
+
+    // an empty list is a value: applied, it stays
+    let third = apply(json!({"managedPods": 4, "mismatches": []}));
+    api.patch_status("web", &ssa, &Patch::Apply(&third))
+        .await
+        .unwrap();
+    let stored = fake.get_json("DeletionCostPolicy", "shop", "web").unwrap();
+    assert_eq!(stored["status"]["mismatches"], json!([]));
+}
+
 fn lease(holder: &str) -> Lease {
     serde_json::from_value(json!({
         "apiVersion": "coordination.k8s.io/v1",

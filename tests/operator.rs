@@ -132,6 +132,30 @@ async fn first_sync_stays_under_the_limit_and_steady_state_writes_nothing() {
         st["managedPods"] == json!(n) && st["pendingPatches"] == json!(0)
     })
     .await;
+    // each status write is a forced server-side apply of the status
+    // subresource, the whole status in metav1 conditions
+    let status_writes = fake.writes_to("deletioncostpolicies/status");
+    assert!(!status_writes.is_empty());
+    for w in &status_writes {
+        assert_eq!(w.method, "PATCH");
+        assert_eq!(
+            w.content_type.as_deref(),
+            Some("application/apply-patch+yaml")
+        );
+        assert_eq!(
+            w.query_param("fieldManager").as_deref(),
+            Some(deletion_cost::MANAGER)
+        );
+        assert_eq!(w.query_param("force").as_deref(), Some("true"));
+        let body = w.json().unwrap();
+        assert_eq!(body["kind"], "DeletionCostPolicy");
+        assert!(body["status"]["mismatches"].is_array(), "{body}");
+        for c in body["status"]["conditions"].as_array().unwrap() {
+            let since = c["lastTransitionTime"].as_str().unwrap();
+            assert!(since.parse::<k8s_openapi::jiff::Timestamp>().is_ok(), "{c}");
+            assert!(c["reason"].is_string() && c["message"].is_string(), "{c}");
+        }
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // steady state: a re-sync with nothing changed writes nothing

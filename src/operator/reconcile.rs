@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
@@ -80,8 +81,9 @@ impl Context {
     }
 }
 
-fn now_rfc3339() -> String {
-    Timestamp::now().to_string()
+/// A condition's transition time: now.
+fn now() -> Time {
+    Time(Timestamp::now())
 }
 
 /// Reconciles one policy: plans and writes it (apply), or removes its costs
@@ -143,7 +145,7 @@ async fn apply_policy(
                 prev_status.as_ref(),
                 &e.errors,
                 policy.metadata.generation,
-                &now_rfc3339(),
+                &now(),
             );
             ctx.write_status(&api, &policy, prev_status.as_ref(), st)
                 .await?;
@@ -200,7 +202,7 @@ async fn apply_policy(
         last_refresh: round.last_refresh.clone(),
         generation: policy.metadata.generation,
     };
-    let st = status::build(prev_status.as_ref(), planned, &observed, &now_rfc3339());
+    let st = status::build(prev_status.as_ref(), planned, &observed, &now());
     ctx.write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
     ctx.rounds.metrics.reconciled("ok");

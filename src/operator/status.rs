@@ -4,14 +4,15 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::plan::{Action, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    Condition, DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims,
-    VictimTie,
+    DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
 };
 
 /// Condition types.
@@ -48,22 +49,28 @@ pub struct Observed {
     pub generation: Option<i64>,
 }
 
+/// A condition; [`merge_conditions`] sets its transition time.
 fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if ok { "True" } else { "False" }.to_string(),
         reason: reason.to_string(),
         message,
-        last_transition_time: None,
+        last_transition_time: UNSET,
+        // the policy's `status.observedGeneration` says which spec they describe
+        observed_generation: None,
     }
 }
+
+/// Placeholder transition time of a condition not merged yet.
+const UNSET: Time = Time(Timestamp::UNIX_EPOCH);
 
 /// Status for an invalid policy: `Ready=False`, reason `InvalidSpec`.
 pub fn invalid(
     prev: Option<&DeletionCostPolicyStatus>,
     message: &str,
     generation: Option<i64>,
-    now: &str,
+    now: &Time,
 ) -> DeletionCostPolicyStatus {
     let mut s = prev.cloned().unwrap_or_default();
     let conds = vec![condition(READY, false, "InvalidSpec", message.to_string())];
@@ -77,7 +84,7 @@ pub fn build(
     prev: Option<&DeletionCostPolicyStatus>,
     plan: &Plan,
     obs: &Observed,
-    now: &str,
+    now: &Time,
 ) -> DeletionCostPolicyStatus {
     let mut counts: BTreeMap<MismatchReason, usize> = BTreeMap::new();
     for m in plan.replica_sets.iter().flat_map(|r| &r.mismatches) {
@@ -253,14 +260,14 @@ fn victims(r: &ReplicaSetPlan) -> ReplicaSetVictims {
 fn merge_conditions(
     prev: Option<&DeletionCostPolicyStatus>,
     new: Vec<Condition>,
-    now: &str,
+    now: &Time,
 ) -> Vec<Condition> {
     new.into_iter()
         .map(|mut c| {
             let old = prev.and_then(|p| p.conditions.iter().find(|o| o.type_ == c.type_));
             c.last_transition_time = match old {
                 Some(o) if o.status == c.status => o.last_transition_time.clone(),
-                _ => Some(now.to_string()),
+                _ => now.clone(),
             };
             c
         })
@@ -290,15 +297,35 @@ pub fn differs(a: Option<&DeletionCostPolicyStatus>, b: &DeletionCostPolicyStatu
     let strip = |s: &DeletionCostPolicyStatus| {
         let mut s = s.clone();
         for c in &mut s.conditions {
-            c.last_transition_time = None;
+            c.last_transition_time = UNSET;
         }
         s
     };
     a.map(strip) != Some(strip(b))
 }
 
-/// Writes the status when it changed (never with `dry_run`), and publishes
-/// one Event per condition transition.
+/// The server-side apply configuration of a status: the whole status, which
+/// this manager owns. Empty lists are sent as `[]`, not left out: a status
+/// written before the operator used server-side apply has its lists owned
+/// by the merge patches that wrote them, so leaving an emptied list out
+/// would not clear it; and the stored status keeps the shape it had.
+fn apply_body(status: &DeletionCostPolicyStatus) -> serde_json::Value {
+    let mut body = serde_json::to_value(status).unwrap_or_default();
+    if let Some(obj) = body.as_object_mut() {
+        for field in ["conditions", "victims", "mismatches"] {
+            obj.entry(field).or_insert_with(|| serde_json::json!([]));
+        }
+    }
+    serde_json::json!({
+        "apiVersion": DeletionCostPolicy::api_version(&()),
+        "kind": DeletionCostPolicy::kind(&()),
+        "status": body,
+    })
+}
+
+/// Writes the status when it changed (never with `dry_run`), by server-side
+/// apply of the status subresource, and publishes one Event per condition
+/// transition.
 pub async fn write(
     recorder: &Recorder,
     dry_run: bool,
@@ -310,18 +337,11 @@ pub async fn write(
     if dry_run || !differs(prev, &new) {
         return Ok(());
     }
-    let mut body = serde_json::to_value(&new).unwrap_or_default();
-    // merge patches keep fields we omit: clear emptied lists explicitly
-    if let Some(obj) = body.as_object_mut() {
-        for field in ["conditions", "victims", "mismatches"] {
-            obj.entry(field).or_insert_with(|| serde_json::json!([]));
-        }
-    }
     let name = policy.name_any();
     api.patch_status(
         &name,
-        &PatchParams::apply(crate::MANAGER),
-        &Patch::Merge(serde_json::json!({ "status": body })),
+        &PatchParams::apply(crate::MANAGER).force(),
+        &Patch::Apply(apply_body(&new)),
     )
     .await?;
     let reference = policy.object_ref(&());
@@ -395,13 +415,18 @@ mod tests {
         }
     }
 
+    /// A transition time `n` seconds after the epoch.
+    fn t(n: i64) -> Time {
+        Time(Timestamp::from_second(n).unwrap())
+    }
+
     fn cond<'a>(s: &'a DeletionCostPolicyStatus, t: &str) -> &'a Condition {
         s.conditions.iter().find(|c| c.type_ == t).unwrap()
     }
 
     #[test]
     fn conditions_reflect_the_plan() {
-        let s = build(None, &plan_with(vec![]), &Observed::default(), "t0");
+        let s = build(None, &plan_with(vec![]), &Observed::default(), &t(0));
         assert_eq!(cond(&s, ORDER_AS_INTENDED).status, "True");
         assert_eq!(cond(&s, READY).status, "True");
         assert_eq!(s.victims[0].pods.len(), VICTIMS_SHOWN);
@@ -416,18 +441,15 @@ mod tests {
                 conflicts: vec![("shop/older".into(), 2)],
                 ..Default::default()
             },
-            "t1",
+            &t(1),
         );
         let order = cond(&bad, ORDER_AS_INTENDED);
         assert_eq!(
             (order.status.as_str(), order.reason.as_str()),
             ("False", "NotReady")
         );
-        assert_eq!(order.last_transition_time.as_deref(), Some("t1"));
-        assert_eq!(
-            cond(&bad, READY).last_transition_time.as_deref(),
-            Some("t0")
-        );
+        assert_eq!(order.last_transition_time, t(1));
+        assert_eq!(cond(&bad, READY).last_transition_time, t(0));
         assert_eq!(cond(&bad, SIGNALS_AVAILABLE).reason, "Unreachable");
         assert_eq!(cond(&bad, CONFLICT).status, "True");
         assert_eq!(bad.mismatches[0].reason, "NotReady");
@@ -499,7 +521,7 @@ mod tests {
     fn victims_name_the_ties_they_cut_through() {
         // all Ready at the same second: upstream ranks equal costs equal
         let same = planned(|_| "2026-11-20T00:00:00Z".into());
-        let s = build(None, &same, &Observed::default(), "t0");
+        let s = build(None, &same, &Observed::default(), &t(0));
         let v = &s.victims[0];
         assert_eq!(v.pods, ["p0", "p1", "p2", "p3", "p4"]);
         assert_eq!(v.ties.len(), 2, "{v:?}");
@@ -524,7 +546,7 @@ mod tests {
 
         // distinct ready times: the UID tie-break settles every pair
         let distinct = planned(|i| format!("2026-11-20T00:00:0{i}Z"));
-        let s = build(None, &distinct, &Observed::default(), "t0");
+        let s = build(None, &distinct, &Observed::default(), &t(0));
         assert_eq!(s.victims[0].pods.len(), VICTIMS_SHOWN);
         assert!(s.victims[0].ties.is_empty(), "{:?}", s.victims[0]);
         let json = serde_json::to_value(&s).unwrap();
@@ -537,7 +559,7 @@ mod tests {
         let rs = &mut plan.replica_sets[0];
         rs.predicted = (0..40).map(|i| format!("p{i}").into()).collect();
         rs.ties = vec![std::ops::Range { start: 2, end: 40 }];
-        let s = build(None, &plan, &Observed::default(), "t0");
+        let s = build(None, &plan, &Observed::default(), &t(0));
         let tie = &s.victims[0].ties[0];
         assert_eq!(tie.pods.len(), TIE_PODS_SHOWN);
         assert_eq!(tie.pods[0], "p2");
@@ -552,8 +574,8 @@ mod tests {
 
     #[test]
     fn unchanged_status_is_not_rewritten() {
-        let a = build(None, &plan_with(vec![]), &Observed::default(), "t0");
-        let b = build(Some(&a), &plan_with(vec![]), &Observed::default(), "t5");
+        let a = build(None, &plan_with(vec![]), &Observed::default(), &t(0));
+        let b = build(Some(&a), &plan_with(vec![]), &Observed::default(), &t(5));
         assert!(!differs(Some(&a), &b));
         assert!(transitions(Some(&a), &b).is_empty());
         // first status: only bad news is an event
@@ -563,7 +585,7 @@ mod tests {
 
     #[test]
     fn invalid_spec_status_names_the_field() {
-        let s = invalid(None, "spec.selector: must not be empty", Some(3), "t0");
+        let s = invalid(None, "spec.selector: must not be empty", Some(3), &t(0));
         let r = cond(&s, READY);
         assert_eq!(
             (r.status.as_str(), r.reason.as_str()),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -310,6 +311,7 @@ pub enum OnSignalMissing {
 pub struct DeletionCostPolicyStatus {
     /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
     /// Generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -331,24 +333,48 @@ pub struct DeletionCostPolicyStatus {
     pub mismatches: Vec<MismatchStatus>,
 }
 
-/// A status condition.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Condition type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// CamelCase reason.
-    #[serde(default)]
-    pub reason: String,
-    /// Human-readable detail.
-    #[serde(default)]
-    pub message: String,
-    /// When the status last changed (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<String>,
+/// The schema of `status.conditions`: `metav1.Condition`'s, as the API
+/// server's own types declare it. Every condition the operator reads must
+/// carry `lastTransitionTime` (the type requires it), so the schema requires
+/// it too. (k8s-openapi ships this schema behind its `schemars` feature,
+/// which this crate does not enable.)
+fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {
+            "description": "Condition contains details for one aspect of the current state of this API Resource.",
+            "type": "object",
+            "properties": {
+                "lastTransitionTime": {
+                    "description": "lastTransitionTime is the last time the condition transitioned from one status to another. This should be when the underlying condition changed.  If that is not known, then using the time when the API field changed is acceptable.",
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "message": {
+                    "description": "message is a human readable message indicating details about the transition. This may be an empty string.",
+                    "type": "string",
+                },
+                "observedGeneration": {
+                    "description": "observedGeneration represents the .metadata.generation that the condition was set based upon. For instance, if .metadata.generation is currently 12, but the .status.conditions[x].observedGeneration is 9, the condition is out of date with respect to the current state of the instance.",
+                    "type": "integer",
+                    "format": "int64",
+                },
+                "reason": {
+                    "description": "reason contains a programmatic identifier indicating the reason for the condition's last transition. Producers of specific condition types may define expected values and meanings for this field, and whether the values are considered a guaranteed API. The value should be a CamelCase string. This field may not be empty.",
+                    "type": "string",
+                },
+                "status": {
+                    "description": "status of the condition, one of True, False, Unknown.",
+                    "type": "string",
+                },
+                "type": {
+                    "description": "type of condition in CamelCase or in foo.example.com/CamelCase.",
+                    "type": "string",
+                },
+            },
+            "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+        },
+    })
 }
 
 /// Predicted first victims of one ReplicaSet.

@@ -17,8 +17,11 @@
 //! - `limit`/`continue` pages are offsets into current state, not a snapshot;
 //! - strategic merge patches are plain merge patches (lists are replaced, not
 //!   merged by key); server-side apply merges the given fields, tracks ownership
-//!   per leaf field for conflicts (409 unless `force`), and never removes fields
-//!   a manager stopped applying; `managedFields` is not returned;
+//!   per leaf field (lists are leaves) for conflicts (409 unless `force`), and
+//!   removes the fields a manager stopped applying that no other manager owns,
+//!   within the part it writes (the object, or its `status` subresource); one
+//!   ownership set per manager name, whatever the operation; `managedFields`
+//!   is not returned;
 //! - no defaulting, validation, admission, garbage collection or kubelet: pods
 //!   without finalizers disappear at once on delete; namespaces are not objects;
 //! - no discovery beyond `/version`; no protobuf, no table output, no `watchList`

@@ -735,8 +735,14 @@ impl Store {
         }
         let mut patched = old.clone();
         match kind {
-            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
-                json_patch::merge(&mut patched, patch)
+            PatchKind::Merge | PatchKind::Strategic => json_patch::merge(&mut patched, patch),
+            PatchKind::Apply => {
+                json_patch::merge(&mut patched, patch);
+                // fields this manager applied before and leaves out now go,
+                // unless another manager owns them too
+                for path in self.dropped_by_apply(res, ns, name, sub, patch, opts) {
+                    remove_path(&mut patched, &path);
+                }
             }
             PatchKind::Json => {
                 let ops: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -758,7 +764,10 @@ impl Store {
                 if let Some(stored) = self.objects[res].get_mut(&(ns.to_string(), name.to_string()))
                 {
                     let manager = opts.manager.clone().unwrap_or_else(|| "unknown".into());
-                    let applied = leaf_paths(patch);
+                    let applied: BTreeSet<FieldPath> = leaf_paths(patch)
+                        .into_iter()
+                        .filter(|p| in_part(def, sub, p))
+                        .collect();
                     if opts.force {
                         for (m, owned) in stored.managers.iter_mut() {
                             if *m != manager {
@@ -766,12 +775,51 @@ impl Store {
                             }
                         }
                     }
-                    stored.managers.insert(manager, applied);
+                    // the applied set replaces what this manager owned in the
+                    // part written (the object or its status), nothing else
+                    let owned = stored.managers.entry(manager).or_default();
+                    owned.retain(|p| !in_part(def, sub, p));
+                    owned.extend(applied);
+                    stored.managers.retain(|_, owned| !owned.is_empty());
                 }
             }
             return Ok(result);
         }
         self.commit(res, ns, name, &old, candidate, opts)
+    }
+
+    /// Fields an apply configuration leaves out that its manager applied
+    /// before, in the part it writes, and no other manager owns: the API
+    /// server removes them.
+    fn dropped_by_apply(
+        &self,
+        res: usize,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        config: &Value,
+        opts: &WriteOpts,
+    ) -> Vec<FieldPath> {
+        let def = &RESOURCES[res];
+        let manager = opts.manager.clone().unwrap_or_else(|| "unknown".into());
+        let Some(stored) = self.objects[res].get(&(ns.to_string(), name.to_string())) else {
+            return Vec::new();
+        };
+        let Some(before) = stored.managers.get(&manager) else {
+            return Vec::new();
+        };
+        let applied = leaf_paths(config);
+        before
+            .iter()
+            .filter(|p| in_part(def, sub, p) && !applied.contains(*p))
+            .filter(|p| {
+                !stored
+                    .managers
+                    .iter()
+                    .any(|(m, owned)| *m != manager && owned.contains(*p))
+            })
+            .cloned()
+            .collect()
     }
 
     fn check_apply_conflicts(
@@ -1166,6 +1214,30 @@ fn diff_paths(
             changed.extend(leaf_paths_at(b, path));
         }
         _ => {}
+    }
+}
+
+/// Whether a field belongs to the part a write to `sub` changes: `status`
+/// for the status subresource; the rest for the main resource of a kind
+/// with one.
+fn in_part(def: &ResourceDef, sub: Option<&str>, path: &FieldPath) -> bool {
+    let status = path.first().map(String::as_str) == Some("status");
+    match sub {
+        Some("status") => status,
+        _ => !(def.status && status),
+    }
+}
+
+/// Removes a field, and the objects it leaves empty.
+fn remove_path(obj: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if let Some(Value::Object(map)) = parents.iter().try_fold(&mut *obj, |v, k| v.get_mut(k)) {
+        map.remove(last);
+        if map.is_empty() && !parents.is_empty() {
+            remove_path(obj, parents);
+        }
     }
 }
 
