@@ -341,18 +341,7 @@ pub fn read_bounded(
             .min(limit.saturating_add(1).saturating_sub(start))
             .max(1);
         buf.resize(start + want, 0);
-        let n = loop {
-            match reader.read(&mut buf[start..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error) => {
-                    return Err(InputError::Io {
-                        source_name: source_name.to_string(),
-                        error,
-                    })
-                }
-            }
-        };
+        let n = read_some(&mut reader, &mut buf[start..], source_name)?;
         buf.truncate(start + n);
         if buf.len() > limit {
             return Err(InputError::TooLarge {
@@ -1165,6 +1154,26 @@ fn typed_pod_list(text: &str) -> Option<(Vec<k8s_openapi::api::core::v1::Pod>, &
         list.items.map(|p| (p, "items"))
     } else {
         None
+    }
+}
+
+/// One `read` into `buf`, again after an interrupt; an error names the source.
+pub(crate) fn read_some(
+    reader: &mut impl std::io::Read,
+    buf: &mut [u8],
+    source_name: &str,
+) -> Result<usize, InputError> {
+    loop {
+        match reader.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                return Err(InputError::Io {
+                    source_name: source_name.to_string(),
+                    error,
+                })
+            }
+        }
     }
 }
 

@@ -73,18 +73,7 @@ pub fn pods_from_reader(
         }
         let start = head.len();
         head.resize(start + 8192, 0);
-        let n = loop {
-            match reader.read(&mut head[start..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error) => {
-                    return Err(InputError::Io {
-                        source_name: source_name.to_string(),
-                        error,
-                    })
-                }
-            }
-        };
+        let n = super::read_some(&mut reader, &mut head[start..], source_name)?;
         head.truncate(start + n);
         if n == 0 {
             break None;

@@ -87,6 +87,17 @@ pub struct Rounds {
 }
 
 impl Rounds {
+    /// Options of a live round: the cluster's gates, now, over the pods as
+    /// they are (not as if the patches had landed).
+    fn plan_options(&self, scale_down_by: Option<usize>) -> PlanOptions {
+        PlanOptions {
+            gates: self.gates,
+            now: Some(Timestamp::now().as_nanosecond()),
+            scale_down_by,
+            assume_patches_applied: false,
+        }
+    }
+
     /// Rounds over `caches`, writing through `leadership`'s patcher.
     pub fn new(
         caches: Caches,
@@ -196,12 +207,7 @@ impl Rounds {
         self.churn.note();
         let caches = self.caches.clone();
         let others = self.caches.policies();
-        let opts = PlanOptions {
-            gates: self.gates,
-            now: Some(Timestamp::now().as_nanosecond()),
-            scale_down_by,
-            assume_patches_applied: false,
-        };
+        let opts = self.plan_options(scale_down_by);
         let (policy, resolved_owned) = (policy.clone(), resolved.clone());
         // moved into the planner and back: the lock keeps everyone else out
         let samples = std::mem::take(&mut state.samples);
@@ -262,12 +268,7 @@ impl Rounds {
         self.churn.note();
         let caches = self.caches.clone();
         let others = self.caches.policies();
-        let opts = PlanOptions {
-            gates: self.gates,
-            now: Some(Timestamp::now().as_nanosecond()),
-            scale_down_by,
-            assume_patches_applied: false,
-        };
+        let opts = self.plan_options(scale_down_by);
         let (policy, resolved) = (policy.clone(), resolved.clone());
         let key = resolved.key();
         // the guard goes along: no round of this policy changes the samples meanwhile
