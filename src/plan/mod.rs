@@ -10,8 +10,8 @@ pub mod previous;
 pub mod prices;
 pub mod resolve;
 pub mod savings;
+mod selection;
 pub mod snapshot;
-mod table;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::comparator::{FeatureGates, GoTime};
 use crate::policy::ValidatedSignal;
 use crate::signals::SignalSamples;
 use rayon::prelude::*;
-use table::NsPod;
+use selection::NsPod;
 
 pub use check::{Mismatch, MismatchReason, Verdict};
 pub use previous::PreviousValues;
@@ -226,7 +226,7 @@ fn node_of(p: &Pod) -> &str {
 /// Names of the active pods a policy selects in a snapshot.
 pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
     let ns_rs = namespace_replica_sets(policy, snapshot);
-    let selection = table::select(
+    let selection = selection::select(
         policy,
         &snapshot.pods,
         &snapshot.nodes,
@@ -353,7 +353,7 @@ pub fn plan_excluding(
         .signals
         .iter()
         .any(|s| matches!(s, ValidatedSignal::NodeConsolidation(_)));
-    let mut table = table::select(
+    let mut selection = selection::select(
         policy,
         &snapshot.pods,
         &snapshot.nodes,
@@ -362,21 +362,24 @@ pub fn plan_excluding(
         count_nodes,
         parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
     );
-    let by_name = std::mem::take(&mut table.active);
-    let inactive = std::mem::take(&mut table.inactive);
-    let pods: Vec<&NsPod> = by_name.iter().map(|&i| &table.pods[i as usize]).collect();
+    let by_name = std::mem::take(&mut selection.active);
+    let inactive = std::mem::take(&mut selection.inactive);
+    let pods: Vec<&NsPod> = by_name
+        .iter()
+        .map(|&i| &selection.pods[i as usize])
+        .collect();
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
-    let parallel = parallel_from(table.pods.len(), PARALLEL_FROM);
+    let parallel = parallel_from(selection.pods.len(), PARALLEL_FROM);
     let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
         parallel,
-        || order::key_replica_sets(&by_name, &table, &ns_rs, opts.now, parallel),
+        || order::key_replica_sets(&by_name, &selection, &ns_rs, opts.now, parallel),
         || {
             cost::cost_pods(
                 policy,
                 &pods,
-                &table,
+                &selection,
                 &snapshot.nodes,
                 samples,
                 previous,

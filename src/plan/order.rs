@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rayon::prelude::*;
 
-use super::table::{NsPod, Selection};
+use super::selection::{NsPod, Selection};
 use super::{check, controller_of, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
@@ -129,20 +129,20 @@ fn pods_on_node<'p, 'a: 'p>(
     on_node
 }
 
-/// Groups the selected pods (`by_name`: their rows in `table`, in plan
+/// Groups the selected pods (`by_name`: their rows in `selection`, in plan
 /// order) by ReplicaSet and keys every active pod each one owns, with the
 /// colocation ranks upstream gives them. Returns the groups in name order
 /// and the warnings they raise.
 pub(super) fn key_replica_sets<'a>(
     by_name: &[u32],
-    table: &Selection<'a>,
+    selection: &Selection<'a>,
     ns_rs: &[&'a ReplicaSet],
     now: GoTime,
     parallel: bool,
 ) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
     const NOT_SELECTED: u32 = u32::MAX;
-    let (ns_pods, replica_sets) = (&table.pods, &table.replica_sets);
-    let slots = table.nodes.names.len();
+    let (ns_pods, replica_sets) = (&selection.pods, &selection.replica_sets);
+    let slots = selection.nodes.names.len();
     let mut warnings = Vec::new();
     let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
     // upstream orders every active pod a ReplicaSet owns, selected or not:

@@ -831,7 +831,7 @@ proptest! {
             })
             .collect();
         let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
-        let selection = table::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
+        let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
         let got: Vec<&str> = selection
             .active
             .iter()

@@ -1,7 +1,8 @@
-//! The pods of a policy's namespace as the planner reads them. Each pod's
-//! name, controlling ReplicaSet, node and activity are read once here, so
-//! costing and keying compare small values instead of walking each pod's
-//! metadata again.
+//! Selection: the pods of a policy's namespace as the planner reads them,
+//! and which of them the policy's target selects. Each pod's name,
+//! controlling ReplicaSet, node and activity are read once here, so costing
+//! and keying compare small values instead of walking each pod's metadata
+//! again.
 
 use std::collections::BTreeSet;
 
