@@ -4,7 +4,7 @@
 //! against the order the policy intends. It never talks to the API.
 
 pub mod check;
-mod cost;
+mod costing;
 mod order;
 pub mod previous;
 pub mod prices;
@@ -376,7 +376,7 @@ pub fn plan_excluding(
         parallel,
         || order::key_replica_sets(&by_name, &selection, &ns_rs, opts.now, parallel),
         || {
-            cost::cost_pods(
+            costing::cost_pods(
                 policy,
                 &pods,
                 &selection,

@@ -741,6 +741,6 @@ proptest! {
             crate::comparator::ParsedCost { value: c, problem: None }
         );
         let mut buf = String::from("stale");
-        prop_assert_eq!(super::super::cost::decimal(&mut buf, c), c.to_string());
+        prop_assert_eq!(super::super::costing::decimal(&mut buf, c), c.to_string());
     }
 }
