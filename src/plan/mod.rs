@@ -5,7 +5,7 @@
 
 pub mod check;
 mod costing;
-mod order;
+mod prediction;
 pub mod previous;
 pub mod prices;
 pub mod resolve;
@@ -374,7 +374,7 @@ pub fn plan_excluding(
     let parallel = parallel_from(selection.pods.len(), PARALLEL_FROM);
     let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
         parallel,
-        || order::key_replica_sets(&by_name, &selection, &ns_rs, opts.now, parallel),
+        || prediction::key_replica_sets(&by_name, &selection, &ns_rs, opts.now, parallel),
         || {
             costing::cost_pods(
                 policy,
@@ -389,7 +389,7 @@ pub fn plan_excluding(
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
-    let replica_sets = order::check_replica_sets(keyed, &costed.plans, opts);
+    let replica_sets = prediction::check_replica_sets(keyed, &costed.plans, opts);
     Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: costed.plans,

@@ -1,6 +1,7 @@
-//! Ordering: the pods of each ReplicaSet keyed for the comparator, with the
+//! Prediction: the pods of each ReplicaSet keyed for the comparator, with the
 //! colocation ranks upstream gives them, then ordered and checked against
-//! the costs the policy intends.
+//! the costs the policy intends: the order upstream will scale each
+//! ReplicaSet down in.
 
 use std::sync::Arc;
 
