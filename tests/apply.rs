@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use deletion_cost::apply::patcher::Priority;
 use deletion_cost::apply::{
-    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodKey, PodWriter, PolicyKey, Rate,
+    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
     SubmitError, WriteError, WriteOutcome, OWNER_ANNOTATION,
 };
 use deletion_cost::comparator::POD_DELETION_COST;
@@ -130,7 +130,7 @@ fn config(qps: f64, burst: u32) -> PatcherConfig {
 }
 
 fn set(ns: &str, policy: &str, pod: &str, cost: i32) -> PatchRequest {
-    PatchRequest::set(PodKey::new(ns, pod), policy, cost)
+    PatchRequest::set(PodRef::new(ns, pod), policy, cost)
 }
 
 /// Largest number of calls in any window `[t_i, t_i + len)` that starts at
@@ -423,7 +423,7 @@ async fn drain_deadline_abandons_the_rest_and_says_so() {
     let report = patcher.drain(Duration::from_secs(3)).await;
     assert!(Instant::now() - start <= Duration::from_secs(3));
     assert!(!report.completed());
-    assert!(report.abandoned.contains(&PodKey::new("shop", "stuck")));
+    assert!(report.abandoned.contains(&PodRef::new("shop", "stuck")));
     let outcomes = batch.wait().await.outcomes;
     let applied = outcomes
         .iter()
@@ -528,7 +528,7 @@ async fn full_queue_pushes_back_instead_of_dropping() {
         SubmitError::QueueFull {
             capacity: 5,
             needed: 1,
-            pod: PodKey::new("shop", "p5"),
+            pod: PodRef::new("shop", "p5"),
         }
     );
     assert!(err.to_string().contains("shop/p5"));
@@ -556,7 +556,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     let patcher = Patcher::start(api.clone(), config(1.0, 1));
     let web = PolicyKey::new("shop", "web");
     patcher
-        .submit(PatchRequest::remove(PodKey::new("shop", "a"), "web"))
+        .submit(PatchRequest::remove(PodRef::new("shop", "a"), "web"))
         .unwrap();
     patcher.submit(set("shop", "web", "b", 4)).unwrap();
     let pending = patcher.pending_for(&web);
@@ -616,8 +616,8 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
     assert_eq!(
         report.outcomes,
         [
-            (PodKey::new("shop", "web-0"), WriteOutcome::Applied),
-            (PodKey::new("shop", "web-1"), WriteOutcome::Gone),
+            (PodRef::new("shop", "web-0"), WriteOutcome::Applied),
+            (PodRef::new("shop", "web-1"), WriteOutcome::Gone),
         ]
     );
     assert!(report.all_done());

@@ -18,7 +18,7 @@ use super::error::OperatorError;
 use super::round::Rounds;
 use super::status;
 use super::sync::WatchHealth;
-use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, WriteOutcome};
+use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 use crate::comparator::POD_DELETION_COST;
 use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
@@ -241,7 +241,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     let reqs: Vec<PatchRequest> = ours
         .iter()
         .map(|p| {
-            PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
+            PatchRequest::remove(PodRef::new(&ns, p.name_any()), &name)
                 .with_uid(p.uid().unwrap_or_default())
         })
         .collect();

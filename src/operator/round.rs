@@ -20,7 +20,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::caches::Caches;
 use super::leadership::Leadership;
 use super::memory_trim::Churn;
-use crate::apply::{Batch, PatchRequest, PodKey, PolicyKey, Priority, Rate, SubmitError};
+use crate::apply::{Batch, PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError};
 use crate::comparator::FeatureGates;
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
@@ -432,12 +432,12 @@ impl PolicyRound {
             .plan
             .patches
             .iter()
-            .map(|p| PatchRequest::set(PodKey::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
+            .map(|p| PatchRequest::set(PodRef::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
             .collect();
         reqs.extend(
             self.releases
                 .iter()
-                .map(|(pod, uid)| PatchRequest::remove(PodKey::new(ns, pod), name).with_uid(uid)),
+                .map(|(pod, uid)| PatchRequest::remove(PodRef::new(ns, pod), name).with_uid(uid)),
         );
         reqs
     }
