@@ -20,7 +20,7 @@ use super::status;
 use super::sync::WatchHealth;
 use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 use crate::comparator::POD_DELETION_COST;
-use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
+use crate::plan::{NamedPolicy, POLICY_ANNOTATION};
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
@@ -131,7 +131,7 @@ async fn apply_policy(
     let key = format!("{ns}/{name}");
     let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
     let prev_status = policy.status.clone();
-    let resolved = match ResolvedPolicy::resolve(&name, &ns, &policy.spec) {
+    let resolved = match NamedPolicy::resolve(&name, &ns, &policy.spec) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");

@@ -23,7 +23,7 @@ use super::memory_trim::Churn;
 use crate::apply::{Batch, PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError};
 use crate::comparator::FeatureGates;
 use crate::metrics::{Metrics, PolicyReason};
-use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
+use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot, POLICY_ANNOTATION};
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::{PrometheusClient, SignalFetchError};
 use crate::signals::SignalSamples;
@@ -185,7 +185,7 @@ impl Rounds {
         &self,
         state: &mut PolicyState,
         policy: &DeletionCostPolicy,
-        resolved: &ResolvedPolicy,
+        resolved: &NamedPolicy,
         force_refresh: bool,
         scale_down_by: Option<usize>,
     ) -> Result<PolicyRound, RoundError> {
@@ -251,7 +251,7 @@ impl Rounds {
     pub async fn preview_round<R: Send + 'static>(
         &self,
         policy: &DeletionCostPolicy,
-        resolved: &ResolvedPolicy,
+        resolved: &NamedPolicy,
         scale_down_by: Option<usize>,
         render: impl FnOnce(Preview<'_>) -> R + Send + 'static,
     ) -> Result<R, PreviewError> {
@@ -347,7 +347,7 @@ impl Rounds {
 
     /// Reads each utilisation signal when its refresh is due; keeps the last good
     /// samples on failure and reports why.
-    async fn refresh_signals(&self, policy: &ResolvedPolicy, state: &mut PolicyState) {
+    async fn refresh_signals(&self, policy: &NamedPolicy, state: &mut PolicyState) {
         let util = policy.spec.utilization_signals();
         if util.is_empty() {
             state.signal_error = None;
@@ -409,7 +409,7 @@ impl Rounds {
 #[derive(Debug)]
 pub struct PolicyRound {
     /// The validated policy.
-    pub resolved: ResolvedPolicy,
+    pub resolved: NamedPolicy,
     /// The plan over the live pods.
     pub plan: plan::Plan,
     /// Pods (name, uid) carrying this policy's cost that it no longer manages.
@@ -456,7 +456,7 @@ fn plan_over_caches(
     caches: &Caches,
     others: &[Arc<DeletionCostPolicy>],
     policy: &DeletionCostPolicy,
-    resolved: &ResolvedPolicy,
+    resolved: &NamedPolicy,
     samples: &SignalSamples,
     previous: &PreviousValues,
     opts: &PlanOptions,
@@ -499,7 +499,7 @@ fn overlaps(
     snapshot: &Snapshot,
     others: &[Arc<DeletionCostPolicy>],
     policy: &DeletionCostPolicy,
-    resolved: &ResolvedPolicy,
+    resolved: &NamedPolicy,
 ) -> (BTreeSet<String>, Vec<(String, usize)>) {
     let (ns, name) = (&resolved.namespace, &resolved.name);
     let mine = plan::selected_pods(resolved, snapshot);
@@ -513,7 +513,7 @@ fn overlaps(
         {
             continue;
         }
-        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+        let Ok(o) = NamedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
             continue;
         };
         let shared: Vec<String> = plan::selected_pods(&o, snapshot)
@@ -542,7 +542,7 @@ pub enum PreviewError {
 /// A plan made by [`Rounds::preview_round`], with what it was made from.
 pub struct Preview<'a> {
     /// The validated policy.
-    pub resolved: &'a ResolvedPolicy,
+    pub resolved: &'a NamedPolicy,
     /// The plan over the live pods.
     pub plan: plan::Plan,
     /// The namespace's snapshot the plan was made over.

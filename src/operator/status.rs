@@ -473,7 +473,7 @@ mod tests {
              signals:\n- billingClass: {costs: {spot: 0}, default: 100}\n",
         )
         .unwrap();
-        let policy = crate::plan::ResolvedPolicy::resolve("web", "shop", &spec).unwrap();
+        let policy = crate::plan::NamedPolicy::resolve("web", "shop", &spec).unwrap();
         let opts = crate::plan::PlanOptions {
             gates: Default::default(),
             now: Some(

@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
-    default_value, map_chunks, map_in_order, Action, CostOwner, Patch, PodPlan, PreviousValues,
-    ResolvedPolicy, SignalValue, POLICY_ANNOTATION,
+    default_value, map_chunks, map_in_order, Action, CostOwner, NamedPolicy, Patch, PodPlan,
+    PreviousValues, SignalValue, POLICY_ANNOTATION,
 };
 use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
@@ -77,7 +77,7 @@ pub(super) struct Costed {
 /// Costs the selected pods (`pods`, sorted by name, rows of `selection`) with
 /// every signal; returns the plans and the warnings the costing raised.
 pub(super) fn cost_pods(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     pods: &[&NsPod],
     selection: &Selection,
     nodes: &[Node],
@@ -196,7 +196,7 @@ struct CostedChunk {
 
 /// Costs one chunk of pods from their signal values.
 fn cost_chunk(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     task: CostTask,
     node_names: &[Arc<str>],
     replica_sets: &[&str],
@@ -331,7 +331,7 @@ fn write_action(
 /// wanted cost as its rank among the plan's wanted costs, decides again
 /// what to write, and rebuilds the patches in plan order.
 fn rank_costs(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     max: i32,
     plans: &mut [PodPlan],
     patches: &mut Vec<Patch>,

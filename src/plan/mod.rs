@@ -28,7 +28,7 @@ use selection::NsPod;
 
 pub use check::{Mismatch, MismatchReason, Verdict};
 pub use previous::PreviousValues;
-pub use resolve::{default_value, ResolveError, ResolvedPolicy};
+pub use resolve::{default_value, NamedPolicy, ResolveError};
 pub use snapshot::Snapshot;
 
 /// Annotation marking a cost as written by a policy (its value: the policy name).
@@ -224,7 +224,7 @@ fn node_of(p: &Pod) -> &str {
 }
 
 /// Names of the active pods a policy selects in a snapshot.
-pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
+pub fn selected_pods(policy: &NamedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
     let ns_rs = namespace_replica_sets(policy, snapshot);
     let selection = selection::select(
         policy,
@@ -243,10 +243,7 @@ pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<S
 }
 
 /// The ReplicaSets of the policy's namespace.
-fn namespace_replica_sets<'a>(
-    policy: &ResolvedPolicy,
-    snapshot: &'a Snapshot,
-) -> Vec<&'a ReplicaSet> {
+fn namespace_replica_sets<'a>(policy: &NamedPolicy, snapshot: &'a Snapshot) -> Vec<&'a ReplicaSet> {
     snapshot
         .replica_sets
         .iter()
@@ -325,7 +322,7 @@ thread_local! {
 
 /// Plans one policy over a snapshot.
 pub fn plan(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     samples: &SignalSamples,
     previous: &PreviousValues,
@@ -337,7 +334,7 @@ pub fn plan(
 /// Plans one policy, leaving out pods another policy has won (`excluded`):
 /// they are neither costed nor patched, but still ordered with their ReplicaSet.
 pub fn plan_excluding(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     samples: &SignalSamples,
     previous: &PreviousValues,

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rayon::prelude::*;
 
-use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, ResolvedPolicy};
+use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy};
 use crate::comparator::is_pod_active;
 use crate::policy::validate::Target;
 use crate::policy::{LabelSelector, TargetKind};
@@ -191,7 +191,7 @@ enum Matcher<'a> {
 }
 
 impl<'m> Matcher<'m> {
-    fn new(policy: &'m ResolvedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
+    fn new(policy: &'m NamedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
         match &policy.spec.target {
             Target::Selector(sel) => Matcher::Labels(sel),
             Target::Workload(t) if t.kind == TargetKind::ReplicaSet => {
@@ -231,7 +231,7 @@ const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
 /// are scanned and the names sorted on the thread pool; the result is the
 /// same either way.
 pub(super) fn select<'a>(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     pods: &'a [Pod],
     nodes: &'a [Node],
     ns_rs: &[&'a ReplicaSet],

@@ -183,7 +183,7 @@ fn build_pod(i: usize, s: &PodShape) -> Pod {
 struct World {
     snapshot: Snapshot,
     samples: SignalSamples,
-    policy: ResolvedPolicy,
+    policy: NamedPolicy,
     opts: PlanOptions,
     excluded: BTreeSet<String>,
 }
@@ -276,7 +276,7 @@ fn signal_yaml(kind: u8, sum: bool, use_default: bool, knob: u8) -> String {
     }
 }
 
-fn arb_policy() -> impl Strategy<Value = ResolvedPolicy> {
+fn arb_policy() -> impl Strategy<Value = NamedPolicy> {
     let signals = prop::sample::subsequence(vec![0u8, 1, 2, 3], 1..=4).prop_shuffle();
     (
         0u8..4,
