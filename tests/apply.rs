@@ -7,12 +7,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::apply::patcher::Priority;
 use deletion_cost::apply::{
     BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
-    SubmitError, WriteError, WriteOutcome, OWNER_ANNOTATION,
+    SubmitError, WriteError, WriteOutcome,
 };
-use deletion_cost::comparator::POD_DELETION_COST;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -176,7 +176,7 @@ async fn thousand_pods_converge_without_exceeding_qps() {
         let i: i32 = c.pod.trim_start_matches("pod-").parse().unwrap();
         assert_eq!(c.cost(), Some(i.to_string()));
         assert_eq!(c.namespace, format!("ns{}", i % 4));
-        assert_eq!(c.body["metadata"]["annotations"][OWNER_ANNOTATION], "web");
+        assert_eq!(c.body["metadata"]["annotations"][POLICY_ANNOTATION], "web");
     }
 
     let times: Vec<Duration> = calls.iter().map(|c| c.at).collect();
@@ -567,7 +567,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     let a = api.calls_for("a");
     assert_eq!(a.len(), 1);
     assert!(a[0].body["metadata"]["annotations"][POD_DELETION_COST].is_null());
-    assert!(a[0].body["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    assert!(a[0].body["metadata"]["annotations"][POLICY_ANNOTATION].is_null());
     assert!(patcher.pending_for(&web).is_empty());
 }
 
@@ -638,7 +638,7 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
     let now = server.get_json("Pod", "shop", "web-1").unwrap();
     assert_eq!(uid(&now), new);
     assert!(now["metadata"]["annotations"][POD_DELETION_COST].is_null());
-    assert!(now["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    assert!(now["metadata"]["annotations"][POLICY_ANNOTATION].is_null());
     let kept = server.get_json("Pod", "shop", "web-0").unwrap();
     assert_eq!(kept["metadata"]["annotations"][POD_DELETION_COST], "7");
 }

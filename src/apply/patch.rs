@@ -5,11 +5,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::comparator::POD_DELETION_COST;
-
-/// Ownership annotation: names the policy that wrote the cost, so the
-/// operator never fights a value it did not set and can remove its own.
-pub const OWNER_ANNOTATION: &str = crate::plan::POLICY_ANNOTATION;
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 
 /// The pod a patch writes, by namespace and name (the unit the queue
 /// coalesces on).
@@ -125,11 +121,11 @@ pub fn patch_body(req: &PatchRequest) -> Value {
     match req.cost {
         Some(cost) => {
             annotations.insert(POD_DELETION_COST.to_owned(), json!(cost.to_string()));
-            annotations.insert(OWNER_ANNOTATION.to_owned(), json!(req.policy.name));
+            annotations.insert(POLICY_ANNOTATION.to_owned(), json!(req.policy.name));
         }
         None => {
             annotations.insert(POD_DELETION_COST.to_owned(), Value::Null);
-            annotations.insert(OWNER_ANNOTATION.to_owned(), Value::Null);
+            annotations.insert(POLICY_ANNOTATION.to_owned(), Value::Null);
         }
     }
     let mut metadata = Map::new();
@@ -179,7 +175,7 @@ mod tests {
         let annotations = body["metadata"]["annotations"].as_object().unwrap();
         assert_eq!(annotations.len(), 2);
         assert!(annotations[POD_DELETION_COST].is_null());
-        assert!(annotations[OWNER_ANNOTATION].is_null());
+        assert!(annotations[POLICY_ANNOTATION].is_null());
     }
 
     #[test]

@@ -11,10 +11,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::{print_out, CliError};
+use crate::annotations::POD_DELETION_COST;
 use crate::comparator::key::go_time;
 use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, Comparator, CostProblem, FeatureGates, GoTime,
-    KubeVersion, OrderedPods, PodKey, Rule, POD_DELETION_COST,
+    KubeVersion, OrderedPods, PodKey, Rule,
 };
 use crate::input::{
     merge_versions, missing_uid_warning, parse_pods_slim_versioned, read_source_limited, Expect,

@@ -19,8 +19,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::{Deserialize, Deserializer};
 
-use crate::comparator::POD_DELETION_COST;
-use crate::plan::{Snapshot, POLICY_ANNOTATION};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::plan::Snapshot;
 use crate::policy::DeletionCostPolicy;
 
 /// The caches a plan reads. Cheap to clone (the stores are shared), so

@@ -18,9 +18,9 @@ use super::error::OperatorError;
 use super::round::Rounds;
 use super::status;
 use super::sync::WatchHealth;
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
-use crate::comparator::POD_DELETION_COST;
-use crate::plan::{NamedPolicy, POLICY_ANNOTATION};
+use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.

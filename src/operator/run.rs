@@ -26,8 +26,8 @@ use super::reconcile::{self, Context};
 use super::round::{Rounds, SignalSource};
 use super::server::{self, ServerState};
 use super::{lease, memory_trim, shutdown, sync};
+use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::Metrics;
-use crate::plan::POLICY_ANNOTATION;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
 

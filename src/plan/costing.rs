@@ -14,9 +14,10 @@ use rayon::prelude::*;
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
     default_value, map_chunks, map_in_order, Action, CostOwner, NamedPolicy, Patch, PodPlan,
-    PreviousValues, SignalValue, POLICY_ANNOTATION,
+    PreviousValues, SignalValue,
 };
-use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::comparator::parse_deletion_cost;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
 use crate::signals::utilization::quantize;

@@ -31,9 +31,6 @@ pub use previous::PreviousValues;
 pub use resolve::{default_value, NamedPolicy, ResolveError};
 pub use snapshot::Snapshot;
 
-/// Annotation marking a cost as written by a policy (its value: the policy name).
-pub const POLICY_ANNOTATION: &str = "deletioncost.dev/policy";
-
 /// Options that do not come from the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlanOptions {

@@ -18,9 +18,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use super::prices::{Money, PriceFrom, Prices};
 use super::{
     controller_of, namespace_replica_sets, node_of, plan, NamedPolicy, Plan, PlanOptions,
-    PreviousValues, ReplicaSetPlan, Snapshot, POLICY_ANNOTATION,
+    PreviousValues, ReplicaSetPlan, Snapshot,
 };
-use crate::comparator::{is_pod_active, POD_DELETION_COST};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::comparator::is_pod_active;
 use crate::policy::validate::{BillingSource, DEFAULT_PRESET};
 use crate::policy::ValidatedSignal;
 use crate::signals::billing::class_of;

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
-use crate::comparator::POD_DELETION_COST;
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::policy::DeletionCostPolicySpec;
 use crate::signals::{Sample, UtilizationSamples};
 

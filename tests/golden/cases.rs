@@ -24,10 +24,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
+use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{
     plan_excluding, Action, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan, PreviousValues,
-    ReplicaSetPlan, Snapshot, POLICY_ANNOTATION,
+    ReplicaSetPlan, Snapshot,
 };
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};

@@ -16,6 +16,7 @@ use std::cell::Cell;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
 use super::*;
+use crate::annotations::POLICY_ANNOTATION;
 use crate::comparator::{parse_deletion_cost, Rule};
 use crate::policy::OnSignalMissing;
 
