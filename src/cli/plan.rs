@@ -15,6 +15,7 @@ use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, Verdict};
 use crate::policy::file::policies_from;
+use crate::policy::selector::selects;
 use crate::policy::PolicyFileError;
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
@@ -302,12 +303,15 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
     }
     // candidates first (one pass), so a large snapshot is not planned per namespace
     let mut namespaces: Vec<&str> = match &policy.spec.target {
-        Target::Selector(sel) => snapshot
-            .pods
-            .iter()
-            .filter(|p| sel.matches(p.metadata.labels.as_ref()))
-            .map(|p| ns_of(&p.metadata))
-            .collect(),
+        Target::Selector(sel) => {
+            let sel = sel.to_selector();
+            snapshot
+                .pods
+                .iter()
+                .filter(|p| selects(&sel, p.metadata.labels.as_ref()))
+                .map(|p| ns_of(&p.metadata))
+                .collect()
+        }
         Target::Workload(t) => snapshot
             .replica_sets
             .iter()

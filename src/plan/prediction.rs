@@ -11,15 +11,19 @@ use std::sync::Arc;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::Selector;
 use rayon::prelude::*;
 
 use super::selection::{NsPod, Selection};
 use super::{check, controller_of, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
+use crate::policy::selector::selects;
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
 
-/// Converts an apps/v1 selector to ours for matching.
-fn to_selector(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> LabelSelector {
+/// Converts an apps/v1 selector to ours, to check it as upstream does.
+fn from_apps_v1(
+    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> LabelSelector {
     LabelSelector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         match_expressions: s
@@ -48,7 +52,7 @@ fn related_pods<'p, 'a>(
     // each pod's labels read once for all siblings
     let selected = |p: &&NsPod| {
         let labels = p.pod.metadata.labels.as_ref();
-        selectors.iter().any(|s| s.matches(labels))
+        selectors.iter().any(|s| selects(s, labels))
     };
     let matching: Vec<&NsPod> = if parallel {
         ns_pods.par_iter().filter(selected).collect()
@@ -68,28 +72,29 @@ fn related_pods<'p, 'a>(
 
 /// Selectors of the ReplicaSets controlled by `owner`, in snapshot order;
 /// upstream skips a sibling whose selector does not parse.
-fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<LabelSelector> {
+fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<Selector> {
     replica_sets
         .iter()
         .filter(|r| {
             controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
         })
-        .map(|r| to_selector(&r.spec.selector))
+        .map(|r| from_apps_v1(&r.spec.selector))
         .filter(|sel| sel.check().is_ok())
+        .map(|sel| sel.to_selector())
         .collect()
 }
 
 /// Related pods exactly as upstream lists them: sibling by sibling, each
 /// UID kept the first time it is seen.
 fn related_pods_by_sibling<'p, 'a>(
-    selectors: &[LabelSelector],
+    selectors: &[Selector],
     ns_pods: &'p [NsPod<'a>],
 ) -> Vec<&'p NsPod<'a>> {
     let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
     let mut out = Vec::new();
     for sel in selectors {
         for p in ns_pods {
-            if sel.matches(p.pod.metadata.labels.as_ref())
+            if selects(sel, p.pod.metadata.labels.as_ref())
                 && seen.insert(p.pod.metadata.uid.as_deref().unwrap_or(""))
             {
                 out.push(p);

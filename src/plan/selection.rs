@@ -9,12 +9,14 @@ use std::collections::BTreeSet;
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::core::Selector;
 use rayon::prelude::*;
 
 use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy};
 use crate::comparator::is_pod_active;
+use crate::policy::selector::selects;
 use crate::policy::validate::Target;
-use crate::policy::{LabelSelector, TargetKind};
+use crate::policy::TargetKind;
 
 /// One pod of the policy's namespace.
 pub(super) struct NsPod<'a> {
@@ -184,8 +186,8 @@ impl<'a> Selection<'a> {
 
 /// How the policy's target picks pods.
 enum Matcher<'a> {
-    /// By labels.
-    Labels(&'a LabelSelector),
+    /// By labels (the policy's selector, converted once per plan).
+    Labels(Selector),
     /// By controlling ReplicaSet: the one named, or a Deployment's.
     ReplicaSets(BTreeSet<&'a str>),
 }
@@ -193,7 +195,7 @@ enum Matcher<'a> {
 impl<'m> Matcher<'m> {
     fn new(policy: &'m NamedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
         match &policy.spec.target {
-            Target::Selector(sel) => Matcher::Labels(sel),
+            Target::Selector(sel) => Matcher::Labels(sel.to_selector()),
             Target::Workload(t) if t.kind == TargetKind::ReplicaSet => {
                 Matcher::ReplicaSets(BTreeSet::from([t.name.as_str()]))
             }
@@ -214,7 +216,7 @@ impl<'m> Matcher<'m> {
     /// the pods of `p`'s ReplicaSet.
     fn matches(&self, p: &Pod, rs_picked: bool) -> bool {
         match self {
-            Matcher::Labels(sel) => sel.matches(p.metadata.labels.as_ref()),
+            Matcher::Labels(sel) => selects(sel, p.metadata.labels.as_ref()),
             Matcher::ReplicaSets(_) => rs_picked,
         }
     }
