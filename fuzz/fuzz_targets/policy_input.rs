@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::input::parse_objects;
-use deletion_cost::plan::{self, PlanOptions, NamedPolicy, Snapshot};
+use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot};
 use deletion_cost::policy::file::parse_policies;
 use deletion_cost::policy::ValidatedSignal;
 use deletion_cost::signals::samples::{read_samples, SignalSpec};
