@@ -1,5 +1,5 @@
 //! The embedded comparator at 1k, 10k and 100k pods, costs measured apart:
-//! (a) key precomputation (`PodKey::from_pod`, `with_now`, `assign_ranks`),
+//! (a) key precomputation (`RankKey::from_pod`, `with_now`, `assign_ranks`),
 //! (b) `rank_pods` (sort plus strict-weak-order check) on ready keys,
 //! (c) parsing a `kubectl get pods -o json` List of that size, through the
 //! general path (`parse_objects` + `pods_from`) and through `parse_pods`
@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use deletion_cost::cli::predict::{predict, render_table, Settings};
 use deletion_cost::comparator::key::go_time;
 use deletion_cost::comparator::{
-    assign_ranks, rank_pods, Comparator, FeatureGates, PodKey, PodsOnNode, SlimPod,
+    assign_ranks, rank_pods, Comparator, FeatureGates, PodsOnNode, RankKey, SlimPod,
 };
 use deletion_cost::input::{
     parse_objects, parse_pods, pods_from, pods_from_reader, read_pods_slim,
@@ -34,10 +34,10 @@ fn comparator() -> Comparator {
     }
 }
 
-fn keys<'a>(cmp: &Comparator, pods: &'a [Pod]) -> Vec<PodKey<'a>> {
-    let mut keys: Vec<PodKey> = pods
+fn keys<'a>(cmp: &Comparator, pods: &'a [Pod]) -> Vec<RankKey<'a>> {
+    let mut keys: Vec<RankKey> = pods
         .iter()
-        .map(|p| PodKey::from_pod(p).with_now(cmp.now))
+        .map(|p| RankKey::from_pod(p).with_now(cmp.now))
         .collect();
     assign_ranks(&mut keys, pods);
     keys
@@ -46,9 +46,9 @@ fn keys<'a>(cmp: &Comparator, pods: &'a [Pod]) -> Vec<PodKey<'a>> {
 /// What `predict` does per ReplicaSet: keys from slim records, ranks, sort
 /// and check.
 fn keys_and_sort(cmp: &Comparator, pods: &[SlimPod]) -> usize {
-    let mut keys: Vec<PodKey> = pods
+    let mut keys: Vec<RankKey> = pods
         .iter()
-        .map(|p| PodKey::from_slim(p).with_now(cmp.now))
+        .map(|p| RankKey::from_slim(p).with_now(cmp.now))
         .collect();
     PodsOnNode::count_slim(pods).assign(&mut keys);
     rank_pods(cmp, &keys).order.len()
@@ -74,7 +74,7 @@ fn bench(c: &mut Criterion) {
         );
         // the same keys with every time made distinct (plus i ns): a strict
         // weak order, so the check runs to the end
-        let distinct: Vec<PodKey> = ready_keys
+        let distinct: Vec<RankKey> = ready_keys
             .iter()
             .enumerate()
             .map(|(i, k)| {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use deletion_cost::apply::{
-    PatchRequest, Patcher, PatcherConfig, PodKey, PodWriter, Priority, Rate, WriteError,
+    PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, Priority, Rate, WriteError,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -38,7 +38,7 @@ impl PodWriter for NoopWriter {
 fn requests(n: usize) -> Vec<PatchRequest> {
     (0..n)
         .map(|i| {
-            PatchRequest::set(PodKey::new("shop", format!("web-{i:06}")), "web", i as i32)
+            PatchRequest::set(PodRef::new("shop", format!("web-{i:06}")), "web", i as i32)
                 .with_uid(format!("uid-{i}"))
         })
         .collect()

@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use deletion_cost::comparator::FeatureGates;
-use deletion_cost::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot};
+use deletion_cost::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 use k8s_openapi::jiff::Timestamp;
@@ -16,13 +16,13 @@ use k8s_openapi::jiff::Timestamp;
 #[path = "../tests/golden/cluster.rs"]
 mod cluster;
 
-fn policy(combine: &str, pods: usize) -> ResolvedPolicy {
+fn policy(combine: &str, pods: usize) -> NamedPolicy {
     let yaml = cluster::policy_yaml(combine, pods / 3);
     let spec: DeletionCostPolicySpec = match serde_saphyr::from_str(&yaml) {
         Ok(s) => s,
         Err(e) => panic!("bench policy does not parse: {e}"),
     };
-    match ResolvedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec) {
+    match NamedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec) {
         Ok(p) => p,
         Err(e) => panic!("bench policy is invalid: {e}"),
     }

@@ -1006,9 +1006,9 @@ pub fn slim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core:
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let m = pod.metadata;
     let annotations = m.annotations.and_then(|mut a| {
-        let cost = a.remove(crate::comparator::POD_DELETION_COST)?;
+        let cost = a.remove(crate::annotations::POD_DELETION_COST)?;
         Some(std::collections::BTreeMap::from([(
-            crate::comparator::POD_DELETION_COST.to_string(),
+            crate::annotations::POD_DELETION_COST.to_string(),
             cost,
         )]))
     });

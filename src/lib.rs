@@ -1,7 +1,7 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
-//! The pure core (`comparator`, `policy`, `signals`, `plan`, `report`) takes plain data
-//! and returns decisions; the shell (`apply`, `operator`, `hook`, `prometheus`,
+//! The pure core (`annotations`, `comparator`, `policy`, `signals`, `plan`,
+//! `report`) takes plain data and returns decisions; the shell (`apply`, `operator`, `hook`, `prometheus`,
 //! `metrics`, `cli`) talks to the API server and Prometheus.
 //!
 //! Test doubles (the fake API server and the tests' shared harnesses) are not
@@ -32,6 +32,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+pub mod annotations;
 pub mod apply;
 pub mod cli;
 pub mod comparator;

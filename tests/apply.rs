@@ -7,12 +7,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::apply::patcher::Priority;
 use deletion_cost::apply::{
-    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodKey, PodWriter, PolicyKey, Rate,
-    SubmitError, WriteError, WriteOutcome, OWNER_ANNOTATION,
+    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
+    SubmitError, WriteError, WriteOutcome,
 };
-use deletion_cost::comparator::POD_DELETION_COST;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -130,7 +130,7 @@ fn config(qps: f64, burst: u32) -> PatcherConfig {
 }
 
 fn set(ns: &str, policy: &str, pod: &str, cost: i32) -> PatchRequest {
-    PatchRequest::set(PodKey::new(ns, pod), policy, cost)
+    PatchRequest::set(PodRef::new(ns, pod), policy, cost)
 }
 
 /// Largest number of calls in any window `[t_i, t_i + len)` that starts at
@@ -176,7 +176,7 @@ async fn thousand_pods_converge_without_exceeding_qps() {
         let i: i32 = c.pod.trim_start_matches("pod-").parse().unwrap();
         assert_eq!(c.cost(), Some(i.to_string()));
         assert_eq!(c.namespace, format!("ns{}", i % 4));
-        assert_eq!(c.body["metadata"]["annotations"][OWNER_ANNOTATION], "web");
+        assert_eq!(c.body["metadata"]["annotations"][POLICY_ANNOTATION], "web");
     }
 
     let times: Vec<Duration> = calls.iter().map(|c| c.at).collect();
@@ -423,7 +423,7 @@ async fn drain_deadline_abandons_the_rest_and_says_so() {
     let report = patcher.drain(Duration::from_secs(3)).await;
     assert!(Instant::now() - start <= Duration::from_secs(3));
     assert!(!report.completed());
-    assert!(report.abandoned.contains(&PodKey::new("shop", "stuck")));
+    assert!(report.abandoned.contains(&PodRef::new("shop", "stuck")));
     let outcomes = batch.wait().await.outcomes;
     let applied = outcomes
         .iter()
@@ -528,7 +528,7 @@ async fn full_queue_pushes_back_instead_of_dropping() {
         SubmitError::QueueFull {
             capacity: 5,
             needed: 1,
-            pod: PodKey::new("shop", "p5"),
+            pod: PodRef::new("shop", "p5"),
         }
     );
     assert!(err.to_string().contains("shop/p5"));
@@ -556,7 +556,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     let patcher = Patcher::start(api.clone(), config(1.0, 1));
     let web = PolicyKey::new("shop", "web");
     patcher
-        .submit(PatchRequest::remove(PodKey::new("shop", "a"), "web"))
+        .submit(PatchRequest::remove(PodRef::new("shop", "a"), "web"))
         .unwrap();
     patcher.submit(set("shop", "web", "b", 4)).unwrap();
     let pending = patcher.pending_for(&web);
@@ -567,7 +567,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     let a = api.calls_for("a");
     assert_eq!(a.len(), 1);
     assert!(a[0].body["metadata"]["annotations"][POD_DELETION_COST].is_null());
-    assert!(a[0].body["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    assert!(a[0].body["metadata"]["annotations"][POLICY_ANNOTATION].is_null());
     assert!(patcher.pending_for(&web).is_empty());
 }
 
@@ -616,8 +616,8 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
     assert_eq!(
         report.outcomes,
         [
-            (PodKey::new("shop", "web-0"), WriteOutcome::Applied),
-            (PodKey::new("shop", "web-1"), WriteOutcome::Gone),
+            (PodRef::new("shop", "web-0"), WriteOutcome::Applied),
+            (PodRef::new("shop", "web-1"), WriteOutcome::Gone),
         ]
     );
     assert!(report.all_done());
@@ -638,7 +638,7 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
     let now = server.get_json("Pod", "shop", "web-1").unwrap();
     assert_eq!(uid(&now), new);
     assert!(now["metadata"]["annotations"][POD_DELETION_COST].is_null());
-    assert!(now["metadata"]["annotations"][OWNER_ANNOTATION].is_null());
+    assert!(now["metadata"]["annotations"][POLICY_ANNOTATION].is_null());
     let kept = server.get_json("Pod", "shop", "web-0").unwrap();
     assert_eq!(kept["metadata"]["annotations"][POD_DELETION_COST], "7");
 }

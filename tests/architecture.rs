@@ -3,8 +3,8 @@
 //! against the rules of ARCHITECTURE.md, so an import across a layer fails
 //! here instead of slipping in.
 //!
-//! - the pure core (`comparator`, `policy`, `plan`, `signals`, `report`,
-//!   `input`) names nothing from the shell and no I/O or runtime crate;
+//! - the pure core (`annotations`, `comparator`, `policy`, `plan`, `signals`,
+//!   `report`, `input`) names nothing from the shell and no I/O or runtime crate;
 //! - `apply` names only the core;
 //! - `metrics` and `prometheus` name only the core and `apply`;
 //! - `hook` names `operator::round` and `operator::leadership`, nothing else
@@ -23,7 +23,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Top-level modules of the pure core.
-const CORE: &[&str] = &["comparator", "policy", "plan", "signals", "report", "input"];
+const CORE: &[&str] = &[
+    "annotations",
+    "comparator",
+    "policy",
+    "plan",
+    "signals",
+    "report",
+    "input",
+];
 
 /// Crates that do I/O or run async work: the core names none of them.
 const IO_CRATES: &[&str] = &[
@@ -101,7 +109,7 @@ fn the_pure_core_names_no_shell_module_and_no_io_crate() {
     }
     assert!(
         violations.is_empty(),
-        "the pure core (comparator, policy, plan, signals, report, input) must name only \
+        "the pure core (annotations, comparator, policy, plan, signals, report, input) must name only \
          itself and non-I/O crates:\n{}",
         violations.join("\n")
     );

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 mod support;
 
-use deletion_cost::comparator::POD_DELETION_COST;
+use deletion_cost::annotations::POD_DELETION_COST;
+use deletion_cost::annotations::POLICY_ANNOTATION;
 use deletion_cost::operator::FINALIZER;
-use deletion_cost::plan::POLICY_ANNOTATION;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use deletion_cost_testkit::{eventually, free_port, http_get, http_request};
 use serde_json::{json, Value};

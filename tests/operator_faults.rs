@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deletion_cost::comparator::POD_DELETION_COST;
-use deletion_cost::plan::POLICY_ANNOTATION;
+use deletion_cost::annotations::POD_DELETION_COST;
+use deletion_cost::annotations::POLICY_ANNOTATION;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_port, http_get};

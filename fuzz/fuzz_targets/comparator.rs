@@ -5,7 +5,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use deletion_cost::comparator::{parse_deletion_cost, rank_pods, Comparator, FeatureGates, PodKey};
+use deletion_cost::comparator::{parse_deletion_cost, rank_pods, Comparator, FeatureGates, RankKey};
 use k8s_openapi::jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 
@@ -45,7 +45,7 @@ enum Cost {
     Raw(String),
 }
 
-/// The fields `PodKey::from_pod` fills, drawn from small sets so equal values
+/// The fields `RankKey::from_pod` fills, drawn from small sets so equal values
 /// (the interesting case) are common.
 #[derive(Debug, Arbitrary)]
 struct Key {
@@ -74,7 +74,7 @@ const PHASES: [&str; 5] = ["Pending", "Unknown", "Running", "Weird", ""];
 const UIDS: [&str; 5] = ["a", "b", "c", "d", "aa"];
 
 impl Key {
-    fn to_key(&self, now: Option<i128>) -> PodKey {
+    fn to_key(&self, now: Option<i128>) -> RankKey {
         let phase = PHASES[usize::from(self.phase) % PHASES.len()];
         let uid = UIDS[usize::from(self.uid) % UIDS.len()];
         let node = NODES[usize::from(self.node) % NODES.len()];
@@ -82,7 +82,7 @@ impl Key {
             Cost::Int(v) => parse_deletion_cost(&v.to_string()),
             Cost::Raw(s) => parse_deletion_cost(s),
         };
-        PodKey {
+        RankKey {
             namespace: "ns".into(),
             name: format!("{uid}-{node}"),
             uid: uid.into(),
@@ -110,7 +110,7 @@ impl Key {
 }
 
 /// Definition-level check: irreflexive, transitive, incomparability transitive.
-fn is_strict_weak_order(cmp: &Comparator, k: &[PodKey]) -> bool {
+fn is_strict_weak_order(cmp: &Comparator, k: &[RankKey]) -> bool {
     let n = k.len();
     let l = |i: usize, j: usize| cmp.less(&k[i], &k[j]);
     let inc = |i: usize, j: usize| !l(i, j) && !l(j, i);
@@ -140,7 +140,7 @@ fuzz_target!(|input: Input| {
         },
         now: input.now.as_ref().map_or(Some(NOW), Time::to_go),
     };
-    let keys: Vec<PodKey> = input
+    let keys: Vec<RankKey> = input
         .keys
         .iter()
         .take(64)

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::input::parse_objects;
-use deletion_cost::plan::{self, PlanOptions, ResolvedPolicy, Snapshot};
+use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot};
 use deletion_cost::policy::file::parse_policies;
 use deletion_cost::policy::ValidatedSignal;
 use deletion_cost::signals::samples::{read_samples, SignalSpec};
@@ -28,7 +28,7 @@ fn snapshot() -> &'static Snapshot {
 }
 
 /// The bundled samples, assigned to the policy's utilisation signals when they fit.
-fn samples(policy: &ResolvedPolicy) -> SignalSamples {
+fn samples(policy: &NamedPolicy) -> SignalSamples {
     let specs: Vec<SignalSpec> = policy
         .spec
         .signals
@@ -76,7 +76,7 @@ fuzz_target!(|data: &[u8]| {
             namespaces.push("shop");
         }
         for ns in namespaces {
-            let resolved = ResolvedPolicy::resolve(p.name(), ns, &p.policy.spec)
+            let resolved = NamedPolicy::resolve(p.name(), ns, &p.policy.spec)
                 .expect("a spec that validates also resolves");
             let _ = resolved.spec.combined_range();
             let samples = samples(&resolved);

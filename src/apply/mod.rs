@@ -17,7 +17,7 @@ pub mod writer;
 
 pub use backoff::BackoffConfig;
 pub use limits::{LimitError, Rate};
-pub use patch::{patch_body, PatchRequest, PodKey, PolicyKey, OWNER_ANNOTATION};
+pub use patch::{patch_body, PatchRequest, PodRef, PolicyKey};
 pub use patcher::{Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Priority, SubmitError};
 pub use queue::WriteOutcome;
 pub use stats::{PatcherStats, StatsSnapshot};

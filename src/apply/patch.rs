@@ -5,32 +5,29 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::comparator::POD_DELETION_COST;
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 
-/// Ownership annotation: names the policy that wrote the cost, so the
-/// operator never fights a value it did not set and can remove its own.
-pub const OWNER_ANNOTATION: &str = crate::plan::POLICY_ANNOTATION;
-
-/// A pod, by namespace and name (the unit the queue coalesces on).
+/// The pod a patch writes, by namespace and name (the unit the queue
+/// coalesces on).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PodKey {
+pub struct PodRef {
     /// The pod's namespace.
     pub namespace: String,
     /// The pod's name.
     pub name: String,
 }
 
-impl PodKey {
-    /// A key from namespace and name.
+impl PodRef {
+    /// A reference from namespace and name.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        PodKey {
+        PodRef {
             namespace: namespace.into(),
             name: name.into(),
         }
     }
 }
 
-impl fmt::Display for PodKey {
+impl fmt::Display for PodRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
     }
@@ -66,7 +63,7 @@ impl fmt::Display for PolicyKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchRequest {
     /// The pod to patch.
-    pub pod: PodKey,
+    pub pod: PodRef,
     /// The pod's UID when known: sent as a precondition so a cost meant for
     /// a deleted pod never lands on a new pod that reuses its name.
     pub uid: Option<String>,
@@ -78,7 +75,7 @@ pub struct PatchRequest {
 
 impl PatchRequest {
     /// A request to set `cost` on a pod of `policy` (same namespace as the pod).
-    pub fn set(pod: PodKey, policy_name: impl Into<String>, cost: i32) -> Self {
+    pub fn set(pod: PodRef, policy_name: impl Into<String>, cost: i32) -> Self {
         let policy = PolicyKey::new(pod.namespace.clone(), policy_name);
         PatchRequest {
             pod,
@@ -89,7 +86,7 @@ impl PatchRequest {
     }
 
     /// A request to remove this operator's annotations from a pod of `policy`.
-    pub fn remove(pod: PodKey, policy_name: impl Into<String>) -> Self {
+    pub fn remove(pod: PodRef, policy_name: impl Into<String>) -> Self {
         let policy = PolicyKey::new(pod.namespace.clone(), policy_name);
         PatchRequest {
             pod,
@@ -124,11 +121,11 @@ pub fn patch_body(req: &PatchRequest) -> Value {
     match req.cost {
         Some(cost) => {
             annotations.insert(POD_DELETION_COST.to_owned(), json!(cost.to_string()));
-            annotations.insert(OWNER_ANNOTATION.to_owned(), json!(req.policy.name));
+            annotations.insert(POLICY_ANNOTATION.to_owned(), json!(req.policy.name));
         }
         None => {
             annotations.insert(POD_DELETION_COST.to_owned(), Value::Null);
-            annotations.insert(OWNER_ANNOTATION.to_owned(), Value::Null);
+            annotations.insert(POLICY_ANNOTATION.to_owned(), Value::Null);
         }
     }
     let mut metadata = Map::new();
@@ -146,7 +143,7 @@ mod tests {
 
     #[test]
     fn set_writes_cost_string_and_owner() {
-        let req = PatchRequest::set(PodKey::new("shop", "web-1"), "web", -42);
+        let req = PatchRequest::set(PodRef::new("shop", "web-1"), "web", -42);
         let body = patch_body(&req);
         assert_eq!(
             body,
@@ -161,7 +158,7 @@ mod tests {
     #[test]
     fn written_cost_parses_back_as_upstream_parses_it() {
         for cost in [i32::MIN, -1, 0, 1, 500, i32::MAX] {
-            let body = patch_body(&PatchRequest::set(PodKey::new("a", "p"), "pol", cost));
+            let body = patch_body(&PatchRequest::set(PodRef::new("a", "p"), "pol", cost));
             let raw = body["metadata"]["annotations"][POD_DELETION_COST]
                 .as_str()
                 .unwrap();
@@ -173,17 +170,17 @@ mod tests {
 
     #[test]
     fn remove_nulls_both_annotations() {
-        let req = PatchRequest::remove(PodKey::new("shop", "web-1"), "web");
+        let req = PatchRequest::remove(PodRef::new("shop", "web-1"), "web");
         let body = patch_body(&req);
         let annotations = body["metadata"]["annotations"].as_object().unwrap();
         assert_eq!(annotations.len(), 2);
         assert!(annotations[POD_DELETION_COST].is_null());
-        assert!(annotations[OWNER_ANNOTATION].is_null());
+        assert!(annotations[POLICY_ANNOTATION].is_null());
     }
 
     #[test]
     fn uid_is_sent_as_precondition_and_only_metadata_is_touched() {
-        let req = PatchRequest::set(PodKey::new("shop", "web-1"), "web", 7).with_uid("u-1");
+        let req = PatchRequest::set(PodRef::new("shop", "web-1"), "web", 7).with_uid("u-1");
         let body = patch_body(&req);
         assert_eq!(body["metadata"]["uid"], json!("u-1"));
         let top: Vec<_> = body.as_object().unwrap().keys().collect();

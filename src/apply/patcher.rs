@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::backoff::{retry_delay, BackoffConfig, JitterRng};
 use super::limits::{Limiter, Rate};
-use super::patch::{PatchRequest, PodKey, PolicyKey};
+use super::patch::{PatchRequest, PodRef, PolicyKey};
 use super::queue::{Admit, Candidate, Finished, Job, Queue, Submitted, WriteOutcome};
 use super::stats::{Count, PatcherStats, StatsSnapshot};
 use super::writer::{PodWriter, WriteError};
@@ -68,20 +68,20 @@ pub enum SubmitError {
         /// How many untracked pods the submission carried.
         needed: usize,
         /// The first untracked pod refused.
-        pod: PodKey,
+        pod: PodRef,
     },
     /// The patcher is draining or stopped.
     #[error("patcher is shutting down: pod {pod} not queued")]
     ShuttingDown {
         /// The first pod refused.
-        pod: PodKey,
+        pod: PodRef,
     },
 }
 
 /// Waits for the outcomes of one submitted batch.
 #[derive(Debug)]
 pub struct Batch {
-    items: Vec<(PodKey, oneshot::Receiver<WriteOutcome>)>,
+    items: Vec<(PodRef, oneshot::Receiver<WriteOutcome>)>,
 }
 
 impl Batch {
@@ -112,7 +112,7 @@ impl Batch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchReport {
     /// One outcome per submitted request.
-    pub outcomes: Vec<(PodKey, WriteOutcome)>,
+    pub outcomes: Vec<(PodRef, WriteOutcome)>,
 }
 
 impl BatchReport {
@@ -128,7 +128,7 @@ impl BatchReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainReport {
     /// Pods whose value had not landed at the deadline.
-    pub abandoned: Vec<PodKey>,
+    pub abandoned: Vec<PodRef>,
 }
 
 impl DrainReport {
@@ -452,7 +452,7 @@ fn dispatch(
     (jobs, earlier(wake, st.queue.next_retry()))
 }
 
-type Done = (PodKey, Result<(), WriteError>);
+type Done = (PodRef, Result<(), WriteError>);
 
 async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConfig) {
     let mut inflight: JoinSet<Done> = JoinSet::new();
@@ -529,7 +529,7 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-fn finish_drain(shared: &Shared, abandoned: Vec<PodKey>) {
+fn finish_drain(shared: &Shared, abandoned: Vec<PodRef>) {
     if abandoned.is_empty() {
         tracing::info!("patch queue drained");
     } else {

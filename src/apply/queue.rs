@@ -1,7 +1,7 @@
 //! The patch queue: pure bookkeeping, no I/O and no clock of its own.
 //!
 //! One slot per pod holds the newest value wanted for it, so repeated
-//! updates coalesce; a FIFO of pod keys per policy plus a round-robin over
+//! updates coalesce; a FIFO of pods per policy plus a round-robin over
 //! policies shares the write budget fairly; a priority FIFO goes first;
 //! failed writes wait in a retry schedule. Each slot owns the waiters of the
 //! value it holds and answers them exactly once.
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::patch::{PatchRequest, PodKey, PolicyKey};
+use super::patch::{PatchRequest, PodRef, PolicyKey};
 use super::writer::WriteError;
 
 /// What became of one submitted value.
@@ -145,12 +145,12 @@ pub struct Depth {
 #[derive(Debug)]
 pub struct Queue {
     capacity: usize,
-    slots: HashMap<PodKey, Slot>,
-    fifos: HashMap<PolicyKey, VecDeque<(PodKey, u64)>>,
+    slots: HashMap<PodRef, Slot>,
+    fifos: HashMap<PolicyKey, VecDeque<(PodRef, u64)>>,
     /// Policies with a (possibly stale) FIFO item, in round-robin order.
     rr: VecDeque<PolicyKey>,
-    priority: VecDeque<(PodKey, u64)>,
-    retries: BTreeMap<(Instant, u64), PodKey>,
+    priority: VecDeque<(PodRef, u64)>,
+    retries: BTreeMap<(Instant, u64), PodRef>,
     next_ticket: u64,
 }
 
@@ -182,7 +182,7 @@ impl Queue {
     }
 
     /// How many of `pods` are not tracked yet (the room a batch needs).
-    pub fn room_needed<'a>(&self, pods: impl IntoIterator<Item = &'a PodKey>) -> usize {
+    pub fn room_needed<'a>(&self, pods: impl IntoIterator<Item = &'a PodRef>) -> usize {
         let mut seen = std::collections::HashSet::new();
         pods.into_iter()
             .filter(|p| !self.slots.contains_key(*p) && seen.insert(*p))
@@ -220,7 +220,7 @@ impl Queue {
         self.next_ticket
     }
 
-    fn enqueue(&mut self, key: &PodKey, policy: &PolicyKey, ticket: u64, priority: bool) {
+    fn enqueue(&mut self, key: &PodRef, policy: &PolicyKey, ticket: u64, priority: bool) {
         if priority {
             self.priority.push_back((key.clone(), ticket));
         }
@@ -308,7 +308,7 @@ impl Queue {
         }
     }
 
-    fn is_live(&self, item: &(PodKey, u64)) -> bool {
+    fn is_live(&self, item: &(PodRef, u64)) -> bool {
         matches!(self.slots.get(&item.0), Some(Slot::Queued(p)) if p.ticket == item.1)
     }
 
@@ -401,7 +401,7 @@ impl Queue {
     }
 
     /// Move a queued value in flight; None if the FIFO item is stale.
-    fn start(&mut self, key: PodKey, ticket: u64) -> Option<Job> {
+    fn start(&mut self, key: PodRef, ticket: u64) -> Option<Job> {
         if !self.is_live(&(key.clone(), ticket)) {
             return None;
         }
@@ -427,7 +427,7 @@ impl Queue {
     /// delay to use if the error is retryable.
     pub fn finish(
         &mut self,
-        pod: &PodKey,
+        pod: &PodRef,
         result: &Result<(), WriteError>,
         now: Instant,
         retry_in: std::time::Duration,
@@ -464,7 +464,7 @@ impl Queue {
         finished
     }
 
-    fn schedule_retry(&mut self, pod: PodKey, pending: Pending, due: Instant) {
+    fn schedule_retry(&mut self, pod: PodRef, pending: Pending, due: Instant) {
         let seq = self.ticket();
         self.retries.insert((due, seq), pod.clone());
         self.slots.insert(pod, Slot::Retrying(pending));
@@ -500,8 +500,8 @@ impl Queue {
 
     /// Give up on everything still queued or waiting to retry (in-flight
     /// writes too: their answer will not be read). Waiters hear `Abandoned`.
-    pub fn abandon_all(&mut self) -> Vec<PodKey> {
-        let mut pods: Vec<PodKey> = Vec::with_capacity(self.slots.len());
+    pub fn abandon_all(&mut self) -> Vec<PodRef> {
+        let mut pods: Vec<PodRef> = Vec::with_capacity(self.slots.len());
         for (pod, slot) in self.slots.drain() {
             match slot {
                 Slot::Queued(p) | Slot::Retrying(p) => p.answer(&WriteOutcome::Abandoned),
@@ -541,7 +541,7 @@ mod tests {
     use std::time::Duration;
 
     fn req(policy: &str, pod: &str, cost: i32) -> PatchRequest {
-        PatchRequest::set(PodKey::new("ns", pod), policy, cost)
+        PatchRequest::set(PodRef::new("ns", pod), policy, cost)
     }
 
     fn always(_: &PolicyKey) -> Admit {
@@ -744,7 +744,7 @@ mod tests {
         );
         assert_eq!(q.room(), 0);
         assert_eq!(
-            q.room_needed([&PodKey::new("ns", "p1"), &PodKey::new("ns", "p9")]),
+            q.room_needed([&PodRef::new("ns", "p1"), &PodRef::new("ns", "p9")]),
             1
         );
     }

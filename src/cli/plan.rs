@@ -13,8 +13,9 @@ use crate::input::{
 };
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
-use crate::plan::{self, CostOwner, Plan, PlanOptions, ResolvedPolicy, Snapshot, Verdict};
+use crate::plan::{self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, Verdict};
 use crate::policy::file::policies_from;
+use crate::policy::selector::selects;
 use crate::policy::PolicyFileError;
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
@@ -178,7 +179,7 @@ fn read_snapshot(path: &str, max_bytes: u64) -> Result<Vec<RawObject>, CliError>
 /// Decodes, checks (strictly, as the API server) and resolves every policy
 /// in the objects read from `source`; errors name the file, the policy and
 /// the field.
-fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, CliError> {
+fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<NamedPolicy>, CliError> {
     let found = policies_from(objects).map_err(CliError::bad_input)?;
     if found.is_empty() {
         return Err(CliError::bad_input(PolicyFileError::NoPolicy {
@@ -190,7 +191,7 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, 
         .into_iter()
         .map(|p| {
             let spec = p.validate().map_err(CliError::bad_input)?;
-            Ok(ResolvedPolicy {
+            Ok(NamedPolicy {
                 name: p.name().to_string(),
                 namespace: p
                     .policy
@@ -209,7 +210,7 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<ResolvedPolicy>, 
 /// policy's namespace (naming the namespaces where its target does select
 /// pods), no pod selected, or a utilisation signal without samples.
 pub fn idle_warnings(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     plan: &Plan,
     has_samples: bool,
@@ -271,7 +272,7 @@ fn on_missing_name(o: crate::policy::OnSignalMissing) -> &'static str {
 }
 
 /// `selector app=web` or `targetRef Deployment/web`.
-fn describe_target(policy: &ResolvedPolicy) -> String {
+fn describe_target(policy: &NamedPolicy) -> String {
     use crate::policy::validate::Target;
     match &policy.spec.target {
         Target::Selector(sel) => {
@@ -295,19 +296,22 @@ fn describe_target(policy: &ResolvedPolicy) -> String {
 
 /// Other namespaces where the policy's target selects active pods, with
 /// how many, sorted by namespace: as if the policy lived there.
-fn namespaces_selected(policy: &ResolvedPolicy, snapshot: &Snapshot) -> Vec<(String, usize)> {
+fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String, usize)> {
     use crate::policy::validate::Target;
     fn ns_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
         m.namespace.as_deref().unwrap_or_default()
     }
     // candidates first (one pass), so a large snapshot is not planned per namespace
     let mut namespaces: Vec<&str> = match &policy.spec.target {
-        Target::Selector(sel) => snapshot
-            .pods
-            .iter()
-            .filter(|p| sel.matches(p.metadata.labels.as_ref()))
-            .map(|p| ns_of(&p.metadata))
-            .collect(),
+        Target::Selector(sel) => {
+            let sel = sel.to_selector();
+            snapshot
+                .pods
+                .iter()
+                .filter(|p| selects(&sel, p.metadata.labels.as_ref()))
+                .map(|p| ns_of(&p.metadata))
+                .collect()
+        }
         Target::Workload(t) => snapshot
             .replica_sets
             .iter()
@@ -326,7 +330,7 @@ fn namespaces_selected(policy: &ResolvedPolicy, snapshot: &Snapshot) -> Vec<(Str
     namespaces
         .into_iter()
         .filter_map(|ns| {
-            let moved = ResolvedPolicy {
+            let moved = NamedPolicy {
                 namespace: ns.to_string(),
                 ..policy.clone()
             };
@@ -501,7 +505,7 @@ fn pad(rows: &[Vec<String>]) -> String {
 }
 
 /// The human view of one policy's plan.
-pub fn render_table(p: &Plan, policy: &ResolvedPolicy, opts: &PlanOptions) -> String {
+pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> String {
     let mut out = String::new();
     let kinds: Vec<&str> = policy.spec.signals.iter().map(|s| s.kind_name()).collect();
     let max_cost = match (policy.spec.max_cost, policy.spec.ranked_max_cost()) {

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::{print_out, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
-    rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodKey,
-    PodsOnNode, Rule, SlimPod,
+    rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodsOnNode,
+    RankKey, Rule, SlimPod,
 };
 use crate::input::{merge_versions, read_pods_slim, ServerVersion};
 
@@ -302,9 +302,9 @@ pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]
     let replica_sets = groups
         .into_iter()
         .map(|((_, owner), members)| {
-            let mut keys: Vec<PodKey> = members
+            let mut keys: Vec<RankKey> = members
                 .iter()
-                .map(|p| PodKey::from_slim(p).with_now(now))
+                .map(|p| RankKey::from_slim(p).with_now(now))
                 .collect();
             on_node.assign(&mut keys);
             let ranking = rank_pods(&cmp, &keys);

@@ -1,13 +1,13 @@
 //! Signal samples for `plan`: from a saved file or a live Prometheus.
 
 use super::CliError;
-use crate::plan::ResolvedPolicy;
+use crate::plan::NamedPolicy;
 use crate::policy::validate::Utilization;
 use crate::prometheus::{PrometheusClient, SignalFetchError, DEFAULT_TIMEOUT};
 use crate::signals::samples::{read_samples, SignalSpec as SampleSignal};
 use crate::signals::SignalSamples;
 
-fn utilization_signals(policy: &ResolvedPolicy) -> Vec<(usize, &Utilization)> {
+fn utilization_signals(policy: &NamedPolicy) -> Vec<(usize, &Utilization)> {
     policy.spec.utilization_signals()
 }
 
@@ -17,7 +17,7 @@ fn utilization_signals(policy: &ResolvedPolicy) -> Vec<(usize, &Utilization)> {
 pub fn load(
     source: &str,
     text: &str,
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     now_secs: Option<f64>,
 ) -> Result<SignalSamples, CliError> {
     let specs: Vec<SampleSignal> = utilization_signals(policy)
@@ -44,7 +44,7 @@ pub fn load(
 }
 
 /// Queries Prometheus once per utilisation signal of the policy.
-pub fn query(url: &str, policy: &ResolvedPolicy) -> Result<SignalSamples, CliError> {
+pub fn query(url: &str, policy: &NamedPolicy) -> Result<SignalSamples, CliError> {
     let client = PrometheusClient::new(url).map_err(CliError::bad_input)?;
     let labels = policy.spec.selector_labels();
     let runtime = tokio::runtime::Builder::new_current_thread()

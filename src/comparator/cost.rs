@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-/// The annotation the ReplicaSet controller reads.
-pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// The annotation the ReplicaSet controller reads (defined with the
+/// project's other annotation keys).
+use crate::annotations::POD_DELETION_COST;
 
 /// Outcome of reading the annotation: upstream only ever uses `value`
 /// (0 for anything invalid); `problem` lets us tell the user why.

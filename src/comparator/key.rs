@@ -109,7 +109,7 @@ pub fn max_container_restarts(pod: &Pod) -> (i64, i64) {
 /// copying five strings each was most of their cost); tests and callers
 /// without a pod own them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodKey<'a> {
+pub struct RankKey<'a> {
     /// `metadata.namespace` (empty when absent).
     pub namespace: Cow<'a, str>,
     /// `metadata.name` (empty when absent).
@@ -136,7 +136,7 @@ pub struct PodKey<'a> {
     pub sidecar_restarts: i64,
     /// Rule 8 input (`None` = zero time).
     pub created: GoTime,
-    /// log2 bucket of `now - ready_time` (set by [`PodKey::with_now`]).
+    /// log2 bucket of `now - ready_time` (set by [`RankKey::with_now`]).
     pub ready_bucket: i64,
     /// log2 bucket of `now - created`.
     pub created_bucket: i64,
@@ -146,7 +146,7 @@ fn borrowed(s: Option<&String>) -> Cow<'_, str> {
     Cow::Borrowed(s.map_or("", String::as_str))
 }
 
-impl<'a> PodKey<'a> {
+impl<'a> RankKey<'a> {
     /// Extracts the key from a pod, borrowing its strings. Ranks start at 0
     /// and buckets are unset.
     pub fn from_pod(pod: &'a Pod) -> Self {
@@ -173,7 +173,7 @@ impl<'a> PodKey<'a> {
     }
 
     /// Extracts the key from a slim pod ([`super::slim::SlimPod`]), borrowing
-    /// its strings; the same key [`PodKey::from_pod`] gives for the whole pod.
+    /// its strings; the same key [`RankKey::from_pod`] gives for the whole pod.
     pub fn from_slim(pod: &'a super::slim::SlimPod) -> Self {
         let phase = pod.phase.as_deref();
         Self {
@@ -250,7 +250,7 @@ impl<'a> PodsOnNode<'a> {
     }
 
     /// Sets each key's rank to the count on its node.
-    pub fn assign(&self, keys: &mut [PodKey]) {
+    pub fn assign(&self, keys: &mut [RankKey]) {
         for k in keys.iter_mut() {
             k.rank = self.0.get(&*k.node_name).copied().unwrap_or(0);
         }
@@ -260,6 +260,6 @@ impl<'a> PodsOnNode<'a> {
 /// Upstream's `getPodsRankedByRelatedPodsOnSameNode`: each pod's rank is the
 /// number of active related pods whose `spec.nodeName` equals its own (the
 /// empty node name is an ordinary key).
-pub fn assign_ranks<'a>(keys: &mut [PodKey], related: impl IntoIterator<Item = &'a Pod>) {
+pub fn assign_ranks<'a>(keys: &mut [RankKey], related: impl IntoIterator<Item = &'a Pod>) {
     PodsOnNode::count(related).assign(keys);
 }

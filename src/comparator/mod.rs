@@ -11,12 +11,12 @@ pub mod slim;
 
 use k8s_openapi::api::core::v1::Pod;
 
-pub use cost::{parse_deletion_cost, CostProblem, ParsedCost, POD_DELETION_COST};
+pub use cost::{parse_deletion_cost, CostProblem, ParsedCost};
 pub use gates::{
     choose as choose_gates, FeatureGates, GateChoice, GateError, GateSource, KubeVersion,
 };
 pub use key::{
-    assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodKey, PodsOnNode,
+    assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodsOnNode, RankKey,
 };
 pub use order::{rank_pods, Ambiguity, Comparator, Ranking, Rule};
 pub use slim::{ControllerRef, SlimPod};
@@ -25,14 +25,14 @@ pub use slim::{ControllerRef, SlimPod};
 #[derive(Debug, Clone)]
 pub struct OrderedPods<'a> {
     /// Keys of the pods, in the order they were given.
-    pub keys: Vec<PodKey<'a>>,
+    pub keys: Vec<RankKey<'a>>,
     /// The order, ties and ambiguity over `keys`.
     pub ranking: Ranking,
 }
 
 impl<'a> OrderedPods<'a> {
     /// Keys in deletion order.
-    pub fn in_order(&self) -> impl Iterator<Item = &PodKey<'a>> {
+    pub fn in_order(&self) -> impl Iterator<Item = &RankKey<'a>> {
         self.ranking.order.iter().map(|&i| &self.keys[i])
     }
 
@@ -56,9 +56,9 @@ pub fn order_pods<'a>(
     pods: impl IntoIterator<Item = &'a Pod>,
     related: impl IntoIterator<Item = &'a Pod>,
 ) -> OrderedPods<'a> {
-    let mut keys: Vec<PodKey> = pods
+    let mut keys: Vec<RankKey> = pods
         .into_iter()
-        .map(|p| PodKey::from_pod(p).with_now(cmp.now))
+        .map(|p| RankKey::from_pod(p).with_now(cmp.now))
         .collect();
     assign_ranks(&mut keys, related);
     let ranking = rank_pods(cmp, &keys);

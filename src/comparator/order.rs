@@ -2,7 +2,7 @@
 //! an exact check of whether it was a strict weak order on the given pods.
 
 use super::gates::FeatureGates;
-use super::key::{GoTime, PodKey};
+use super::key::{GoTime, RankKey};
 
 /// The rule of `Less` that decided a comparison, numbered as upstream comments do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -72,7 +72,7 @@ fn after_or_zero<T: Ord>(t1: Option<T>, t2: Option<T>) -> bool {
     }
 }
 
-/// What rules 6-8 read, over the two layouts that carry it: a [`PodKey`] and
+/// What rules 6-8 read, over the two layouts that carry it: a [`RankKey`] and
 /// the sort's packed [`SortRec`]. One implementation of the rules serves both.
 trait TailFields {
     /// A non-zero timestamp; only its order and equality matter.
@@ -86,7 +86,7 @@ trait TailFields {
     fn created_bucket(&self) -> i64;
 }
 
-impl TailFields for PodKey<'_> {
+impl TailFields for RankKey<'_> {
     type Time = i128;
     fn ready(&self) -> bool {
         self.ready
@@ -114,7 +114,7 @@ impl TailFields for PodKey<'_> {
 impl Comparator {
     /// Upstream's `Less(i, j)`, returning also the rule that produced the answer
     /// (`Rule::Tie` when it fell through to `return false`).
-    pub fn decide(&self, a: &PodKey, b: &PodKey) -> (bool, Rule) {
+    pub fn decide(&self, a: &RankKey, b: &RankKey) -> (bool, Rule) {
         match self.decide_head(a, b) {
             Some(r) => r,
             None => self.decide_tail(a, b, || a.uid < b.uid),
@@ -122,7 +122,7 @@ impl Comparator {
     }
 
     /// Rules 1-5, which form a lexicographic key (see [`SortRec`]).
-    fn decide_head(&self, a: &PodKey, b: &PodKey) -> Option<(bool, Rule)> {
+    fn decide_head(&self, a: &RankKey, b: &RankKey) -> Option<(bool, Rule)> {
         // 1. Unassigned < assigned. Upstream: names differ and one is empty,
         // which is exactly "one of the two is empty" (no string compare needed).
         if a.node_name.is_empty() != b.node_name.is_empty() {
@@ -212,7 +212,7 @@ impl Comparator {
     }
 
     /// Upstream's `Less(i, j)`.
-    pub fn less(&self, a: &PodKey, b: &PodKey) -> bool {
+    pub fn less(&self, a: &RankKey, b: &RankKey) -> bool {
         self.decide(a, b).0
     }
 
@@ -276,7 +276,7 @@ const ZERO_TIME: i64 = i64::MIN;
 
 /// One pod's comparator inputs packed into 64 bytes, so the sort and the
 /// check stream through one contiguous array instead of chasing each
-/// [`PodKey`]'s heap data. Answers exactly as [`Comparator::decide`].
+/// [`RankKey`]'s heap data. Answers exactly as [`Comparator::decide`].
 #[derive(Debug, Clone, Copy)]
 struct SortRec {
     /// Rules 1-4: assigned (1 bit), phase ordinal (8), ready (1), cost (32,
@@ -347,10 +347,10 @@ fn narrow<T: Copy + Ord + TryInto<i64>>(values: Vec<T>, lo: i64, hi: i64) -> Vec
 }
 
 /// Packs every key; see [`SortRec`]. `keys.len()` must fit in `u32`.
-fn pack(cmp: &Comparator, keys: &[PodKey]) -> Vec<SortRec> {
+fn pack(cmp: &Comparator, keys: &[RankKey]) -> Vec<SortRec> {
     let time = |t: GoTime| t.unwrap_or(i128::MIN);
     // fast path: every field fits as it is (always, for real pods)
-    let fits = |k: &PodKey| {
+    let fits = |k: &RankKey| {
         let t_ok =
             |t: GoTime| t.is_none_or(|t| t > i128::from(ZERO_TIME) && t <= i128::from(i64::MAX));
         let i32_ok = |v: i64| i32::try_from(v).is_ok();
@@ -363,14 +363,14 @@ fn pack(cmp: &Comparator, keys: &[PodKey]) -> Vec<SortRec> {
     };
     let narrowed = (!keys.iter().all(fits)).then(|| {
         // above ZERO_TIME, which zero times get below
-        let times = |f: fn(&PodKey) -> GoTime| {
+        let times = |f: fn(&RankKey) -> GoTime| {
             narrow(
                 keys.iter().map(|k| time(f(k))).collect(),
                 ZERO_TIME + 1,
                 i64::MAX,
             )
         };
-        let small = |f: fn(&PodKey) -> i64| {
+        let small = |f: fn(&RankKey) -> i64| {
             narrow(
                 keys.iter().map(f).collect(),
                 i32::MIN.into(),
@@ -437,7 +437,7 @@ fn pack(cmp: &Comparator, keys: &[PodKey]) -> Vec<SortRec> {
 
 /// `Less` on packed records, with the rule that decided.
 #[inline(always)]
-fn decide_rec(cmp: &Comparator, keys: &[PodKey], a: &SortRec, b: &SortRec) -> (bool, Rule) {
+fn decide_rec(cmp: &Comparator, keys: &[RankKey], a: &SortRec, b: &SortRec) -> (bool, Rule) {
     if (a.head, a.rank) != (b.head, b.rank) {
         let diff = a.head ^ b.head;
         let rule = if diff >> 41 != 0 {
@@ -509,7 +509,7 @@ fn merge_sort<T: Copy>(items: &mut Vec<T>, mut less: impl FnMut(&T, &T) -> bool)
 
 /// Orders pods as upstream's `sort.Sort(ActivePodsWithRanks)` would, given
 /// keys with ranks and buckets already filled in. Ties keep input order.
-pub fn rank_pods(cmp: &Comparator, keys: &[PodKey]) -> Ranking {
+pub fn rank_pods(cmp: &Comparator, keys: &[RankKey]) -> Ranking {
     let mut recs = pack(cmp, keys);
     merge_sort(&mut recs, |a, b| decide_rec(cmp, keys, a, b).0);
     let order: Vec<usize> = recs.iter().map(|r| r.idx as usize).collect();
@@ -593,7 +593,7 @@ fn level_key(cmp: &Comparator, r: &SortRec, level: Level) -> (LevelKey, Option<i
 /// order, this holds iff `Less` is one on these pods. O(n log n).
 fn verify(
     cmp: &Comparator,
-    keys: &[PodKey],
+    keys: &[RankKey],
     recs: &[SortRec],
     items: &[(usize, usize)],
     level: Level,
@@ -683,7 +683,7 @@ fn verify(
 /// Within a group where different times compare by UID: pods of different
 /// time classes must be ordered by UID across blocks and share a UID within one.
 fn check_uid_group(
-    keys: &[PodKey],
+    keys: &[RankKey],
     recs: &[SortRec],
     group: &[(usize, usize)],
     class: impl Fn(usize) -> i64,
@@ -769,7 +769,7 @@ fn check_uid_group(
 
 /// Test hook: `Less` on the packed records of `keys`, for the pods at `i`, `j`.
 #[cfg(test)]
-pub(crate) fn check_fast_less(cmp: &Comparator, keys: &[PodKey], i: usize, j: usize) -> bool {
+pub(crate) fn check_fast_less(cmp: &Comparator, keys: &[RankKey], i: usize, j: usize) -> bool {
     let recs = pack(cmp, keys);
     decide_rec(cmp, keys, &recs[i], &recs[j]).0
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::key::{go_time, is_pod_ready, max_container_restarts, GoTime};
-use super::POD_DELETION_COST;
+use crate::annotations::POD_DELETION_COST;
 
 /// A pod's controller ownerReference (`controller: true`): kind, name, UID.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

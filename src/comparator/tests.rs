@@ -4,12 +4,12 @@ use proptest::prelude::*;
 
 use super::cost::parse_deletion_cost;
 use super::order::{rank_pods, Comparator};
-use super::{FeatureGates, PodKey};
+use super::{FeatureGates, RankKey};
 
 const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 const SEC: i128 = 1_000_000_000;
 
-fn key_strategy() -> impl Strategy<Value = PodKey<'static>> {
+fn key_strategy() -> impl Strategy<Value = RankKey<'static>> {
     let time = prop_oneof![
         Just(None),
         // clustered so equal times and equal log2 buckets both happen often
@@ -34,7 +34,7 @@ fn key_strategy() -> impl Strategy<Value = PodKey<'static>> {
         prop::sample::select(vec!["a", "b", "c", "d"]),
     )
         .prop_map(
-            |(node, phase, ready, cost, rank, rt, restarts, sidecar, created, uid)| PodKey {
+            |(node, phase, ready, cost, rank, rt, restarts, sidecar, created, uid)| RankKey {
                 namespace: "ns".into(),
                 name: format!("{uid}-{node}").into(),
                 uid: uid.into(),
@@ -67,7 +67,7 @@ fn cmp_strategy() -> impl Strategy<Value = Comparator> {
 }
 
 /// Definition-level check: irreflexive, transitive, incomparability transitive.
-fn is_strict_weak_order(cmp: &Comparator, k: &[PodKey]) -> bool {
+fn is_strict_weak_order(cmp: &Comparator, k: &[RankKey]) -> bool {
     let n = k.len();
     let l = |i: usize, j: usize| cmp.less(&k[i], &k[j]);
     let inc = |i: usize, j: usize| !l(i, j) && !l(j, i);
@@ -89,7 +89,7 @@ fn is_strict_weak_order(cmp: &Comparator, k: &[PodKey]) -> bool {
     true
 }
 
-fn prepared<'a>(cmp: &Comparator, keys: Vec<PodKey<'a>>) -> Vec<PodKey<'a>> {
+fn prepared<'a>(cmp: &Comparator, keys: Vec<RankKey<'a>>) -> Vec<RankKey<'a>> {
     keys.into_iter().map(|k| k.with_now(cmp.now)).collect()
 }
 
@@ -146,8 +146,8 @@ proptest! {
     }
 }
 
-fn key(uid: &str, ready_secs_ago: Option<i128>, restarts: i64) -> PodKey<'_> {
-    PodKey {
+fn key(uid: &str, ready_secs_ago: Option<i128>, restarts: i64) -> RankKey<'_> {
+    RankKey {
         namespace: "ns".into(),
         name: uid.into(),
         uid: uid.into(),

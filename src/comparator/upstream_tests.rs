@@ -12,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::key::go_time;
-use super::{order_pods, Comparator, FeatureGates, PodKey, POD_DELETION_COST};
+use super::{order_pods, Comparator, FeatureGates, RankKey};
+use crate::annotations::POD_DELETION_COST;
 
 // ---------------------------------------------------------------------------
 // TestSortingActivePodsWithRanks
@@ -287,9 +288,13 @@ fn comparator(gates: FeatureGates) -> Comparator {
 }
 
 /// `ActivePodsWithRanks{Pods: {p1, p2}, Rank: {r1, r2}, Now: now}`.
-fn keys<'a>(cmp: &Comparator, p1: (&'a Pod, i64), p2: (&'a Pod, i64)) -> (PodKey<'a>, PodKey<'a>) {
-    let key = |(p, rank): (&'a Pod, i64)| -> PodKey<'a> {
-        let mut k = PodKey::from_pod(p).with_now(cmp.now);
+fn keys<'a>(
+    cmp: &Comparator,
+    p1: (&'a Pod, i64),
+    p2: (&'a Pod, i64),
+) -> (RankKey<'a>, RankKey<'a>) {
+    let key = |(p, rank): (&'a Pod, i64)| -> RankKey<'a> {
+        let mut k = RankKey::from_pod(p).with_now(cmp.now);
         k.rank = rank;
         k
     };

@@ -25,10 +25,10 @@ use super::auth;
 use super::compare::{active_pods_of, compare_victims, workload_replica_sets};
 use super::error::HookError;
 use super::HookConfig;
+use crate::annotations::POD_DELETION_COST;
 use crate::apply::{Priority, WriteOutcome};
-use crate::comparator::POD_DELETION_COST;
 use crate::operator::round::{wins_over, PolicyRound, Rounds};
-use crate::plan::ResolvedPolicy;
+use crate::plan::NamedPolicy;
 use crate::policy::validate::Target;
 use crate::policy::{DeletionCostPolicy, TargetKind};
 
@@ -246,15 +246,15 @@ fn find_policy(
     req: &PrescaleRequest,
     snapshot: &crate::plan::Snapshot,
     pods: &BTreeSet<String>,
-) -> Result<(Arc<DeletionCostPolicy>, ResolvedPolicy), HookError> {
-    let mut found: Vec<(Arc<DeletionCostPolicy>, ResolvedPolicy)> = rounds
+) -> Result<(Arc<DeletionCostPolicy>, NamedPolicy), HookError> {
+    let mut found: Vec<(Arc<DeletionCostPolicy>, NamedPolicy)> = rounds
         .caches
         .policies()
         .into_iter()
         .filter(|p| p.namespace().as_deref() == Some(req.namespace.as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| {
-            let resolved = ResolvedPolicy::resolve(&p.name_any(), &req.namespace, &p.spec).ok()?;
+            let resolved = NamedPolicy::resolve(&p.name_any(), &req.namespace, &p.spec).ok()?;
             let targets = match &resolved.spec.target {
                 Target::Workload(t) => {
                     t.name == req.workload.name

@@ -19,8 +19,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::{Deserialize, Deserializer};
 
-use crate::comparator::POD_DELETION_COST;
-use crate::plan::{Snapshot, POLICY_ANNOTATION};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::plan::Snapshot;
 use crate::policy::DeletionCostPolicy;
 
 /// The caches a plan reads. Cheap to clone (the stores are shared), so
@@ -305,7 +305,7 @@ impl k8s_openapi::Metadata for CachedPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparator::PodKey;
+    use crate::comparator::RankKey;
 
     fn full_pod_json() -> serde_json::Value {
         serde_json::json!({
@@ -347,7 +347,7 @@ mod tests {
         let full: Pod = serde_json::from_value(full_pod_json()).unwrap();
         let cached: CachedPod = serde_json::from_value(full_pod_json()).unwrap();
         let pod = cached.to_pod();
-        assert_eq!(PodKey::from_pod(&full), PodKey::from_pod(&pod));
+        assert_eq!(RankKey::from_pod(&full), RankKey::from_pod(&pod));
         let a = pod.metadata.annotations.as_ref().unwrap();
         assert_eq!(a.len(), 2);
         assert_eq!(pod.metadata.resource_version.as_deref(), Some("42"));
@@ -392,7 +392,10 @@ mod tests {
         ] {
             let full: Pod = serde_json::from_value(v.clone()).unwrap();
             let cached: CachedPod = serde_json::from_value(v).unwrap();
-            assert_eq!(PodKey::from_pod(&full), PodKey::from_pod(&cached.to_pod()));
+            assert_eq!(
+                RankKey::from_pod(&full),
+                RankKey::from_pod(&cached.to_pod())
+            );
             assert_eq!(
                 crate::comparator::is_pod_active(&full),
                 crate::comparator::is_pod_active(&cached.to_pod())

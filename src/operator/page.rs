@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::round::PreviewError;
 use super::server::ServerState;
-use crate::plan::ResolvedPolicy;
+use crate::plan::NamedPolicy;
 use crate::policy::DeletionCostPolicy;
 use crate::report::{html, Report, Section};
 
@@ -123,7 +123,7 @@ async fn page(
     if !state.rounds.leadership.is_leader() {
         return Err(PageError::NotLeader);
     }
-    let resolved = ResolvedPolicy::resolve(name, namespace, &policy.spec)
+    let resolved = NamedPolicy::resolve(name, namespace, &policy.spec)
         .map_err(|e| PageError::Invalid(e.to_string()))?;
     let _permit = state.pages.try_acquire().map_err(|_| PageError::Busy)?;
     let source = format!(

@@ -19,9 +19,9 @@ use super::error::OperatorError;
 use super::round::Rounds;
 use super::status;
 use super::sync::WatchHealth;
-use crate::apply::{PatchRequest, Patcher, PodKey, PolicyKey, Priority, WriteOutcome};
-use crate::comparator::POD_DELETION_COST;
-use crate::plan::{ResolvedPolicy, POLICY_ANNOTATION};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
+use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
@@ -133,7 +133,7 @@ async fn apply_policy(
     let key = format!("{ns}/{name}");
     let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
     let prev_status = policy.status.clone();
-    let resolved = match ResolvedPolicy::resolve(&name, &ns, &policy.spec) {
+    let resolved = match NamedPolicy::resolve(&name, &ns, &policy.spec) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");
@@ -243,7 +243,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     let reqs: Vec<PatchRequest> = ours
         .iter()
         .map(|p| {
-            PatchRequest::remove(PodKey::new(&ns, p.name_any()), &name)
+            PatchRequest::remove(PodRef::new(&ns, p.name_any()), &name)
                 .with_uid(p.uid().unwrap_or_default())
         })
         .collect();

@@ -20,10 +20,11 @@ use tokio::sync::OwnedMutexGuard;
 use super::caches::Caches;
 use super::leadership::Leadership;
 use super::memory_trim::Churn;
-use crate::apply::{Batch, PatchRequest, PodKey, PolicyKey, Priority, Rate, SubmitError};
+use crate::annotations::POLICY_ANNOTATION;
+use crate::apply::{Batch, PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError};
 use crate::comparator::FeatureGates;
 use crate::metrics::{Metrics, PolicyReason};
-use crate::plan::{self, PlanOptions, PreviousValues, ResolvedPolicy, Snapshot, POLICY_ANNOTATION};
+use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::{PrometheusClient, SignalFetchError};
 use crate::signals::SignalSamples;
@@ -196,7 +197,7 @@ impl Rounds {
         &self,
         state: &mut PolicyState,
         policy: &DeletionCostPolicy,
-        resolved: &ResolvedPolicy,
+        resolved: &NamedPolicy,
         force_refresh: bool,
         scale_down_by: Option<usize>,
     ) -> Result<PolicyRound, RoundError> {
@@ -257,7 +258,7 @@ impl Rounds {
     pub async fn preview_round<R: Send + 'static>(
         &self,
         policy: &DeletionCostPolicy,
-        resolved: &ResolvedPolicy,
+        resolved: &NamedPolicy,
         scale_down_by: Option<usize>,
         render: impl FnOnce(Preview<'_>) -> R + Send + 'static,
     ) -> Result<R, PreviewError> {
@@ -348,7 +349,7 @@ impl Rounds {
 
     /// Reads each utilisation signal when its refresh is due; keeps the last good
     /// samples on failure and reports why.
-    async fn refresh_signals(&self, policy: &ResolvedPolicy, state: &mut PolicyState) {
+    async fn refresh_signals(&self, policy: &NamedPolicy, state: &mut PolicyState) {
         let util = policy.spec.utilization_signals();
         if util.is_empty() {
             state.signal_error = None;
@@ -410,7 +411,7 @@ impl Rounds {
 #[derive(Debug)]
 pub struct PolicyRound {
     /// The validated policy.
-    pub resolved: ResolvedPolicy,
+    pub resolved: NamedPolicy,
     /// The plan over the live pods.
     pub plan: plan::Plan,
     /// Pods (name, uid) carrying this policy's cost that it no longer manages.
@@ -433,12 +434,12 @@ impl PolicyRound {
             .plan
             .patches
             .iter()
-            .map(|p| PatchRequest::set(PodKey::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
+            .map(|p| PatchRequest::set(PodRef::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
             .collect();
         reqs.extend(
             self.releases
                 .iter()
-                .map(|(pod, uid)| PatchRequest::remove(PodKey::new(ns, pod), name).with_uid(uid)),
+                .map(|(pod, uid)| PatchRequest::remove(PodRef::new(ns, pod), name).with_uid(uid)),
         );
         reqs
     }
@@ -457,7 +458,7 @@ fn plan_over_caches(
     caches: &Caches,
     others: &[Arc<DeletionCostPolicy>],
     policy: &DeletionCostPolicy,
-    resolved: &ResolvedPolicy,
+    resolved: &NamedPolicy,
     samples: &SignalSamples,
     previous: &PreviousValues,
     opts: &PlanOptions,
@@ -500,7 +501,7 @@ fn overlaps(
     snapshot: &Snapshot,
     others: &[Arc<DeletionCostPolicy>],
     policy: &DeletionCostPolicy,
-    resolved: &ResolvedPolicy,
+    resolved: &NamedPolicy,
 ) -> (BTreeSet<String>, Vec<(String, usize)>) {
     let (ns, name) = (&resolved.namespace, &resolved.name);
     let mine = plan::selected_pods(resolved, snapshot);
@@ -514,7 +515,7 @@ fn overlaps(
         {
             continue;
         }
-        let Ok(o) = ResolvedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+        let Ok(o) = NamedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
             continue;
         };
         let shared: Vec<String> = plan::selected_pods(&o, snapshot)
@@ -543,7 +544,7 @@ pub enum PreviewError {
 /// A plan made by [`Rounds::preview_round`], with what it was made from.
 pub struct Preview<'a> {
     /// The validated policy.
-    pub resolved: &'a ResolvedPolicy,
+    pub resolved: &'a NamedPolicy,
     /// The plan over the live pods.
     pub plan: plan::Plan,
     /// The namespace's snapshot the plan was made over.

@@ -26,8 +26,9 @@ use super::reconcile::{self, Context};
 use super::round::{Rounds, SignalSource};
 use super::server::{self, ServerState};
 use super::{lease, memory_trim, shutdown, sync};
+use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::Metrics;
-use crate::plan::POLICY_ANNOTATION;
+use crate::policy::selector::selects;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
 
@@ -311,7 +312,7 @@ fn policies_for_pod(
         .filter(|p| {
             writer == Some(&p.name_any())
                 || match &p.spec.selector {
-                    Some(sel) => sel.matches(pod.metadata.labels.as_ref()),
+                    Some(sel) => selects(&sel.to_selector(), pod.metadata.labels.as_ref()),
                     None => true,
                 }
         })

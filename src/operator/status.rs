@@ -471,7 +471,7 @@ mod tests {
                     "metadata": {"name": format!("p{i}"), "namespace": "shop",
                         "uid": format!("uid-{i}"), "labels": {"app": "web"},
                         "creationTimestamp": "2026-11-01T00:00:00Z",
-                        "annotations": {crate::comparator::POD_DELETION_COST: cost},
+                        "annotations": {crate::annotations::POD_DELETION_COST: cost},
                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                             "name": "web-abc", "uid": "rs", "controller": true}]},
                     "spec": {"nodeName": "n1", "containers": []},
@@ -495,7 +495,7 @@ mod tests {
              signals:\n- billingClass: {costs: {spot: 0}, default: 100}\n",
         )
         .unwrap();
-        let policy = crate::plan::ResolvedPolicy::resolve("web", "shop", &spec).unwrap();
+        let policy = crate::plan::NamedPolicy::resolve("web", "shop", &spec).unwrap();
         let opts = crate::plan::PlanOptions {
             gates: Default::default(),
             now: Some(

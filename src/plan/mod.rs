@@ -4,14 +4,14 @@
 //! against the order the policy intends. It never talks to the API.
 
 pub mod check;
-mod cost;
-mod order;
+mod costing;
+mod prediction;
 pub mod previous;
 pub mod prices;
 pub mod resolve;
 pub mod savings;
+mod selection;
 pub mod snapshot;
-mod table;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,15 +24,12 @@ use crate::comparator::{FeatureGates, GoTime};
 use crate::policy::ValidatedSignal;
 use crate::signals::SignalSamples;
 use rayon::prelude::*;
-use table::NsPod;
+use selection::NsPod;
 
 pub use check::{Mismatch, MismatchReason, Verdict};
 pub use previous::PreviousValues;
-pub use resolve::{default_value, ResolveError, ResolvedPolicy};
+pub use resolve::{default_value, NamedPolicy, ResolveError};
 pub use snapshot::Snapshot;
-
-/// Annotation marking a cost as written by a policy (its value: the policy name).
-pub const POLICY_ANNOTATION: &str = "deletioncost.dev/policy";
 
 /// Options that do not come from the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -224,9 +221,9 @@ fn node_of(p: &Pod) -> &str {
 }
 
 /// Names of the active pods a policy selects in a snapshot.
-pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
+pub fn selected_pods(policy: &NamedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
     let ns_rs = namespace_replica_sets(policy, snapshot);
-    let selection = table::select(
+    let selection = selection::select(
         policy,
         &snapshot.pods,
         &snapshot.nodes,
@@ -243,10 +240,7 @@ pub fn selected_pods(policy: &ResolvedPolicy, snapshot: &Snapshot) -> BTreeSet<S
 }
 
 /// The ReplicaSets of the policy's namespace.
-fn namespace_replica_sets<'a>(
-    policy: &ResolvedPolicy,
-    snapshot: &'a Snapshot,
-) -> Vec<&'a ReplicaSet> {
+fn namespace_replica_sets<'a>(policy: &NamedPolicy, snapshot: &'a Snapshot) -> Vec<&'a ReplicaSet> {
     snapshot
         .replica_sets
         .iter()
@@ -325,7 +319,7 @@ thread_local! {
 
 /// Plans one policy over a snapshot.
 pub fn plan(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     samples: &SignalSamples,
     previous: &PreviousValues,
@@ -337,7 +331,7 @@ pub fn plan(
 /// Plans one policy, leaving out pods another policy has won (`excluded`):
 /// they are neither costed nor patched, but still ordered with their ReplicaSet.
 pub fn plan_excluding(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     samples: &SignalSamples,
     previous: &PreviousValues,
@@ -353,7 +347,7 @@ pub fn plan_excluding(
         .signals
         .iter()
         .any(|s| matches!(s, ValidatedSignal::NodeConsolidation(_)));
-    let mut table = table::select(
+    let mut selection = selection::select(
         policy,
         &snapshot.pods,
         &snapshot.nodes,
@@ -362,21 +356,24 @@ pub fn plan_excluding(
         count_nodes,
         parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
     );
-    let by_name = std::mem::take(&mut table.active);
-    let inactive = std::mem::take(&mut table.inactive);
-    let pods: Vec<&NsPod> = by_name.iter().map(|&i| &table.pods[i as usize]).collect();
+    let by_name = std::mem::take(&mut selection.active);
+    let inactive = std::mem::take(&mut selection.inactive);
+    let pods: Vec<&NsPod> = by_name
+        .iter()
+        .map(|&i| &selection.pods[i as usize])
+        .collect();
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
-    let parallel = parallel_from(table.pods.len(), PARALLEL_FROM);
+    let parallel = parallel_from(selection.pods.len(), PARALLEL_FROM);
     let ((keyed, rs_warnings), (costed, cost_warnings)) = both(
         parallel,
-        || order::key_replica_sets(&by_name, &table, &ns_rs, opts.now, parallel),
+        || prediction::key_replica_sets(&by_name, &selection, &ns_rs, opts.now, parallel),
         || {
-            cost::cost_pods(
+            costing::cost_pods(
                 policy,
                 &pods,
-                &table,
+                &selection,
                 &snapshot.nodes,
                 samples,
                 previous,
@@ -386,7 +383,7 @@ pub fn plan_excluding(
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
-    let replica_sets = order::check_replica_sets(keyed, &costed.plans, opts);
+    let replica_sets = prediction::check_replica_sets(keyed, &costed.plans, opts);
     Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: costed.plans,

@@ -90,7 +90,7 @@ mod tests {
             .peekable();
         let got: Vec<Option<i64>> = ["a", "a", "b", "bb", "c", "d"]
             .iter()
-            .map(|p| super::super::cost::seek(&mut c, p))
+            .map(|p| super::super::costing::seek(&mut c, p))
             .collect();
         assert_eq!(got, [Some(3), Some(3), Some(5), None, Some(7), None]);
     }

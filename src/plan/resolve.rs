@@ -4,9 +4,12 @@
 use crate::policy::{validate, DeletionCostPolicySpec, ValidatedPolicy, ValidatedSignal};
 use crate::signals::utilization::quantize;
 
-/// A validated policy with its identity.
+/// A validated policy with its identity: [`ValidatedPolicy`] is the spec
+/// alone (what `validate` checks, shared by every copy of a policy);
+/// this adds the name and namespace a plan, its patches and its status
+/// are addressed to.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedPolicy {
+pub struct NamedPolicy {
     /// `metadata.name`.
     pub name: String,
     /// `metadata.namespace`.
@@ -25,7 +28,7 @@ pub struct ResolveError {
     pub errors: String,
 }
 
-impl ResolvedPolicy {
+impl NamedPolicy {
     /// Validates the spec.
     pub fn resolve(
         name: &str,

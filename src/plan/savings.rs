@@ -17,10 +17,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::prices::{Money, PriceFrom, Prices};
 use super::{
-    controller_of, namespace_replica_sets, node_of, plan, Plan, PlanOptions, PreviousValues,
-    ReplicaSetPlan, ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
+    controller_of, namespace_replica_sets, node_of, plan, NamedPolicy, Plan, PlanOptions,
+    PreviousValues, ReplicaSetPlan, Snapshot,
 };
-use crate::comparator::{is_pod_active, POD_DELETION_COST};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::comparator::is_pod_active;
 use crate::policy::validate::{BillingSource, DEFAULT_PRESET};
 use crate::policy::ValidatedSignal;
 use crate::signals::billing::class_of;
@@ -301,7 +302,7 @@ fn choice(
 /// the same snapshot; also returns warnings (unpriced nodes, allocatable
 /// values that are not quantities).
 pub fn plan_savings(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     plan: &Plan,
     prices: &Prices,
@@ -347,7 +348,7 @@ fn victims_of<'a>(ns: &'a str, replica_sets: &'a [ReplicaSetPlan]) -> Victims<'a
 /// costs taken off the pods (costs others wrote stay) and none of its
 /// patches applied, ordered by the same comparator.
 pub fn upstream_default(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     snapshot: &Snapshot,
     opts: &PlanOptions,
 ) -> Vec<ReplicaSetPlan> {
@@ -393,7 +394,7 @@ pub fn upstream_default(
 
 /// Where the policy reads a node's billing class: its first billingClass
 /// signal, else the default preset.
-fn billing_source(policy: &ResolvedPolicy) -> BillingSource {
+fn billing_source(policy: &NamedPolicy) -> BillingSource {
     policy
         .spec
         .signals

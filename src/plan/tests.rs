@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
-use crate::comparator::POD_DELETION_COST;
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::policy::DeletionCostPolicySpec;
 use crate::signals::{Sample, UtilizationSamples};
 
@@ -120,12 +120,12 @@ fn simple(name: &str, node: &str) -> Pod {
     })
 }
 
-fn policy(yaml: &str) -> ResolvedPolicy {
+fn policy(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    ResolvedPolicy::resolve("web", "shop", &spec).unwrap()
+    NamedPolicy::resolve("web", "shop", &spec).unwrap()
 }
 
-fn spot_first() -> ResolvedPolicy {
+fn spot_first() -> NamedPolicy {
     policy(
         "selector: {matchLabels: {app: web}}\n\
          signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
@@ -342,7 +342,7 @@ fn budgets_put_the_newest_pods_over_budget_first() {
     assert_eq!(cost_of(&plan, "old"), Some(11));
 }
 
-fn util_policy(on_missing: &str) -> ResolvedPolicy {
+fn util_policy(on_missing: &str) -> NamedPolicy {
     policy(&format!(
         "selector: {{matchLabels: {{app: web}}}}\n\
          onSignalMissing: {on_missing}\n\
@@ -577,7 +577,7 @@ fn colocation_rank_counts_pods_of_sibling_replica_sets() {
 fn bad_policies_are_rejected_with_the_field() {
     let bad = |yaml: &str| {
         let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-        ResolvedPolicy::resolve("p", "ns", &spec)
+        NamedPolicy::resolve("p", "ns", &spec)
             .unwrap_err()
             .to_string()
     };
@@ -831,7 +831,7 @@ proptest! {
             })
             .collect();
         let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
-        let selection = table::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
+        let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
         let got: Vec<&str> = selection
             .active
             .iter()

@@ -7,7 +7,7 @@ pub mod html;
 
 use std::collections::BTreeMap;
 
-use crate::plan::{Plan, PlanOptions, ResolvedPolicy, Snapshot};
+use crate::plan::{NamedPolicy, Plan, PlanOptions, Snapshot};
 use crate::policy::validate::BillingSource;
 use crate::policy::{BillingPreset, Combine, ValidatedSignal};
 use crate::signals::billing::billing_class;
@@ -62,7 +62,7 @@ pub struct NodeInfo {
 impl<'a> Section<'a> {
     /// The section for `plan`, made from `snapshot` with `opts`.
     pub fn new(
-        policy: &ResolvedPolicy,
+        policy: &NamedPolicy,
         plan: &'a Plan,
         snapshot: &Snapshot,
         opts: &PlanOptions,
@@ -131,7 +131,7 @@ mod tests {
         )
         .unwrap()
         .remove(0);
-        let resolved = ResolvedPolicy {
+        let resolved = NamedPolicy {
             name: policy.name().to_string(),
             namespace: "shop".into(),
             spec: policy.validate().unwrap(),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use deletion_cost::comparator::POD_DELETION_COST;
+use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost::policy::DeletionCostPolicy;
 use deletion_cost_testkit::eventually;
 use futures::future::BoxFuture;

@@ -24,10 +24,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use deletion_cost::comparator::{FeatureGates, POD_DELETION_COST};
+use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{
-    plan_excluding, Action, CostOwner, Plan, PlanOptions, PodPlan, PreviousValues, ReplicaSetPlan,
-    ResolvedPolicy, Snapshot, POLICY_ANNOTATION,
+    plan_excluding, Action, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan, PreviousValues,
+    ReplicaSetPlan, Snapshot,
 };
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
@@ -66,16 +67,16 @@ pub struct Golden {
 
 struct Case {
     name: String,
-    policy: ResolvedPolicy,
+    policy: NamedPolicy,
     opts: PlanOptions,
     excluded: BTreeSet<String>,
     /// Plan again once the patches landed.
     again: bool,
 }
 
-fn resolve(yaml: &str) -> ResolvedPolicy {
+fn resolve(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    ResolvedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec).unwrap()
+    NamedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec).unwrap()
 }
 
 /// The policies, by name. All use every signal unless named otherwise:
@@ -87,7 +88,7 @@ fn resolve(yaml: &str) -> ResolvedPolicy {
 /// overwrites foreign costs and skips missing signals; one targeting a
 /// ReplicaSet, with `useDefault`, a default and hysteresis for
 /// utilisation and a weight.
-fn policy(name: &str, pods: usize) -> ResolvedPolicy {
+fn policy(name: &str, pods: usize) -> NamedPolicy {
     let budget = pods / 3;
     let lex = cluster::policy_yaml("lexicographic", budget);
     let sum = cluster::policy_yaml("sum", budget);
@@ -512,7 +513,7 @@ pub fn render(g: &Golden) -> Value {
 }
 
 /// `snapshot` once the API server applied `plan`'s patches.
-fn with_patches(snapshot: &Snapshot, plan: &Plan, policy: &ResolvedPolicy) -> Snapshot {
+fn with_patches(snapshot: &Snapshot, plan: &Plan, policy: &NamedPolicy) -> Snapshot {
     let costs: std::collections::HashMap<&str, i32> =
         plan.patches.iter().map(|x| (&*x.pod, x.cost)).collect();
     let mut landed = snapshot.clone();

@@ -229,12 +229,12 @@ pub fn annotation(fake: &FakeApi, pod: &str, key: &str) -> Option<String> {
 
 /// The pod's deletion cost annotation.
 pub fn cost(fake: &FakeApi, pod: &str) -> Option<String> {
-    annotation(fake, pod, deletion_cost::comparator::POD_DELETION_COST)
+    annotation(fake, pod, deletion_cost::annotations::POD_DELETION_COST)
 }
 
 /// The policy that wrote the pod's cost.
 pub fn owner(fake: &FakeApi, pod: &str) -> Option<String> {
-    annotation(fake, pod, deletion_cost::plan::POLICY_ANNOTATION)
+    annotation(fake, pod, deletion_cost::annotations::POLICY_ANNOTATION)
 }
 
 /// A status condition of a policy in `shop`.

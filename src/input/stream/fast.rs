@@ -12,9 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
+use crate::annotations::POD_DELETION_COST;
 use crate::comparator::key::go_time;
 use crate::comparator::slim::{phase_of, ControllerRef, SlimPod};
-use crate::comparator::POD_DELETION_COST;
 
 /// A string that borrows from the text when it has no escapes.
 #[derive(Debug, Default)]

@@ -164,9 +164,9 @@ fn opts(scale_down_by: usize) -> PlanOptions {
     }
 }
 
-fn policy(yaml: &str) -> ResolvedPolicy {
+fn policy(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    ResolvedPolicy::resolve("web", "shop", &spec).unwrap()
+    NamedPolicy::resolve("web", "shop", &spec).unwrap()
 }
 
 /// A pod of ReplicaSet web-1 in shop, Ready since `ready`, with extra
@@ -335,7 +335,7 @@ fn the_billing_class_is_read_as_the_policys_signal_reads_it() {
     labels: {example.com/class: reserved, eks.amazonaws.com/capacityType: ON_DEMAND}
 ",
     );
-    let class = |p: &ResolvedPolicy| {
+    let class = |p: &NamedPolicy| {
         node_facts(&billing_source(p), &s.nodes).0[0]
             .billing_class
             .clone()

@@ -16,6 +16,7 @@ use std::cell::Cell;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
 use super::*;
+use crate::annotations::POLICY_ANNOTATION;
 use crate::comparator::{parse_deletion_cost, Rule};
 use crate::policy::OnSignalMissing;
 
@@ -183,7 +184,7 @@ fn build_pod(i: usize, s: &PodShape) -> Pod {
 struct World {
     snapshot: Snapshot,
     samples: SignalSamples,
-    policy: ResolvedPolicy,
+    policy: NamedPolicy,
     opts: PlanOptions,
     excluded: BTreeSet<String>,
 }
@@ -276,7 +277,7 @@ fn signal_yaml(kind: u8, sum: bool, use_default: bool, knob: u8) -> String {
     }
 }
 
-fn arb_policy() -> impl Strategy<Value = ResolvedPolicy> {
+fn arb_policy() -> impl Strategy<Value = NamedPolicy> {
     let signals = prop::sample::subsequence(vec![0u8, 1, 2, 3], 1..=4).prop_shuffle();
     (
         0u8..4,
@@ -741,6 +742,6 @@ proptest! {
             crate::comparator::ParsedCost { value: c, problem: None }
         );
         let mut buf = String::from("stale");
-        prop_assert_eq!(super::super::cost::decimal(&mut buf, c), c.to_string());
+        prop_assert_eq!(super::super::costing::decimal(&mut buf, c), c.to_string());
     }
 }

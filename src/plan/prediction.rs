@@ -1,6 +1,7 @@
-//! Ordering: the pods of each ReplicaSet keyed for the comparator, with the
+//! Prediction: the pods of each ReplicaSet keyed for the comparator, with the
 //! colocation ranks upstream gives them, then ordered and checked against
-//! the costs the policy intends.
+//! the costs the policy intends: the order upstream will scale each
+//! ReplicaSet down in.
 
 use std::sync::Arc;
 
@@ -10,15 +11,19 @@ use std::sync::Arc;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::Selector;
 use rayon::prelude::*;
 
-use super::table::{NsPod, Selection};
+use super::selection::{NsPod, Selection};
 use super::{check, controller_of, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
-use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, PodKey};
+use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, RankKey};
+use crate::policy::selector::selects;
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
 
-/// Converts an apps/v1 selector to ours for matching.
-fn to_selector(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> LabelSelector {
+/// Converts an apps/v1 selector to ours, to check it as upstream does.
+fn from_apps_v1(
+    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> LabelSelector {
     LabelSelector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         match_expressions: s
@@ -47,7 +52,7 @@ fn related_pods<'p, 'a>(
     // each pod's labels read once for all siblings
     let selected = |p: &&NsPod| {
         let labels = p.pod.metadata.labels.as_ref();
-        selectors.iter().any(|s| s.matches(labels))
+        selectors.iter().any(|s| selects(s, labels))
     };
     let matching: Vec<&NsPod> = if parallel {
         ns_pods.par_iter().filter(selected).collect()
@@ -67,28 +72,29 @@ fn related_pods<'p, 'a>(
 
 /// Selectors of the ReplicaSets controlled by `owner`, in snapshot order;
 /// upstream skips a sibling whose selector does not parse.
-fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<LabelSelector> {
+fn sibling_selectors(owner: &OwnerReference, replica_sets: &[&ReplicaSet]) -> Vec<Selector> {
     replica_sets
         .iter()
         .filter(|r| {
             controller_of(r.metadata.owner_references.as_ref()).is_some_and(|o| o.uid == owner.uid)
         })
-        .map(|r| to_selector(&r.spec.selector))
+        .map(|r| from_apps_v1(&r.spec.selector))
         .filter(|sel| sel.check().is_ok())
+        .map(|sel| sel.to_selector())
         .collect()
 }
 
 /// Related pods exactly as upstream lists them: sibling by sibling, each
 /// UID kept the first time it is seen.
 fn related_pods_by_sibling<'p, 'a>(
-    selectors: &[LabelSelector],
+    selectors: &[Selector],
     ns_pods: &'p [NsPod<'a>],
 ) -> Vec<&'p NsPod<'a>> {
     let mut seen: HashSet<&str> = HashSet::with_capacity(ns_pods.len());
     let mut out = Vec::new();
     for sel in selectors {
         for p in ns_pods {
-            if sel.matches(p.pod.metadata.labels.as_ref())
+            if selects(sel, p.pod.metadata.labels.as_ref())
                 && seen.insert(p.pod.metadata.uid.as_deref().unwrap_or(""))
             {
                 out.push(p);
@@ -108,7 +114,7 @@ pub(super) struct KeyedReplicaSet<'a> {
     deployment: Option<String>,
     /// Keys of the active pods it owns, with their colocation ranks; each
     /// key's cost is the live one.
-    keys: Vec<PodKey<'a>>,
+    keys: Vec<RankKey<'a>>,
     /// For each key, the index of its pod among the selected pods.
     selected: Vec<Option<u32>>,
     /// Related pods behind the colocation ranks.
@@ -129,20 +135,20 @@ fn pods_on_node<'p, 'a: 'p>(
     on_node
 }
 
-/// Groups the selected pods (`by_name`: their rows in `table`, in plan
+/// Groups the selected pods (`by_name`: their rows in `selection`, in plan
 /// order) by ReplicaSet and keys every active pod each one owns, with the
 /// colocation ranks upstream gives them. Returns the groups in name order
 /// and the warnings they raise.
 pub(super) fn key_replica_sets<'a>(
     by_name: &[u32],
-    table: &Selection<'a>,
+    selection: &Selection<'a>,
     ns_rs: &[&'a ReplicaSet],
     now: GoTime,
     parallel: bool,
 ) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
     const NOT_SELECTED: u32 = u32::MAX;
-    let (ns_pods, replica_sets) = (&table.pods, &table.replica_sets);
-    let slots = table.nodes.names.len();
+    let (ns_pods, replica_sets) = (&selection.pods, &selection.replica_sets);
+    let slots = selection.nodes.names.len();
     let mut warnings = Vec::new();
     let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
     // upstream orders every active pod a ReplicaSet owns, selected or not:
@@ -208,9 +214,9 @@ pub(super) fn key_replica_sets<'a>(
             .and_then(|r| controller_of(r.metadata.owner_references.as_ref()))
             .filter(|o| o.kind == "Deployment")
             .map(|o| o.name.clone());
-        let keys: Vec<PodKey> = map_in_order(parallel, &owned, |_, &i| {
+        let keys: Vec<RankKey> = map_in_order(parallel, &owned, |_, &i| {
             let p = &ns_pods[i as usize];
-            let mut key = PodKey::from_pod(p.pod).with_now(now);
+            let mut key = RankKey::from_pod(p.pod).with_now(now);
             key.rank = on_node.map_or(0, |c| c[p.node as usize]);
             key
         });

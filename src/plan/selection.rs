@@ -1,19 +1,22 @@
-//! The pods of a policy's namespace as the planner reads them. Each pod's
-//! name, controlling ReplicaSet, node and activity are read once here, so
-//! costing and keying compare small values instead of walking each pod's
-//! metadata again.
+//! Selection: the pods of a policy's namespace as the planner reads them,
+//! and which of them the policy's target selects. Each pod's name,
+//! controlling ReplicaSet, node and activity are read once here, so costing
+//! and keying compare small values instead of walking each pod's metadata
+//! again.
 
 use std::collections::BTreeSet;
 
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::core::Selector;
 use rayon::prelude::*;
 
-use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, ResolvedPolicy};
+use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy};
 use crate::comparator::is_pod_active;
+use crate::policy::selector::selects;
 use crate::policy::validate::Target;
-use crate::policy::{LabelSelector, TargetKind};
+use crate::policy::TargetKind;
 
 /// One pod of the policy's namespace.
 pub(super) struct NsPod<'a> {
@@ -183,16 +186,16 @@ impl<'a> Selection<'a> {
 
 /// How the policy's target picks pods.
 enum Matcher<'a> {
-    /// By labels.
-    Labels(&'a LabelSelector),
+    /// By labels (the policy's selector, converted once per plan).
+    Labels(Selector),
     /// By controlling ReplicaSet: the one named, or a Deployment's.
     ReplicaSets(BTreeSet<&'a str>),
 }
 
 impl<'m> Matcher<'m> {
-    fn new(policy: &'m ResolvedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
+    fn new(policy: &'m NamedPolicy, ns_rs: &[&'m ReplicaSet]) -> Self {
         match &policy.spec.target {
-            Target::Selector(sel) => Matcher::Labels(sel),
+            Target::Selector(sel) => Matcher::Labels(sel.to_selector()),
             Target::Workload(t) if t.kind == TargetKind::ReplicaSet => {
                 Matcher::ReplicaSets(BTreeSet::from([t.name.as_str()]))
             }
@@ -213,7 +216,7 @@ impl<'m> Matcher<'m> {
     /// the pods of `p`'s ReplicaSet.
     fn matches(&self, p: &Pod, rs_picked: bool) -> bool {
         match self {
-            Matcher::Labels(sel) => sel.matches(p.metadata.labels.as_ref()),
+            Matcher::Labels(sel) => selects(sel, p.metadata.labels.as_ref()),
             Matcher::ReplicaSets(_) => rs_picked,
         }
     }
@@ -230,7 +233,7 @@ const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
 /// are scanned and the names sorted on the thread pool; the result is the
 /// same either way.
 pub(super) fn select<'a>(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     pods: &'a [Pod],
     nodes: &'a [Node],
     ns_rs: &[&'a ReplicaSet],

@@ -11,12 +11,13 @@ use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Node;
 use rayon::prelude::*;
 
-use super::table::{NodeSlots, NsPod, Selection};
+use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
-    default_value, map_chunks, map_in_order, Action, CostOwner, Patch, PodPlan, PreviousValues,
-    ResolvedPolicy, SignalValue, POLICY_ANNOTATION,
+    default_value, map_chunks, map_in_order, Action, CostOwner, NamedPolicy, Patch, PodPlan,
+    PreviousValues, SignalValue,
 };
-use crate::comparator::{parse_deletion_cost, POD_DELETION_COST};
+use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::comparator::parse_deletion_cost;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
 use crate::signals::utilization::quantize;
@@ -74,19 +75,19 @@ pub(super) struct Costed {
     pub values: PreviousValues,
 }
 
-/// Costs the selected pods (`pods`, sorted by name, rows of `table`) with
+/// Costs the selected pods (`pods`, sorted by name, rows of `selection`) with
 /// every signal; returns the plans and the warnings the costing raised.
 pub(super) fn cost_pods(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     pods: &[&NsPod],
-    table: &Selection,
+    selection: &Selection,
     nodes: &[Node],
     samples: &SignalSamples,
     previous: &PreviousValues,
     parallel: bool,
 ) -> (Costed, Vec<String>) {
     let mut warnings = Vec::new();
-    let pod_nodes = PodNodes::new(pods, &table.nodes, nodes);
+    let pod_nodes = PodNodes::new(pods, &selection.nodes, nodes);
     let missing_nodes: BTreeSet<&str> = pod_nodes
         .names
         .iter()
@@ -136,7 +137,7 @@ pub(super) fn cost_pods(
             task.values.push(chunk);
         }
     }
-    let run = |task| cost_chunk(policy, task, &node_names, &table.replica_sets);
+    let run = |task| cost_chunk(policy, task, &node_names, &selection.replica_sets);
     let costed: Vec<CostedChunk> = if parallel {
         tasks.into_par_iter().map(run).collect()
     } else {
@@ -196,7 +197,7 @@ struct CostedChunk {
 
 /// Costs one chunk of pods from their signal values.
 fn cost_chunk(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     task: CostTask,
     node_names: &[Arc<str>],
     replica_sets: &[&str],
@@ -331,7 +332,7 @@ fn write_action(
 /// wanted cost as its rank among the plan's wanted costs, decides again
 /// what to write, and rebuilds the patches in plan order.
 fn rank_costs(
-    policy: &ResolvedPolicy,
+    policy: &NamedPolicy,
     max: i32,
     plans: &mut [PodPlan],
     patches: &mut Vec<Patch>,
@@ -402,7 +403,7 @@ struct PodNodes<'a> {
 
 impl<'a> PodNodes<'a> {
     fn new(pods: &[&NsPod], slots: &NodeSlots<'a>, nodes: &'a [Node]) -> Self {
-        // the table's slots cover every node seen; keep those of these pods
+        // the selection's slots cover every node seen; keep those of these pods
         let mut local = vec![u32::MAX; slots.names.len()];
         let mut names = Vec::new();
         let mut pods_on = Vec::new();
