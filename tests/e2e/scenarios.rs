@@ -847,9 +847,44 @@ async fn d_paused_rollout(env: &'static Env) {
         op.wait_ready().await;
         apply_policy(env, &ns, "shop", spot_first("shop")).await;
         wait_costs_landed(env, &ns, "shop", "shop").await;
-        let p = policy(env, &ns, "shop").await;
-        let predicted = status_victims(&p);
-        assert_eq!(predicted.len(), 2, "two ReplicaSets in status.victims: {predicted:?}");
+        // the status is computed at the operator's last round: wait until it
+        // has no write pending and names the first victims `plan` names over
+        // a snapshot taken now
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let policy_file = dir.path().join("policy.json");
+        std::fs::write(
+            &policy_file,
+            serde_json::to_vec(&json!({
+                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+                "metadata": {"name": "shop", "namespace": ns}, "spec": spot_first("shop"),
+            }))
+            .unwrap_or_default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let predicted = loop {
+            let p = policy(env, &ns, "shop").await;
+            let from_status = status_victims(&p);
+            let snap = snapshot(env, &ns, dir.path()).await;
+            let planned = plan_victims(&policy_file, &snap, 2);
+            let settled = status_value(&p)["pendingPatches"].as_u64() == Some(0);
+            let agree = from_status.len() == 2
+                && from_status.iter().all(|(rs, (pods, tie))| {
+                    planned.get(rs).is_some_and(|(plan_pods, plan_tie)| {
+                        let tie: BTreeSet<String> = plan_tie.union(tie).cloned().collect();
+                        pods.len() >= plan_pods.len()
+                            && same_modulo_tie(&pods[..plan_pods.len()], plan_pods, &tie)
+                    })
+                });
+            if settled && agree {
+                break from_status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "status and plan disagree for 30 s: status {from_status:?}, plan {planned:?}"
+            );
+            tokio::time::sleep(SECOND).await;
+        };
 
         let owner = |pod: &Pod| {
             pod.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.name.clone()).unwrap_or_default()
