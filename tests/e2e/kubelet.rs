@@ -115,8 +115,17 @@ impl Kubelet {
             .health
             .insert((ns.into(), pod.into()), health);
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        if let Ok(p) = api.get(pod).await {
-            report_pod(&api, &p, health).await;
+        // a failed read would leave the pod as it was until its next event:
+        // try again for a while (a busy API server may refuse one)
+        for _ in 0..25 {
+            match api.get(pod).await {
+                Ok(p) => return report_pod(&api, &p, health).await,
+                Err(kube::Error::Api(s)) if s.code == 404 => return,
+                Err(e) => {
+                    eprintln!("simulated kubelet: reading pod {pod}: {e}; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
         }
     }
 
