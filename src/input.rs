@@ -287,12 +287,22 @@ pub fn read_source_limited(
         let text = read_bounded(name, std::io::stdin().lock(), max_bytes, 0, expect)?;
         return Ok((name.into(), text));
     }
-    let io = |error| InputError::Io {
+    let (file, size) = open_within_limit(path, max_bytes)?;
+    let text = read_bounded(path, file, max_bytes, size, expect)?;
+    Ok((path.to_string(), text))
+}
+
+/// Opens a file for a bounded reader. A regular file's size is known, so
+/// one past `max_bytes` is refused before a byte is read; returns the file
+/// and that size (0 when unknown: a pipe, a device).
+pub(crate) fn open_within_limit(
+    path: &str,
+    max_bytes: u64,
+) -> Result<(std::fs::File, u64), InputError> {
+    let file = std::fs::File::open(Path::new(path)).map_err(|error| InputError::Io {
         source_name: path.to_string(),
         error,
-    };
-    let file = std::fs::File::open(Path::new(path)).map_err(io)?;
-    // a regular file's size is known: refuse it before reading a byte
+    })?;
     let size = file
         .metadata()
         .ok()
@@ -306,8 +316,7 @@ pub fn read_source_limited(
             size: Some(size),
         });
     }
-    let text = read_bounded(path, file, max_bytes, size, expect)?;
-    Ok((path.to_string(), text))
+    Ok((file, size))
 }
 
 /// Reads text from `reader` as it arrives, and stops at the first sign that

@@ -33,23 +33,7 @@ pub fn read_pods_slim(
         let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), max_bytes, 0)?;
         return Ok((name.into(), pods, version));
     }
-    let file = std::fs::File::open(path).map_err(|error| InputError::Io {
-        source_name: path.to_string(),
-        error,
-    })?;
-    let size = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .unwrap_or(0);
-    if size > max_bytes {
-        return Err(InputError::TooLarge {
-            source_name: path.to_string(),
-            limit: max_bytes,
-            size: Some(size),
-        });
-    }
+    let (file, size) = super::open_within_limit(path, max_bytes)?;
     let (pods, version) = pods_from_reader(path, file, max_bytes, size)?;
     Ok((path.to_string(), pods, version))
 }
