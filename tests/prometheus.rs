@@ -387,7 +387,7 @@ async fn invalid_answers_are_reported() {
     for (reply, want) in [
         (
             Reply::Http("200 OK", "application/json", r#"{"status":1}"#),
-            "status: expected \"success\" or \"error\", found 1",
+            "status: invalid type: integer `1`, expected a string",
         ),
         (
             Reply::Http("200 OK", "text/plain", "all good"),
@@ -399,7 +399,7 @@ async fn invalid_answers_are_reported() {
                 "application/json",
                 r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a"},"value":[1,"lots"]}]}}"#,
             ),
-            "data.result[0].value[1]: \"lots\" is not a number",
+            "data.result[0].value[1]: invalid value: string \"lots\"",
         ),
         (
             Reply::Raw("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"status\""),

@@ -640,150 +640,97 @@ pub fn parse_query_response(body: &str) -> Result<QueryResponse, ResponseError> 
     parse_response_value(&value)
 }
 
+/// The envelope of a Prometheus API answer. The series themselves are the
+/// client crate's own `InstantVector`, so the wire format is read in one place.
+#[derive(serde::Deserialize)]
+struct Answer {
+    status: String,
+    data: Option<QueryData>,
+    #[serde(default)]
+    warnings: Vec<Value>,
+    #[serde(rename = "errorType")]
+    error_type: Option<Value>,
+    error: Option<Value>,
+}
+
+/// `data` of a query answer; `result` is read once its type is known to be
+/// a vector.
+#[derive(serde::Deserialize)]
+struct QueryData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Value,
+}
+
 fn parse_response_value(value: &Value) -> Result<QueryResponse, ResponseError> {
     let body_err = |path: &str, problem: String| ResponseError::Body {
         path: path.to_string(),
         problem,
     };
-    let Value::Object(top) = value else {
+    let path_err = |prefix: &str, e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = match e.path().to_string() {
+            p if p == "." => prefix.to_string(),
+            p if p.starts_with('[') || prefix.is_empty() => format!("{prefix}{p}"),
+            p => format!("{prefix}.{p}"),
+        };
+        body_err(&path, e.into_inner().to_string())
+    };
+    if !value.is_object() {
         return Err(body_err(
             "$",
             format!("expected a JSON object, found {}", describe(value)),
         ));
-    };
-    match top.get("status") {
-        Some(Value::String(s)) if s == "success" => {}
-        Some(Value::String(s)) if s == "error" => {
-            let text = |k: &str| match top.get(k) {
-                Some(Value::String(s)) => s.clone(),
+    }
+    let answer: Answer = serde_path_to_error::deserialize(value).map_err(|e| path_err("", e))?;
+    match answer.status.as_str() {
+        "success" => {}
+        "error" => {
+            let text = |v: Option<Value>| match v {
+                Some(Value::String(s)) => s,
                 Some(other) => other.to_string(),
                 None => "(none given)".to_string(),
             };
             return Err(ResponseError::Api {
-                error_type: text("errorType"),
-                message: text("error"),
+                error_type: text(answer.error_type),
+                message: text(answer.error),
             });
-        }
-        Some(other) => {
-            return Err(body_err(
-                "status",
-                format!("expected \"success\" or \"error\", found {other}"),
-            ))
-        }
-        None => return Err(body_err("status", "missing".to_string())),
-    }
-    let warnings = match top.get("warnings") {
-        Some(Value::Array(ws)) => ws
-            .iter()
-            .map(|w| match w {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let Some(Value::Object(data)) = top.get("data") else {
-        return Err(body_err(
-            "data",
-            format!(
-                "expected an object, found {}",
-                top.get("data").map_or("nothing".to_string(), describe)
-            ),
-        ));
-    };
-    match data.get("resultType") {
-        Some(Value::String(t)) if t == "vector" => {}
-        Some(Value::String(t)) => {
-            return Err(ResponseError::ResultType {
-                result_type: t.clone(),
-            })
         }
         other => {
             return Err(body_err(
-                "data.resultType",
-                format!(
-                    "expected a string, found {}",
-                    other.map_or("nothing".to_string(), describe)
-                ),
+                "status",
+                format!("expected \"success\" or \"error\", found {other:?}"),
             ))
         }
     }
-    let Some(Value::Array(result)) = data.get("result") else {
-        return Err(body_err(
-            "data.result",
-            format!(
-                "expected an array, found {}",
-                data.get("result").map_or("nothing".to_string(), describe)
-            ),
-        ));
+    let Some(data) = answer.data else {
+        return Err(body_err("data", "missing".to_string()));
     };
-    let mut series = Vec::with_capacity(result.len());
-    for (i, item) in result.iter().enumerate() {
-        let at = |field: &str| format!("data.result[{i}].{field}");
-        let labels = match item.get("metric") {
-            Some(Value::Object(m)) => {
-                let mut labels = BTreeMap::new();
-                for (k, v) in m {
-                    let Value::String(v) = v else {
-                        return Err(body_err(
-                            &at(&format!("metric.{k}")),
-                            format!("expected a string label value, found {}", describe(v)),
-                        ));
-                    };
-                    labels.insert(k.clone(), v.clone());
-                }
-                labels
-            }
-            other => {
-                return Err(body_err(
-                    &at("metric"),
-                    format!(
-                        "expected an object of labels, found {}",
-                        other.map_or("nothing".to_string(), describe)
-                    ),
-                ))
-            }
-        };
-        let (timestamp, value) = match item.get("value") {
-            Some(Value::Array(pair)) if pair.len() == 2 => {
-                let timestamp = match pair[0].as_f64() {
-                    Some(t) if t.is_finite() => t,
-                    _ => {
-                        return Err(body_err(
-                            &at("value[0]"),
-                            format!("expected Unix seconds, found {}", pair[0]),
-                        ))
-                    }
-                };
-                let value = match &pair[1] {
-                    Value::String(s) => parse_value(s).ok_or_else(|| {
-                        body_err(&at("value[1]"), format!("{s:?} is not a number"))
-                    })?,
-                    other => {
-                        return Err(body_err(
-                            &at("value[1]"),
-                            format!("expected a quoted number, found {other}"),
-                        ))
-                    }
-                };
-                (timestamp, value)
-            }
-            other => {
-                return Err(body_err(
-                    &at("value"),
-                    format!(
-                        "expected [timestamp, \"value\"], found {}",
-                        other.map_or("nothing".to_string(), |v| v.to_string())
-                    ),
-                ))
-            }
-        };
-        series.push(PromSeries {
-            labels,
-            value,
-            timestamp,
+    let warnings = answer.warnings;
+    if data.result_type != "vector" {
+        return Err(ResponseError::ResultType {
+            result_type: data.result_type,
         });
     }
+    let vector: Vec<prometheus_http_query::response::InstantVector> =
+        serde_path_to_error::deserialize(&data.result).map_err(|e| path_err("data.result", e))?;
+    let series = vector
+        .into_iter()
+        .map(|v| {
+            let (labels, sample) = v.into_inner();
+            PromSeries {
+                labels: labels.into_iter().collect(),
+                value: sample.value(),
+                timestamp: sample.timestamp(),
+            }
+        })
+        .collect();
+    let warnings = warnings
+        .into_iter()
+        .map(|w| match w {
+            Value::String(s) => s,
+            other => other.to_string(),
+        })
+        .collect();
     Ok(QueryResponse { series, warnings })
 }
 
@@ -911,7 +858,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "data.result[0].value[1]: \"abc\" is not a number"
+            "data.result[0].value[1]: invalid value: string \"abc\", expected a float value inside a quoted JSON string"
         );
         let err = parse_query_response(
             r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":1},"value":[1,"1"]}]}}"#,
@@ -942,7 +889,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "saved.json: signals.\"1\": data.result[0].value[1]: \"x\" is not a number"
+            "saved.json: signals.\"1\": data.result[0].value[1]: invalid value: string \"x\", expected a float value inside a quoted JSON string"
         );
     }
 
