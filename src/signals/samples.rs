@@ -544,21 +544,51 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
         line,
         problem,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let Some((header_line, header)) = lines.next() else {
+    // The header is checked here (case and spacing forgiven), and a row's
+    // field count is reported with its line rather than as csv's error.
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    // csv counts neither empty nor comment lines, and a record's position
+    // is where the previous one ended: step over those lines, then count.
+    let bytes = text.as_bytes();
+    let line_at = |pos: Option<&csv::Position>| {
+        let mut at = pos.map_or(0, |p| p.byte() as usize).min(bytes.len());
+        loop {
+            match bytes.get(at) {
+                Some(b'\r' | b'\n') => at += 1,
+                Some(b'#') => {
+                    at += bytes[at..]
+                        .iter()
+                        .position(|b| *b == b'\n')
+                        .unwrap_or(bytes.len() - at);
+                }
+                _ => break,
+            }
+        }
+        bytes[..at].iter().filter(|b| **b == b'\n').count() + 1
+    };
+    let mut rows = reader.records().map(|row| {
+        row.map_err(|e| csv_err(line_at(e.position()), e.to_string()))
+            .map(|r| (line_at(r.position()), r))
+    });
+    // A row of one empty field is a line of spaces: csv skips only empty lines.
+    let mut next_row = move || loop {
+        match rows.next() {
+            Some(Ok((_, r))) if r.len() == 1 && r[0].is_empty() => continue,
+            other => return other.transpose(),
+        }
+    };
+    let Some((header_line, header)) = next_row()? else {
         return Err(SamplesError::Signals {
             file: file.to_string(),
             problem: "the file holds no samples".to_string(),
         });
     };
-    let columns: Vec<String> = header
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .collect();
+    let columns: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
     let with_timestamp = match columns.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["pod", "value"] => false,
         ["pod", "value", "timestamp"] => true,
@@ -566,41 +596,42 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
             return Err(csv_err(
                 header_line,
                 format!(
-                    "expected the header \"pod,value\" or \"pod,value,timestamp\", found {header:?} (a JSON file must start with '{{')"
+                    "expected the header \"pod,value\" or \"pod,value,timestamp\", found {:?} (a JSON file must start with '{{')",
+                    header.iter().collect::<Vec<_>>().join(",")
                 ),
             ))
         }
     };
     let mut out = Vec::new();
-    for (n, line) in lines {
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+    while let Some((n, fields)) = next_row()? {
         let expected = if with_timestamp { 3 } else { 2 };
         if fields.len() != expected {
             return Err(csv_err(
                 n,
                 format!(
-                    "expected {expected} fields ({}), found {} in {line:?}",
+                    "expected {expected} fields ({}), found {} in {:?}",
                     if with_timestamp {
                         "pod,value,timestamp"
                     } else {
                         "pod,value"
                     },
-                    fields.len()
+                    fields.len(),
+                    fields.iter().collect::<Vec<_>>().join(",")
                 ),
             ));
         }
         if fields[0].is_empty() {
             return Err(csv_err(n, "empty pod name".to_string()));
         }
-        let value = parse_value(fields[1])
-            .ok_or_else(|| csv_err(n, format!("value {:?} is not a number", fields[1])))?;
+        let value = parse_value(&fields[1])
+            .ok_or_else(|| csv_err(n, format!("value {:?} is not a number", &fields[1])))?;
         let timestamp = if with_timestamp && !fields[2].is_empty() {
             match fields[2].parse::<f64>() {
                 Ok(t) if t.is_finite() => Some(t),
                 _ => {
                     return Err(csv_err(
                         n,
-                        format!("timestamp {:?} is not Unix seconds", fields[2]),
+                        format!("timestamp {:?} is not Unix seconds", &fields[2]),
                     ))
                 }
             }
@@ -947,6 +978,8 @@ mod tests {
             Sample::Unusable(SampleProblem::Duplicate)
         );
         assert_eq!(s.by_pod["web-2"], Sample::Value(0.7));
+        let s = loaded("pod,value\n\"web,1\",0.5\n");
+        assert_eq!(s.by_pod["web,1"], Sample::Value(0.5));
         let s = loaded("pod,value,timestamp\nold,0.5,10\n");
         assert_eq!(s.by_pod["old"], Sample::Unusable(SampleProblem::Stale));
     }
@@ -960,6 +993,7 @@ mod tests {
             ("name,util\nweb-1,1\n", "s.csv: line 1: expected the header \"pod,value\" or \"pod,value,timestamp\", found \"name,util\" (a JSON file must start with '{')"),
             ("pod,value,timestamp\nweb-1,1,yesterday\n", "s.csv: line 2: timestamp \"yesterday\" is not Unix seconds"),
             ("# only a comment\n", "s.csv: the file holds no samples"),
+            ("# c\n\npod,value\n# mid\n  \nweb-1,0.5\r\n\nweb-2,x\n", "s.csv: line 8: value \"x\" is not a number"),
             ("   \n", "s.csv: the file is empty"),
         ];
         for (text, want) in cases {
