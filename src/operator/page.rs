@@ -4,7 +4,7 @@
 //! round would plan it ([`super::round::Rounds::preview_round`]), so nothing is kept
 //! between requests; one page is built at a time.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -64,29 +64,33 @@ impl IntoResponse for PageError {
     }
 }
 
-/// `scaleDownBy=N` from the query (other parameters are ignored).
-fn scale_down_by(query: Option<&str>) -> Result<Option<usize>, PageError> {
-    let Some(q) = query else { return Ok(None) };
-    for pair in q.split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "scaleDownBy" {
-            return v.parse().map(Some).map_err(|_| {
-                PageError::BadQuery(format!(
-                    "scaleDownBy must be a whole number of pods, found {v:?}"
-                ))
-            });
-        }
-    }
-    Ok(None)
+/// The page's query parameters (others are ignored), decoded by axum.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct PageQuery {
+    /// `scaleDownBy=N`: also show the next N victims.
+    #[serde(rename = "scaleDownBy")]
+    scale_down_by: Option<String>,
+}
+
+/// `scaleDownBy` as a number of pods.
+fn scale_down_by(query: &PageQuery) -> Result<Option<usize>, PageError> {
+    let Some(v) = &query.scale_down_by else {
+        return Ok(None);
+    };
+    v.parse().map(Some).map_err(|_| {
+        PageError::BadQuery(format!(
+            "scaleDownBy must be a whole number of pods, found {v:?}"
+        ))
+    })
 }
 
 /// The handler of `/policies/{namespace}/{name}`.
 pub async fn policy_page(
     State(state): State<Arc<ServerState>>,
     Path((namespace, name)): Path<(String, String)>,
-    RawQuery(query): RawQuery,
+    Query(query): Query<PageQuery>,
 ) -> Response {
-    match page(&state, &namespace, &name, query.as_deref()).await {
+    match page(&state, &namespace, &name, &query).await {
         Ok(body) => (
             [
                 (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -105,7 +109,7 @@ async fn page(
     state: &ServerState,
     namespace: &str,
     name: &str,
-    query: Option<&str>,
+    query: &PageQuery,
 ) -> Result<String, PageError> {
     let scale_down_by = scale_down_by(query)?;
     let key = format!("{namespace}/{name}");
@@ -165,11 +169,18 @@ mod tests {
 
     #[test]
     fn scale_down_by_is_read_from_the_query() {
-        assert_eq!(scale_down_by(None).unwrap(), None);
-        assert_eq!(scale_down_by(Some("scaleDownBy=3")).unwrap(), Some(3));
-        assert_eq!(scale_down_by(Some("x=1&scaleDownBy=0")).unwrap(), Some(0));
-        assert_eq!(scale_down_by(Some("other=1")).unwrap(), None);
-        let e = scale_down_by(Some("scaleDownBy=-1")).unwrap_err();
+        let read = |q: &str| {
+            let uri: axum::http::Uri = format!("/policies/a/b{q}").parse().unwrap();
+            let Query(query) = Query::<PageQuery>::try_from_uri(&uri).unwrap();
+            scale_down_by(&query)
+        };
+        assert_eq!(read("").unwrap(), None);
+        assert_eq!(read("?scaleDownBy=3").unwrap(), Some(3));
+        assert_eq!(read("?x=1&scaleDownBy=0").unwrap(), Some(0));
+        assert_eq!(read("?other=1").unwrap(), None);
+        // percent-encoding is decoded, as browsers send it
+        assert_eq!(read("?scale%44ownBy=%32").unwrap(), Some(2));
+        let e = read("?scaleDownBy=-1").unwrap_err();
         assert_eq!(
             e.to_string(),
             "bad query: scaleDownBy must be a whole number of pods, found \"-1\""
