@@ -9,6 +9,7 @@ pub mod prescale;
 pub mod run;
 pub mod samples_input;
 pub mod stderr;
+pub mod table;
 
 use std::process::ExitCode;
 

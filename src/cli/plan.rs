@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::{print_out, CliError};
+use super::{print_out, table, CliError};
 use crate::input::{
     check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
     read_source_limited, server_version, Expect, RawObject, ServerVersion,
@@ -481,29 +481,6 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     print_out(&text)
 }
 
-fn pad(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
-            .collect();
-        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
-    }
-    out
-}
-
 /// The human view of one policy's plan.
 pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> String {
     let mut out = String::new();
@@ -553,7 +530,7 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
         r.push(pod.action.to_string());
         rows.push(r);
     }
-    out.push_str(&pad(&rows));
+    out.push_str(&table::aligned(&rows, "  ", 2));
     let _ = writeln!(
         out,
         "  {} pods selected, {} patches{}",
@@ -595,7 +572,7 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
                 victim.to_string(),
             ]);
         }
-        out.push_str(&pad(&rows));
+        out.push_str(&table::aligned(&rows, "  ", 2));
         if let Some(n) = opts.scale_down_by {
             let _ = writeln!(
                 out,
@@ -689,7 +666,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         signed(d.hourly),
         signed(d.monthly),
     ]);
-    out.push_str(&pad(&rows));
+    out.push_str(&table::aligned(&rows, "  ", 2));
     let mut rows = vec![[
         "CAPACITY FREED",
         "BILLING CLASS",
@@ -718,7 +695,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     }
     if rows.len() > 1 {
         out.push('\n');
-        out.push_str(&pad(&rows));
+        out.push_str(&table::aligned(&rows, "  ", 2));
     }
     for (label, c) in choices {
         if !c.unpriced_nodes.is_empty() {

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{print_out, CliError};
+use super::{print_out, table, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
     rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodsOnNode,
@@ -562,29 +562,11 @@ pub fn render_table(p: &Prediction) -> String {
             ));
         }
     }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let mut l = String::new();
-        for (c, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if c + 1 == cells.len() {
-                l.push_str(cell);
-            } else {
-                let _ = write!(l, "{cell:<w$}   ");
-            }
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    for row in &rows {
-        line(row);
-    }
+    let mut out = table::aligned(
+        std::iter::once(header.iter().map(|h| h.to_string()).collect()).chain(rows.iter().cloned()),
+        "",
+        3,
+    );
     if rows.is_empty() {
         out.push_str("(no active pods)\n");
     }

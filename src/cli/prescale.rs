@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use serde_json::{json, Value};
 
-use super::{print_out, CliError};
+use super::{print_out, table, CliError};
 
 /// Where a pod's ServiceAccount token is mounted.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -122,17 +122,18 @@ pub fn render_table(answer: &Value) -> String {
     out.push_str(&format!("verdict: {}\n", s(&answer["verdict"])));
     let victims = answer["victims"].as_array().cloned().unwrap_or_default();
     if !victims.is_empty() {
-        out.push_str("\nRANK  POD  REPLICASET  COST  INTENDED\n");
-        for (i, v) in victims.iter().enumerate() {
-            out.push_str(&format!(
-                "{}  {}  {}  {}  {}\n",
-                i + 1,
+        let header = ["RANK", "POD", "REPLICASET", "COST", "INTENDED"].map(String::from);
+        let rows = victims.iter().enumerate().map(|(i, v)| {
+            [
+                (i + 1).to_string(),
                 s(&v["pod"]),
                 s(&v["replicaSet"]),
                 s(&v["cost"]),
-                s(&v["intendedCost"])
-            ));
-        }
+                s(&v["intendedCost"]),
+            ]
+        });
+        out.push('\n');
+        out.push_str(&table::aligned(std::iter::once(header).chain(rows), "", 2));
     }
     for rs in answer["replicaSets"].as_array().into_iter().flatten() {
         for m in rs["mismatches"].as_array().into_iter().flatten() {
@@ -453,7 +454,11 @@ mod tests {
         );
         assert!(t.contains("observed after 0.25s"), "{t}");
         assert!(
-            t.contains("1  web-a  web-1  0  0\n2  web-b  web-1  10  10"),
+            t.contains(
+                "RANK  POD    REPLICASET  COST  INTENDED\n\
+                 1     web-a  web-1       0     0\n\
+                 2     web-b  web-1       10    10\n"
+            ),
             "{t}"
         );
         assert!(
