@@ -575,10 +575,16 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
         row.map_err(|e| csv_err(line_at(e.position()), e.to_string()))
             .map(|r| (line_at(r.position()), r))
     });
-    // A row of one empty field is a line of spaces: csv skips only empty lines.
+    // A row of one empty field is a line of spaces, and csv sees a comment
+    // only at the very start of a line: skip those, and indented `#` lines.
     let mut next_row = move || loop {
         match rows.next() {
-            Some(Ok((_, r))) if r.len() == 1 && r[0].is_empty() => continue,
+            Some(Ok((_, r)))
+                if (r.len() == 1 && r.get(0) == Some(""))
+                    || r.get(0).is_some_and(|f| f.starts_with('#')) =>
+            {
+                continue
+            }
             other => return other.transpose(),
         }
     };
@@ -993,7 +999,7 @@ mod tests {
             ("name,util\nweb-1,1\n", "s.csv: line 1: expected the header \"pod,value\" or \"pod,value,timestamp\", found \"name,util\" (a JSON file must start with '{')"),
             ("pod,value,timestamp\nweb-1,1,yesterday\n", "s.csv: line 2: timestamp \"yesterday\" is not Unix seconds"),
             ("# only a comment\n", "s.csv: the file holds no samples"),
-            ("# c\n\npod,value\n# mid\n  \nweb-1,0.5\r\n\nweb-2,x\n", "s.csv: line 8: value \"x\" is not a number"),
+            ("# c\n\npod,value\n  # mid\n  \nweb-1,0.5\r\n\nweb-2,x\n", "s.csv: line 8: value \"x\" is not a number"),
             ("   \n", "s.csv: the file is empty"),
         ];
         for (text, want) in cases {
