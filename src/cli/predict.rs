@@ -562,12 +562,10 @@ pub fn render_table(p: &Prediction) -> String {
             ));
         }
     }
-    let mut out = table::aligned(
-        std::iter::once(header.iter().map(|h| h.to_string()).collect()).chain(rows.iter().cloned()),
-        "",
-        3,
-    );
-    if rows.is_empty() {
+    let no_rows = rows.is_empty();
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let mut out = table::aligned(std::iter::once(header).chain(rows), "", 3);
+    if no_rows {
         out.push_str("(no active pods)\n");
     }
     let gates = p.feature_gates;
