@@ -184,6 +184,18 @@ impl RawObject {
             .to_string()
     }
 
+    /// [`RawObject::decode`], consuming the object: its strings move into
+    /// the typed object instead of being copied, and its tree is freed as it
+    /// goes (a 100k-pod snapshot holds the tree and the objects otherwise).
+    pub fn into_decoded<T: DeserializeOwned>(self, kind: &str) -> Result<T, InputError> {
+        let name = self.name();
+        serde_path_to_error::deserialize(self.value).map_err(|e| InputError::Field {
+            context: format!("{}: {} ({kind} {name:?})", self.source_name, self.location),
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })
+    }
+
     /// Deserializes into a typed object, naming the failing field on error.
     pub fn decode<T: DeserializeOwned>(&self, kind: &str) -> Result<T, InputError> {
         serde_path_to_error::deserialize(&self.value).map_err(|e| InputError::Field {

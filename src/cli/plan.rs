@@ -106,32 +106,30 @@ fn load_snapshot(
     max_bytes: u64,
 ) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
     let objects = read_snapshot(path, max_bytes)?;
-    snapshot_from(path, &objects)
+    snapshot_from(path, objects)
 }
 
 /// Decodes and checks snapshot objects read from `source`, and reads the
 /// cluster's version when the snapshot carries one.
 fn snapshot_from(
     source: &str,
-    objects: &[RawObject],
+    objects: Vec<RawObject>,
 ) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
-    let version = server_version(objects).map_err(CliError::bad_input)?;
-    let pod_objects: Vec<&RawObject> = objects.iter().filter(|o| o.kind == "Pod").collect();
-    for o in &pod_objects {
+    let version = server_version(&objects).map_err(CliError::bad_input)?;
+    let mut pod_labels = Vec::new();
+    for o in objects.iter().filter(|o| o.kind == "Pod") {
         check_pod_name(o).map_err(CliError::bad_input)?;
+        pod_labels.push(item_label(&o.source_name, &o.location));
     }
-    let snapshot = Snapshot::from_objects(objects).map_err(CliError::bad_input)?;
-    check_unique_pods(
-        pod_objects
-            .iter()
-            .zip(&snapshot.pods)
-            .map(|(o, p)| (item_label(&o.source_name, &o.location), p)),
-    )
-    .map_err(CliError::bad_input)?;
-    if snapshot.pods.is_empty() {
+    // what the input held instead of pods, read before the objects are consumed
+    let held = pod_labels
+        .is_empty()
+        .then(|| crate::input::held_kinds(&objects));
+    let snapshot = Snapshot::from_owned_objects(objects).map_err(CliError::bad_input)?;
+    check_unique_pods(pod_labels.into_iter().zip(&snapshot.pods)).map_err(CliError::bad_input)?;
+    if let Some(held) = held.filter(|_| snapshot.pods.is_empty()) {
         return Err(CliError::bad_input(format!(
-            "no pods in {source} ({}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)",
-            crate::input::held_kinds(objects)
+            "no pods in {source} ({held}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)"
         )));
     }
     if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
@@ -370,8 +368,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
             snapshot_from(
                 EXAMPLE_CLUSTER.0,
-                &parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
-                    .map_err(CliError::bad_input)?,
+                parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1).map_err(CliError::bad_input)?,
             )?,
         )
     } else {

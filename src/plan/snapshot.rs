@@ -27,13 +27,19 @@ impl Snapshot {
     /// `ignored`. The cluster's version ([`crate::input::server_version`]) is
     /// read apart.
     pub fn from_objects(objects: &[RawObject]) -> Result<Self, InputError> {
+        Self::from_owned_objects(objects.to_vec())
+    }
+
+    /// [`Snapshot::from_objects`], consuming the objects so that each one's
+    /// tree is freed as it is decoded.
+    pub fn from_owned_objects(objects: Vec<RawObject>) -> Result<Self, InputError> {
         let mut s = Snapshot::default();
-        for o in objects.iter().filter(|o| !is_version_object(o)) {
+        for o in objects.into_iter().filter(|o| !is_version_object(o)) {
             match o.kind.as_str() {
-                "Pod" => s.pods.push(o.decode("Pod")?),
-                "Node" => s.nodes.push(o.decode("Node")?),
-                "ReplicaSet" => s.replica_sets.push(o.decode("ReplicaSet")?),
-                "Deployment" => s.deployments.push(o.decode("Deployment")?),
+                "Pod" => s.pods.push(o.into_decoded("Pod")?),
+                "Node" => s.nodes.push(o.into_decoded("Node")?),
+                "ReplicaSet" => s.replica_sets.push(o.into_decoded("ReplicaSet")?),
+                "Deployment" => s.deployments.push(o.into_decoded("Deployment")?),
                 other => {
                     let kind = if other.is_empty() { "(no kind)" } else { other };
                     match s.ignored.iter_mut().find(|(k, _)| k == kind) {
