@@ -125,7 +125,7 @@ fn snapshot_from(
     let held = pod_labels
         .is_empty()
         .then(|| crate::input::held_kinds(&objects));
-    let snapshot = Snapshot::from_owned_objects(objects).map_err(CliError::bad_input)?;
+    let snapshot = Snapshot::from_objects(objects).map_err(CliError::bad_input)?;
     check_unique_pods(pod_labels.into_iter().zip(&snapshot.pods)).map_err(CliError::bad_input)?;
     if let Some(held) = held.filter(|_| snapshot.pods.is_empty()) {
         return Err(CliError::bad_input(format!(

@@ -25,14 +25,9 @@ impl Snapshot {
     /// Sorts decoded objects by kind; other kinds, and objects without a kind
     /// (a snapshot mixes kinds, so they cannot be guessed), are counted in
     /// `ignored`. The cluster's version ([`crate::input::server_version`]) is
-    /// read apart.
-    pub fn from_objects(objects: &[RawObject]) -> Result<Self, InputError> {
-        Self::from_owned_objects(objects.to_vec())
-    }
-
-    /// [`Snapshot::from_objects`], consuming the objects so that each one's
-    /// tree is freed as it is decoded.
-    pub fn from_owned_objects(objects: Vec<RawObject>) -> Result<Self, InputError> {
+    /// read apart. The objects are consumed: each one's tree is freed as it
+    /// is decoded, and its strings move instead of being copied.
+    pub fn from_objects(objects: Vec<RawObject>) -> Result<Self, InputError> {
         let mut s = Snapshot::default();
         for o in objects.into_iter().filter(|o| !is_version_object(o)) {
             match o.kind.as_str() {

@@ -141,7 +141,7 @@ mod tests {
             include_str!("../../config/examples/cluster.yaml"),
         )
         .unwrap();
-        let snapshot = Snapshot::from_objects(&objects).unwrap();
+        let snapshot = Snapshot::from_objects(objects).unwrap();
         let opts = PlanOptions {
             gates: Default::default(),
             now: None,

@@ -6,6 +6,7 @@
 //!   `kube::Client` (list/watch, patches, faults, a request log);
 //! - [`prometheus`]: Debian's real Prometheus, backfilled and started on loopback;
 //! - [`eventually`]: the one way a test waits for a condition;
+//! - [`shuffle`]: a seeded shuffle, for input-order tests;
 //! - [`free_addr`], [`free_port`], [`http_get`], [`http_request`]: loopback
 //!   ports and a bare HTTP/1.1 client for the operator's own listeners.
 //!
@@ -15,7 +16,9 @@
 pub mod fake_api;
 mod net;
 pub mod prometheus;
+mod shuffle;
 mod wait;
 
 pub use net::{free_addr, free_port, http_get, http_request};
+pub use shuffle::shuffle;
 pub use wait::{eventually, wait_until};

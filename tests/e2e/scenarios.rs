@@ -367,6 +367,18 @@ fn run_cli(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Writes the policy `namespace/name` with `spec` as a file `plan --policy` reads.
+fn write_policy(dir: &Path, namespace: &str, name: &str, spec: &Value) -> std::path::PathBuf {
+    let file = dir.join("policy.json");
+    let policy = json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+    });
+    std::fs::write(&file, serde_json::to_vec(&policy).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    file
+}
+
 /// `plan`'s victims per ReplicaSet, and the pods of a tie at the cut.
 fn plan_victims(
     policy_file: &Path,
@@ -606,16 +618,7 @@ async fn b_core_promise(env: &'static Env) {
         wait_costs_landed(env, &ns, "web", "web").await;
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let policy_file = dir.path().join("policy.json");
-        std::fs::write(
-            &policy_file,
-            serde_json::to_vec(&json!({
-                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
-                "metadata": {"name": "web", "namespace": ns}, "spec": spec,
-            }))
-            .unwrap_or_default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let policy_file = write_policy(dir.path(), &ns, "web", &spec);
 
         let mut replicas = 12;
         for by in [4usize, 3, 2] {
@@ -851,16 +854,7 @@ async fn d_paused_rollout(env: &'static Env) {
         // has no write pending and names the first victims `plan` names over
         // a snapshot taken now
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let policy_file = dir.path().join("policy.json");
-        std::fs::write(
-            &policy_file,
-            serde_json::to_vec(&json!({
-                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
-                "metadata": {"name": "shop", "namespace": ns}, "spec": spot_first("shop"),
-            }))
-            .unwrap_or_default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let policy_file = write_policy(dir.path(), &ns, "shop", &spot_first("shop"));
         let deadline = Instant::now() + Duration::from_secs(30);
         let predicted = loop {
             let p = policy(env, &ns, "shop").await;

@@ -20,6 +20,7 @@
 
 use std::collections::BTreeSet;
 
+use deletion_cost_testkit::shuffle;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
@@ -402,19 +403,6 @@ fn every_nth(c: &Cluster, n: usize) -> BTreeSet<String> {
         .step_by(n)
         .filter_map(|p| p.metadata.name.clone())
         .collect()
-}
-
-/// Fisher–Yates with splitmix64 from `seed`.
-fn shuffle<T>(items: &mut [T], seed: u64) {
-    let mut state = seed;
-    for i in (1..items.len()).rev() {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        items.swap(i, (z % (i as u64 + 1)) as usize);
-    }
 }
 
 /// The namespace's pods created at one of two times a second apart, and

@@ -201,7 +201,7 @@ const REPLICA_SET: &str = "- kind: ReplicaSet
 
 fn snapshot(items: &str) -> Snapshot {
     let text = format!("kind: List\nitems:\n{items}");
-    Snapshot::from_objects(&parse_objects("cluster.yaml", &text).unwrap()).unwrap()
+    Snapshot::from_objects(parse_objects("cluster.yaml", &text).unwrap()).unwrap()
 }
 
 #[test]

@@ -19,6 +19,7 @@ use super::*;
 use crate::annotations::POLICY_ANNOTATION;
 use crate::comparator::{parse_deletion_cost, Rule};
 use crate::policy::OnSignalMissing;
+use deletion_cost_testkit::shuffle;
 
 const NODES: [&str; 7] = ["spot-1", "spot-2", "od-1", "od-2", "plain-1", "gone-1", ""];
 /// Seconds before a base time: equal, a second apart (same log2 bucket),
@@ -407,19 +408,6 @@ fn forcing<R>(parallel: bool, f: impl FnOnce() -> R) -> R {
     FORCE_PARALLEL.with(|c: &Cell<Option<bool>>| c.set(Some(parallel)));
     let _reset = Reset;
     f()
-}
-
-/// Fisher–Yates with splitmix64 from `seed`.
-fn shuffle<T>(items: &mut [T], seed: u64) {
-    let mut state = seed;
-    for i in (1..items.len()).rev() {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        items.swap(i, (z % (i as u64 + 1)) as usize);
-    }
 }
 
 /// What of a ReplicaSet's check cannot depend on the order pods are listed
