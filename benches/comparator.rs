@@ -17,7 +17,7 @@ use deletion_cost::comparator::{
     assign_ranks, rank_pods, Comparator, FeatureGates, PodsOnNode, RankKey, SlimPod,
 };
 use deletion_cost::input::{
-    parse_objects, parse_pods, pods_from, pods_from_reader, read_pods_slim,
+    parse_objects, parse_pods, pods_from, pods_from_reader, read_pods_slim, InputLimits,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -113,7 +113,13 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("read_pods_slim", n), &list, |b, text| {
             b.iter(|| {
-                pods_from_reader("bench.json", black_box(text.as_bytes()), u64::MAX, 0).unwrap()
+                pods_from_reader(
+                    "bench.json",
+                    black_box(text.as_bytes()),
+                    InputLimits::NONE,
+                    0,
+                )
+                .unwrap()
             })
         });
         let file = tempfile::NamedTempFile::new().unwrap();
@@ -127,7 +133,7 @@ fn bench(c: &mut Criterion) {
         };
         g.bench_with_input(BenchmarkId::new("predict", n), &path, |b, path| {
             b.iter(|| {
-                let (_, pods, _) = read_pods_slim(path, u64::MAX).unwrap();
+                let (_, pods, _) = read_pods_slim(path, InputLimits::NONE).unwrap();
                 render_table(&predict(&settings, &pods, None))
             })
         });

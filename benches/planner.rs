@@ -9,6 +9,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
+use deletion_cost::pod::PodRecord;
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 use k8s_openapi::jiff::Timestamp;
@@ -50,7 +51,7 @@ fn planner(c: &mut Criterion) {
             ),
         );
         let snapshot = Snapshot {
-            pods: gen.pods,
+            pods: gen.pods.into_iter().map(PodRecord::from).collect(),
             nodes: gen.nodes,
             replica_sets: gen.replica_sets,
             deployments: vec![],

@@ -9,10 +9,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::comparator::KubeVersion;
+use crate::pod::PodView;
 
 mod stream;
 
 pub use stream::{pods_from_reader, read_pods_slim};
+pub(crate) use stream::{stream_items, ItemSink, Streamed};
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +82,17 @@ pub enum InputError {
         /// The file's size, when known before reading.
         size: Option<u64>,
     },
+    /// The input holds more pods than `--max-pods`.
+    #[error(
+        "{source_name}: more than --max-pods {limit} pods: stopped reading (Kubernetes supports \
+         150,000 in a cluster; raise --max-pods for a larger input)"
+    )]
+    TooManyPods {
+        /// File path or `<stdin>`.
+        source_name: String,
+        /// The limit.
+        limit: u64,
+    },
     /// Two versions of Kubernetes in what should describe one cluster.
     #[error("{second}: another Kubernetes version than {first}; the input describes one cluster")]
     Versions {
@@ -107,7 +120,7 @@ fn at_position(position: Option<(u64, u64)>) -> String {
 }
 
 /// A JSON syntax error as one clean line.
-fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
+pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
@@ -208,6 +221,37 @@ impl RawObject {
             field: e.path().to_string(),
             message: e.inner().to_string(),
         })
+    }
+}
+
+/// The default of `--max-pods`: twice the 150,000 pods Kubernetes supports
+/// in one cluster. Endless valid input (`[{"metadata":{"name":"p"}},...`)
+/// stops there, long before the byte limit.
+pub const DEFAULT_MAX_PODS: u64 = 300_000;
+
+/// How much one input may hold: `--max-input-bytes` (its text, and about
+/// the memory its records take) and `--max-pods`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputLimits {
+    /// Bytes.
+    pub bytes: u64,
+    /// Pods.
+    pub pods: u64,
+}
+
+impl InputLimits {
+    /// No limit (the bundled example, benchmarks).
+    pub const NONE: Self = Self {
+        bytes: u64::MAX,
+        pods: u64::MAX,
+    };
+
+    /// `bytes`, and [`DEFAULT_MAX_PODS`].
+    pub fn bytes(bytes: u64) -> Self {
+        Self {
+            bytes,
+            pods: DEFAULT_MAX_PODS,
+        }
     }
 }
 
@@ -597,7 +641,7 @@ pub fn parse_objects(source_name: &str, text: &str) -> Result<Vec<RawObject>, In
     Ok(out)
 }
 
-fn flatten(
+pub(crate) fn flatten(
     source_name: &str,
     location: String,
     v: Value,
@@ -755,15 +799,16 @@ fn qualified(namespace: &str, name: &str) -> String {
 /// and name, or the same (non-empty) UID. Upstream never sees one pod twice,
 /// and a repeated pod would count twice in colocation ranks. Items are
 /// `(label, pod)` with labels such as `pods.json: items[3]`.
-pub fn check_unique_pods<'a>(
-    items: impl IntoIterator<Item = (String, &'a k8s_openapi::api::core::v1::Pod)>,
+pub fn check_unique_pods<'a, P: PodView + 'a>(
+    items: impl IntoIterator<Item = (String, &'a P)>,
 ) -> Result<(), InputError> {
     use std::collections::HashMap;
     let mut names: HashMap<(&str, &str), String> = HashMap::new();
     let mut uids: HashMap<&str, String> = HashMap::new();
     for (label, pod) in items {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let m = pod.meta();
+        let ns = m.namespace.as_deref().unwrap_or_default();
+        let name = m.name.as_deref().unwrap_or_default();
         let who = format!("{label} (Pod {})", qualified(ns, name));
         if let Some(first) = names.get(&(ns, name)) {
             return Err(InputError::Duplicate {
@@ -772,7 +817,7 @@ pub fn check_unique_pods<'a>(
                 what: format!("name {}", qualified(ns, name)),
             });
         }
-        if let Some(uid) = pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        if let Some(uid) = m.uid.as_deref().filter(|u| !u.is_empty()) {
             if let Some(first) = uids.get(uid) {
                 return Err(InputError::Duplicate {
                     first: first.clone(),
@@ -789,23 +834,21 @@ pub fn check_unique_pods<'a>(
 
 /// Names of the pods without `metadata.uid` (upstream breaks ties by UID, so
 /// their order among equals is not upstream's), for a warning.
-pub fn pods_without_uid(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<String> {
+pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
     pods.iter()
-        .filter(|p| p.metadata.uid.as_deref().unwrap_or_default().is_empty())
-        .map(|p| {
+        .map(PodView::meta)
+        .filter(|m| m.uid.as_deref().unwrap_or_default().is_empty())
+        .map(|m| {
             qualified(
-                p.metadata.namespace.as_deref().unwrap_or_default(),
-                p.metadata.name.as_deref().unwrap_or_default(),
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
             )
         })
         .collect()
 }
 
 /// The warning for pods without a UID, or `None` when every pod has one.
-pub fn missing_uid_warning(
-    source_name: &str,
-    pods: &[k8s_openapi::api::core::v1::Pod],
-) -> Option<String> {
+pub fn missing_uid_warning(source_name: &str, pods: &[impl PodView]) -> Option<String> {
     uid_warning(source_name, &pods_without_uid(pods))
 }
 
@@ -856,7 +899,7 @@ pub fn is_version_object(o: &RawObject) -> bool {
 }
 
 /// Reads one version object (see [`is_version_object`]).
-fn version_of(o: &RawObject) -> Result<ServerVersion, InputError> {
+pub(crate) fn version_of(o: &RawObject) -> Result<ServerVersion, InputError> {
     let shape = |message: String| InputError::Shape {
         source_name: o.source_name.clone(),
         location: o.location.clone(),

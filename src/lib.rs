@@ -41,6 +41,7 @@ pub mod input;
 pub mod metrics;
 pub mod operator;
 pub mod plan;
+pub mod pod;
 pub mod policy;
 pub mod prometheus;
 pub mod report;

@@ -4,7 +4,7 @@
 //! here instead of slipping in.
 //!
 //! - the pure core (`annotations`, `comparator`, `policy`, `plan`, `signals`,
-//!   `report`, `input`) names nothing from the shell and no I/O or runtime crate
+//!   `report`, `input`, `pod`) names nothing from the shell and no I/O or runtime crate
 //!   (the Prometheus client's `response` types, plain data, excepted);
 //! - `apply` names only the core;
 //! - `metrics` and `prometheus` name only the core and `apply`;
@@ -32,6 +32,7 @@ const CORE: &[&str] = &[
     "signals",
     "report",
     "input",
+    "pod",
 ];
 
 /// Crates that do I/O or run async work: the core names none of them.
@@ -112,7 +113,7 @@ fn the_pure_core_names_no_shell_module_and_no_io_crate() {
     }
     assert!(
         violations.is_empty(),
-        "the pure core (annotations, comparator, policy, plan, signals, report, input) must name only \
+        "the pure core (annotations, comparator, policy, plan, signals, report, input, pod) must name only \
          itself and non-I/O crates:\n{}",
         violations.join("\n")
     );

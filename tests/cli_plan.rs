@@ -1162,3 +1162,25 @@ fn the_snapshot_s_version_sets_the_gates() {
         stderr(&o)
     );
 }
+
+#[test]
+fn endless_snapshot_on_stdin_stops_at_max_pods() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deletion-cost"));
+    command
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["plan", "--policy", "config/examples/combined.yaml"])
+        .args(["--snapshot", "-", "--max-pods", "5000", NOW]);
+    let o = deletion_cost_testkit::run_fed(
+        command,
+        b"{\"kind\":\"List\",\"items\":[",
+        b"{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"shop\"}},\n",
+        1 << 30,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("<stdin>: more than --max-pods 5000 pods: stopped reading"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "");
+}

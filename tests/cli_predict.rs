@@ -759,46 +759,16 @@ fn bad_flag_values() {
 // ---- bounded input -----------------------------------------------------------
 
 /// Runs `predict` with `stdin` fed from a thread: `chunk` repeated up to
-/// `total` bytes (bounded, so a broken reader cannot fill memory). Waits at
-/// most a minute, only so a regression cannot hang CI.
+/// `total` bytes, or until it stops reading.
 fn run_fed(args: &[&str], chunk: &'static [u8], total: usize) -> Out {
     run_fed_after(args, b"", chunk, total)
 }
 
 /// [`run_fed`], with `prefix` sent once before the repeated `chunk`.
 fn run_fed_after(args: &[&str], prefix: &'static [u8], chunk: &'static [u8], total: usize) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
-        .arg("predict")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || {
-        if stdin.write_all(prefix).is_err() {
-            return;
-        }
-        let mut sent = 0;
-        while sent < total {
-            // the command stops reading and exits: a broken pipe ends the feed
-            if stdin.write_all(chunk).is_err() {
-                break;
-            }
-            sent += chunk.len();
-        }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{args:?}: still running after 60 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deletion-cost"));
+    command.arg("predict").args(args);
+    let out = deletion_cost_testkit::run_fed(command, prefix, chunk, total);
     Out {
         code: out.status.code().unwrap(),
         stdout: String::from_utf8(out.stdout).unwrap(),
@@ -873,6 +843,15 @@ fn endless_stdin_stops_early() {
     ] {
         assert!(out.stderr.contains(m), "{m:?} not in {}", out.stderr);
     }
+    // and, with the default limits, --max-pods long before the 2Gi
+    let out = run_fed_after(&[NOW], b"[", b"{\"metadata\":{\"name\":\"p\"}},\n", 1 << 30);
+    assert_eq!(out.code, 2, "stderr {}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("<stdin>: more than --max-pods 300000 pods: stopped reading"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -8,12 +8,14 @@ use clap::ValueEnum;
 
 use super::{print_out, table, CliError};
 use crate::input::{
-    check_pod_name, check_unique_pods, item_label, missing_uid_warning, parse_objects,
-    read_source_limited, server_version, Expect, RawObject, ServerVersion,
+    missing_uid_warning, open_within_limit, parse_objects, read_source_limited, Expect,
+    InputLimits, RawObject, ServerVersion,
 };
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
-use crate::plan::{self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, Verdict};
+use crate::plan::{
+    self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, SnapshotReader, Verdict,
+};
 use crate::policy::file::policies_from;
 use crate::policy::selector::selects;
 use crate::policy::PolicyFileError;
@@ -92,56 +94,30 @@ pub struct PlanArgs {
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
     #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
+    /// Stop with exit 2 on an input holding more pods than this in --snapshot
+    /// (its files together).
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    pub max_pods: u64,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
 }
 
-/// Reads a snapshot file, or every manifest in a directory (sorted by name),
-/// and decodes it. A snapshot without pods, a Pod without a name, and a pod
-/// listed twice (same namespace and name, or same UID, across all its files)
-/// are bad input.
+/// Reads a snapshot file, stdin (`-`), or every manifest in a directory
+/// (sorted by name), streaming JSON as it arrives ([`SnapshotReader`]). A
+/// snapshot without pods, a Pod without a name, and a pod listed twice (same
+/// namespace and name, or same UID, across all its files) are bad input.
 fn load_snapshot(
     path: &str,
-    max_bytes: u64,
+    limits: InputLimits,
 ) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
-    let objects = read_snapshot(path, max_bytes)?;
-    snapshot_from(path, objects)
-}
-
-/// Decodes and checks snapshot objects read from `source`, and reads the
-/// cluster's version when the snapshot carries one.
-fn snapshot_from(
-    source: &str,
-    objects: Vec<RawObject>,
-) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
-    let version = server_version(&objects).map_err(CliError::bad_input)?;
-    let mut pod_labels = Vec::new();
-    for o in objects.iter().filter(|o| o.kind == "Pod") {
-        check_pod_name(o).map_err(CliError::bad_input)?;
-        pod_labels.push(item_label(&o.source_name, &o.location));
-    }
-    // what the input held instead of pods, read before the objects are consumed
-    let held = pod_labels
-        .is_empty()
-        .then(|| crate::input::held_kinds(&objects));
-    let snapshot = Snapshot::from_objects(objects).map_err(CliError::bad_input)?;
-    check_unique_pods(pod_labels.into_iter().zip(&snapshot.pods)).map_err(CliError::bad_input)?;
-    if let Some(held) = held.filter(|_| snapshot.pods.is_empty()) {
-        return Err(CliError::bad_input(format!(
-            "no pods in {source} ({held}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)"
-        )));
-    }
-    if let Some(w) = missing_uid_warning(source, &snapshot.pods) {
-        super::stderr::warn(&w);
-    }
-    Ok((snapshot, version))
-}
-
-/// Reads a snapshot file, or every manifest in a directory (sorted by name).
-fn read_snapshot(path: &str, max_bytes: u64) -> Result<Vec<RawObject>, CliError> {
+    let mut reader = SnapshotReader::new(limits);
     let p = Path::new(path);
-    if p.is_dir() {
+    if path == "-" {
+        reader
+            .read("<stdin>", std::io::stdin().lock(), 0)
+            .map_err(CliError::bad_input)?;
+    } else if p.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(p)
             .map_err(|e| CliError::bad_input(format!("{path}: cannot read directory: {e}")))?
             .filter_map(Result::ok)
@@ -159,19 +135,37 @@ fn read_snapshot(path: &str, max_bytes: u64) -> Result<Vec<RawObject>, CliError>
                 "{path}: no .yaml, .yml or .json files"
             )));
         }
-        let mut out = Vec::new();
         for f in files {
-            let (name, text) =
-                read_source_limited(&f.to_string_lossy(), max_bytes, Expect::Manifest)
-                    .map_err(CliError::bad_input)?;
-            out.extend(parse_objects(&name, &text).map_err(CliError::bad_input)?);
+            read_file(&mut reader, &f.to_string_lossy(), limits.bytes)?;
         }
-        Ok(out)
     } else {
-        let (name, text) =
-            read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
-        parse_objects(&name, &text).map_err(CliError::bad_input)
+        read_file(&mut reader, path, limits.bytes)?;
     }
+    checked_snapshot(path, reader)
+}
+
+fn read_file(reader: &mut SnapshotReader, path: &str, max_bytes: u64) -> Result<(), CliError> {
+    let (file, size) = open_within_limit(path, max_bytes).map_err(CliError::bad_input)?;
+    reader.read(path, file, size).map_err(CliError::bad_input)
+}
+
+/// The snapshot read from `source`, once checked; a warning for pods
+/// without a UID.
+fn checked_snapshot(
+    source: &str,
+    reader: SnapshotReader,
+) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
+    let read = reader.finish().map_err(CliError::bad_input)?;
+    if read.snapshot.pods.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "no pods in {source} ({}; use `kubectl get pods,nodes,replicasets,deployments -A -o yaml`)",
+            read.held
+        )));
+    }
+    if let Some(w) = missing_uid_warning(source, &read.snapshot.pods) {
+        super::stderr::warn(&w);
+    }
+    Ok((read.snapshot, read.version))
 }
 
 /// Decodes, checks (strictly, as the API server) and resolves every policy
@@ -366,10 +360,13 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         (
             EXAMPLE_POLICY.0.to_string(),
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
-            snapshot_from(
-                EXAMPLE_CLUSTER.0,
-                parse_objects(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1).map_err(CliError::bad_input)?,
-            )?,
+            {
+                let mut reader = SnapshotReader::new(InputLimits::NONE);
+                reader
+                    .read_text(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
+                    .map_err(CliError::bad_input)?;
+                checked_snapshot(EXAMPLE_CLUSTER.0, reader)?
+            },
         )
     } else {
         let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
@@ -383,7 +380,13 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         (
             name,
             objects,
-            load_snapshot(snapshot, args.max_input_bytes)?,
+            load_snapshot(
+                snapshot,
+                InputLimits {
+                    bytes: args.max_input_bytes,
+                    pods: args.max_pods,
+                },
+            )?,
         )
     };
     let policies = policies(&policy_source, &policy_objs)?;
@@ -431,19 +434,30 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
         plans.push(p);
     }
+    for p in &plans {
+        for w in &p.warnings {
+            super::stderr::warn(&format!("policy {}: {w}", p.policy));
+        }
+    }
+    for (kind, n) in &snapshot.ignored {
+        tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
+    }
     let text = match args.output {
         PlanFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&plans)
-                .map_err(|e| CliError::failure(format!("encoding JSON: {e}")))?;
-            s.push('\n');
-            s
+            // the snapshot is no longer read; the JSON goes out as it is
+            // written (a 100k-pod plan is ~75 MB of it)
+            drop(snapshot);
+            return print_json(&plans);
         }
-        PlanFormat::Table => plans
-            .iter()
-            .zip(&policies)
-            .map(|(p, pol)| render_table(p, pol, &opts))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        PlanFormat::Table => {
+            drop(snapshot);
+            plans
+                .iter()
+                .zip(&policies)
+                .map(|(p, pol)| render_table(p, pol, &opts))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
         PlanFormat::Html => {
             let report = Report {
                 source: format!(
@@ -467,15 +481,24 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             crate::report::html::render(&report)
         }
     };
-    for p in &plans {
-        for w in &p.warnings {
-            super::stderr::warn(&format!("policy {}: {w}", p.policy));
-        }
-    }
-    for (kind, n) in &snapshot.ignored {
-        tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
-    }
     print_out(&text)
+}
+
+/// Writes the plans to stdout as pretty JSON and a newline, without
+/// building the text first.
+fn print_json(plans: &[Plan]) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, plans)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        // a closed pipe (`| head`) is not an error worth reporting
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failure(format!("writing stdout: {e}"))),
+    }
 }
 
 /// The human view of one policy's plan.

@@ -15,7 +15,7 @@ use crate::comparator::{
     rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodsOnNode,
     RankKey, Rule, SlimPod,
 };
-use crate::input::{merge_versions, read_pods_slim, ServerVersion};
+use crate::input::{merge_versions, read_pods_slim, InputLimits, ServerVersion};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -96,6 +96,10 @@ pub struct PredictArgs {
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
     #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
+    /// Stop with exit 2 on an input holding more pods than this (each
+    /// source; a snapshot's files together).
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    pub max_pods: u64,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
     pub output: OutputFormat,
@@ -592,9 +596,9 @@ pub fn render_table(p: &Prediction) -> String {
 /// Kubernetes version the input carries, if any.
 fn load_pods(
     path: &str,
-    max_bytes: u64,
+    limits: InputLimits,
 ) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), CliError> {
-    read_pods_slim(path, max_bytes).map_err(CliError::bad_input)
+    read_pods_slim(path, limits).map_err(CliError::bad_input)
 }
 
 /// The warning for pods without a UID, or `None` when every pod has one
@@ -622,10 +626,14 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
             "-f and --related cannot both read stdin (-)",
         ));
     }
-    let (source, pods, version) = load_pods(&args.file, args.max_input_bytes)?;
+    let limits = InputLimits {
+        bytes: args.max_input_bytes,
+        pods: args.max_pods,
+    };
+    let (source, pods, version) = load_pods(&args.file, limits)?;
     let (related, related_version) = match args.related.as_deref() {
         Some(path) => {
-            let (_, pods, v) = load_pods(path, args.max_input_bytes)?;
+            let (_, pods, v) = load_pods(path, limits)?;
             (Some(pods), v)
         }
         None => (None, None),

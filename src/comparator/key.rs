@@ -5,11 +5,11 @@ use std::borrow::Cow;
 
 use foldhash::{HashMap, HashMapExt};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::cost::{deletion_cost_from_annotations, ParsedCost};
 use super::gomath::{go_sub_nanos, log_bucket};
+use crate::pod::PodView;
 
 /// Nanoseconds since the Unix epoch of Go's zero `time.Time` (0001-01-01T00:00:00Z).
 pub const GO_ZERO_TIME_NANOS: i128 = -62_135_596_800 * 1_000_000_000;
@@ -34,18 +34,17 @@ pub fn phase_ordinal(phase: Option<&str>) -> u8 {
 }
 
 /// Upstream's `controller.IsPodActive`.
-pub fn is_pod_active(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !matches!(phase, Some("Succeeded") | Some("Failed"))
-        && pod.metadata.deletion_timestamp.is_none()
+pub fn is_pod_active(pod: &(impl PodView + ?Sized)) -> bool {
+    !matches!(pod.phase(), Some("Succeeded") | Some("Failed"))
+        && pod.meta().deletion_timestamp.is_none()
 }
 
 /// Why a pod was left out as inactive.
-pub fn inactive_reason(pod: &Pod) -> Option<&'static str> {
-    if pod.metadata.deletion_timestamp.is_some() {
+pub fn inactive_reason(pod: &(impl PodView + ?Sized)) -> Option<&'static str> {
+    if pod.meta().deletion_timestamp.is_some() {
         return Some("deletionTimestamp set");
     }
-    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+    match pod.phase() {
         Some("Succeeded") => Some("phase Succeeded"),
         Some("Failed") => Some("phase Failed"),
         _ => None,
@@ -54,54 +53,25 @@ pub fn inactive_reason(pod: &Pod) -> Option<&'static str> {
 
 /// Upstream's `podutil.IsPodReady`: the first condition of type `Ready` decides,
 /// and only the exact status "True" counts.
-pub fn is_pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
+pub fn is_pod_ready(pod: &(impl PodView + ?Sized)) -> bool {
+    pod.ready_condition()
+        .is_some_and(|(status, _)| status == "True")
 }
 
 /// Upstream's `podReadyTime`: for a ready pod, the lastTransitionTime of the
-/// first `Ready`=`True` condition; zero otherwise.
-fn pod_ready_time(pod: &Pod, ready: bool) -> GoTime {
+/// first `Ready`=`True` condition (the first `Ready` one, since it decides
+/// readiness); zero otherwise.
+pub fn pod_ready_time(pod: &(impl PodView + ?Sized), ready: bool) -> GoTime {
     if !ready {
         return None;
     }
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-        .and_then(|c| go_time(c.last_transition_time.as_ref()))
+    pod.ready_condition().and_then(|(_, t)| go_time(t))
 }
 
 /// Upstream's `maxContainerRestarts`: (max regular restartCount, max restartCount
 /// of restartable init containers), both starting from 0.
-pub fn max_container_restarts(pod: &Pod) -> (i64, i64) {
-    let Some(status) = pod.status.as_ref() else {
-        return (0, 0);
-    };
-    let regular = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .map(|c| i64::from(c.restart_count))
-        .fold(0, i64::max);
-    let sidecars: Vec<&str> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
-        .map(|c| c.name.as_str())
-        .collect();
-    let sidecar = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .filter(|c| sidecars.contains(&c.name.as_str()))
-        .map(|c| i64::from(c.restart_count))
-        .fold(0, i64::max);
-    (regular, sidecar)
+pub fn max_container_restarts(pod: &(impl PodView + ?Sized)) -> (i64, i64) {
+    pod.max_restarts()
 }
 
 /// Everything the comparator reads from one pod. Its strings borrow from the
@@ -149,24 +119,25 @@ fn borrowed(s: Option<&String>) -> Cow<'_, str> {
 impl<'a> RankKey<'a> {
     /// Extracts the key from a pod, borrowing its strings. Ranks start at 0
     /// and buckets are unset.
-    pub fn from_pod(pod: &'a Pod) -> Self {
+    pub fn from_pod<P: PodView + ?Sized>(pod: &'a P) -> Self {
         let ready = is_pod_ready(pod);
-        let (restarts, sidecar_restarts) = max_container_restarts(pod);
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let (restarts, sidecar_restarts) = pod.max_restarts();
+        let phase = pod.phase();
+        let m = pod.meta();
         Self {
-            namespace: borrowed(pod.metadata.namespace.as_ref()),
-            name: borrowed(pod.metadata.name.as_ref()),
-            uid: borrowed(pod.metadata.uid.as_ref()),
-            node_name: borrowed(pod.spec.as_ref().and_then(|s| s.node_name.as_ref())),
+            namespace: borrowed(m.namespace.as_ref()),
+            name: borrowed(m.name.as_ref()),
+            uid: borrowed(m.uid.as_ref()),
+            node_name: Cow::Borrowed(pod.node_name().unwrap_or_default()),
             phase_ordinal: phase_ordinal(phase),
             phase: phase.map(Cow::Borrowed),
             ready,
-            cost: deletion_cost_from_annotations(pod.metadata.annotations.as_ref()),
+            cost: deletion_cost_from_annotations(m.annotations.as_ref()),
             rank: 0,
             ready_time: pod_ready_time(pod, ready),
             restarts,
             sidecar_restarts,
-            created: go_time(pod.metadata.creation_timestamp.as_ref()),
+            created: go_time(m.creation_timestamp.as_ref()),
             ready_bucket: -1,
             created_bucket: -1,
         }
@@ -221,17 +192,12 @@ pub struct PodsOnNode<'a>(HashMap<&'a str, i64>);
 
 impl<'a> PodsOnNode<'a> {
     /// Counts the active pods among `related` per node.
-    pub fn count(related: impl IntoIterator<Item = &'a Pod>) -> Self {
+    pub fn count<P: PodView + 'a>(related: impl IntoIterator<Item = &'a P>) -> Self {
         let related = related.into_iter();
         let mut on_node: HashMap<&str, i64> = HashMap::with_capacity(related.size_hint().0 / 8);
         for pod in related {
             if is_pod_active(pod) {
-                let node = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .unwrap_or("");
-                *on_node.entry(node).or_default() += 1;
+                *on_node.entry(pod.node_name().unwrap_or("")).or_default() += 1;
             }
         }
         Self(on_node)
@@ -260,6 +226,9 @@ impl<'a> PodsOnNode<'a> {
 /// Upstream's `getPodsRankedByRelatedPodsOnSameNode`: each pod's rank is the
 /// number of active related pods whose `spec.nodeName` equals its own (the
 /// empty node name is an ordinary key).
-pub fn assign_ranks<'a>(keys: &mut [RankKey], related: impl IntoIterator<Item = &'a Pod>) {
+pub fn assign_ranks<'a, P: PodView + 'a>(
+    keys: &mut [RankKey],
+    related: impl IntoIterator<Item = &'a P>,
+) {
     PodsOnNode::count(related).assign(keys);
 }

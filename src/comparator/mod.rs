@@ -9,7 +9,7 @@ pub mod key;
 pub mod order;
 pub mod slim;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::PodView;
 
 pub use cost::{parse_deletion_cost, CostProblem, ParsedCost};
 pub use gates::{
@@ -51,10 +51,10 @@ impl<'a> OrderedPods<'a> {
 /// ranking them by colocation against `related` (upstream: every pod selected by
 /// the ReplicaSets that share this one's controller; empty when the ReplicaSet
 /// has no controller).
-pub fn order_pods<'a>(
+pub fn order_pods<'a, P: PodView + 'a>(
     cmp: &Comparator,
-    pods: impl IntoIterator<Item = &'a Pod>,
-    related: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a P>,
+    related: impl IntoIterator<Item = &'a P>,
 ) -> OrderedPods<'a> {
     let mut keys: Vec<RankKey> = pods
         .into_iter()

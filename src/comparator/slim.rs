@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::key::{go_time, is_pod_ready, max_container_restarts, GoTime};
+use super::key::{go_time, is_pod_ready, max_container_restarts, pod_ready_time, GoTime};
 use crate::annotations::POD_DELETION_COST;
 
 /// A pod's controller ownerReference (`controller: true`): kind, name, UID.
@@ -72,15 +72,7 @@ impl SlimPod {
         let m = &pod.metadata;
         let text = |s: &Option<String>| s.as_deref().unwrap_or_default().into();
         let ready = is_pod_ready(pod);
-        let ready_time = if ready {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-                .and_then(|c| go_time(c.last_transition_time.as_ref()))
-        } else {
-            None
-        };
+        let ready_time = pod_ready_time(pod, ready);
         let (restarts, sidecar_restarts) = max_container_restarts(pod);
         Self {
             namespace: text(&m.namespace),

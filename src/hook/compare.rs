@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
 use super::api::{Workload, WorkloadKind};
 use crate::comparator::is_pod_active;
+use crate::pod::PodView;
 
 fn controller_ref<'a>(
     refs: Option<&'a Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
@@ -45,16 +45,16 @@ pub fn workload_replica_sets(
 pub fn active_pods_of(
     replica_sets: &BTreeSet<String>,
     namespace: &str,
-    pods: &[Pod],
+    pods: &[impl PodView],
 ) -> BTreeSet<String> {
     pods.iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
+        .filter(|p| p.meta().namespace.as_deref() == Some(namespace))
         .filter(|p| {
-            controller_ref(p.metadata.owner_references.as_ref(), "ReplicaSet")
+            controller_ref(p.meta().owner_references.as_ref(), "ReplicaSet")
                 .is_some_and(|rs| replica_sets.contains(rs))
         })
-        .filter(|p| is_pod_active(p))
-        .filter_map(|p| p.metadata.name.clone())
+        .filter(|p| is_pod_active(*p))
+        .filter_map(|p| p.meta().name.clone())
         .collect()
 }
 
@@ -110,6 +110,7 @@ pub fn compare_victims(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     fn set(names: &[&str]) -> BTreeSet<String> {

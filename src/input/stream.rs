@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use super::{
     control_message, first_control, flatten, is_version_object, item_label, json_syntax,
-    merge_versions, read_bounded, version_of, Expect, InputError, RawObject, ServerVersion,
+    merge_versions, read_bounded, version_of, Expect, InputError, InputLimits, RawObject,
+    ServerVersion,
 };
 use crate::comparator::slim::{ControllerRef, SlimPod};
 
@@ -26,25 +27,82 @@ mod fast;
 /// name, the pods and the Kubernetes version the input carries, if any.
 pub fn read_pods_slim(
     path: &str,
-    max_bytes: u64,
+    limits: InputLimits,
 ) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), InputError> {
     if path == "-" {
         let name = "<stdin>";
-        let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), max_bytes, 0)?;
+        let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), limits, 0)?;
         return Ok((name.into(), pods, version));
     }
-    let (file, size) = super::open_within_limit(path, max_bytes)?;
-    let (pods, version) = pods_from_reader(path, file, max_bytes, size)?;
+    let (file, size) = super::open_within_limit(path, limits.bytes)?;
+    let (pods, version) = pods_from_reader(path, file, limits, size)?;
     Ok((path.to_string(), pods, version))
 }
 
 /// [`read_pods_slim`] on any reader; `size_hint` is a regular file's length.
 pub fn pods_from_reader(
     source_name: &str,
+    reader: impl Read,
+    limits: InputLimits,
+    size_hint: u64,
+) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    let mut collect = Collect::new(source_name, size_hint, limits);
+    match stream_items(source_name, reader, limits.bytes, size_hint, &mut collect)? {
+        Streamed::Json => collect.finish(),
+        Streamed::Text(text) => {
+            let (pods, version) = super::parse_pods_slim_versioned(source_name, &text)?;
+            if pods.len() as u64 > limits.pods {
+                return Err(InputError::TooManyPods {
+                    source_name: source_name.to_string(),
+                    limit: limits.pods,
+                });
+            }
+            Ok((pods.iter().map(SlimPod::from_pod).collect(), version))
+        }
+    }
+}
+
+/// What receives a streamed JSON input: each item of its top-level array or
+/// List as raw text, or the one object it is.
+pub(crate) trait ItemSink {
+    /// One item of the top-level array or List, as raw JSON, with where it
+    /// was (`items[3]`, `[0]`).
+    fn item(&mut self, raw: &str, location: String);
+    /// The input's one object (not a List), or what a single item held.
+    fn value(&mut self, value: Value, location: String);
+    /// Forgets everything handed so far (a repeated `items` key: the last
+    /// one counts, as in a parsed object).
+    fn reset(&mut self);
+    /// Whether a shape error was kept (later items are then not read).
+    fn has_shape(&self) -> bool;
+    /// Keeps a shape error for the input.
+    fn set_shape(&mut self, e: InputError);
+    /// An error that stops reading at once (a limit passed), taken once.
+    fn take_fatal(&mut self) -> Option<InputError>;
+    /// Whether reading must stop.
+    fn stopped(&self) -> bool;
+}
+
+/// How [`stream_items`] read its input.
+pub(crate) enum Streamed {
+    /// JSON, every item handed to the sink.
+    Json,
+    /// Not JSON (YAML, or JSON after other than ASCII whitespace): the whole
+    /// text, checked, for the caller's whole-text path.
+    Text(String),
+}
+
+/// Streams a JSON input's items into `sink` as the bytes arrive (see the
+/// module doc); anything else is read whole and handed back. Syntax errors,
+/// text that is not UTF-8 and a passed limit are errors; what the items hold
+/// is the sink's to judge.
+pub(crate) fn stream_items<S: ItemSink>(
+    source_name: &str,
     mut reader: impl Read,
     max_bytes: u64,
     size_hint: u64,
-) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    sink: &mut S,
+) -> Result<Streamed, InputError> {
     // look for the first byte that is not ASCII whitespace
     const PEEK: usize = 64 << 10;
     let mut head: Vec<u8> = Vec::new();
@@ -66,8 +124,7 @@ pub fn pods_from_reader(
     if !matches!(first, Some(b'{' | b'[')) {
         let rest = std::io::Cursor::new(head).chain(reader);
         let text = read_bounded(source_name, rest, max_bytes, size_hint, Expect::Manifest)?;
-        let (pods, version) = super::parse_pods_slim_versioned(source_name, &text)?;
-        return Ok((pods.iter().map(SlimPod::from_pod).collect(), version));
+        return Ok(Streamed::Text(text));
     }
     let mut text = TextReader {
         source_name,
@@ -82,16 +139,18 @@ pub fn pods_from_reader(
         column: 1,
         error: None,
     };
-    let mut collect = Collect::new(source_name, size_hint, max_bytes);
     let parsed = {
         let mut de =
             serde_json::Deserializer::from_reader(BufReader::with_capacity(64 << 10, &mut text));
-        Top(&mut collect)
-            .deserialize(&mut de)
-            .and_then(|()| de.end())
+        Top {
+            sink: &mut *sink,
+            source_name,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
     };
     if let Err(e) = parsed {
-        if let Some(e) = collect.fatal.take() {
+        if let Some(e) = sink.take_fatal() {
             return Err(e);
         }
         return Err(text
@@ -99,7 +158,7 @@ pub fn pods_from_reader(
             .take()
             .unwrap_or_else(|| json_syntax(source_name, &e)));
     }
-    collect.finish()
+    Ok(Streamed::Json)
 }
 
 /// A reader that hands on only text: it stops at `limit` bytes, and at the
@@ -260,12 +319,13 @@ struct Collect<'s> {
     /// end) cannot hold more memory than the text would have.
     held: u64,
     limit: u64,
-    /// Set when `held` passed `limit`: reading stops.
+    max_pods: u64,
+    /// Set when `held` passed `limit`, or the pods `max_pods`: reading stops.
     fatal: Option<InputError>,
 }
 
 impl<'s> Collect<'s> {
-    fn new(source_name: &'s str, size_hint: u64, limit: u64) -> Self {
+    fn new(source_name: &'s str, size_hint: u64, limits: InputLimits) -> Self {
         // ~1 KB of JSON a pod at least: avoids regrowing a large vector
         let guess = usize::try_from(size_hint / 1024).unwrap_or(0).min(1 << 20);
         Self {
@@ -279,7 +339,8 @@ impl<'s> Collect<'s> {
             nodes: Default::default(),
             owners: Default::default(),
             held: 0,
-            limit,
+            limit: limits.bytes,
+            max_pods: limits.pods,
             fatal: None,
         }
     }
@@ -300,11 +361,17 @@ impl<'s> Collect<'s> {
                 size: None,
             });
         }
+        if self.pods.len() as u64 >= self.max_pods && self.fatal.is_none() {
+            self.fatal = Some(InputError::TooManyPods {
+                source_name: self.source_name.to_string(),
+                limit: self.max_pods,
+            });
+        }
         self.pods.push(pod);
         self.locations.push(location.into());
     }
 
-    fn reset(&mut self) {
+    fn clear(&mut self) {
         self.held = 0;
         self.pods.clear();
         self.locations.clear();
@@ -315,7 +382,7 @@ impl<'s> Collect<'s> {
     }
 
     /// One item of the top-level array or List, as raw JSON.
-    fn item(&mut self, raw: &str, location: String) {
+    fn take_item(&mut self, raw: &str, location: String) {
         if self.shape.is_some() {
             return; // only the first shape error is ever reported
         }
@@ -326,7 +393,7 @@ impl<'s> Collect<'s> {
             }
         }
         match serde_json::from_str::<Value>(raw) {
-            Ok(value) => self.value(value, location),
+            Ok(value) => self.general(value, location),
             // raw text is valid JSON already; kept as a syntax error if not
             Err(e) => {
                 self.shape
@@ -336,7 +403,7 @@ impl<'s> Collect<'s> {
     }
 
     /// The general path on one value (flattened, then each object checked).
-    fn value(&mut self, value: Value, location: String) {
+    fn general(&mut self, value: Value, location: String) {
         let mut objects = Vec::new();
         if let Err(e) = flatten(self.source_name, location, value, &mut objects) {
             self.shape = Some(e);
@@ -386,6 +453,30 @@ impl<'s> Collect<'s> {
     }
 }
 
+impl ItemSink for Collect<'_> {
+    fn item(&mut self, raw: &str, location: String) {
+        self.take_item(raw, location);
+    }
+    fn value(&mut self, value: Value, location: String) {
+        self.general(value, location);
+    }
+    fn reset(&mut self) {
+        self.clear();
+    }
+    fn has_shape(&self) -> bool {
+        self.shape.is_some()
+    }
+    fn set_shape(&mut self, e: InputError) {
+        self.shape = Some(e);
+    }
+    fn take_fatal(&mut self) -> Option<InputError> {
+        self.fatal.take()
+    }
+    fn stopped(&self) -> bool {
+        self.fatal.is_some()
+    }
+}
+
 /// [`super::check_unique_pods`] on slim pods: the first pod that repeats an
 /// earlier one by namespace and name, or by UID, with both items named.
 fn check_unique(
@@ -430,16 +521,19 @@ fn check_unique(
 
 /// The top-level value: an array, or an object that is a List (its `items`
 /// streamed) or a single object.
-struct Top<'c, 's>(&'c mut Collect<'s>);
+struct Top<'c, 'n, S> {
+    sink: &'c mut S,
+    source_name: &'n str,
+}
 
-impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
+impl<'de, S: ItemSink> DeserializeSeed<'de> for Top<'_, '_, S> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Top<'_, '_> {
+impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -449,8 +543,8 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0usize;
         while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
-            self.0.item(raw.get(), format!("[{i}]"));
-            if self.0.fatal.is_some() {
+            self.sink.item(raw.get(), format!("[{i}]"));
+            if self.sink.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
             }
             i += 1;
@@ -466,15 +560,15 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
                 // a repeated key: the last one counts, as in a parsed object
-                self.0.reset();
-                items = Some(map.next_value_seed(Items(&mut *self.0))?);
+                self.sink.reset();
+                items = Some(map.next_value_seed(Items(&mut *self.sink))?);
             } else {
                 let raw = map.next_value::<Box<RawValue>>()?;
                 fields.retain(|(k, _)| *k != key);
                 fields.push((key, raw));
             }
         }
-        let source_name = self.0.source_name;
+        let source_name = self.source_name;
         let kind_raw = fields.iter().find(|(k, _)| k == "kind").map(|(_, v)| v);
         let kind: String = kind_raw
             .and_then(|v| serde_json::from_str::<Value>(v.get()).ok())
@@ -486,9 +580,9 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
             match items {
                 Some(ItemsSeen::Array) | Some(ItemsSeen::Null) | None => {}
                 Some(ItemsSeen::Other(found)) => {
-                    if self.0.shape.is_none() {
-                        self.0.reset();
-                        self.0.shape = Some(InputError::Shape {
+                    if !self.sink.has_shape() {
+                        self.sink.reset();
+                        self.sink.set_shape(InputError::Shape {
                             source_name: source_name.to_string(),
                             location: "object".to_string(),
                             message: format!("`items` must be an array, found {found}"),
@@ -501,7 +595,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
         // a single object: what `items` held does not matter to it (a Pod
         // ignores the field; only an object without a kind lists its fields,
         // and with `items` and no kind it would be a List)
-        self.0.reset();
+        self.sink.reset();
         let mut object = serde_json::Map::new();
         for (k, v) in fields {
             match serde_json::from_str::<Value>(v.get()) {
@@ -509,7 +603,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
                     object.insert(k, v);
                 }
                 Err(e) => {
-                    self.0.shape = Some(json_syntax(source_name, &e));
+                    self.sink.set_shape(json_syntax(source_name, &e));
                     return Ok(());
                 }
             }
@@ -517,7 +611,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
         if items.is_some() {
             object.insert("items".to_string(), Value::Array(Vec::new()));
         }
-        self.0.value(Value::Object(object), "object".to_string());
+        self.sink.value(Value::Object(object), "object".to_string());
         Ok(())
     }
 }
@@ -531,16 +625,16 @@ enum ItemsSeen {
     Other(&'static str),
 }
 
-struct Items<'c, 's>(&'c mut Collect<'s>);
+struct Items<'c, S>(&'c mut S);
 
-impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
+impl<'de, S: ItemSink> DeserializeSeed<'de> for Items<'_, S> {
     type Value = ItemsSeen;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ItemsSeen, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Items<'_, '_> {
+impl<'de, S: ItemSink> Visitor<'de> for Items<'_, S> {
     type Value = ItemsSeen;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -551,7 +645,7 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
         let mut i = 0usize;
         while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
             self.0.item(raw.get(), format!("items[{i}]"));
-            if self.0.fatal.is_some() {
+            if self.0.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
             }
             i += 1;
@@ -602,7 +696,8 @@ mod tests {
     }
 
     fn streamed(text: &str) -> Result<(Vec<SlimPod>, Option<ServerVersion>), String> {
-        pods_from_reader("f.json", text.as_bytes(), 1 << 20, 0).map_err(|e| e.to_string())
+        pods_from_reader("f.json", text.as_bytes(), InputLimits::bytes(1 << 20), 0)
+            .map_err(|e| e.to_string())
     }
 
     const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"s","uid":"u","labels":{"x":"y"},"annotations":{"other":"1","controller.kubernetes.io/pod-deletion-cost":"5"},"creationTimestamp":"2025-01-01T00:00:00Z","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"r","controller":true}]},"spec":{"nodeName":"n","containers":[{"name":"c","image":"i"}],"initContainers":[{"name":"p","image":"i","restartPolicy":"Always"},{"name":"q","image":"i"}]},"status":{"phase":"Running","podIP":"1.2.3.4","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2025-01-01T00:01:00Z"}],"containerStatuses":[{"name":"c","image":"i","imageID":"x","ready":true,"restartCount":3}],"initContainerStatuses":[{"name":"p","image":"i","imageID":"x","ready":true,"restartCount":1},{"name":"q","image":"i","imageID":"x","ready":true,"restartCount":9}]}}"#;
@@ -712,15 +807,25 @@ mod tests {
         let whole = streamed(&text);
         assert!(whole.is_ok());
         for step in 1..12 {
-            let got = pods_from_reader("f.json", Trickle(text.as_bytes(), step), 1 << 20, 0)
-                .map_err(|e| e.to_string());
+            let got = pods_from_reader(
+                "f.json",
+                Trickle(text.as_bytes(), step),
+                InputLimits::bytes(1 << 20),
+                0,
+            )
+            .map_err(|e| e.to_string());
             assert_eq!(got, whole, "step {step}");
         }
         // a control character on line 2, column 3, whatever the cuts
         let bad = "[\n {\u{1}}]";
         for step in 1..6 {
-            let got = pods_from_reader("f.json", Trickle(bad.as_bytes(), step), 1 << 20, 0)
-                .map_err(|e| e.to_string());
+            let got = pods_from_reader(
+                "f.json",
+                Trickle(bad.as_bytes(), step),
+                InputLimits::bytes(1 << 20),
+                0,
+            )
+            .map_err(|e| e.to_string());
             assert_eq!(got.map(|_| ()), Err("f.json: not valid JSON or YAML at line 2 column 3: control character 0x01 is in no JSON or YAML text (binary data?); stopped reading".to_string()), "step {step}");
         }
     }
@@ -728,14 +833,22 @@ mod tests {
     #[test]
     fn limits_and_binary_data_stop_the_stream() {
         let big = format!("[{}]", vec![POD; 50].join(","));
-        let e = pods_from_reader("f.json", big.as_bytes(), 4096, 0).unwrap_err();
+        let e =
+            pods_from_reader("f.json", big.as_bytes(), InputLimits::bytes(4096), 0).unwrap_err();
         assert!(
             e.to_string().contains("larger than --max-input-bytes 4Ki"),
             "{e}"
         );
-        let e = pods_from_reader("f.json", &b"[{\"a\":\xff}]"[..], 4096, 0).unwrap_err();
+        let e = pods_from_reader(
+            "f.json",
+            &b"[{\"a\":\xff}]"[..],
+            InputLimits::bytes(4096),
+            0,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("byte 0xff is not UTF-8"), "{e}");
-        let e = pods_from_reader("f.json", &b"[\xe2\x82"[..], 4096, 0).unwrap_err();
+        let e =
+            pods_from_reader("f.json", &b"[\xe2\x82"[..], InputLimits::bytes(4096), 0).unwrap_err();
         assert!(e.to_string().contains("is not UTF-8"), "{e}");
     }
 }

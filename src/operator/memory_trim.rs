@@ -19,8 +19,8 @@ use tokio::sync::watch;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const FIXED_THRESHOLD: libc::c_int = 128 * 1024;
 
-/// Sets the allocator's thresholds for a long-running process. Call once,
-/// before the caches fill.
+/// Sets the allocator's thresholds for a long-running process, or a command
+/// that reads a large input. Call once, before the caches fill.
 pub fn configure() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes glibc's tuning parameters; any value is

@@ -14,7 +14,6 @@ use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::{Api, Client, ResourceExt};
 
-use super::caches::CachedPod;
 use super::error::OperatorError;
 use super::round::Rounds;
 use super::status;
@@ -22,6 +21,7 @@ use super::sync::WatchHealth;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 use crate::plan::NamedPolicy;
+use crate::pod::PodRecord;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
@@ -218,7 +218,7 @@ async fn apply_policy(
 async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Action, OperatorError> {
     let ns = policy.namespace().unwrap_or_default();
     let name = policy.name_any();
-    let ours: Vec<Arc<CachedPod>> = ctx
+    let ours: Vec<Arc<PodRecord>> = ctx
         .rounds
         .caches
         .pods()

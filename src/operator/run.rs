@@ -18,7 +18,7 @@ use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::caches::{self, CachedPod, Caches};
+use super::caches::{self, Caches};
 use super::config::{check_limits, client, comparator_gates, RunConfig};
 use super::error::OperatorError;
 use super::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
@@ -28,6 +28,7 @@ use super::server::{self, ServerState};
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::Metrics;
+use crate::pod::PodRecord;
 use crate::policy::selector::selects;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
@@ -108,8 +109,8 @@ pub async fn run_with_client(
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
     let wc = watcher::Config::default();
-    let (pods, pods_w) = reflector::store::<CachedPod>();
-    let pod_events = watcher(api::<CachedPod>(&client, ns), wc.clone())
+    let (pods, pods_w) = reflector::store::<PodRecord>();
+    let pod_events = watcher(api::<PodRecord>(&client, ns), wc.clone())
         .reflect(pods_w)
         .inspect(health.observer("pods"))
         .default_backoff()
@@ -228,7 +229,7 @@ pub async fn run_with_client(
     );
     let reserve = shutdown::reserve(config.shutdown_grace);
     let running = controller
-        .watches_stream(pod_events, move |pod: CachedPod| {
+        .watches_stream(pod_events, move |pod: PodRecord| {
             policies_for_pod(&p1, &pod)
         })
         .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
@@ -301,7 +302,7 @@ pub async fn run_with_client(
 /// target a workload (cheap to re-check), and the one that wrote its cost.
 fn policies_for_pod(
     store: &Store<DeletionCostPolicy>,
-    pod: &CachedPod,
+    pod: &PodRecord,
 ) -> Vec<ObjectRef<DeletionCostPolicy>> {
     let ns = pod.namespace();
     let writer = pod.annotations().get(POLICY_ANNOTATION);

@@ -463,11 +463,11 @@ mod tests {
     /// What the operator plans for 7 Ready pods of one ReplicaSet on one
     /// node, 3 at cost 0 and 4 at cost 100, ready at `ready(i)`.
     fn planned(ready: impl Fn(usize) -> String) -> Plan {
-        use k8s_openapi::api::core::v1::{Node, Pod};
+        use k8s_openapi::api::core::v1::Node;
         let pods = (0..7)
             .map(|i| {
                 let cost = if i < 3 { "0" } else { "100" };
-                serde_json::from_value::<Pod>(serde_json::json!({
+                serde_json::from_value::<crate::pod::PodRecord>(serde_json::json!({
                     "metadata": {"name": format!("p{i}"), "namespace": "shop",
                         "uid": format!("uid-{i}"), "labels": {"app": "web"},
                         "creationTimestamp": "2026-11-01T00:00:00Z",

@@ -16,8 +16,8 @@ pub mod snapshot;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::pod::PodRecord;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::comparator::{FeatureGates, GoTime};
@@ -29,7 +29,7 @@ use selection::NsPod;
 pub use check::{Mismatch, MismatchReason, Verdict};
 pub use previous::PreviousValues;
 pub use resolve::{default_value, NamedPolicy, ResolveError};
-pub use snapshot::Snapshot;
+pub use snapshot::{ReadSnapshot, Snapshot, SnapshotReader};
 
 /// Options that do not come from the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -208,12 +208,12 @@ fn controller_of(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> 
     refs?.iter().find(|r| r.controller == Some(true))
 }
 
-fn pod_rs(pod: &Pod) -> Option<&OwnerReference> {
+fn pod_rs(pod: &PodRecord) -> Option<&OwnerReference> {
     controller_of(pod.metadata.owner_references.as_ref()).filter(|r| r.kind == "ReplicaSet")
 }
 
 /// `spec.nodeName`, empty when unassigned.
-fn node_of(p: &Pod) -> &str {
+fn node_of(p: &PodRecord) -> &str {
     p.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())

@@ -13,7 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::pod::PodRecord;
 
 use super::prices::{Money, PriceFrom, Prices};
 use super::{
@@ -406,7 +408,7 @@ fn billing_source(policy: &NamedPolicy) -> BillingSource {
         .unwrap_or(BillingSource::Preset(DEFAULT_PRESET))
 }
 
-fn pod_facts(p: &Pod) -> PodFacts<'_> {
+fn pod_facts(p: &PodRecord) -> PodFacts<'_> {
     PodFacts {
         namespace: p.metadata.namespace.as_deref().unwrap_or(""),
         name: p.metadata.name.as_deref().unwrap_or(""),

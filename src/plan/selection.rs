@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::pod::PodRecord;
 use kube::core::Selector;
 use rayon::prelude::*;
 
@@ -21,7 +23,7 @@ use crate::policy::TargetKind;
 /// One pod of the policy's namespace.
 pub(super) struct NsPod<'a> {
     /// The pod in the snapshot.
-    pub pod: &'a Pod,
+    pub pod: &'a PodRecord,
     /// `metadata.name`, empty when absent.
     pub name: &'a str,
     /// Its controlling ReplicaSet, as an index into
@@ -214,7 +216,7 @@ impl<'m> Matcher<'m> {
 
     /// Whether the target selects `p`; `rs_picked`: whether it selects
     /// the pods of `p`'s ReplicaSet.
-    fn matches(&self, p: &Pod, rs_picked: bool) -> bool {
+    fn matches(&self, p: &PodRecord, rs_picked: bool) -> bool {
         match self {
             Matcher::Labels(sel) => selects(sel, p.metadata.labels.as_ref()),
             Matcher::ReplicaSets(_) => rs_picked,
@@ -234,7 +236,7 @@ const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
 /// same either way.
 pub(super) fn select<'a>(
     policy: &NamedPolicy,
-    pods: &'a [Pod],
+    pods: &'a [PodRecord],
     nodes: &'a [Node],
     ns_rs: &[&'a ReplicaSet],
     excluded: &BTreeSet<String>,
@@ -261,7 +263,7 @@ pub(super) fn select<'a>(
 
 fn select_in<'k, 'a>(
     ns: &str,
-    pods: &'a [Pod],
+    pods: &'a [PodRecord],
     known: &'k HashMap<&'a str, u32>,
     matcher: &Matcher,
     excluded: &BTreeSet<String>,

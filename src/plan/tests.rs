@@ -143,7 +143,7 @@ fn opts() -> PlanOptions {
 
 fn cluster(pods: Vec<Pod>) -> Snapshot {
     Snapshot {
-        pods,
+        pods: pods.into_iter().map(PodRecord::from).collect(),
         nodes: vec![
             node(
                 "spot-1",
@@ -816,10 +816,10 @@ proptest! {
         names in prop::collection::vec("(web-[a-c]{0,3})?[a-c\\x00]{0,20}", 0..40),
         parallel in any::<bool>(),
     ) {
-        let pods: Vec<Pod> = names
+        let pods: Vec<PodRecord> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| Pod {
+            .map(|(i, n)| PodRecord {
                 metadata: ObjectMeta {
                     name: Some(n.clone()),
                     namespace: Some("shop".into()),

@@ -31,6 +31,7 @@ use deletion_cost::plan::{
     plan_excluding, Action, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan, PreviousValues,
     ReplicaSetPlan, Snapshot,
 };
+use deletion_cost::pod::PodRecord;
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 
@@ -323,7 +324,7 @@ pub fn build(name: &'static str) -> Golden {
     };
     let c = cluster::generate(n, seed);
     let mut snapshot = Snapshot {
-        pods: c.pods.clone(),
+        pods: c.pods.iter().map(PodRecord::from).collect(),
         nodes: c.nodes.clone(),
         replica_sets: c.replica_sets.clone(),
         deployments: vec![],

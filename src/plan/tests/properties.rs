@@ -224,7 +224,7 @@ impl World {
         s
     }
 
-    fn pod(&self, name: &str) -> &Pod {
+    fn pod(&self, name: &str) -> &PodRecord {
         self.snapshot
             .pods
             .iter()
@@ -597,7 +597,7 @@ proptest! {
             if rs.name != "(none)" {
                 let mut owned: Vec<&str> = w.snapshot.pods.iter()
                     .filter(|p| p.metadata.namespace.as_deref() == Some("shop"))
-                    .filter(|p| crate::comparator::is_pod_active(p))
+                    .filter(crate::comparator::is_pod_active)
                     .filter(|p| pod_rs(p).is_some_and(|o| o.name == rs.name))
                     .filter_map(|p| p.metadata.name.as_deref())
                     .collect();
