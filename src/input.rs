@@ -604,16 +604,33 @@ pub fn parse_documents_keeping_non_finite<T: DeserializeOwned>(
 fn documents<T: DeserializeOwned>(
     source_name: &str,
     text: &str,
-    options: serde_saphyr::Options,
+    mut options: serde_saphyr::Options,
 ) -> Result<Vec<T>, InputError> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         let v: T = serde_json::from_str(text).map_err(|e| json_syntax(source_name, &e))?;
         Ok(vec![v])
     } else {
+        options.budget = Some(sized_budget(text.len()));
         serde_saphyr::from_multiple_with_options(text, options)
             .map_err(|e| yaml_syntax(source_name, &e))
     }
+}
+
+/// serde-saphyr's default budget suits configuration files: 250,000 nodes,
+/// 1,000,000 events, 1,024 documents and 64 MiB of scalars, which
+/// `kubectl get pods -A -o yaml` passes at about 1,800 pods. The text here is
+/// already in memory and bounded by `--max-input-bytes`, so those limits grow
+/// with it (a node, an event or a document takes at least a byte or a few of
+/// text); the depth and alias limits, which stop a small text from expanding,
+/// stay as they are.
+fn sized_budget(len: usize) -> serde_saphyr::budget::Budget {
+    let mut b = serde_saphyr::budget::Budget::default();
+    b.max_nodes = b.max_nodes.max(len);
+    b.max_events = b.max_events.max(len.saturating_mul(2));
+    b.max_documents = b.max_documents.max(len / 4);
+    b.max_total_scalar_bytes = b.max_total_scalar_bytes.max(len);
+    b
 }
 
 /// Parses JSON or (multi-document) YAML into the objects it holds, flattening
@@ -1244,6 +1261,36 @@ pub(crate) fn read_some(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot past serde-saphyr's default budget (250,000 nodes, 1,024
+    /// documents) parses; what guards against a small text expanding (aliases,
+    /// depth) still refuses.
+    #[test]
+    fn yaml_limits_grow_with_the_text_but_not_expansion() {
+        let item = |i: usize| {
+            format!("- kind: Pod\n  metadata: {{name: p{i}, namespace: s, labels: {{app: web, tier: a, zone: b}}}}\n")
+        };
+        let list: String = std::iter::once("kind: List\nitems:\n".to_string())
+            .chain((0..30_000).map(item))
+            .collect();
+        assert_eq!(parse_objects("big.yaml", &list).unwrap().len(), 30_000);
+        let docs: String = (0..2_000)
+            .map(|i| format!("---\nkind: Pod\nmetadata: {{name: p{i}}}\n"))
+            .collect();
+        assert_eq!(parse_objects("docs.yaml", &docs).unwrap().len(), 2_000);
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
+            let next = ["b", "c", "d", "e", "f", "g", "h", "i"][i];
+            bomb.push_str(&format!(
+                "{next}: &{next} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+            ));
+        }
+        let e = parse_objects("bomb.yaml", &bomb).unwrap_err().to_string();
+        assert!(e.contains("bomb.yaml: not valid YAML"), "{e}");
+        let deep = format!("a: {}{}\n", "[".repeat(70), "]".repeat(70));
+        let e = parse_objects("deep.yaml", &deep).unwrap_err().to_string();
+        assert!(e.contains("nested too deeply"), "{e}");
+    }
 
     #[test]
     fn forms() {
