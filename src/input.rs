@@ -916,7 +916,7 @@ pub fn is_version_object(o: &RawObject) -> bool {
 }
 
 /// Reads one version object (see [`is_version_object`]).
-pub(crate) fn version_of(o: &RawObject) -> Result<ServerVersion, InputError> {
+fn version_of(o: &RawObject) -> Result<ServerVersion, InputError> {
     let shape = |message: String| InputError::Shape {
         source_name: o.source_name.clone(),
         location: o.location.clone(),
@@ -962,6 +962,23 @@ pub fn server_version(objects: &[RawObject]) -> Result<Option<ServerVersion>, In
         found = merge_versions(found, Some(version_of(o)?))?;
     }
     Ok(found)
+}
+
+/// Takes a version object into what an input carries so far: merged into
+/// `version`, or, on a malformed or differing one, the first error kept in
+/// `error` (later version objects are then passed over).
+pub(crate) fn note_version(
+    o: &RawObject,
+    version: &mut Option<ServerVersion>,
+    error: &mut Option<InputError>,
+) {
+    if error.is_some() {
+        return;
+    }
+    match version_of(o).and_then(|v| merge_versions(version.take(), Some(v))) {
+        Ok(v) => *version = v,
+        Err(e) => *error = Some(e),
+    }
 }
 
 /// One version out of two inputs' (`None` for neither); two that differ in

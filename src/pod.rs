@@ -28,7 +28,7 @@ pub struct PodRecord {
 }
 
 /// A pod on the wire. `apiVersion` and `kind`, when present, must be a
-/// Pod's, as k8s-openapi's `Pod` checks them.
+/// Pod's, as k8s-openapi's `Pod` checks them; `kind` says whether it was.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WirePod {
@@ -36,8 +36,7 @@ struct WirePod {
     #[allow(dead_code)]
     api_version: (),
     #[serde(default, deserialize_with = "pod_kind")]
-    #[allow(dead_code)]
-    kind: (),
+    kind: Option<()>,
     #[serde(default, deserialize_with = "slim_meta")]
     metadata: ObjectMeta,
     #[serde(default)]
@@ -62,23 +61,9 @@ impl<'de> Deserialize<'de> for PodRecord {
 /// the general path (which names the item and field of an error). Both give
 /// the same record.
 pub fn decode_pod_item(raw: &str) -> Option<PodRecord> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct PodItem {
-        kind: Option<String>,
-        #[serde(default, deserialize_with = "pod_api_version")]
-        #[allow(dead_code)]
-        api_version: (),
-        #[serde(default, deserialize_with = "slim_meta")]
-        metadata: ObjectMeta,
-        #[serde(default)]
-        spec: Option<RecordSpec>,
-        #[serde(default)]
-        status: Option<RecordStatus>,
-    }
-    let item: PodItem = serde_json::from_str(raw).ok()?;
+    let item: WirePod = serde_json::from_str(raw).ok()?;
     let named = item.metadata.name.as_deref().is_some_and(|n| !n.is_empty());
-    (item.kind.as_deref() == Some("Pod") && named).then_some(PodRecord {
+    (item.kind.is_some() && named).then_some(PodRecord {
         metadata: item.metadata,
         spec: item.spec,
         status: item.status,
@@ -100,8 +85,8 @@ fn pod_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, <Pod as k8s_openapi::Resource>::API_VERSION)
 }
 
-fn pod_kind<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    expect_str(d, <Pod as k8s_openapi::Resource>::KIND)
+fn pod_kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<()>, D::Error> {
+    expect_str(d, <Pod as k8s_openapi::Resource>::KIND).map(Some)
 }
 
 /// The parts of `spec` the comparator reads.
@@ -374,26 +359,34 @@ pub trait PodView {
     fn max_restarts(&self) -> (i64, i64);
 }
 
+/// The [`PodView`] methods whose fields have the same names in a `Pod` and a
+/// [`PodRecord`] (their types differ, so one generic body cannot serve both).
+macro_rules! same_fields {
+    () => {
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn node_name(&self) -> Option<&str> {
+            self.spec.as_ref()?.node_name.as_deref()
+        }
+        fn phase(&self) -> Option<&str> {
+            self.status.as_ref()?.phase.as_deref()
+        }
+        fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
+            let c = self
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "Ready")?;
+            Some((&c.status, c.last_transition_time.as_ref()))
+        }
+    };
+}
+
 impl PodView for Pod {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn node_name(&self) -> Option<&str> {
-        self.spec.as_ref()?.node_name.as_deref()
-    }
-    fn phase(&self) -> Option<&str> {
-        self.status.as_ref()?.phase.as_deref()
-    }
-    fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
-        let c = self
-            .status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .find(|c| c.type_ == "Ready")?;
-        Some((&c.status, c.last_transition_time.as_ref()))
-    }
+    same_fields!();
     fn max_restarts(&self) -> (i64, i64) {
         let Some(status) = self.status.as_ref() else {
             return (0, 0);
@@ -410,37 +403,19 @@ impl PodView for Pod {
                 .container_statuses
                 .iter()
                 .flatten()
-                .map(|c| (c.name.as_str(), c.restart_count)),
+                .map(|c| c.restart_count),
             status
                 .init_container_statuses
                 .iter()
                 .flatten()
-                .map(|c| (c.name.as_str(), c.restart_count)),
-            &sidecars,
+                .filter(|c| sidecars.contains(&c.name.as_str()))
+                .map(|c| c.restart_count),
         )
     }
 }
 
 impl PodView for PodRecord {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn node_name(&self) -> Option<&str> {
-        self.spec.as_ref()?.node_name.as_deref()
-    }
-    fn phase(&self) -> Option<&str> {
-        self.status.as_ref()?.phase.as_deref()
-    }
-    fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
-        let c = self
-            .status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .find(|c| c.type_ == "Ready")?;
-        Some((&c.status, c.last_transition_time.as_ref()))
-    }
+    same_fields!();
     fn max_restarts(&self) -> (i64, i64) {
         let Some(status) = self.status.as_ref() else {
             return (0, 0);
@@ -456,28 +431,26 @@ impl PodView for PodRecord {
                 .container_statuses
                 .iter()
                 .flatten()
-                .map(|c| (c.name.as_str(), c.restart_count)),
+                .map(|c| c.restart_count),
             status
                 .init_container_statuses
                 .iter()
                 .flatten()
-                .map(|c| (c.name.as_str(), c.restart_count)),
-            &sidecars,
+                .filter(|c| sidecars.contains(&c.name.as_str()))
+                .map(|c| c.restart_count),
         )
     }
 }
 
-fn restart_maxima<'a>(
-    containers: impl Iterator<Item = (&'a str, i32)>,
-    init_containers: impl Iterator<Item = (&'a str, i32)>,
-    sidecars: &[&str],
+/// The largest of each list of restart counts, from 0.
+fn restart_maxima(
+    containers: impl Iterator<Item = i32>,
+    sidecars: impl Iterator<Item = i32>,
 ) -> (i64, i64) {
-    let regular = containers.map(|(_, n)| i64::from(n)).fold(0, i64::max);
-    let sidecar = init_containers
-        .filter(|(name, _)| sidecars.contains(name))
-        .map(|(_, n)| i64::from(n))
-        .fold(0, i64::max);
-    (regular, sidecar)
+    (
+        containers.map(i64::from).fold(0, i64::max),
+        sidecars.map(i64::from).fold(0, i64::max),
+    )
 }
 
 impl<T: PodView + ?Sized> PodView for &T {

@@ -1,9 +1,10 @@
-//! `predict`'s reader: JSON is parsed as the bytes arrive, each item of a
-//! List or array taken as raw text and decoded at once into a
-//! [`SlimPod`], so neither the text nor whole pods are ever held. YAML (and
-//! JSON after anything but ASCII whitespace) is read whole as before.
+//! Streamed JSON: parsed as the bytes arrive, each item of a List or array
+//! handed as raw text to an [`ItemSink`] and decoded at once, so neither the
+//! text nor a tree of it is ever held. YAML (and JSON after anything but
+//! ASCII whitespace) is handed back whole. Two sinks: `predict`'s, here,
+//! which keeps [`SlimPod`]s, and `plan`'s `SnapshotReader`.
 //!
-//! Answers as [`super::parse_pods_slim_versioned`] on the whole text does,
+//! `predict` answers as [`super::parse_pods_slim_versioned`] on the whole text does,
 //! errors included, with one exception: fields the comparator does not read
 //! (labels, container specs, IPs...) are skipped unchecked.
 
@@ -16,8 +17,7 @@ use serde_json::Value;
 
 use super::{
     control_message, first_control, flatten, is_version_object, item_label, json_syntax,
-    merge_versions, read_bounded, version_of, Expect, InputError, InputLimits, RawObject,
-    ServerVersion,
+    read_bounded, Expect, InputError, InputLimits, RawObject, ServerVersion,
 };
 use crate::comparator::slim::{ControllerRef, SlimPod};
 
@@ -416,12 +416,7 @@ impl<'s> Collect<'s> {
 
     fn object(&mut self, o: RawObject) {
         if is_version_object(&o) {
-            if self.version_error.is_none() {
-                match version_of(&o).and_then(|v| merge_versions(self.version.take(), Some(v))) {
-                    Ok(v) => self.version = v,
-                    Err(e) => self.version_error = Some(e),
-                }
-            }
+            super::note_version(&o, &mut self.version, &mut self.version_error);
             return;
         }
         if self.pod_error.is_some() {

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::input::{
     check_pod_name, check_unique_pods, flatten, is_version_object, item_label, json_syntax,
-    merge_versions, parse_objects, stream_items, version_of, InputError, InputLimits, ItemSink,
-    RawObject, ServerVersion, Streamed,
+    note_version, parse_objects, stream_items, InputError, InputLimits, ItemSink, RawObject,
+    ServerVersion, Streamed,
 };
 use crate::pod::{decode_pod_item, PodRecord};
 
@@ -188,12 +188,7 @@ impl SnapshotReader {
             o.kind.clone()
         });
         if is_version_object(&o) {
-            if self.version_error.is_none() {
-                match version_of(&o).and_then(|v| merge_versions(self.version.take(), Some(v))) {
-                    Ok(v) => self.version = v,
-                    Err(e) => self.version_error = Some(e),
-                }
-            }
+            note_version(&o, &mut self.version, &mut self.version_error);
             return;
         }
         if self.name_error.is_some() {
