@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::{print_out, table, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
-    rank_pods, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, OrderedPods, PodsOnNode,
-    RankKey, Rule, SlimPod,
+    rank_slim, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, PodsOnNode, Ranking,
+    Rule, SlimPod,
 };
 use crate::input::{merge_versions, read_pods_slim, InputLimits, ServerVersion};
 
@@ -306,19 +306,13 @@ pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]
     let replica_sets = groups
         .into_iter()
         .map(|((_, owner), members)| {
-            let mut keys: Vec<RankKey> = members
-                .iter()
-                .map(|p| RankKey::from_slim(p).with_now(now))
-                .collect();
-            on_node.assign(&mut keys);
-            let ranking = rank_pods(&cmp, &keys);
-            let ordered = OrderedPods { keys, ranking };
+            let ranking = rank_slim(&cmp, &members, &on_node);
             let owner = owner.map(|o| OwnerRef {
                 kind: o.kind.to_string(),
                 name: o.name.to_string(),
                 uid: o.uid.to_string(),
             });
-            group_prediction(settings, owner, &members, &ordered)
+            group_prediction(settings, owner, &members, &on_node, &ranking)
         })
         .collect::<Vec<_>>();
     Prediction {
@@ -335,12 +329,12 @@ fn group_prediction(
     settings: &Settings,
     owner: Option<OwnerRef>,
     members: &[&SlimPod],
-    ordered: &OrderedPods,
+    on_node: &PodsOnNode,
+    ranking: &Ranking,
 ) -> GroupPrediction {
     let now_ns = settings.now.as_nanosecond();
-    let ranking = &ordered.ranking;
-    let victims = settings.scale_down_by.map(|n| ordered.victims(n));
-    let mut is_victim = vec![false; ordered.keys.len()];
+    let victims = settings.scale_down_by.map(|n| ranking.victims(n));
+    let mut is_victim = vec![false; members.len()];
     for &i in victims.iter().flatten() {
         is_victim[i] = true;
     }
@@ -349,27 +343,28 @@ fn group_prediction(
         .iter()
         .enumerate()
         .map(|(pos, &i)| {
-            let k = &ordered.keys[i];
+            let p = members[i];
             let decided_by = ranking.decided_by.get(pos).copied();
-            let ready_time = if k.ready { k.ready_time } else { None };
+            let cost = &p.cost;
+            let ready_time = if p.ready { p.ready_time } else { None };
             PodPrediction {
                 position: pos + 1,
-                namespace: k.namespace.to_string(),
-                name: k.name.to_string(),
-                uid: k.uid.to_string(),
-                node: k.node_name.to_string(),
-                phase: k.phase.as_deref().map(str::to_string),
-                ready: k.ready,
-                cost: k.cost.value,
-                cost_annotation: members[i].cost_annotation.as_deref().map(str::to_string),
-                cost_problem: k.cost.problem,
-                rank: k.rank,
+                namespace: p.namespace.to_string(),
+                name: p.name.to_string(),
+                uid: p.uid.to_string(),
+                node: p.node_name.to_string(),
+                phase: p.phase.as_deref().map(str::to_string),
+                ready: p.ready,
+                cost: cost.value,
+                cost_annotation: p.cost_annotation.as_deref().map(str::to_string),
+                cost_problem: cost.problem,
+                rank: on_node.rank(&p.node_name),
                 ready_time: time_string(ready_time),
                 ready_age_seconds: ready_time
                     .map(|t| i64::try_from((now_ns - t) / 1_000_000_000).unwrap_or(i64::MAX)),
-                restarts: k.restarts,
-                sidecar_restarts: k.sidecar_restarts,
-                created: time_string(k.created),
+                restarts: p.restarts,
+                sidecar_restarts: p.sidecar_restarts,
+                created: time_string(p.created),
                 decided_by,
                 decided_by_description: decided_by.map(Rule::describe),
                 tie_block: ranking.block[pos],
@@ -381,7 +376,7 @@ fn group_prediction(
         pods: a
             .pods
             .iter()
-            .map(|&i| ordered.keys[i].name.to_string())
+            .map(|&i| members[i].name.to_string())
             .collect(),
         rule: a.rule,
         explanation: format!(
@@ -393,11 +388,7 @@ fn group_prediction(
     GroupPrediction {
         owner,
         pods,
-        victims: victims.map(|v| {
-            v.iter()
-                .map(|&i| ordered.keys[i].name.to_string())
-                .collect()
-        }),
+        victims: victims.map(|v| v.iter().map(|&i| members[i].name.to_string()).collect()),
         tie_at_cut: settings.scale_down_by.map(|n| ranking.tie_at_cut(n)),
         ambiguity,
     }

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use crate::annotations::POD_DELETION_COST;
 
 /// Outcome of reading the annotation: upstream only ever uses `value`
-/// (0 for anything invalid); `problem` lets us tell the user why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (0 for anything invalid); `problem` lets us tell the user why. The
+/// default, 0 with no problem, is what a pod without the annotation has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedCost {
     /// The cost the comparator uses.
     pub value: i32,

@@ -84,12 +84,21 @@ pub fn go_log2(x: f64) -> f64 {
 /// One side of upstream's `logarithmicRankDiff`: `int64(math.Log2(float64(d)))`
 /// for a positive duration, -1 otherwise.
 pub fn log_bucket(d: i64) -> i64 {
-    if d > 0 {
-        // Go converts float64 -> int64 by truncation toward zero.
-        go_log2(d as f64) as i64
-    } else {
-        -1
+    if d <= 0 {
+        return -1;
     }
+    // d = m * 2^k with m in [1, 2). Unless m is within 2^-30 of 1 or 2, where
+    // the float result may round across an integer, truncating Go's Log2
+    // gives k: its error is about 1e-14, far below m's distance from them.
+    let k = 63 - d.leading_zeros();
+    if k > 30 {
+        let mantissa = (d >> (k - 30)) & ((1 << 30) - 1);
+        if mantissa != 0 && mantissa != (1 << 30) - 1 {
+            return k.into();
+        }
+    }
+    // Go converts float64 -> int64 by truncation toward zero.
+    go_log2(d as f64) as i64
 }
 
 #[cfg(test)]
@@ -111,6 +120,32 @@ mod tests {
         assert_eq!(log_bucket(3), 1);
         assert_eq!(log_bucket(7), 2);
         assert_eq!(log_bucket(i64::MAX), 63);
+    }
+
+    /// The shortcut past the float computation answers as it does, near
+    /// every power of two and at random points between.
+    #[test]
+    fn shortcut_matches_go_log2() {
+        let slow = |d: i64| go_log2(d as f64) as i64;
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for k in 0..63u32 {
+            let p = 1i64 << k;
+            for off in [-(1i64 << 20), -3, -2, -1, 0, 1, 2, 3, 1 << 20] {
+                let d = p.saturating_add(off);
+                if d > 0 {
+                    assert_eq!(log_bucket(d), slow(d), "2^{k} {off:+}");
+                }
+            }
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // uniform in [2^k, 2^(k+1))
+                let d = p | ((x as i64 & i64::MAX) & (p - 1));
+                assert_eq!(log_bucket(d), slow(d), "{d}");
+            }
+        }
+        assert_eq!(log_bucket(i64::MAX), slow(i64::MAX));
     }
 
     #[test]

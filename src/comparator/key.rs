@@ -155,13 +155,7 @@ impl<'a> RankKey<'a> {
             phase_ordinal: phase_ordinal(phase),
             phase: phase.map(Cow::Borrowed),
             ready: pod.ready,
-            cost: match pod.cost_annotation.as_deref() {
-                Some(raw) => super::cost::parse_deletion_cost(raw),
-                None => ParsedCost {
-                    value: 0,
-                    problem: None,
-                },
-            },
+            cost: pod.cost.clone(),
             rank: 0,
             ready_time: pod.ready_time,
             restarts: pod.restarts,
@@ -174,21 +168,36 @@ impl<'a> RankKey<'a> {
 
     /// Fills the log2 buckets relative to `now` (`None` = Go's zero time).
     pub fn with_now(mut self, now: GoTime) -> Self {
-        let bucket = |t: GoTime| match (now, t) {
-            (Some(n), Some(t)) => log_bucket(go_sub_nanos(n, t)),
-            _ => -1,
-        };
-        self.ready_bucket = bucket(self.ready_time);
-        self.created_bucket = bucket(self.created);
+        self.ready_bucket = bucket(now, self.ready_time);
+        self.created_bucket = bucket(now, self.created);
         self
     }
+}
+
+/// The log2 bucket of `now - t` (-1 when either is Go's zero time).
+pub fn bucket(now: GoTime, t: GoTime) -> i64 {
+    match (now, t) {
+        (Some(n), Some(t)) => log_bucket(go_sub_nanos(n, t)),
+        _ => -1,
+    }
+}
+
+/// A string's address and length.
+fn address(s: &str) -> (usize, usize) {
+    (s.as_ptr() as usize, s.len())
 }
 
 /// Active related pods per `spec.nodeName` (the empty node name is an
 /// ordinary key): the input of the colocation rank, the same for every
 /// ReplicaSet that shares the related pods.
 #[derive(Debug, Clone, Default)]
-pub struct PodsOnNode<'a>(HashMap<&'a str, i64>);
+pub struct PodsOnNode<'a> {
+    by_name: HashMap<&'a str, i64>,
+    /// The same counts by the address and length of the related pods' node
+    /// names: slim pods on one node share one `Arc`, and a live allocation's
+    /// address names it while `'a` lasts.
+    by_address: HashMap<(usize, usize), i64>,
+}
 
 impl<'a> PodsOnNode<'a> {
     /// Counts the active pods among `related` per node.
@@ -200,25 +209,50 @@ impl<'a> PodsOnNode<'a> {
                 *on_node.entry(pod.node_name().unwrap_or("")).or_default() += 1;
             }
         }
-        Self(on_node)
+        Self {
+            by_name: on_node,
+            by_address: HashMap::new(),
+        }
     }
 
-    /// Counts the active pods among slim `related` per node.
+    /// Counts the active pods among slim `related` per node. Slim pods on
+    /// one node usually share one `Arc`, so they are counted by pointer
+    /// first and each distinct pointer's name is hashed once.
     pub fn count_slim(related: impl IntoIterator<Item = &'a super::slim::SlimPod>) -> Self {
-        let related = related.into_iter();
-        let mut on_node: HashMap<&str, i64> = HashMap::with_capacity(related.size_hint().0 / 8);
+        let mut by_address: HashMap<(usize, usize), (&'a str, i64)> = HashMap::new();
         for pod in related {
             if pod.is_active() {
-                *on_node.entry(&*pod.node_name).or_default() += 1;
+                let name: &'a str = &pod.node_name;
+                by_address.entry(address(name)).or_insert((name, 0)).1 += 1;
             }
         }
-        Self(on_node)
+        let mut by_name: HashMap<&str, i64> = HashMap::with_capacity(by_address.len());
+        for &(name, n) in by_address.values() {
+            *by_name.entry(name).or_default() += n;
+        }
+        // one name may sit in several allocations: each gets the total
+        let by_address = by_address
+            .into_iter()
+            .map(|(at, (name, _))| (at, by_name[name]))
+            .collect();
+        Self {
+            by_name,
+            by_address,
+        }
+    }
+
+    /// The count on a node.
+    pub fn rank(&self, node: &str) -> i64 {
+        if let Some(&n) = self.by_address.get(&address(node)) {
+            return n;
+        }
+        self.by_name.get(node).copied().unwrap_or(0)
     }
 
     /// Sets each key's rank to the count on its node.
     pub fn assign(&self, keys: &mut [RankKey]) {
         for k in keys.iter_mut() {
-            k.rank = self.0.get(&*k.node_name).copied().unwrap_or(0);
+            k.rank = self.rank(&k.node_name);
         }
     }
 }

@@ -7,7 +7,10 @@ pub mod gates;
 pub mod gomath;
 pub mod key;
 pub mod order;
+mod packed;
 pub mod slim;
+mod sort;
+mod verify;
 
 use crate::pod::PodView;
 
@@ -18,7 +21,7 @@ pub use gates::{
 pub use key::{
     assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodsOnNode, RankKey,
 };
-pub use order::{rank_pods, Ambiguity, Comparator, Ranking, Rule};
+pub use order::{rank_pods, rank_slim, Ambiguity, Comparator, Ranking, Rule};
 pub use slim::{ControllerRef, SlimPod};
 
 /// Active pods of one ReplicaSet in the order upstream deletes them.
@@ -40,10 +43,7 @@ impl<'a> OrderedPods<'a> {
     /// pods of the sorted order; when `diff` reaches the pod count upstream does
     /// not sort and deletes every pod. Returns indices into `keys`.
     pub fn victims(&self, diff: usize) -> Vec<usize> {
-        if diff >= self.keys.len() {
-            return (0..self.keys.len()).collect();
-        }
-        self.ranking.order[..diff].to_vec()
+        self.ranking.victims(diff)
     }
 }
 

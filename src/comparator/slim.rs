@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::cost::{parse_deletion_cost, ParsedCost};
 use super::key::{go_time, is_pod_ready, max_container_restarts, pod_ready_time, GoTime};
 use crate::annotations::POD_DELETION_COST;
 
@@ -41,6 +42,9 @@ pub struct SlimPod {
     pub owner: Option<Arc<ControllerRef>>,
     /// The pod-deletion-cost annotation as written.
     pub cost_annotation: Option<Box<str>>,
+    /// What upstream reads from it (0 when absent or invalid), and why a
+    /// value was rejected.
+    pub cost: ParsedCost,
     /// Upstream's `IsPodReady`.
     pub ready: bool,
     /// Upstream's `podReadyTime` (zero unless ready).
@@ -65,6 +69,11 @@ pub fn phase_of(phase: &str) -> Cow<'static, str> {
     }
 }
 
+/// Upstream's cost for a pod with this annotation, or none.
+pub fn cost_of(annotation: Option<&str>) -> ParsedCost {
+    annotation.map(parse_deletion_cost).unwrap_or_default()
+}
+
 impl SlimPod {
     /// Reads the fields from a whole pod (the same functions the comparator's
     /// keys use on a `Pod`).
@@ -74,6 +83,11 @@ impl SlimPod {
         let ready = is_pod_ready(pod);
         let ready_time = pod_ready_time(pod, ready);
         let (restarts, sidecar_restarts) = max_container_restarts(pod);
+        let cost_annotation = m
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_DELETION_COST))
+            .map(String::as_str);
         Self {
             namespace: text(&m.namespace),
             name: text(&m.name),
@@ -102,11 +116,8 @@ impl SlimPod {
                         uid: o.uid.as_str().into(),
                     })
                 }),
-            cost_annotation: m
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(POD_DELETION_COST))
-                .map(|v| v.as_str().into()),
+            cost_annotation: cost_annotation.map(Into::into),
+            cost: cost_of(cost_annotation),
             ready,
             ready_time,
             created: go_time(m.creation_timestamp.as_ref()),

@@ -193,6 +193,145 @@ fn uid_cycle_is_reported_not_panicking() {
     assert_eq!(amb.rule, super::Rule::ReadyTimeUid);
 }
 
+/// Rewrites UIDs (unique; sharing their first 8 bytes when `shared_prefix`,
+/// so the sort must read the strings) and, when `extreme`, widens costs
+/// and ranks so the sort's packed keys run out of room for UID bits.
+fn vary(keys: &mut [RankKey], unique: bool, shared_prefix: bool, extreme: bool) {
+    let n = keys.len();
+    for (i, k) in keys.iter_mut().enumerate() {
+        if unique {
+            // a permutation of 0..n, so input order and UID order differ
+            let u = (i * 7 + 3) % n.max(1);
+            let prefix = if shared_prefix { "abcdefgh" } else { "" };
+            k.uid = format!("{prefix}{u:03}").into();
+        }
+        if extreme && i % 3 == 0 {
+            k.rank = if i % 2 == 0 { i64::MAX } else { i64::MIN };
+            k.cost = parse_deletion_cost(if i % 2 == 0 {
+                "2147483647"
+            } else {
+                "-2147483648"
+            });
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// Whenever `Less` is a strict weak order, the order is exactly a
+    /// stable comparison sort by `Less` (the sort itself never calls it),
+    /// and the conflict is reported exactly when it is not one.
+    #[test]
+    fn order_is_the_stable_sort_whenever_less_is_strict_weak(
+        cmp in cmp_strategy(),
+        keys in prop::collection::vec(key_strategy(), 0..36),
+        unique in any::<bool>(),
+        shared_prefix in any::<bool>(),
+        extreme in prop::bool::weighted(0.2),
+    ) {
+        let mut keys = keys;
+        vary(&mut keys, unique, shared_prefix, extreme);
+        let keys = prepared(&cmp, keys);
+        let weak = is_strict_weak_order(&cmp, &keys);
+        let r = rank_pods(&cmp, &keys);
+        prop_assert_eq!(r.ambiguity.is_none(), weak);
+        if weak {
+            let mut expected: Vec<usize> = (0..keys.len()).collect();
+            expected.sort_by(|&a, &b| {
+                if cmp.less(&keys[a], &keys[b]) {
+                    std::cmp::Ordering::Less
+                } else if cmp.less(&keys[b], &keys[a]) {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            });
+            prop_assert_eq!(&r.order, &expected);
+        }
+    }
+}
+
+/// The stable bottom-up merge sort by `Less` that ordered pods before the
+/// integer-key sort, kept as a reference.
+fn merge_sorted(cmp: &Comparator, keys: &[RankKey]) -> Vec<usize> {
+    let mut items: Vec<usize> = (0..keys.len()).collect();
+    let less = |a: &usize, b: &usize| cmp.less(&keys[*a], &keys[*b]);
+    const RUN: usize = 16;
+    for run in items.chunks_mut(RUN) {
+        for i in 1..run.len() {
+            let mut j = i;
+            while j > 0 && less(&run[j], &run[j - 1]) {
+                run.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+    }
+    let n = items.len();
+    let mut buf = items.clone();
+    let mut width = RUN;
+    while width < n {
+        let mut start = 0;
+        while start < n {
+            let mid = (start + width).min(n);
+            let end = (start + 2 * width).min(n);
+            let (mut i, mut j, mut k) = (start, mid, start);
+            while i < mid && j < end {
+                if less(&items[j], &items[i]) {
+                    buf[k] = items[j];
+                    j += 1;
+                } else {
+                    buf[k] = items[i];
+                    i += 1;
+                }
+                k += 1;
+            }
+            buf[k..k + (mid - i)].copy_from_slice(&items[i..mid]);
+            k += mid - i;
+            buf[k..end].copy_from_slice(&items[j..end]);
+            start = end;
+        }
+        std::mem::swap(&mut items, &mut buf);
+        width *= 2;
+    }
+    items
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// The order differs from the merge sort's only inside groups of pods
+    /// equal under rules 1-6's key on which `Less` is not a strict weak
+    /// order: there upstream's own order depends on its input order.
+    #[test]
+    fn order_differs_from_the_merge_sort_only_where_less_conflicts(
+        cmp in cmp_strategy(),
+        keys in prop::collection::vec(key_strategy(), 0..80),
+        unique in any::<bool>(),
+    ) {
+        let mut keys = keys;
+        vary(&mut keys, unique, false, false);
+        let keys = prepared(&cmp, keys);
+        let new = rank_pods(&cmp, &keys).order;
+        let old = merge_sorted(&cmp, &keys);
+        let recs = super::packed::pack(&cmp, &keys);
+        let group = |i: usize| super::packed::level_key(&cmp, &recs[i], super::packed::Level::Ready).0;
+        let mut start = 0;
+        while start < new.len() {
+            let g = group(new[start]);
+            let end = start + new[start..].iter().take_while(|&&i| group(i) == g).count();
+            // both orders put the same group at the same positions
+            let (a, b) = (&new[start..end], &old[start..end]);
+            prop_assert!(b.iter().all(|&i| group(i) == g));
+            let members: Vec<RankKey> = a.iter().map(|&i| keys[i].clone()).collect();
+            if is_strict_weak_order(&cmp, &members) {
+                prop_assert_eq!(a, b);
+            }
+            start = end;
+        }
+    }
+}
+
 #[test]
 fn same_bucket_distinct_times_sorts_by_uid() {
     let cmp = Comparator {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::annotations::POD_DELETION_COST;
 use crate::comparator::key::go_time;
-use crate::comparator::slim::{phase_of, ControllerRef, SlimPod};
+use crate::comparator::slim::{cost_of, phase_of, ControllerRef, SlimPod};
 
 /// A string that borrows from the text when it has no escapes.
 #[derive(Debug, Default)]
@@ -301,6 +301,7 @@ pub(super) fn decode(
                 }
             }
         });
+    let cost_annotation = m.annotations.and_then(|a| a.0).map(|c| c.0);
     Some(SlimPod {
         namespace: text(&m.namespace).into(),
         name: name.into(),
@@ -312,7 +313,8 @@ pub(super) fn decode(
             .map(|p| phase_of(&p.0)),
         deleting: m.deletion_timestamp.is_some(),
         owner,
-        cost_annotation: m.annotations.and_then(|a| a.0).map(|c| c.0.as_ref().into()),
+        cost: cost_of(cost_annotation.as_deref()),
+        cost_annotation: cost_annotation.map(|c| c.as_ref().into()),
         ready,
         ready_time,
         created: go_time(m.creation_timestamp.as_ref()),
