@@ -1,6 +1,8 @@
 //! The embedded comparator at 1k, 10k and 100k pods, costs measured apart:
 //! (a) key precomputation (`RankKey::from_pod`, `with_now`, `assign_ranks`),
-//! (b) `rank_pods` (sort plus strict-weak-order check) on ready keys,
+//! (b) `rank_pods` (sort plus strict-weak-order check) on ready keys, and
+//! `keys_and_sort`: what `predict` does per ReplicaSet, from slim records
+//! read from the List,
 //! (c) parsing a `kubectl get pods -o json` List of that size, through the
 //! general path (`parse_objects` + `pods_from`) and through `parse_pods`
 //! (what `predict` uses), and (d) `predict` end to end on that List written

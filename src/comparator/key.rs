@@ -216,8 +216,8 @@ impl<'a> PodsOnNode<'a> {
     }
 
     /// Counts the active pods among slim `related` per node. Slim pods on
-    /// one node usually share one `Arc`, so they are counted by pointer
-    /// first and each distinct pointer's name is hashed once.
+    /// one node usually share one `Arc`, so they are counted by its address
+    /// first and each distinct address's name is hashed once.
     pub fn count_slim(related: impl IntoIterator<Item = &'a super::slim::SlimPod>) -> Self {
         let mut by_address: HashMap<(usize, usize), (&'a str, i64)> = HashMap::new();
         for pod in related {
@@ -233,7 +233,7 @@ impl<'a> PodsOnNode<'a> {
         // one name may sit in several allocations: each gets the total
         let by_address = by_address
             .into_iter()
-            .map(|(at, (name, _))| (at, by_name[name]))
+            .map(|(at, (name, n))| (at, by_name.get(name).copied().unwrap_or(n)))
             .collect();
         Self {
             by_name,

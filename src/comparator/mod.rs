@@ -39,9 +39,7 @@ impl<'a> OrderedPods<'a> {
         self.ranking.order.iter().map(|&i| &self.keys[i])
     }
 
-    /// Upstream's `getPodsToDelete(filtered, related, diff)`: the first `diff`
-    /// pods of the sorted order; when `diff` reaches the pod count upstream does
-    /// not sort and deletes every pod. Returns indices into `keys`.
+    /// See [`Ranking::victims`]; indices into `keys`.
     pub fn victims(&self, diff: usize) -> Vec<usize> {
         self.ranking.victims(diff)
     }
