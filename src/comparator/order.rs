@@ -1,5 +1,7 @@
-//! Upstream's `ActivePodsWithRanks.Less`, a sort that never panics on it, and
-//! an exact check of whether it was a strict weak order on the given pods.
+//! Upstream's `ActivePodsWithRanks.Less` and the ranking of pods by it:
+//! packed records (`packed.rs`) put in order by integer keys (`sort.rs`),
+//! then an exact check of whether `Less` was a strict weak order on the
+//! given pods (`verify.rs`).
 
 use super::gates::FeatureGates;
 use super::key::{GoTime, PodsOnNode, RankKey};
