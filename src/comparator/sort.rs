@@ -30,7 +30,8 @@ pub(super) fn sort(
     uids: &(impl Uids + ?Sized),
     mut recs: Vec<SortRec>,
 ) -> Vec<SortRec> {
-    // records arrive in input order
+    // records arrive in input order; owning them, the gathered copy
+    // replaces them rather than being copied back as in `sort_level`
     let Some(keys) = sorted_keys(cmp, &recs, Level::Ready) else {
         sort_by_tuples(cmp, uids, &mut recs, Level::Ready);
         return recs;
@@ -244,22 +245,13 @@ fn settle_group(
     };
     // full UIDs where the packed prefix ties (rare: random UIDs differ early)
     let prefix = |r: &SortRec| r.uid8.checked_shr(uid_shift).unwrap_or(0);
-    let mut start = 0;
-    while start < group.len() {
-        let p = prefix(&group[start]);
-        let len = group[start..].iter().take_while(|r| prefix(r) == p).count();
-        if len > 1 {
-            group[start..start + len]
-                .sort_unstable_by(|a, b| uid_cmp(uids, a, b).then(a.idx.cmp(&b.idx)));
+    for run in group.chunk_by_mut(|a, b| prefix(a) == prefix(b)) {
+        if run.len() > 1 {
+            run.sort_unstable_by(|a, b| uid_cmp(uids, a, b).then(a.idx.cmp(&b.idx)));
         }
-        start += len;
     }
     // stretches of one time: the next level decides inside each
-    let mut start = 0;
-    while start < group.len() {
-        let c = class(&group[start]);
-        let len = group[start..].iter().take_while(|r| class(r) == c).count();
-        sort_level(cmp, uids, &mut group[start..start + len], level.next());
-        start += len;
+    for stretch in group.chunk_by_mut(|a, b| class(a) == class(b)) {
+        sort_level(cmp, uids, stretch, level.next());
     }
 }
