@@ -22,7 +22,7 @@ pub use key::{
     assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodsOnNode, RankKey,
 };
 pub use order::{rank_pods, rank_slim, Ambiguity, Comparator, Ranking, Rule};
-pub use slim::{ControllerRef, SlimPod};
+pub use slim::{ControllerRef, SlimPod, Uid};
 
 /// Active pods of one ReplicaSet in the order upstream deletes them.
 #[derive(Debug, Clone)]

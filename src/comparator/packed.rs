@@ -101,7 +101,8 @@ fn reversed_rank(rank: i64) -> u64 {
     !((rank as u64) ^ (1 << 63))
 }
 
-fn uid_prefix(uid: &str) -> u64 {
+/// See [`SortRec::uid8`].
+pub(super) fn uid_prefix(uid: &str) -> u64 {
     let mut b = [0u8; 8];
     match uid.as_bytes().first_chunk::<8>() {
         Some(first) => b = *first,
@@ -249,7 +250,7 @@ pub(super) fn pack_slim(
             p.cost.value,
         ),
         rank: reversed_rank(rank),
-        uid8: uid_prefix(&p.uid),
+        uid8: p.uid.prefix(),
         ready_time: time(p.ready_time),
         created: time(p.created),
         ready_bucket: small(bucket(cmp.now, p.ready_time)),

@@ -23,6 +23,45 @@ pub struct ControllerRef {
     pub uid: Box<str>,
 }
 
+/// A pod's UID with its first 8 bytes beside it: the sort orders pods by
+/// that prefix first, and reading it from the record spares a cache miss
+/// per pod on the string.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Uid {
+    prefix: u64,
+    text: Box<str>,
+}
+
+impl Uid {
+    /// The first 8 bytes, big-endian and zero-padded: ordered like the
+    /// strings whenever two prefixes differ.
+    pub fn prefix(&self) -> u64 {
+        self.prefix
+    }
+}
+
+impl From<&str> for Uid {
+    fn from(text: &str) -> Self {
+        Self {
+            prefix: super::packed::uid_prefix(text),
+            text: text.into(),
+        }
+    }
+}
+
+impl std::ops::Deref for Uid {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// What the comparator reads of one pod (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlimPod {
@@ -31,7 +70,7 @@ pub struct SlimPod {
     /// `metadata.name` (empty when absent).
     pub name: Box<str>,
     /// `metadata.uid` (empty when absent).
-    pub uid: Box<str>,
+    pub uid: Uid,
     /// `spec.nodeName` (empty: unassigned); pods on one node share it.
     pub node_name: Arc<str>,
     /// `status.phase` as written.
@@ -91,7 +130,7 @@ impl SlimPod {
         Self {
             namespace: text(&m.namespace),
             name: text(&m.name),
-            uid: text(&m.uid),
+            uid: m.uid.as_deref().unwrap_or_default().into(),
             node_name: pod
                 .spec
                 .as_ref()
