@@ -135,7 +135,7 @@ pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputErro
 /// A YAML syntax error as one clean line: the message without the source
 /// snippet, the `error: ` prefix or the position (given apart), and the
 /// reader's limits said in words rather than Rust's Debug text.
-fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputError {
+pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputError {
     use serde_saphyr::budget::BudgetBreach;
     use serde_saphyr::MessageFormatter as _;
     let mut inner = e;
@@ -615,6 +615,13 @@ fn documents<T: DeserializeOwned>(
         serde_saphyr::from_multiple_with_options(text, options)
             .map_err(|e| yaml_syntax(source_name, &e))
     }
+}
+
+/// The options [`parse_documents`] reads a YAML text of `len` bytes with.
+pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(sized_budget(len));
+    options
 }
 
 /// serde-saphyr's default budget suits configuration files: 250,000 nodes,
@@ -1217,7 +1224,7 @@ fn no_pods(source_name: &str, text: &str) -> InputError {
         .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---")
     {
         "the input holds only comments"
-    } else if text.trim_start().starts_with(['[', '{']) {
+    } else if text.trim_start().starts_with(['[', '{']) || stream::is_one_block_mapping(text) {
         "the list is empty"
     } else {
         "the input holds no object"

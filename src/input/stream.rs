@@ -1,14 +1,21 @@
-//! Streamed JSON: parsed as the bytes arrive, each item of a List or array
-//! handed as raw text to an [`ItemSink`] and decoded at once, so neither the
-//! text nor a tree of it is ever held. YAML (and JSON after anything but
-//! ASCII whitespace) is handed back whole. Two sinks: `predict`'s, here,
-//! which keeps [`SlimPod`]s, and `plan`'s `SnapshotReader`.
+//! Streamed input: parsed as the bytes arrive, each item of a List or array
+//! handed as JSON text to an [`ItemSink`] and decoded at once, so neither the
+//! text nor a tree of it is ever held. JSON items are taken as raw text; a
+//! YAML input whose first line starts a block mapping (`kubectl get -o
+//! yaml`) has each item parsed on its own and written out as JSON. Other
+//! YAML (and JSON after anything but ASCII whitespace) is handed back whole.
+//! Two sinks: `predict`'s, here, which keeps [`SlimPod`]s, and `plan`'s
+//! `SnapshotReader`.
 //!
 //! `predict` answers as [`super::parse_pods_slim_versioned`] on the whole text does,
-//! errors included, with one exception: fields the comparator does not read
-//! (labels, container specs, IPs...) are skipped unchecked.
+//! errors included, with two exceptions: fields the comparator does not read
+//! (labels, container specs, IPs...) are skipped unchecked, and in a streamed
+//! YAML input of several documents the first document's items are named as
+//! in a single document (`items[2]`, not `document 1.items[2]`).
 
+use std::borrow::Cow;
 use std::io::{BufReader, Read};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -48,7 +55,7 @@ pub fn pods_from_reader(
 ) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
     let mut collect = Collect::new(source_name, size_hint, limits);
     match stream_items(source_name, reader, limits.bytes, size_hint, &mut collect)? {
-        Streamed::Json => collect.finish(),
+        Streamed::Items => collect.finish(),
         Streamed::Text(text) => {
             let (pods, version) = super::parse_pods_slim_versioned(source_name, &text)?;
             if pods.len() as u64 > limits.pods {
@@ -85,8 +92,8 @@ pub(crate) trait ItemSink {
 
 /// How [`stream_items`] read its input.
 pub(crate) enum Streamed {
-    /// JSON, every item handed to the sink.
-    Json,
+    /// Every item handed to the sink (JSON, or YAML that is one mapping).
+    Items,
     /// Not JSON (YAML, or JSON after other than ASCII whitespace): the whole
     /// text, checked, for the caller's whole-text path.
     Text(String),
@@ -121,10 +128,27 @@ pub(crate) fn stream_items<S: ItemSink>(
             break None;
         }
     };
-    if !matches!(first, Some(b'{' | b'[')) {
+    let json = matches!(first, Some(b'{' | b'['));
+    if !json && !starts_one_block_mapping(&head) {
         let rest = std::io::Cursor::new(head).chain(reader);
         let text = read_bounded(source_name, rest, max_bytes, size_hint, Expect::Manifest)?;
-        return Ok(Streamed::Text(text));
+        if !is_one_block_mapping(&text) {
+            return Ok(Streamed::Text(text));
+        }
+        // one mapping whose first line came in a later read: its items go
+        // to the sink one by one from the text, never held as one tree
+        let parsed = serde_saphyr::with_deserializer_from_str_with_options(
+            &text,
+            super::yaml_options(text.len()),
+            |de| Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de),
+        );
+        if let Err(e) = parsed {
+            if let Some(e) = sink.take_fatal() {
+                return Err(e);
+            }
+            return Err(super::yaml_syntax(source_name, &e));
+        }
+        return Ok(Streamed::Items);
     }
     let mut text = TextReader {
         source_name,
@@ -139,15 +163,16 @@ pub(crate) fn stream_items<S: ItemSink>(
         column: 1,
         error: None,
     };
+    if !json {
+        stream_yaml(source_name, text, max_bytes, sink)?;
+        return Ok(Streamed::Items);
+    }
     let parsed = {
         let mut de =
             serde_json::Deserializer::from_reader(BufReader::with_capacity(64 << 10, &mut text));
-        Top {
-            sink: &mut *sink,
-            source_name,
-        }
-        .deserialize(&mut de)
-        .and_then(|()| de.end())
+        Top::<S, Json>::new(&mut *sink, source_name)
+            .deserialize(&mut de)
+            .and_then(|()| de.end())
     };
     if let Err(e) = parsed {
         if let Some(e) = sink.take_fatal() {
@@ -158,7 +183,186 @@ pub(crate) fn stream_items<S: ItemSink>(
             .take()
             .unwrap_or_else(|| json_syntax(source_name, &e)));
     }
-    Ok(Streamed::Json)
+    Ok(Streamed::Items)
+}
+
+/// Streams a YAML input that starts a block mapping (see
+/// [`starts_one_block_mapping`]): its first document is read as the bytes
+/// arrive, each item of a List handed to the sink. A document marker or
+/// directive at the start of a line ends it; what follows is read whole and
+/// its documents taken as the whole-text path takes them (`document 2`
+/// on), though the first document's items keep their single-document names.
+fn stream_yaml<R: Read, S: ItemSink>(
+    source_name: &str,
+    text: TextReader<'_, R>,
+    max_bytes: u64,
+    sink: &mut S,
+) -> Result<(), InputError> {
+    let mut doc = FirstDocument {
+        inner: BufReader::with_capacity(64 << 10, text),
+        line: Vec::new(),
+        at: 0,
+        stopped_at: None,
+        lines: 0,
+    };
+    let len = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let mut options = super::yaml_options(len);
+    if let Some(budget) = options.budget.as_mut() {
+        // the text reader enforces --max-input-bytes
+        budget.max_reader_input_bytes = None;
+    }
+    // errors are one line without the source snippet: no ring buffer kept
+    options.with_snippet = false;
+    let parsed =
+        serde_saphyr::with_deserializer_from_reader_with_options(&mut doc, options, |de| {
+            Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de)
+        });
+    let stopped = |sink: &mut S, doc: &mut FirstDocument<TextReader<'_, R>>| {
+        sink.take_fatal()
+            .or_else(|| doc.inner.get_mut().error.take())
+    };
+    if let Err(e) = parsed {
+        return Err(stopped(sink, &mut doc).unwrap_or_else(|| super::yaml_syntax(source_name, &e)));
+    }
+    let Some(marker) = doc.stopped_at.take() else {
+        return Ok(());
+    };
+    if marker.starts_with(b"%") {
+        // as the YAML reader says of the whole text: a directive needs `...` first
+        return Err(InputError::Syntax {
+            source_name: source_name.to_string(),
+            format: "YAML",
+            position: Some((doc.lines + 1, 1)),
+            message: "missing explicit document end marker before directive".to_string(),
+        });
+    }
+    // the rest: usually nothing, or small documents after the first
+    let mut rest = if marker.starts_with(b"...") {
+        Vec::new()
+    } else {
+        marker
+    };
+    let offset = doc.lines + u64::from(rest.is_empty());
+    if doc.inner.read_to_end(&mut rest).is_err() {
+        if let Some(e) = stopped(sink, &mut doc) {
+            return Err(e);
+        }
+    }
+    let rest = String::from_utf8_lossy(&rest);
+    let docs: Vec<Value> = super::parse_documents(source_name, &rest).map_err(|mut e| {
+        if let InputError::Syntax {
+            position: Some((line, _)),
+            ..
+        } = &mut e
+        {
+            *line += offset;
+        }
+        e
+    })?;
+    for (i, v) in docs.into_iter().enumerate() {
+        if !v.is_null() {
+            sink.value(v, format!("document {}", i + 2));
+            if let Some(e) = sink.take_fatal() {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A YAML text's first document, line by line: it ends (reads as the end of
+/// input) at the first line that is a document marker or directive, which
+/// is kept for the caller.
+struct FirstDocument<R> {
+    inner: BufReader<R>,
+    /// The line being handed on, and how much of it was.
+    line: Vec<u8>,
+    at: usize,
+    stopped_at: Option<Vec<u8>>,
+    /// Lines handed on whole.
+    lines: u64,
+}
+
+impl<R: Read> Read for FirstDocument<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::BufRead;
+        // as many lines as fit: short reads cost the YAML reader a copy each
+        let mut n = 0;
+        while n < out.len() {
+            if self.at == self.line.len() {
+                if self.stopped_at.is_some() {
+                    break;
+                }
+                self.line.clear();
+                self.at = 0;
+                if self.inner.read_until(b'\n', &mut self.line)? == 0 {
+                    break;
+                }
+                if is_document_marker(&self.line) {
+                    self.stopped_at = Some(std::mem::take(&mut self.line));
+                    break;
+                }
+                self.lines += u64::from(self.line.ends_with(b"\n"));
+            }
+            let k = (self.line.len() - self.at).min(out.len() - n);
+            out[n..n + k].copy_from_slice(&self.line[self.at..self.at + k]);
+            self.at += k;
+            n += k;
+        }
+        Ok(n)
+    }
+}
+
+/// A line that starts a document (`---`), ends one (`...`) or is a directive
+/// (`%YAML`): YAML reads these at the start of a line, in any context.
+fn is_document_marker(line: &[u8]) -> bool {
+    line.starts_with(b"%")
+        || [&b"---"[..], b"..."].iter().any(|m| {
+            line.strip_prefix(*m)
+                .is_some_and(|rest| rest.first().is_none_or(|b| b" \t\r\n".contains(b)))
+        })
+}
+
+/// Whether the first bytes of a YAML input start a block mapping with a
+/// plain key on its first line, before any document marker or directive:
+/// what `kubectl get -o yaml` writes, streamed by [`stream_yaml`].
+fn starts_one_block_mapping(head: &[u8]) -> bool {
+    // whole lines of valid text only: the last one may be cut by the read
+    let valid = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    let complete = &valid[..valid.rfind('\n').map_or(0, |i| i + 1)];
+    let mut lines = complete.lines().filter(|l| !is_blank_or_comment(l));
+    match lines.next() {
+        Some(first) => !is_document_marker(first.as_bytes()) && is_plain_key_line(first),
+        None => false,
+    }
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    line.trim().is_empty() || line.trim_start().starts_with('#')
+}
+
+/// `key:` or `key: value` at the start of the line, the key plain.
+fn is_plain_key_line(line: &str) -> bool {
+    line.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        && line
+            .split_once(':')
+            .is_some_and(|(_, rest)| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+}
+
+/// Whether a YAML text is one document whose top is a block mapping with a
+/// plain key on its first line (as `kubectl get -o yaml` writes): no
+/// document markers or directives, which the whole-text path numbers and
+/// reads as it always has.
+pub(crate) fn is_one_block_mapping(text: &str) -> bool {
+    if text.lines().any(|l| is_document_marker(l.as_bytes())) {
+        return false;
+    }
+    text.lines()
+        .find(|l| !is_blank_or_comment(l))
+        .is_some_and(is_plain_key_line)
 }
 
 /// A reader that hands on only text: it stops at `limit` bytes, and at the
@@ -516,19 +720,68 @@ fn check_unique(
 
 /// The top-level value: an array, or an object that is a List (its `items`
 /// streamed) or a single object.
-struct Top<'c, 'n, S> {
+struct Top<'c, 'n, S, F> {
     sink: &'c mut S,
     source_name: &'n str,
+    format: PhantomData<F>,
 }
 
-impl<'de, S: ItemSink> DeserializeSeed<'de> for Top<'_, '_, S> {
+impl<'c, 'n, S, F> Top<'c, 'n, S, F> {
+    fn new(sink: &'c mut S, source_name: &'n str) -> Self {
+        Self {
+            sink,
+            source_name,
+            format: PhantomData,
+        }
+    }
+}
+
+/// How a format's deserializer hands over an item or a field: JSON as its
+/// raw text, YAML as a value written out as JSON, so the sinks read both
+/// the same way.
+trait Format {
+    type Raw: serde::de::DeserializeOwned;
+    /// The item as JSON text.
+    fn text(raw: &Self::Raw) -> Cow<'_, str>;
+    /// The item as a value.
+    fn value(raw: Self::Raw) -> Result<Value, serde_json::Error>;
+}
+
+/// JSON: items are taken as raw text, never parsed into a tree.
+struct Json;
+
+impl Format for Json {
+    type Raw = Box<RawValue>;
+    fn text(raw: &Box<RawValue>) -> Cow<'_, str> {
+        Cow::Borrowed(raw.get())
+    }
+    fn value(raw: Box<RawValue>) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(raw.get())
+    }
+}
+
+/// YAML: each item is parsed into a value on its own.
+struct Yaml;
+
+impl Format for Yaml {
+    type Raw = Value;
+    fn text(raw: &Value) -> Cow<'_, str> {
+        // a `Value` always writes out: its keys are strings
+        Cow::Owned(serde_json::to_string(raw).unwrap_or_default())
+    }
+    fn value(raw: Value) -> Result<Value, serde_json::Error> {
+        Ok(raw)
+    }
+}
+
+impl<'de, S: ItemSink, F: Format> DeserializeSeed<'de> for Top<'_, '_, S, F> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
+impl<'de, S: ItemSink, F: Format> Visitor<'de> for Top<'_, '_, S, F> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -537,8 +790,8 @@ impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0usize;
-        while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
-            self.sink.item(raw.get(), format!("[{i}]"));
+        while let Some(raw) = seq.next_element::<F::Raw>()? {
+            self.sink.item(&F::text(&raw), format!("[{i}]"));
             if self.sink.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
             }
@@ -550,15 +803,15 @@ impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         // every field but `items` as raw text (a List has two or three small
         // ones; a single object has them all); `items` streamed as a List's
-        let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
+        let mut fields: Vec<(String, F::Raw)> = Vec::new();
         let mut items: Option<ItemsSeen> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
                 // a repeated key: the last one counts, as in a parsed object
                 self.sink.reset();
-                items = Some(map.next_value_seed(Items(&mut *self.sink))?);
+                items = Some(map.next_value_seed(Items::<S, F>(&mut *self.sink, PhantomData))?);
             } else {
-                let raw = map.next_value::<Box<RawValue>>()?;
+                let raw = map.next_value::<F::Raw>()?;
                 fields.retain(|(k, _)| *k != key);
                 fields.push((key, raw));
             }
@@ -566,7 +819,7 @@ impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
         let source_name = self.source_name;
         let kind_raw = fields.iter().find(|(k, _)| k == "kind").map(|(_, v)| v);
         let kind: String = kind_raw
-            .and_then(|v| serde_json::from_str::<Value>(v.get()).ok())
+            .and_then(|v| serde_json::from_str::<Value>(&F::text(v)).ok())
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
         let is_list =
@@ -593,7 +846,7 @@ impl<'de, S: ItemSink> Visitor<'de> for Top<'_, '_, S> {
         self.sink.reset();
         let mut object = serde_json::Map::new();
         for (k, v) in fields {
-            match serde_json::from_str::<Value>(v.get()) {
+            match F::value(v) {
                 Ok(v) => {
                     object.insert(k, v);
                 }
@@ -620,16 +873,16 @@ enum ItemsSeen {
     Other(&'static str),
 }
 
-struct Items<'c, S>(&'c mut S);
+struct Items<'c, S, F>(&'c mut S, PhantomData<F>);
 
-impl<'de, S: ItemSink> DeserializeSeed<'de> for Items<'_, S> {
+impl<'de, S: ItemSink, F: Format> DeserializeSeed<'de> for Items<'_, S, F> {
     type Value = ItemsSeen;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ItemsSeen, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, S: ItemSink> Visitor<'de> for Items<'_, S> {
+impl<'de, S: ItemSink, F: Format> Visitor<'de> for Items<'_, S, F> {
     type Value = ItemsSeen;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -638,8 +891,8 @@ impl<'de, S: ItemSink> Visitor<'de> for Items<'_, S> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ItemsSeen, A::Error> {
         let mut i = 0usize;
-        while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
-            self.0.item(raw.get(), format!("items[{i}]"));
+        while let Some(raw) = seq.next_element::<F::Raw>()? {
+            self.0.item(&F::text(&raw), format!("items[{i}]"));
             if self.0.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
             }
@@ -773,6 +1026,89 @@ mod tests {
         for text in &cases {
             assert_eq!(streamed(text), whole(text), "{text}");
         }
+        // the same inputs as YAML: a top-level mapping is streamed item by
+        // item, anything else read whole
+        let mut yaml_cases = 0;
+        for text in &cases {
+            let Ok(value) = serde_json::from_str::<Value>(text) else {
+                continue;
+            };
+            let yaml = serde_saphyr::to_string(&value).unwrap();
+            yaml_cases += usize::from(is_one_block_mapping(&yaml));
+            assert_eq!(streamed(&yaml), whole(&yaml), "{yaml}");
+        }
+        assert!(yaml_cases >= 30, "{yaml_cases} streamed YAML cases");
+    }
+
+    /// YAML that only the streamed path reads item by item, and YAML that
+    /// goes the whole-text way: each answers as the whole text does.
+    #[test]
+    fn yaml_streams_one_mapping_and_answers_as_the_whole_text() {
+        let pod = |name: &str| {
+            format!("- metadata:\n    name: {name}\n    uid: u-{name}\n  spec:\n    nodeName: n1\n")
+        };
+        let items = format!("{}{}", pod("a"), pod("b"));
+        let cases: Vec<(String, bool)> = vec![
+            (format!("apiVersion: v1\nitems:\n{items}kind: List\nmetadata:\n  resourceVersion: \"\"\n"), true),
+            (format!("# kubectl get pods -o yaml\n\napiVersion: v1\nkind: PodList\nitems:\n{items}"), true),
+            (format!("items:\n{items}"), true),
+            (format!("items:\n{items}items:\n{}", pod("c")), true),
+            (format!("kind: List\nitems:\n{}  status: [oops\n", pod("a")), true),
+            (format!("kind: List\nitems:\n{}- 3\n", pod("a")), true),
+            (format!("kind: List\nitems:\n{}{}", pod("a"), pod("a")), true),
+            ("kind: List\nitems: 5\n".to_string(), true),
+            ("kind: List\nitems:\n".to_string(), true),
+            ("kind: Pod\nmetadata:\n  name: x\n  creationTimestamp: yesterday\n".to_string(), true),
+            ("kind: List\nitems:\n- kind: List\n  items:\n  - metadata: {name: n}\n".to_string(), true),
+            (format!("---\nkind: List\nitems:\n{items}"), false),
+            (format!("kind: List\nitems:\n{items}---\nkind: List\nitems:\n{}", pod("c")), false),
+            (format!("%YAML 1.2\n---\nitems:\n{items}"), false),
+            (format!("\"kind\": List\nitems:\n{items}"), false),
+            (items.clone(), false),
+            ("just text\n".to_string(), false),
+            ("# only a comment\n".to_string(), false),
+        ];
+        for (yaml, streams) in &cases {
+            assert_eq!(is_one_block_mapping(yaml), *streams, "{yaml}");
+            assert_eq!(streamed(yaml), whole(yaml), "{yaml}");
+        }
+        // after the first document: whole-text documents, numbered from 2,
+        // errors at their lines in the input
+        let list = |body: &str| format!("kind: List\nitems:\n{body}");
+        let after: Vec<String> = vec![
+            format!("{}---\n{}", list(&items), list(&pod("c"))),
+            format!("{}...\n---\n{}", list(&items), list(&pod("c"))),
+            format!("{}...\n", list(&items)),
+            format!("{}---\n", list(&items)),
+            format!("{}---\n{}  spec: [\n", list(&items), list(&pod("c"))),
+            format!("{}...\n{}  spec: [\n", list(&items), list(&pod("c"))),
+            format!("{}---\n{}- 3\n", list(&items), list(&pod("c"))),
+            format!(
+                "{}---\nkind: Node\nmetadata: {{name: n1}}\n---\n{}",
+                list(&items),
+                list(&pod("a"))
+            ),
+            format!("{}%YAML 1.2\n---\n{}", list(&items), list(&pod("c"))),
+            format!("{}...\n%YAML 1.2\n---\n{}", list(&items), list(&pod("c"))),
+        ];
+        for yaml in &after {
+            assert!(starts_one_block_mapping(yaml.as_bytes()), "{yaml}");
+            assert_eq!(streamed(yaml), whole(yaml), "{yaml}");
+        }
+        assert_eq!(streamed(&after[0]).map(|(p, _)| p.len()), Ok(3));
+        // the one difference: the first document's items keep the names
+        // they have in a single-document input
+        let first_bad = format!("{}---\n{}", list(&format!("{items}- 3\n")), list(&pod("c")));
+        let e = streamed(&first_bad).unwrap_err();
+        assert!(e.contains(": items[2]:"), "{e}");
+        assert!(whole(&first_bad)
+            .unwrap_err()
+            .contains(": document 1.items[2]:"));
+        // a syntax error deep in the items keeps its line and column
+        let bad = format!("kind: List\nitems:\n{}{}  spec: {{\n", pod("a"), pod("b"));
+        let e = streamed(&bad).unwrap_err();
+        assert!(e.starts_with("f.json: not valid YAML at line 1"), "{e}");
+        assert_eq!(Err(e), whole(&bad));
     }
 
     /// The fast decode gives the slim pod that the whole `Pod` gives.
@@ -811,6 +1147,21 @@ mod tests {
             .map_err(|e| e.to_string());
             assert_eq!(got, whole, "step {step}");
         }
+        // YAML: streamed from the reader when the first read holds the
+        // first line, from the text otherwise; the same answer either way
+        let yaml = format!("kind: List\nitems:\n- {POD}\n- {{metadata: {{name: b}}}}\n");
+        let whole_yaml = streamed(&yaml);
+        assert!(whole_yaml.is_ok());
+        for step in [1, 3, 7, 12, 64, 4096] {
+            let got = pods_from_reader(
+                "f.json",
+                Trickle(yaml.as_bytes(), step),
+                InputLimits::bytes(1 << 20),
+                0,
+            )
+            .map_err(|e| e.to_string());
+            assert_eq!(got, whole_yaml, "step {step}");
+        }
         // a control character on line 2, column 3, whatever the cuts
         let bad = "[\n {\u{1}}]";
         for step in 1..6 {
@@ -845,5 +1196,37 @@ mod tests {
         let e =
             pods_from_reader("f.json", &b"[\xe2\x82"[..], InputLimits::bytes(4096), 0).unwrap_err();
         assert!(e.to_string().contains("is not UTF-8"), "{e}");
+        // the same stops on YAML streamed from the reader
+        let big = format!(
+            "kind: List\nitems:\n{}",
+            vec![format!("- {POD}\n"); 50].concat()
+        );
+        let e =
+            pods_from_reader("f.json", big.as_bytes(), InputLimits::bytes(4096), 0).unwrap_err();
+        assert!(
+            e.to_string().contains("larger than --max-input-bytes 4Ki"),
+            "{e}"
+        );
+        let e = pods_from_reader(
+            "f.json",
+            &b"kind: List\nitems:\n- a: \x00\n"[..],
+            InputLimits::bytes(4096),
+            0,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("at line 3 column 6: a NUL byte"),
+            "{e}"
+        );
+        let many = format!(
+            "kind: List\nitems:\n{}",
+            vec![format!("- {POD}\n"); 50].concat()
+        );
+        let limits = InputLimits {
+            pods: 10,
+            ..InputLimits::bytes(1 << 20)
+        };
+        let e = pods_from_reader("f.json", many.as_bytes(), limits, 0).unwrap_err();
+        assert!(e.to_string().contains("more than --max-pods 10"), "{e}");
     }
 }

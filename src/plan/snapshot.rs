@@ -140,7 +140,7 @@ impl SnapshotReader {
     ) -> Result<(), InputError> {
         self.begin(source_name);
         match stream_items(source_name, reader, self.limit, size_hint, self)? {
-            Streamed::Json => match self.shape.take() {
+            Streamed::Items => match self.shape.take() {
                 Some(e) => Err(e),
                 None => Ok(()),
             },
@@ -541,6 +541,22 @@ mod tests {
             let files: Vec<&str> = files.iter().map(String::as_str).collect();
             assert_eq!(streamed(&files), whole(&files), "{files:?}");
         }
+        // the same files as YAML (streamed when a file is one mapping)
+        let mut yaml_files = 0;
+        for files in &cases {
+            let Some(yaml) = files
+                .iter()
+                .map(|f| serde_json::from_str::<serde_json::Value>(f).ok())
+                .map(|v| v.and_then(|v| serde_saphyr::to_string(&v).ok()))
+                .collect::<Option<Vec<String>>>()
+            else {
+                continue;
+            };
+            yaml_files += yaml.len();
+            let yaml: Vec<&str> = yaml.iter().map(String::as_str).collect();
+            assert_eq!(streamed(&yaml), whole(&yaml), "{yaml:?}");
+        }
+        assert!(yaml_files >= 20, "{yaml_files} YAML files");
     }
 
     /// The first error of each kind, in the order: version, Pod without a
