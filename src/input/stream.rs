@@ -1134,99 +1134,59 @@ mod tests {
                 Ok(n)
             }
         }
-        let text = format!("[{POD},\n{{\"metadata\":{{\"name\":\"caf\u{e9}\u{1F600}\"}}}}]");
-        let whole = streamed(&text);
-        assert!(whole.is_ok());
-        for step in 1..12 {
-            let got = pods_from_reader(
+        let cut = |text: &str, step: usize| {
+            pods_from_reader(
                 "f.json",
                 Trickle(text.as_bytes(), step),
                 InputLimits::bytes(1 << 20),
                 0,
             )
-            .map_err(|e| e.to_string());
-            assert_eq!(got, whole, "step {step}");
-        }
+            .map_err(|e| e.to_string())
+        };
+        let text = format!("[{POD},\n{{\"metadata\":{{\"name\":\"caf\u{e9}\u{1F600}\"}}}}]");
         // YAML: streamed from the reader when the first read holds the
         // first line, from the text otherwise; the same answer either way
         let yaml = format!("kind: List\nitems:\n- {POD}\n- {{metadata: {{name: b}}}}\n");
-        let whole_yaml = streamed(&yaml);
-        assert!(whole_yaml.is_ok());
-        for step in [1, 3, 7, 12, 64, 4096] {
-            let got = pods_from_reader(
-                "f.json",
-                Trickle(yaml.as_bytes(), step),
-                InputLimits::bytes(1 << 20),
-                0,
-            )
-            .map_err(|e| e.to_string());
-            assert_eq!(got, whole_yaml, "step {step}");
+        for input in [&text, &yaml] {
+            let whole = streamed(input);
+            assert!(whole.is_ok());
+            for step in (1..12).chain([64, 4096]) {
+                assert_eq!(cut(input, step), whole, "step {step}");
+            }
         }
         // a control character on line 2, column 3, whatever the cuts
         let bad = "[\n {\u{1}}]";
         for step in 1..6 {
-            let got = pods_from_reader(
-                "f.json",
-                Trickle(bad.as_bytes(), step),
-                InputLimits::bytes(1 << 20),
-                0,
-            )
-            .map_err(|e| e.to_string());
-            assert_eq!(got.map(|_| ()), Err("f.json: not valid JSON or YAML at line 2 column 3: control character 0x01 is in no JSON or YAML text (binary data?); stopped reading".to_string()), "step {step}");
+            assert_eq!(cut(bad, step).map(|_| ()), Err("f.json: not valid JSON or YAML at line 2 column 3: control character 0x01 is in no JSON or YAML text (binary data?); stopped reading".to_string()), "step {step}");
         }
     }
 
     #[test]
     fn limits_and_binary_data_stop_the_stream() {
-        let big = format!("[{}]", vec![POD; 50].join(","));
-        let e =
-            pods_from_reader("f.json", big.as_bytes(), InputLimits::bytes(4096), 0).unwrap_err();
-        assert!(
-            e.to_string().contains("larger than --max-input-bytes 4Ki"),
-            "{e}"
-        );
-        let e = pods_from_reader(
-            "f.json",
-            &b"[{\"a\":\xff}]"[..],
-            InputLimits::bytes(4096),
-            0,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("byte 0xff is not UTF-8"), "{e}");
-        let e =
-            pods_from_reader("f.json", &b"[\xe2\x82"[..], InputLimits::bytes(4096), 0).unwrap_err();
-        assert!(e.to_string().contains("is not UTF-8"), "{e}");
+        let fails = |input: &[u8], limits: InputLimits, expected: &str| {
+            let e = pods_from_reader("f.json", input, limits, 0).unwrap_err();
+            assert!(e.to_string().contains(expected), "{e}");
+        };
+        let small = InputLimits::bytes(4096);
+        let json = format!("[{}]", vec![POD; 50].join(","));
+        fails(json.as_bytes(), small, "larger than --max-input-bytes 4Ki");
+        fails(b"[{\"a\":\xff}]", small, "byte 0xff is not UTF-8");
+        fails(b"[\xe2\x82", small, "is not UTF-8");
         // the same stops on YAML streamed from the reader
-        let big = format!(
+        let yaml = format!(
             "kind: List\nitems:\n{}",
             vec![format!("- {POD}\n"); 50].concat()
         );
-        let e =
-            pods_from_reader("f.json", big.as_bytes(), InputLimits::bytes(4096), 0).unwrap_err();
-        assert!(
-            e.to_string().contains("larger than --max-input-bytes 4Ki"),
-            "{e}"
+        fails(yaml.as_bytes(), small, "larger than --max-input-bytes 4Ki");
+        fails(
+            b"kind: List\nitems:\n- a: \x00\n",
+            small,
+            "at line 3 column 6: a NUL byte",
         );
-        let e = pods_from_reader(
-            "f.json",
-            &b"kind: List\nitems:\n- a: \x00\n"[..],
-            InputLimits::bytes(4096),
-            0,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("at line 3 column 6: a NUL byte"),
-            "{e}"
-        );
-        let many = format!(
-            "kind: List\nitems:\n{}",
-            vec![format!("- {POD}\n"); 50].concat()
-        );
-        let limits = InputLimits {
+        let ten_pods = InputLimits {
             pods: 10,
             ..InputLimits::bytes(1 << 20)
         };
-        let e = pods_from_reader("f.json", many.as_bytes(), limits, 0).unwrap_err();
-        assert!(e.to_string().contains("more than --max-pods 10"), "{e}");
+        fails(yaml.as_bytes(), ten_pods, "more than --max-pods 10");
     }
 }
