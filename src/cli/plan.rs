@@ -459,6 +459,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 .join("\n")
         }
         PlanFormat::Html => {
+            // the page reads the nodes' labels; the pods go now
+            let nodes = { snapshot }.nodes;
             let report = Report {
                 source: format!(
                     "deletion-cost plan: {} over {}",
@@ -475,10 +477,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 sections: plans
                     .iter()
                     .zip(&policies)
-                    .map(|(p, pol)| Section::new(pol, p, &snapshot, &opts))
+                    .map(|(p, pol)| Section::new(pol, p, &nodes, &opts))
                     .collect(),
             };
-            crate::report::html::render(&report)
+            // written as it is made: a 100k-pod page is ~120 MB
+            return write_stdout(|out| crate::report::html::render_to(&report, out));
         }
     };
     print_out(&text)
@@ -487,12 +490,20 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
 /// Writes the plans to stdout as pretty JSON and a newline, without
 /// building the text first.
 fn print_json(plans: &[Plan]) -> Result<(), CliError> {
+    write_stdout(|out| {
+        serde_json::to_writer_pretty(&mut *out, plans)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+    })
+}
+
+/// Runs `write` on buffered stdout and flushes it.
+fn write_stdout(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), CliError> {
     use std::io::Write;
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut out, plans)
-        .map_err(std::io::Error::from)
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush());
+    let written = write(&mut out).and_then(|()| out.flush());
     match written {
         Ok(()) => Ok(()),
         // a closed pipe (`| head`) is not an error worth reporting

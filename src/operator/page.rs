@@ -155,7 +155,7 @@ async fn page(
                     .now
                     .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
                     .map(|t| t.to_string()),
-                sections: vec![Section::new(p.resolved, &plan, p.snapshot, p.opts)],
+                sections: vec![Section::new(p.resolved, &plan, &p.snapshot.nodes, p.opts)],
             };
             html::render(&report)
         })

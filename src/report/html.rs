@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
+use std::fmt::Write;
 
 use super::{Report, Section};
 use crate::plan::prices::Money;
@@ -108,9 +108,74 @@ pub fn esc(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Where a page is written: a string, handed on to `sink` whenever it
+/// passes [`SPILL`] bytes when there is one, so a 100k-pod page (~120 MB)
+/// is never held whole.
+struct Page<'w> {
+    buf: String,
+    sink: Option<&'w mut dyn std::io::Write>,
+    error: Option<std::io::Error>,
+}
+
+/// How much of the page is kept before it is handed on.
+const SPILL: usize = 1 << 20;
+
+impl Page<'_> {
+    fn push_str(&mut self, s: &str) {
+        self.buf.push_str(s);
+        if self.buf.len() >= SPILL {
+            self.spill();
+        }
+    }
+
+    fn spill(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        // after a failed write the rest is dropped; the error is reported
+        if self.error.is_none() {
+            if let Err(e) = sink.write_all(self.buf.as_bytes()) {
+                self.error = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+}
+
+impl Write for Page<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push_str(s);
+        Ok(())
+    }
+}
+
 /// The page for every section of `report`.
 pub fn render(report: &Report) -> String {
-    let mut out = String::with_capacity(16 * 1024);
+    let mut page = Page {
+        buf: String::with_capacity(16 * 1024),
+        sink: None,
+        error: None,
+    };
+    write_page(report, &mut page);
+    page.buf
+}
+
+/// [`render`] written to `sink` as it is made.
+pub fn render_to(report: &Report, sink: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut page = Page {
+        buf: String::with_capacity(SPILL + (64 << 10)),
+        sink: Some(sink),
+        error: None,
+    };
+    write_page(report, &mut page);
+    page.spill();
+    match page.error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn write_page(report: &Report, out: &mut Page) {
     let title = match report.sections.as_slice() {
         [one] => format!("Deletion-cost plan: {}", one.policy),
         _ => "Deletion-cost plan".to_string(),
@@ -145,10 +210,9 @@ pub fn render(report: &Report) -> String {
         out.push_str("<p>No policy.</p>\n");
     }
     for s in &report.sections {
-        section(&mut out, s);
+        section(out, s);
     }
     out.push_str("</body>\n</html>\n");
-    out
 }
 
 /// Where a pod stands in its ReplicaSet's deletion order.
@@ -392,7 +456,7 @@ fn node_label(s: &Section, node: &str) -> String {
     )
 }
 
-fn section(out: &mut String, s: &Section) {
+fn section(out: &mut Page, s: &Section) {
     let (views, index) = pod_views(s);
     let plan = s.plan;
     let _ = write!(
@@ -442,7 +506,7 @@ fn section(out: &mut String, s: &Section) {
     out.push_str("</div>\n</div>\n</section>\n");
 }
 
-fn verdicts(out: &mut String, s: &Section) {
+fn verdicts(out: &mut Page, s: &Section) {
     out.push_str("<ul class=\"verdicts\">\n");
     for rs in &s.plan.replica_sets {
         let owner = rs
@@ -497,7 +561,7 @@ fn verdicts(out: &mut String, s: &Section) {
 
 /// What the scale-down is worth (`plan --prices`): the policy's choice
 /// against upstream's, the nodes each empties and their price.
-fn worth(out: &mut String, s: &Section) {
+fn worth(out: &mut Page, s: &Section) {
     let (Some(w), Some(n)) = (&s.plan.savings, s.scale_down_by) else {
         return;
     };
@@ -557,7 +621,7 @@ fn worth(out: &mut String, s: &Section) {
     }
 }
 
-fn legend(out: &mut String, s: &Section) {
+fn legend(out: &mut Page, s: &Section) {
     out.push_str("<div class=\"legend\">\n");
     // the ramp, first to go on the left
     out.push_str("<span><b>first to go</b><svg width=\"220\" height=\"18\" role=\"img\" aria-label=\"colour ramp\">");
@@ -596,7 +660,7 @@ fn legend(out: &mut String, s: &Section) {
 type Groups<'v> =
     BTreeMap<Option<&'v str>, BTreeMap<Option<&'v str>, BTreeMap<&'v str, Vec<usize>>>>;
 
-fn node_map(out: &mut String, s: &Section, views: &[PodView]) {
+fn node_map(out: &mut Page, s: &Section, views: &[PodView]) {
     let mut groups: Groups = BTreeMap::new();
     let mut unscheduled = Vec::new();
     for (i, v) in views.iter().enumerate() {
@@ -670,7 +734,7 @@ fn node_map(out: &mut String, s: &Section, views: &[PodView]) {
     out.push_str("</div>\n");
 }
 
-fn node_card(out: &mut String, s: &Section, node: &str, pods: &[usize], views: &[PodView]) {
+fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[PodView]) {
     let mut pods = pods.to_vec();
     // first to go on top
     pods.sort_by_key(|&i| (views[i].place.map_or(usize::MAX, |p| p.pos), views[i].name));
@@ -696,7 +760,7 @@ fn node_card(out: &mut String, s: &Section, node: &str, pods: &[usize], views: &
 }
 
 /// One pod on its node: rank and name, cost, and its marks.
-fn pod_box(out: &mut String, s: &Section, v: &PodView, x: u32, y: u32) {
+fn pod_box(out: &mut Page, s: &Section, v: &PodView, x: u32, y: u32) {
     let fill = v.colour();
     let ink = text_on(fill);
     let mut classes = String::from("pod");
@@ -796,7 +860,7 @@ fn pod_box(out: &mut String, s: &Section, v: &PodView, x: u32, y: u32) {
     out.push_str("</g>");
 }
 
-fn table(out: &mut String, s: &Section, views: &[PodView], index: &HashMap<&str, usize>) {
+fn table(out: &mut Page, s: &Section, views: &[PodView], index: &HashMap<&str, usize>) {
     let _ = write!(
         out,
         "<table class=\"pods\">\n<thead><tr><th>#</th><th>pod</th><th>node</th>"
@@ -836,7 +900,7 @@ fn table(out: &mut String, s: &Section, views: &[PodView], index: &HashMap<&str,
     out.push_str("</tbody>\n</table>\n");
 }
 
-fn row(out: &mut String, s: &Section, v: &PodView) {
+fn row(out: &mut Page, s: &Section, v: &PodView) {
     let fill = v.colour();
     let _ = write!(
         out,
@@ -919,7 +983,7 @@ fn row(out: &mut String, s: &Section, v: &PodView) {
 /// One ReplicaSet's deletion order as a strip of boxes, with the cut of the
 /// scale-down.
 fn strip(
-    out: &mut String,
+    out: &mut Page,
     s: &Section,
     rs_i: usize,
     views: &[PodView],
@@ -1112,6 +1176,45 @@ mod tests {
             now: Some("2026-11-22T03:00:00Z".into()),
             sections,
         })
+    }
+
+    /// Written to a sink in pieces, the page is the one `render` makes,
+    /// and a sink that fails is reported.
+    #[test]
+    fn page_written_as_it_is_made_is_the_same_page() {
+        // enough pods that the page passes SPILL several times
+        let pods: Vec<PodPlan> = (0..6000)
+            .map(|i| {
+                pod(
+                    &format!("web-{i:05}"),
+                    &format!("node-{}", i % 300),
+                    Some(i % 7),
+                    CostOwner::None,
+                )
+            })
+            .collect();
+        let plan = plan_of(pods, 10, vec![]);
+        let report = Report {
+            source: "test".into(),
+            now: None,
+            sections: vec![section_of(&plan, &[("node-1", "spot", "z")], None)],
+        };
+        let whole = render(&report);
+        assert!(whole.len() > 2 * SPILL, "{} bytes", whole.len());
+        let mut written = Vec::new();
+        render_to(&report, &mut written).unwrap();
+        assert!(written == whole.as_bytes());
+        struct Broken;
+        impl std::io::Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let e = render_to(&report, &mut Broken).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
     }
 
     #[test]

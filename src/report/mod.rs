@@ -7,7 +7,9 @@ pub mod html;
 
 use std::collections::BTreeMap;
 
-use crate::plan::{NamedPolicy, Plan, PlanOptions, Snapshot};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::plan::{NamedPolicy, Plan, PlanOptions};
 use crate::policy::validate::BillingSource;
 use crate::policy::{BillingPreset, Combine, ValidatedSignal};
 use crate::signals::billing::billing_class;
@@ -60,11 +62,12 @@ pub struct NodeInfo {
 }
 
 impl<'a> Section<'a> {
-    /// The section for `plan`, made from `snapshot` with `opts`.
+    /// The section for `plan`, with its nodes' billing class and zone read
+    /// from `snapshot_nodes` (its pods are not needed).
     pub fn new(
         policy: &NamedPolicy,
         plan: &'a Plan,
-        snapshot: &Snapshot,
+        snapshot_nodes: &[Node],
         opts: &PlanOptions,
     ) -> Self {
         let spec = &policy.spec;
@@ -93,7 +96,7 @@ impl<'a> Section<'a> {
             .filter(|p| !p.node.is_empty())
             .map(|p| (p.node.to_string(), NodeInfo::default()))
             .collect();
-        for node in &snapshot.nodes {
+        for node in snapshot_nodes {
             let Some(info) = node.metadata.name.as_deref().and_then(|n| nodes.get_mut(n)) else {
                 continue;
             };
@@ -119,7 +122,7 @@ impl<'a> Section<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{self, PreviousValues};
+    use crate::plan::{self, PreviousValues, Snapshot};
     use crate::policy::file::parse_policies;
     use crate::signals::SignalSamples;
 
@@ -155,7 +158,7 @@ mod tests {
             &PreviousValues::default(),
             &opts,
         );
-        let s = Section::new(&resolved, &p, &snapshot, &opts);
+        let s = Section::new(&resolved, &p, &snapshot.nodes, &opts);
         assert_eq!(s.policy, "shop/web");
         assert_eq!(s.signals, ["billingClass", "utilization"]);
         // the custom label, as written: not Karpenter's on-demand
