@@ -99,8 +99,9 @@ pub(crate) enum Streamed {
     Text(String),
 }
 
-/// Streams a JSON input's items into `sink` as the bytes arrive (see the
-/// module doc); anything else is read whole and handed back. Syntax errors,
+/// Streams a JSON input's items into `sink` as the bytes arrive, and a YAML
+/// input's when it starts a block mapping (see the module doc); anything
+/// else is read whole and handed back. Syntax errors,
 /// text that is not UTF-8 and a passed limit are errors; what the items hold
 /// is the sink's to judge.
 pub(crate) fn stream_items<S: ItemSink>(
