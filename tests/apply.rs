@@ -10,8 +10,8 @@ use std::time::Duration;
 use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::apply::patcher::Priority;
 use deletion_cost::apply::{
-    BackoffConfig, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
-    SubmitError, WriteError, WriteOutcome,
+    BackoffConfig, Gate, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
+    SubmitError, WriteError, WriteGate, WriteOutcome, WriteState,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -125,6 +125,7 @@ fn config(qps: f64, burst: u32) -> PatcherConfig {
         base: Duration::from_millis(100),
         max: Duration::from_secs(2),
         default_retry_after: Duration::from_secs(1),
+        ..BackoffConfig::default()
     };
     cfg
 }
@@ -641,4 +642,151 @@ async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched
     assert!(now["metadata"]["annotations"][POLICY_ANNOTATION].is_null());
     let kept = server.get_json("Pod", "shop", "web-0").unwrap();
     assert_eq!(kept["metadata"]["annotations"][POD_DELETION_COST], "7");
+}
+
+/// A restarting API server answers 403 for a moment: the write is retried
+/// and lands. One that keeps answering 403 fails after the retry bound,
+/// with the error, and the patcher remembers it until a later value lands.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_window_is_retried_and_a_lasting_one_fails_after_the_bound() {
+    let api = FakeApi::new();
+    let forbidden = || {
+        Answer::Done(Err(WriteError::Unauthorized {
+            code: 403,
+            message: "pods \"p\" is forbidden".into(),
+        }))
+    };
+    api.script("blip", vec![forbidden(), forbidden(), forbidden()]);
+    api.script("stuck", (0..50).map(|_| forbidden()).collect());
+    let cfg = config(100.0, 10);
+    let max = cfg.backoff.max_attempts;
+    let patcher = Patcher::start(api.clone(), cfg);
+    let policy = PolicyKey::new("shop", "web");
+    let batch = patcher
+        .submit_batch(
+            vec![
+                set("shop", "web", "blip", 1),
+                set("shop", "web", "stuck", 2),
+            ],
+            Priority::Background,
+        )
+        .unwrap();
+    let report = batch.wait().await;
+    assert_eq!(report.outcomes[0].1, WriteOutcome::Applied);
+    assert!(
+        matches!(
+            report.outcomes[1].1,
+            WriteOutcome::Failed(WriteError::Unauthorized { code: 403, .. })
+        ),
+        "{report:?}"
+    );
+    assert_eq!(api.calls_for("blip").len(), 4);
+    assert_eq!(api.calls_for("stuck").len(), max as usize);
+    let failed = patcher.failed_for(&policy);
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0.pod.name, "stuck");
+    let states =
+        patcher.write_states([&PodRef::new("shop", "blip"), &PodRef::new("shop", "stuck")]);
+    assert!(
+        matches!(states[0], Some(WriteState::Landed(..))),
+        "{states:?}"
+    );
+    assert!(
+        matches!(states[1], Some(WriteState::Failed(..))),
+        "{states:?}"
+    );
+    // sent again (the next round does), it lands and the failure is history
+    api.script("stuck", Vec::new());
+    let again = patcher
+        .submit_batch(vec![set("shop", "web", "stuck", 2)], Priority::Background)
+        .unwrap();
+    assert_eq!(again.wait().await.outcomes[0].1, WriteOutcome::Applied);
+    assert!(patcher.failed_for(&policy).is_empty());
+}
+
+/// Writes go only while the term's gate is open: a closed gate holds them
+/// (nothing sent, nothing lost), an open one lets them go, and a gate that
+/// closes mid-batch stops the rest at once.
+#[tokio::test(start_paused = true)]
+async fn writes_wait_for_the_term_and_stop_when_it_ends() {
+    let api = FakeApi::new();
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(Gate::Closed);
+    let mut cfg = config(10.0, 1);
+    cfg.gate = WriteGate::new(gate_rx);
+    let patcher = Patcher::start(api.clone(), cfg);
+    let reqs: Vec<PatchRequest> = (0..20)
+        .map(|i| set("shop", "web", &format!("p{i:02}"), i))
+        .collect();
+    let batch = patcher.submit_batch(reqs, Priority::Background).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(api.calls().is_empty(), "written outside a term");
+    // a term of 1 s: about 10 writes at 10/s, then nothing
+    let opened = Instant::now();
+    gate_tx.send_replace(Gate::Until(opened + Duration::from_secs(1)));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let sent = api.calls();
+    assert!(
+        !sent.is_empty() && sent.len() <= 11,
+        "{} writes",
+        sent.len()
+    );
+    let last = sent.iter().map(|c| c.at).max().unwrap_or_default();
+    assert!(
+        last < opened - api.0.lock().unwrap().start + Duration::from_secs(1),
+        "a write at {last:?}, after the term ended"
+    );
+    // the next term writes the rest; every value lands exactly once
+    gate_tx.send_replace(Gate::Open);
+    let report = batch.wait().await;
+    assert!(report.all_done(), "{report:?}");
+    let mut per_pod: HashMap<String, usize> = HashMap::new();
+    for c in api.calls() {
+        *per_pod.entry(c.pod).or_default() += 1;
+    }
+    assert_eq!(per_pod.len(), 20);
+    assert!(per_pod.values().all(|n| *n == 1), "{per_pod:?}");
+}
+
+/// A deleted policy's values not sent yet are dropped at once (their
+/// waiters hear `Cancelled`); another policy's work goes on.
+#[tokio::test(start_paused = true)]
+async fn cancelling_a_policy_drops_its_queued_values_only() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(1.0, 1));
+    let gone = patcher
+        .submit_batch(
+            (0..10)
+                .map(|i| set("shop", "old", &format!("a{i}"), i))
+                .collect(),
+            Priority::Background,
+        )
+        .unwrap();
+    let kept = patcher
+        .submit_batch(
+            (0..3)
+                .map(|i| set("shop", "new", &format!("b{i}"), i))
+                .collect(),
+            Priority::Background,
+        )
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let in_flight = patcher.cancel_policy(&PolicyKey::new("shop", "old"));
+    assert!(in_flight.len() <= 1, "{in_flight:?}");
+    let report = gone.wait().await;
+    let cancelled = report
+        .outcomes
+        .iter()
+        .filter(|(_, o)| *o == WriteOutcome::Cancelled)
+        .count();
+    assert!(cancelled >= 8, "{report:?}");
+    assert!(kept.wait().await.all_done());
+    let old_writes = api
+        .calls()
+        .iter()
+        .filter(|c| c.pod.starts_with('a'))
+        .count();
+    assert!(old_writes <= 2, "{old_writes} writes of the deleted policy");
+    assert!(patcher
+        .pending_for(&PolicyKey::new("shop", "old"))
+        .is_empty());
 }

@@ -50,7 +50,6 @@ const IO_CRATES: &[&str] = &[
     "rustls",
     "tokio_rustls",
     "rcgen",
-    "kube_lease_manager",
     "governor",
     "libc",
     "json_patch",

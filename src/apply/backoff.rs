@@ -13,6 +13,10 @@ pub struct BackoffConfig {
     pub max: Duration,
     /// Wait after a 429 that names no delay.
     pub default_retry_after: Duration,
+    /// Attempts of one value before it fails (429s, the server asking us to
+    /// slow down, do not count): a refusal that persists becomes visible
+    /// instead of being retried unseen, and the next round sends it again.
+    pub max_attempts: u32,
 }
 
 impl Default for BackoffConfig {
@@ -21,6 +25,7 @@ impl Default for BackoffConfig {
             base: Duration::from_millis(500),
             max: Duration::from_secs(60),
             default_retry_after: super::writer::DEFAULT_RETRY_AFTER,
+            max_attempts: 10,
         }
     }
 }
@@ -66,6 +71,8 @@ impl JitterRng {
 pub fn retry_delay(cfg: &BackoffConfig, err: &WriteError, attempt: u32, unit: f64) -> Duration {
     let unit = unit.clamp(0.0, 1.0);
     match err {
+        // never sent: it goes when the next term opens the gate
+        WriteError::OutsideTerm => Duration::ZERO,
         WriteError::TooManyRequests { retry_after } => {
             let asked = retry_after.unwrap_or(cfg.default_retry_after);
             asked + asked.mul_f64(0.1 * unit)
@@ -96,6 +103,7 @@ mod tests {
             base: Duration::from_millis(100),
             max: Duration::from_secs(1),
             default_retry_after: Duration::from_secs(1),
+            ..BackoffConfig::default()
         };
         // Without jitter (unit 0) the delay is half the exponential step.
         let lows: Vec<_> = (1..=6)

@@ -4,10 +4,12 @@
 //! coalesces them per pod, shares an operator-wide `governor` rate limit
 //! fairly across policies (each also under its own limit), sends
 //! metadata-only merge patches through a [`PodWriter`], and retries until a
-//! value lands or its pod is gone. `queue` and `backoff` are pure; the
+//! value lands, its pod is gone or its attempts run out; it writes only
+//! while the leadership term's [`WriteGate`] is open. `queue` and `backoff` are pure; the
 //! worker in `patcher` is the thin async shell around them.
 
 pub mod backoff;
+pub mod gate;
 pub mod limits;
 pub mod patch;
 pub mod patcher;
@@ -16,9 +18,10 @@ pub mod stats;
 pub mod writer;
 
 pub use backoff::BackoffConfig;
+pub use gate::{Gate, WriteGate};
 pub use limits::{LimitError, Rate};
 pub use patch::{patch_body, PatchRequest, PodRef, PolicyKey};
 pub use patcher::{Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Priority, SubmitError};
-pub use queue::WriteOutcome;
+pub use queue::{WriteOutcome, WriteState};
 pub use stats::{PatcherStats, StatsSnapshot};
 pub use writer::{KubePodWriter, PodWriter, WriteError, FIELD_MANAGER};

@@ -10,9 +10,10 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::backoff::{retry_delay, BackoffConfig, JitterRng};
+use super::gate::WriteGate;
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
-use super::queue::{Admit, Candidate, Finished, Job, Queue, Submitted, WriteOutcome};
+use super::queue::{Admit, Candidate, Finished, Job, Queue, Submitted, WriteOutcome, WriteState};
 use super::stats::{Count, PatcherStats, StatsSnapshot};
 use super::writer::{PodWriter, WriteError};
 
@@ -31,6 +32,11 @@ pub struct PatcherConfig {
     pub backoff: BackoffConfig,
     /// Seed for retry jitter (None: from the clock). Tests fix it.
     pub jitter_seed: Option<u64>,
+    /// Whether a write may start now: checked right before each one.
+    pub gate: WriteGate,
+    /// The counters, shared across patchers (one per leadership term) so
+    /// the exported totals never go back.
+    pub stats: Arc<PatcherStats>,
 }
 
 impl PatcherConfig {
@@ -43,6 +49,8 @@ impl PatcherConfig {
             write_timeout: Duration::from_secs(10),
             backoff: BackoffConfig::default(),
             jitter_seed: None,
+            gate: WriteGate::open(),
+            stats: Arc::default(),
         }
     }
 }
@@ -159,7 +167,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     wake: Notify,
-    stats: PatcherStats,
+    stats: Arc<PatcherStats>,
     done: watch::Sender<Option<DrainReport>>,
 }
 
@@ -203,9 +211,11 @@ impl Patcher {
     /// Start the worker on the current tokio runtime.
     pub fn start<W: PodWriter>(writer: W, config: PatcherConfig) -> Patcher {
         let (done, _) = watch::channel(None);
+        let mut queue = Queue::new(config.queue_capacity);
+        queue.set_max_attempts(config.backoff.max_attempts);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                queue: Queue::new(config.queue_capacity),
+                queue,
                 global: Limiter::new(config.rate),
                 policies: HashMap::new(),
                 accepting: true,
@@ -214,7 +224,7 @@ impl Patcher {
                 blocked_since: None,
             }),
             wake: Notify::new(),
-            stats: PatcherStats::default(),
+            stats: Arc::clone(&config.stats),
             done,
         });
         tokio::spawn(run(Arc::clone(&shared), Arc::new(writer), config));
@@ -334,6 +344,44 @@ impl Patcher {
         self.shared().lock().queue.pending_for(policy)
     }
 
+    /// What is known of the last value wanted for each of `pods`, in order
+    /// (see [`WriteState`]).
+    pub fn write_states<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a PodRef>,
+    ) -> Vec<Option<WriteState>> {
+        let now = Instant::now();
+        let st = self.shared().lock();
+        pods.into_iter()
+            .map(|p| st.queue.write_state(p, now))
+            .collect()
+    }
+
+    /// The values of `policy` that failed for good and were not followed by
+    /// one that landed, with their errors.
+    pub fn failed_for(&self, policy: &PolicyKey) -> Vec<(PatchRequest, WriteError)> {
+        self.shared().lock().queue.failed_for(policy)
+    }
+
+    /// Forgets the failures of `policy`'s pods that `keep` rejects (pods
+    /// that went away, or that the policy no longer wants to write).
+    pub fn retain_failed(&self, policy: &PolicyKey, keep: impl Fn(&PodRef) -> bool) {
+        self.shared().lock().queue.retain_failed(policy, keep);
+    }
+
+    /// Drops every value of `policy` not sent yet (the policy was deleted);
+    /// returns the pods with one of its writes in flight.
+    pub fn cancel_policy(&self, policy: &PolicyKey) -> Vec<PodRef> {
+        let shared = self.shared();
+        let mut st = shared.lock();
+        let in_flight = st.queue.cancel_policy(policy);
+        st.policies.remove(policy);
+        let depth = st.queue.depth();
+        drop(st);
+        shared.stats.set_queue_gauges(depth.pods, depth.retrying);
+        in_flight
+    }
+
     /// Whether nothing is queued, in flight or waiting to retry.
     pub fn is_idle(&self) -> bool {
         self.shared().lock().queue.is_empty()
@@ -379,10 +427,15 @@ fn dispatch(
     now: Instant,
     mut room: usize,
     stats: &PatcherStats,
+    gate: &WriteGate,
 ) -> (Vec<Job>, Option<Instant>) {
     let mut jobs = Vec::new();
     let mut wake = None;
     st.queue.promote_due(now);
+    // outside a term nothing goes; the gate's change wakes the worker
+    if !gate.get().allows(now) {
+        return (jobs, None);
+    }
     while room > 0 {
         if let Some(until) = st.paused_until {
             if now < until {
@@ -455,6 +508,7 @@ fn dispatch(
 type Done = (PodRef, Result<(), WriteError>);
 
 async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConfig) {
+    let mut gate = cfg.gate.clone();
     let mut inflight: JoinSet<Done> = JoinSet::new();
     let mut jobs: HashMap<tokio::task::Id, Job> = HashMap::new();
     let mut rng = cfg
@@ -476,7 +530,7 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
                 }
                 _ => {
                     let room = max_in_flight.saturating_sub(inflight.len());
-                    let (ready, wake) = dispatch(&mut st, now, room, &shared.stats);
+                    let (ready, wake) = dispatch(&mut st, now, room, &shared.stats, &gate);
                     Ok((ready, earlier(wake, st.drain_deadline), st.queue.depth()))
                 }
             }
@@ -498,7 +552,13 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
             let writer = Arc::clone(&writer);
             let timeout = cfg.write_timeout;
             let req = job.req.clone();
+            let gate = gate.clone();
             let handle = inflight.spawn(async move {
+                // checked again right before the call: the term may have
+                // ended since the job was picked
+                if !gate.allows_now() {
+                    return (req.pod, Err(WriteError::OutsideTerm));
+                }
                 let body = req.body();
                 let call = writer.patch(&req.pod.namespace, &req.pod.name, &body);
                 let result = match tokio::time::timeout(timeout, call).await {
@@ -514,6 +574,14 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
             .set_gauges(depth.pods, depth.retrying, inflight.len());
         tokio::select! {
             _ = shared.wake.notified() => {}
+            _ = gate.changed() => {
+                if !gate.allows_now() {
+                    // the term ended: writes already sent cannot be called
+                    // back, but those not answered yet are dropped, which
+                    // cancels them on the server if they are still waiting
+                    abort_in_flight(&shared, &cfg, &mut rng, &mut jobs, &mut inflight);
+                }
+            }
             Some(res) = inflight.join_next_with_id(), if !inflight.is_empty() => {
                 on_done(&shared, &cfg, &mut rng, &mut jobs, res, Instant::now());
             }
@@ -529,14 +597,56 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
+/// The term ended with writes in flight: they are aborted and go back to
+/// the queue as retries (due at once, sent when a term opens the gate again).
+fn abort_in_flight(
+    shared: &Shared,
+    cfg: &PatcherConfig,
+    rng: &mut JitterRng,
+    jobs: &mut HashMap<tokio::task::Id, Job>,
+    inflight: &mut JoinSet<Done>,
+) {
+    if inflight.is_empty() {
+        return;
+    }
+    inflight.abort_all();
+    let now = Instant::now();
+    let ids: Vec<tokio::task::Id> = jobs.keys().copied().collect();
+    tracing::warn!(
+        writes = ids.len(),
+        "the leadership term ended with writes in flight: they were cancelled"
+    );
+    for id in ids {
+        if let Some(job) = jobs.get(&id) {
+            let pod = job.req.pod.clone();
+            let res = Ok((id, (pod, Err(WriteError::OutsideTerm))));
+            on_done(shared, cfg, rng, jobs, res, now);
+        }
+    }
+    // the aborted tasks' own results are not read
+    while inflight.try_join_next().is_some() {}
+}
+
+/// How many abandoned pods a drain names in its log line.
+const ABANDONED_NAMED: usize = 5;
+
 fn finish_drain(shared: &Shared, abandoned: Vec<PodRef>) {
     if abandoned.is_empty() {
         tracing::info!("patch queue drained");
     } else {
         shared.stats.add(Count::Abandoned, abandoned.len() as u64);
-        for pod in &abandoned {
-            tracing::warn!(namespace = %pod.namespace, pod = %pod.name, "write abandoned at shutdown deadline");
-        }
+        // one line, not one a pod: a stop with many writes queued must not
+        // flood the log while the next leader waits
+        let named: Vec<String> = abandoned
+            .iter()
+            .take(ABANDONED_NAMED)
+            .map(ToString::to_string)
+            .collect();
+        tracing::warn!(
+            abandoned = abandoned.len(),
+            first = %named.join(", "),
+            "writes abandoned at the drain deadline (the next leader recomputes them)"
+        );
     }
     shared.stats.set_gauges(0, 0, 0);
     shared.done.send_replace(Some(DrainReport { abandoned }));
@@ -592,6 +702,9 @@ fn on_done(
         (Finished::Failed, Err(e)) => {
             shared.stats.add(Count::Failed, 1);
             tracing::error!(namespace = %ns, pod = %name, policy = %policy, cost = ?cost, attempt, error = %e, "write refused, not retried");
+        }
+        (Finished::Retry { .. }, Err(WriteError::OutsideTerm)) => {
+            tracing::debug!(namespace = %ns, pod = %name, policy = %policy, "write held: outside the leadership term");
         }
         (Finished::Retry { .. }, Err(e)) => {
             shared.stats.add(Count::Retried, 1);

@@ -27,6 +27,8 @@ pub enum WriteOutcome {
     Superseded,
     /// The patcher stopped (drain deadline) before the value landed.
     Abandoned,
+    /// Its policy was deleted before the value was sent.
+    Cancelled,
 }
 
 /// Sends the outcome of one value to whoever waits for it.
@@ -141,10 +143,35 @@ pub struct Depth {
     pub retrying: usize,
 }
 
+/// What the queue knows of the last value wanted for one pod: pending
+/// (queued, in flight or waiting to retry), landed a moment ago, or failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteState {
+    /// Queued, in flight or waiting to retry: the newest value wanted.
+    Pending(PatchRequest),
+    /// Landed at the instant given (kept for [`LANDED_MEMORY`]).
+    Landed(PatchRequest, Instant),
+    /// Refused for good, or out of attempts: the last error.
+    Failed(PatchRequest, WriteError),
+}
+
+/// How long a landed value is remembered: long enough for the watch to show
+/// it, so a round planned on a cache that has not caught up does not send it
+/// again; past that, a value the cache still does not show is sent again.
+pub const LANDED_MEMORY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The patch queue (see the module docs).
 #[derive(Debug)]
 pub struct Queue {
     capacity: usize,
+    /// Attempts of one value before it fails (429s do not count).
+    max_attempts: u32,
+    /// Values that landed lately, by pod (see [`LANDED_MEMORY`]).
+    landed: HashMap<PodRef, (PatchRequest, Instant)>,
+    /// Values that failed for good, by pod, until a later value lands or
+    /// the pod goes.
+    failed: HashMap<PodRef, (PatchRequest, WriteError)>,
+    last_prune: Option<Instant>,
     slots: HashMap<PodRef, Slot>,
     fifos: HashMap<PolicyKey, VecDeque<(PodRef, u64)>>,
     /// Policies with a (possibly stale) FIFO item, in round-robin order.
@@ -159,6 +186,10 @@ impl Queue {
     pub fn new(capacity: usize) -> Self {
         Queue {
             capacity: capacity.max(1),
+            max_attempts: u32::MAX,
+            landed: HashMap::new(),
+            failed: HashMap::new(),
+            last_prune: None,
             slots: HashMap::new(),
             fifos: HashMap::new(),
             rr: VecDeque::new(),
@@ -168,9 +199,107 @@ impl Queue {
         }
     }
 
+    /// Bounds the attempts of one value (at least 1; 429s do not count).
+    pub fn set_max_attempts(&mut self, max_attempts: u32) {
+        self.max_attempts = max_attempts.max(1);
+    }
+
     /// Whether nothing is queued, in flight or waiting to retry.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// What is known of the value last wanted for `pod` (None: nothing
+    /// pending, and nothing landed or failed lately).
+    pub fn write_state(&self, pod: &PodRef, now: Instant) -> Option<WriteState> {
+        if let Some(slot) = self.slots.get(pod) {
+            let req = match slot {
+                Slot::Queued(p) | Slot::Retrying(p) => &p.req,
+                Slot::InFlight { current, newer } => &newer.as_ref().unwrap_or(current).req,
+            };
+            return Some(WriteState::Pending(req.clone()));
+        }
+        if let Some((req, at)) = self.landed.get(pod) {
+            if now.saturating_duration_since(*at) < LANDED_MEMORY {
+                return Some(WriteState::Landed(req.clone(), *at));
+            }
+        }
+        self.failed
+            .get(pod)
+            .map(|(req, e)| WriteState::Failed(req.clone(), e.clone()))
+    }
+
+    /// The values of `policy` that failed for good and were not followed by
+    /// one that landed, by pod.
+    pub fn failed_for(&self, policy: &PolicyKey) -> Vec<(PatchRequest, WriteError)> {
+        let mut out: Vec<(PatchRequest, WriteError)> = self
+            .failed
+            .values()
+            .filter(|(req, _)| &req.policy == policy)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.0.pod.cmp(&b.0.pod));
+        out
+    }
+
+    /// Forgets the failures of `policy`'s pods that `keep` rejects.
+    pub fn retain_failed(&mut self, policy: &PolicyKey, keep: impl Fn(&PodRef) -> bool) {
+        self.failed
+            .retain(|pod, (req, _)| &req.policy != policy || keep(pod));
+    }
+
+    /// Drops every value of `policy` not sent yet (its waiters hear
+    /// `Cancelled`) and what is remembered of its failures. A write in
+    /// flight cannot be called back: those pods are returned, and a newer
+    /// value queued behind one is dropped too.
+    pub fn cancel_policy(&mut self, policy: &PolicyKey) -> Vec<PodRef> {
+        let mut in_flight = Vec::new();
+        let pods: Vec<PodRef> = self.slots.keys().cloned().collect();
+        for pod in pods {
+            let Some(slot) = self.slots.remove(&pod) else {
+                continue;
+            };
+            match slot {
+                Slot::Queued(p) | Slot::Retrying(p) if &p.req.policy == policy => {
+                    p.answer(&WriteOutcome::Cancelled);
+                }
+                Slot::InFlight { current, newer } => {
+                    let newer = match newer {
+                        Some(n) if &n.req.policy == policy => {
+                            n.answer(&WriteOutcome::Cancelled);
+                            None
+                        }
+                        other => other,
+                    };
+                    if &current.req.policy == policy {
+                        in_flight.push(pod.clone());
+                    }
+                    self.slots.insert(pod, Slot::InFlight { current, newer });
+                }
+                other => {
+                    self.slots.insert(pod, other);
+                }
+            }
+        }
+        // stale FIFO items and retry entries are skipped where they are met
+        self.retries
+            .retain(|_, pod| matches!(self.slots.get(pod), Some(Slot::Retrying(_))));
+        self.failed.retain(|_, (req, _)| &req.policy != policy);
+        in_flight.sort();
+        in_flight
+    }
+
+    /// Forgets landed values older than [`LANDED_MEMORY`] (at most every
+    /// few seconds, so the cost stays small).
+    fn prune_landed(&mut self, now: Instant) {
+        let due = self
+            .last_prune
+            .is_none_or(|t| now.saturating_duration_since(t) >= LANDED_MEMORY / 6);
+        if due {
+            self.landed
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < LANDED_MEMORY);
+            self.last_prune = Some(now);
+        }
     }
 
     /// Sizes for metrics.
@@ -435,13 +564,34 @@ impl Queue {
         let Some(Slot::InFlight { current, newer }) = self.slots.remove(pod) else {
             return Finished::Unknown;
         };
+        let out_of_attempts = |e: &WriteError| {
+            !matches!(
+                e,
+                WriteError::TooManyRequests { .. } | WriteError::OutsideTerm
+            ) && current.attempt.saturating_add(1) >= self.max_attempts
+        };
         let (outcome, finished) = match result {
-            Ok(()) => (WriteOutcome::Applied, Finished::Applied),
-            Err(WriteError::Gone) => (WriteOutcome::Gone, Finished::Gone),
-            Err(e) if !e.is_retryable() => (WriteOutcome::Failed(e.clone()), Finished::Failed),
+            Ok(()) => {
+                self.prune_landed(now);
+                self.failed.remove(pod);
+                self.landed.insert(pod.clone(), (current.req.clone(), now));
+                (WriteOutcome::Applied, Finished::Applied)
+            }
+            Err(WriteError::Gone) => {
+                self.failed.remove(pod);
+                self.landed.remove(pod);
+                (WriteOutcome::Gone, Finished::Gone)
+            }
+            Err(e) if !e.is_retryable() || (newer.is_none() && out_of_attempts(e)) => {
+                self.landed.remove(pod);
+                self.failed
+                    .insert(pod.clone(), (current.req.clone(), e.clone()));
+                (WriteOutcome::Failed(e.clone()), Finished::Failed)
+            }
             Err(_) => {
                 let due = now + retry_in;
-                let attempt = current.attempt + 1;
+                let sent = !matches!(result, Err(WriteError::OutsideTerm));
+                let attempt = current.attempt + u32::from(sent);
                 // The newest value takes the retry (and the backoff) over.
                 let mut next = match newer {
                     Some(n) => {
@@ -762,5 +912,78 @@ mod tests {
         assert_eq!(rx1.try_recv(), Ok(WriteOutcome::Abandoned));
         assert_eq!(rx2.try_recv(), Ok(WriteOutcome::Abandoned));
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn landed_values_are_remembered_for_a_while_and_failures_until_a_value_lands() {
+        let mut q = Queue::new(10);
+        q.set_max_attempts(2);
+        let now = Instant::now();
+        let pod = PodRef::new("ns", "p1");
+        q.submit(req("a", "p1", 1), false, None).unwrap();
+        assert!(matches!(
+            q.write_state(&pod, now),
+            Some(WriteState::Pending(_))
+        ));
+        let job = q.pick(always).unwrap();
+        q.finish(&job.req.pod, &Ok(()), now, Duration::ZERO);
+        assert!(matches!(
+            q.write_state(&pod, now),
+            Some(WriteState::Landed(_, _))
+        ));
+        assert_eq!(q.write_state(&pod, now + LANDED_MEMORY), None);
+
+        // retryable errors fail once the attempts run out; 429 does not count
+        let server = WriteError::Server {
+            code: 503,
+            message: "down".into(),
+        };
+        let busy = WriteError::TooManyRequests { retry_after: None };
+        q.submit(req("a", "p2", 1), false, None).unwrap();
+        let j = q.pick(always).unwrap();
+        assert!(matches!(
+            q.finish(&j.req.pod, &Err(busy), now, Duration::ZERO),
+            Finished::Retry { .. }
+        ));
+        q.promote_due(now);
+        let j = q.pick(always).unwrap();
+        assert!(matches!(
+            q.finish(&j.req.pod, &Err(server.clone()), now, Duration::ZERO),
+            Finished::Retry { .. }
+        ));
+        q.promote_due(now);
+        let j = q.pick(always).unwrap();
+        assert_eq!(
+            q.finish(&j.req.pod, &Err(server.clone()), now, Duration::ZERO),
+            Finished::Failed
+        );
+        let p2 = PodRef::new("ns", "p2");
+        assert_eq!(
+            q.write_state(&p2, now),
+            Some(WriteState::Failed(req("a", "p2", 1), server))
+        );
+        assert_eq!(q.failed_for(&PolicyKey::new("ns", "a")).len(), 1);
+        // a pod the policy no longer wants is forgotten
+        q.retain_failed(&PolicyKey::new("ns", "a"), |p| p.name != "p2");
+        assert_eq!(q.write_state(&p2, now), None);
+    }
+
+    #[test]
+    fn cancelling_a_policy_answers_its_waiters_and_keeps_in_flight_writes() {
+        let mut q = Queue::new(10);
+        let (tx, mut rx) = oneshot::channel();
+        q.submit(req("old", "p1", 1), false, None).unwrap();
+        let in_flight = q.pick(always).unwrap();
+        q.submit(req("old", "p1", 2), false, None).unwrap();
+        q.submit(req("old", "p2", 1), false, Some(tx)).unwrap();
+        q.submit(req("new", "p3", 1), false, None).unwrap();
+        let pods = q.cancel_policy(&PolicyKey::new("ns", "old"));
+        assert_eq!(pods, vec![in_flight.req.pod.clone()]);
+        assert_eq!(rx.try_recv(), Ok(WriteOutcome::Cancelled));
+        // the write in flight finishes; nothing of the old policy follows it
+        q.finish(&in_flight.req.pod, &Ok(()), Instant::now(), Duration::ZERO);
+        let rest = drain_all(&mut q);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].req.pod.name, "p3");
     }
 }

@@ -52,8 +52,22 @@ pub enum WriteError {
         /// What went wrong.
         message: String,
     },
-    /// Any other 4xx (403 RBAC, 422 invalid, ...) or a request that cannot
-    /// be built: permanent, reported and not retried.
+    /// 401 or 403: retried with backoff, since a restarted API server
+    /// answers so for a moment while its authenticator and authorizer catch
+    /// up; one that persists past the retry bound fails and is reported.
+    #[error("refused ({code}): {message}")]
+    Unauthorized {
+        /// HTTP status code (401 or 403).
+        code: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// Not sent: the leadership term ended (or is not confirmed) before the
+    /// write could start. Queued again for the next term; not an attempt.
+    #[error("not sent: outside this replica's leadership term")]
+    OutsideTerm,
+    /// Any other 4xx (422 invalid, ...) or a request that cannot be built:
+    /// permanent, reported and not retried.
     #[error("rejected ({code}): {message}")]
     Rejected {
         /// HTTP status code (0 when the request was never sent).
@@ -73,6 +87,8 @@ impl WriteError {
                 | WriteError::Server { .. }
                 | WriteError::Timeout
                 | WriteError::Transport { .. }
+                | WriteError::Unauthorized { .. }
+                | WriteError::OutsideTerm
         )
     }
 
@@ -85,6 +101,8 @@ impl WriteError {
             WriteError::Server { .. } => "server_error",
             WriteError::Timeout => "timeout",
             WriteError::Transport { .. } => "transport",
+            WriteError::Unauthorized { .. } => "unauthorized",
+            WriteError::OutsideTerm => "outside_term",
             WriteError::Rejected { .. } => "rejected",
         }
     }
@@ -188,6 +206,7 @@ pub fn classify_status(status: &Status) -> WriteError {
         },
         // 408 Request Timeout is the server giving up on us: retry.
         408 => WriteError::Timeout,
+        code @ (401 | 403) => WriteError::Unauthorized { code, message },
         code @ 500..=599 => WriteError::Server { code, message },
         code => WriteError::Rejected { code, message },
     }
@@ -214,6 +233,19 @@ mod tests {
 
     fn status(code: u16, message: &str) -> Status {
         Status::failure(message, "").with_code(code)
+    }
+
+    #[test]
+    fn refusals_of_a_restarting_server_are_retried() {
+        for code in [401, 403] {
+            let e = classify_status(&status(code, "pods \"p\" is forbidden"));
+            assert!(
+                matches!(e, WriteError::Unauthorized { .. }),
+                "{code}: {e:?}"
+            );
+            assert!(e.is_retryable(), "{code}");
+        }
+        assert!(!classify_status(&status(422, "invalid")).is_retryable());
     }
 
     #[test]
@@ -312,7 +344,7 @@ mod tests {
             classify_status(&status(408, "timeout")),
             WriteError::Timeout
         );
-        for code in [400, 401, 403, 422] {
+        for code in [400, 405, 422] {
             let e = classify_status(&status(code, "no"));
             assert_eq!(
                 e,
@@ -428,7 +460,7 @@ mod kube_tests {
             (
                 403,
                 failure(403, "Forbidden", "forbidden", 0),
-                WriteError::Rejected {
+                WriteError::Unauthorized {
                     code: 403,
                     message: "forbidden".into(),
                 },

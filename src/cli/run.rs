@@ -45,6 +45,19 @@ pub struct RunArgs {
     /// Run without leader election (a single replica only).
     #[arg(long)]
     pub no_leader_election: bool,
+    /// Seconds a leader's term lasts without renewal (the Lease's
+    /// leaseDurationSeconds): how long a follower waits before taking over
+    /// from a leader that stopped renewing.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Seconds after its last recorded renewal a leader still writes; must
+    /// be below --lease-duration, so a leader that cannot renew stops writing
+    /// before another replica may take over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub renew_deadline: f64,
+    /// Seconds between attempts to take or renew the Lease.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub retry_period: f64,
     /// The cluster's feature gates.
     #[command(flatten)]
     pub gates: super::cluster_flags::GateFlags,
@@ -148,6 +161,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         lease_name: args.lease_name,
         lease_namespace: args.leader_election_namespace,
         identity,
+        lease_timings: operator::LeaseTimings {
+            duration: Duration::from_secs(args.lease_duration),
+            renew_deadline: seconds("--renew-deadline", args.renew_deadline)?,
+            retry_period: seconds("--retry-period", args.retry_period)?,
+        },
         kubernetes_version,
         feature_gates: args.gates.feature_gates,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
@@ -164,5 +182,18 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         .map_err(|e| match e {
             operator::OperatorError::Config(m) => CliError::bad_input(m),
             other => CliError::failure(other),
+        })
+}
+
+/// A flag's seconds as a duration: finite and above zero, else a bad-input
+/// error naming the flag.
+fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            CliError::bad_input(format!(
+                "{flag}: {value} is not a number of seconds above 0"
+            ))
         })
 }

@@ -27,7 +27,7 @@ use super::error::HookError;
 use super::HookConfig;
 use crate::annotations::POD_DELETION_COST;
 use crate::apply::{Priority, WriteOutcome};
-use crate::operator::round::{wins_over, PolicyRound, Rounds};
+use crate::operator::round::{wins_over, PolicyRound, Rounds, Submission};
 use crate::plan::NamedPolicy;
 use crate::policy::validate::Target;
 use crate::policy::{DeletionCostPolicy, TargetKind};
@@ -384,61 +384,68 @@ async fn prescale(
     let started = Instant::now();
     let submitted = rounds.submit_round(&mut state, &mine, Priority::Urgent);
     drop(state);
-    match submitted {
-        Ok(Some(batch)) => {
-            let report = timeout_at(deadline, batch.wait())
-                .await
-                .map_err(|_| timeout(req, "waiting for the patches to land"))?;
-            let mut expected = Vec::new();
-            for (pod, outcome) in &report.outcomes {
-                match outcome {
-                    WriteOutcome::Applied => {
-                        patches.applied += 1;
-                        if let Some(r) = requests.iter().find(|r| r.pod == *pod) {
-                            expected.push(r.clone());
-                        }
-                    }
-                    WriteOutcome::Gone => patches.gone += 1,
-                    other => patches.failed.push(FailedPatch {
-                        pod: pod.name.clone(),
-                        error: format!("{other:?}"),
-                    }),
-                }
-            }
-            // read-your-writes: the order check must see what was written
-            let waited = timeout_at(deadline, async {
-                while !expected
-                    .iter()
-                    .all(|r| cache_shows(rounds, ns, &r.pod.name, r.uid.as_deref(), r.cost))
-                {
-                    tokio::time::sleep(POLL).await;
-                }
-            })
-            .await;
-            if waited.is_err() {
-                return Err(timeout(
-                    req,
-                    &format!(
-                        "waiting for the pod cache to show {} patched values",
-                        expected.len()
-                    ),
-                ));
-            }
-            let took = started.elapsed().as_secs_f64();
-            rounds.metrics.hook_patch_observed.observe(took);
-            patches.observed_after_seconds = Some(took);
-        }
-        Ok(None) => {
+    // values that landed a moment ago count as applied: the cache must show them too
+    let (batch, mut expected) = match submitted {
+        Ok(Submission::Sent { batch, landed }) => (Some(batch), landed),
+        Ok(Submission::NothingToSend { landed }) => (None, landed),
+        Ok(Submission::Held(hold)) => {
             if !requests.is_empty() && patches.held.is_none() {
-                patches.held = Some("writes are not enabled yet (leadership starting)".into());
+                patches.held = Some(hold.to_string());
             }
             patches.observed = requests.is_empty();
+            (None, Vec::new())
         }
         Err(e) => {
             return Err(HookError::Internal(format!(
                 "the patcher refused the workload's patches: {e}"
             )))
         }
+    };
+    patches.applied += expected.len();
+    let sent = batch.is_some();
+    if let Some(batch) = batch {
+        let report = timeout_at(deadline, batch.wait())
+            .await
+            .map_err(|_| timeout(req, "waiting for the patches to land"))?;
+        for (pod, outcome) in &report.outcomes {
+            match outcome {
+                WriteOutcome::Applied => {
+                    patches.applied += 1;
+                    if let Some(r) = requests.iter().find(|r| r.pod == *pod) {
+                        expected.push(r.clone());
+                    }
+                }
+                WriteOutcome::Gone => patches.gone += 1,
+                other => patches.failed.push(FailedPatch {
+                    pod: pod.name.clone(),
+                    error: format!("{other:?}"),
+                }),
+            }
+        }
+    }
+    if patches.held.is_none() && (sent || !expected.is_empty()) {
+        // read-your-writes: the order check must see what was written
+        let waited = timeout_at(deadline, async {
+            while !expected
+                .iter()
+                .all(|r| cache_shows(rounds, ns, &r.pod.name, r.uid.as_deref(), r.cost))
+            {
+                tokio::time::sleep(POLL).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            return Err(timeout(
+                req,
+                &format!(
+                    "waiting for the pod cache to show {} patched values",
+                    expected.len()
+                ),
+            ));
+        }
+        let took = started.elapsed().as_secs_f64();
+        rounds.metrics.hook_patch_observed.observe(took);
+        patches.observed_after_seconds = Some(took);
     }
 
     // the order check on the pods as the cache now shows them

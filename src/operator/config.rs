@@ -39,6 +39,8 @@ pub struct RunConfig {
     pub lease_namespace: Option<String>,
     /// This replica's identity (pod name).
     pub identity: String,
+    /// Lease duration, renew deadline and retry period of the election.
+    pub lease_timings: super::lease::LeaseTimings,
     /// `--kubernetes-version`: its gate defaults apply instead of those of
     /// the API server's version.
     pub kubernetes_version: Option<KubeVersion>,

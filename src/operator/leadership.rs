@@ -6,7 +6,8 @@
 //! on the replica's own pod (the hook's Service selects it).
 //!
 //! A new term gets a new patcher; a lost term drops the old one's queue, so a
-//! follower never writes.
+//! follower never writes. Within a term the patcher checks the election's
+//! [`Gate`] right before each write: leadership is known in one place.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -16,7 +17,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use crate::apply::{KubePodWriter, Patcher, PatcherConfig, Rate, StatsSnapshot};
+use crate::apply::{
+    Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate, StatsSnapshot, WriteGate,
+};
 use crate::metrics::Metrics;
 
 /// Label the leader puts on its own pod: the hook's Service selects it, so
@@ -26,33 +29,34 @@ pub const LEADER_LABEL: &str = "deletioncost.dev/leader";
 /// The patcher of the current leadership term (none while following). One
 /// slot for the whole process: the metrics endpoint reads its counters at
 /// scrape time, so it exists before the election starts.
+/// The counters are the process's, shared by every term's patcher, so the
+/// exported totals never go back when a term ends.
 #[derive(Debug, Clone, Default)]
-pub struct TermPatcher(Arc<RwLock<Option<Patcher>>>);
+pub struct TermPatcher {
+    slot: Arc<RwLock<Option<Patcher>>>,
+    stats: Arc<PatcherStats>,
+}
 
 impl TermPatcher {
     /// The patcher, while this replica leads.
     pub fn get(&self) -> Option<Patcher> {
-        self.0.read().ok().and_then(|p| p.clone())
+        self.slot.read().ok().and_then(|p| p.clone())
     }
 
     fn set(&self, patcher: Option<Patcher>) {
-        if let Ok(mut slot) = self.0.write() {
+        if let Ok(mut slot) = self.slot.write() {
             *slot = patcher;
         }
     }
 
     /// Empties the slot, returning the patcher it held.
     fn take(&self) -> Option<Patcher> {
-        self.0.write().ok().and_then(|mut p| p.take())
+        self.slot.write().ok().and_then(|mut p| p.take())
     }
 
-    /// The current patcher's counters (zeros while following).
+    /// The counters of every term so far (gauges: the current term's).
     pub fn stats(&self) -> StatsSnapshot {
-        self.0
-            .read()
-            .ok()
-            .and_then(|p| p.as_ref().map(Patcher::stats))
-            .unwrap_or_default()
+        self.stats.snapshot()
     }
 }
 
@@ -69,25 +73,46 @@ pub struct LeaseName {
 /// every clone sees the same term.
 #[derive(Debug, Clone)]
 pub struct Leadership {
+    /// The election's write gate (open for good without election).
+    gate: watch::Receiver<Gate>,
+    /// Whether this replica holds a term (the gate is not closed); changes
+    /// only when that flips, not at every renewal.
     leader: watch::Receiver<bool>,
     patcher: TermPatcher,
     lease: LeaseName,
 }
 
 impl Leadership {
-    /// A handle on the terms `leader` announces (always `true` without
-    /// election), writing through `patcher`'s slot.
-    pub fn new(leader: watch::Receiver<bool>, patcher: TermPatcher, lease: LeaseName) -> Self {
+    /// A handle on the terms `gate` announces ([`Gate::Open`] for good
+    /// without election), writing through `patcher`'s slot. Call within the
+    /// runtime: a task follows the gate.
+    pub fn new(gate: watch::Receiver<Gate>, patcher: TermPatcher, lease: LeaseName) -> Self {
+        let holds = |g: &Gate| *g != Gate::Closed;
+        let (tx, leader) = watch::channel(holds(&gate.borrow()));
+        let mut terms = gate.clone();
+        tokio::spawn(async move {
+            while terms.changed().await.is_ok() {
+                let now = holds(&terms.borrow_and_update());
+                tx.send_if_modified(|v| std::mem::replace(v, now) != now);
+            }
+        });
         Leadership {
+            gate,
             leader,
             patcher,
             lease,
         }
     }
 
-    /// Whether this replica holds the lease (and may write).
+    /// Whether this replica holds the lease (writes still wait for the
+    /// gate: a term whose renewal is late holds them).
     pub fn is_leader(&self) -> bool {
         *self.leader.borrow()
+    }
+
+    /// The write gate of this replica's terms.
+    pub fn gate(&self) -> WriteGate {
+        WriteGate::new(self.gate.clone())
     }
 
     /// The patcher of the current leadership term.
@@ -132,10 +157,10 @@ impl Leadership {
             match (leading, current) {
                 (true, None) => match Rate::new("--qps/--burst", qps, burst) {
                     Ok(rate) => {
-                        let patcher = Patcher::start(
-                            KubePodWriter::new(client.clone()),
-                            PatcherConfig::new(rate),
-                        );
+                        let mut config = PatcherConfig::new(rate);
+                        config.gate = self.gate();
+                        config.stats = Arc::clone(&self.patcher.stats);
+                        let patcher = Patcher::start(KubePodWriter::new(client.clone()), config);
                         self.patcher.set(Some(patcher));
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");

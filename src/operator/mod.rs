@@ -39,9 +39,11 @@ pub mod server;
 pub mod shutdown;
 pub mod status;
 pub mod sync;
+pub mod throttle;
 
 pub use crate::MANAGER;
 pub use config::{client, RunConfig};
 pub use error::OperatorError;
+pub use lease::LeaseTimings;
 pub use reconcile::FINALIZER;
 pub use run::{run, run_with_client};

@@ -15,13 +15,12 @@ use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::{Api, Client, ResourceExt};
 
 use super::error::OperatorError;
-use super::round::Rounds;
+use super::round::{Rounds, Submission};
 use super::status;
 use super::sync::WatchHealth;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 use crate::plan::NamedPolicy;
-use crate::pod::PodRecord;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
@@ -161,31 +160,40 @@ async fn apply_policy(
         .plan_round(&mut state, &policy, &resolved, false, None)
         .await?;
     let planned = &round.plan;
-    let mut pending = 0;
     let mut rejected = 0;
+    let mut held = None;
+    let mut sent = 0;
     match ctx
         .rounds
         .submit_round(&mut state, &round, Priority::Background)
     {
-        Ok(_) => {
-            pending = ctx
-                .patcher()
-                .map(|p| p.pending_for(&PolicyKey::new(&ns, &name)).len())
-                .unwrap_or(0)
-        }
+        Ok(Submission::Sent { batch, .. }) => sent = batch.len(),
+        Ok(Submission::NothingToSend { .. }) => {}
+        Ok(Submission::Held(hold)) => held = Some(hold),
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
             rejected = round.requests().len();
         }
     }
-    let hold = round.signal_error.is_some();
+    let policy_key = PolicyKey::new(&ns, &name);
+    let (pending, failing) = ctx.patcher().map_or((0, None), |p| {
+        let failed = p.failed_for(&policy_key);
+        let failing = failed.last().map(|(req, e)| status::WriteFailures {
+            count: failed.len(),
+            last: format!("{}: {e}", req.pod),
+        });
+        (p.pending_for(&policy_key).len(), failing)
+    });
     let releases = &round.releases;
     tracing::info!(
         policy = %key,
         pods = planned.pods.len(),
         patches = planned.patches.len(),
         releases = releases.len(),
-        held = hold,
+        sent,
+        pending,
+        failing = failing.as_ref().map_or(0, |f| f.count),
+        held = held.as_ref().map(ToString::to_string),
         dry_run = ctx.rounds.dry_run,
         "planned"
     );
@@ -199,6 +207,7 @@ async fn apply_policy(
         conflicts: round.conflicts.clone(),
         pending_patches: pending,
         rejected,
+        failing: failing.clone(),
         last_refresh: round.last_refresh.clone(),
         generation: policy.metadata.generation,
     };
@@ -206,19 +215,36 @@ async fn apply_policy(
     ctx.write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
     ctx.rounds.metrics.reconciled("ok");
+    // failed writes are sent again by the next round: soon, not at the refresh
     let again = if rejected > 0 {
         Duration::from_secs(5)
+    } else if failing.is_some() {
+        resolved.spec.refresh_interval.min(RESEND_FAILED_AFTER)
     } else {
         resolved.spec.refresh_interval
     };
     Ok(Action::requeue(again))
 }
 
-/// Removes this policy's costs (through the limiter) before the finalizer goes.
+/// How soon a policy with failed writes is planned again (they are sent
+/// again then).
+const RESEND_FAILED_AFTER: Duration = Duration::from_secs(15);
+
+/// Removes this policy's costs (through the limiter) before the finalizer
+/// goes. Its values not sent yet are dropped first: a deleted policy writes
+/// nothing more but the removals.
 async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Action, OperatorError> {
     let ns = policy.namespace().unwrap_or_default();
     let name = policy.name_any();
-    let ours: Vec<Arc<PodRecord>> = ctx
+    let in_flight: Vec<PodRef> = match ctx.patcher() {
+        Some(patcher) => {
+            let in_flight = patcher.cancel_policy(&PolicyKey::new(&ns, &name));
+            tracing::info!(policy = %format!("{ns}/{name}"), in_flight = in_flight.len(), "policy deleted: its queued writes were dropped");
+            in_flight
+        }
+        None => Vec::new(),
+    };
+    let mut ours: Vec<(String, String)> = ctx
         .rounds
         .caches
         .pods()
@@ -228,7 +254,20 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
                 && p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
                 && p.annotations().contains_key(POD_DELETION_COST)
         })
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();
+    // a value in flight may land after the cache was read: removed behind it
+    for pod in in_flight {
+        if !ours.iter().any(|(n, _)| *n == pod.name) {
+            let uid = ctx
+                .rounds
+                .caches
+                .pod(&ns, &pod.name)
+                .and_then(|p| p.uid())
+                .unwrap_or_default();
+            ours.push((pod.name, uid));
+        }
+    }
     tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
     if ours.is_empty() {
         ctx.rounds.forget(&format!("{ns}/{name}")).await;
@@ -242,10 +281,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     };
     let reqs: Vec<PatchRequest> = ours
         .iter()
-        .map(|p| {
-            PatchRequest::remove(PodRef::new(&ns, p.name_any()), &name)
-                .with_uid(p.uid().unwrap_or_default())
-        })
+        .map(|(pod, uid)| PatchRequest::remove(PodRef::new(&ns, pod), &name).with_uid(uid))
         .collect();
     let batch = patcher.submit_batch(reqs, Priority::Background)?;
     let report = batch.wait().await;

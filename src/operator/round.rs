@@ -21,7 +21,9 @@ use super::caches::Caches;
 use super::leadership::Leadership;
 use super::memory_trim::Churn;
 use crate::annotations::POLICY_ANNOTATION;
-use crate::apply::{Batch, PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError};
+use crate::apply::{
+    Batch, PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState,
+};
 use crate::comparator::FeatureGates;
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
@@ -49,10 +51,54 @@ pub struct PolicyState {
     mismatch_reasons: BTreeSet<String>,
     /// Signal-fetch error kinds exported for the policy.
     fetch_error_kinds: BTreeSet<String>,
-    /// Writes handed to the patcher: pod -> (value, pod resourceVersion the
-    /// plan saw). Until the cache shows a newer version of the pod, planning
-    /// the same value again is the same write, not a new one.
-    submitted: HashMap<String, (Option<i32>, Option<String>)>,
+    /// The pod's resourceVersion as cached when its last value was handed
+    /// to the patcher. Only a hint: a value the patcher reports landed is
+    /// not sent again while the cache still shows this version (the watch
+    /// has not caught up); a value that failed, was dropped or was never
+    /// sent is sent again, whatever this says.
+    submitted: HashMap<String, Option<String>>,
+}
+
+/// What became of a round's patches.
+#[derive(Debug)]
+pub enum Submission {
+    /// Handed to the patcher.
+    Sent {
+        /// The outcomes to wait for (the hook does).
+        batch: Batch,
+        /// Values not sent again because they landed a moment ago and the
+        /// cache has not shown them yet.
+        landed: Vec<PatchRequest>,
+    },
+    /// Every value the round wants is on its way or landed a moment ago.
+    NothingToSend {
+        /// As in [`Submission::Sent`].
+        landed: Vec<PatchRequest>,
+    },
+    /// Nothing sent, and why.
+    Held(Hold),
+}
+
+/// Why a round's patches were not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Hold {
+    /// `--dry-run`.
+    #[error("the operator runs with --dry-run: nothing was written")]
+    DryRun,
+    /// A signal could not be read: writing would act on stale data.
+    #[error("signals unavailable ({reason}): {message}; no cost was written")]
+    SignalsUnavailable {
+        /// The condition reason.
+        reason: String,
+        /// What failed.
+        message: String,
+    },
+    /// This replica does not hold the Lease.
+    #[error("this replica does not lead (the Lease is another replica's)")]
+    NotLeader,
+    /// The term has begun but its writer is not running yet.
+    #[error("the leadership term's writer is starting; retry in a moment")]
+    WriterStarting,
 }
 
 /// A policy's state, held for the length of one round.
@@ -297,54 +343,73 @@ impl Rounds {
         .map_err(|e| PreviewError::Planner(key, e.to_string()))
     }
 
-    /// Hands a round's patches to the patcher. `Ok(None)`: nothing to send, or
-    /// not allowed to (follower, dry run, signals unavailable).
+    /// Hands a round's patches to the patcher, level-triggered: every value
+    /// the round wants that the cache does not show is sent, unless the
+    /// patcher has it on its way already or landed it a moment ago (the
+    /// watch has not caught up). A value that failed or was dropped (a term
+    /// that ended, a drain) is therefore sent again by the next round.
+    /// Urgent rounds (the hook) also re-submit values already queued: they
+    /// move ahead of background work and the batch reports their outcome.
     pub fn submit_round(
         &self,
         state: &mut PolicyState,
         round: &PolicyRound,
         priority: Priority,
-    ) -> Result<Option<Batch>, SubmitError> {
-        // forget writes the round no longer wants: the cache has caught up
+    ) -> Result<Submission, SubmitError> {
         state
             .submitted
             .retain(|pod, _| round.versions.contains_key(pod));
-        if self.dry_run || round.signal_error.is_some() || !self.leadership.is_leader() {
-            return Ok(None);
+        if self.dry_run {
+            return Ok(Submission::Held(Hold::DryRun));
+        }
+        if let Some((reason, message)) = &round.signal_error {
+            return Ok(Submission::Held(Hold::SignalsUnavailable {
+                reason: reason.clone(),
+                message: message.clone(),
+            }));
+        }
+        if !self.leadership.is_leader() {
+            return Ok(Submission::Held(Hold::NotLeader));
         }
         let Some(patcher) = self.leadership.patcher() else {
-            return Ok(None);
+            return Ok(Submission::Held(Hold::WriterStarting));
         };
         let (ns, name) = (&round.resolved.namespace, &round.resolved.name);
-        // a write whose result the cache has not shown yet is not sent twice
-        let reqs: Vec<(PatchRequest, Option<String>)> = round
-            .requests()
-            .into_iter()
-            .map(|req| {
-                let seen = round.versions.get(&req.pod.name).cloned().flatten();
-                (req, seen)
-            })
-            .filter(|(req, seen)| {
-                state.submitted.get(&req.pod.name) != Some(&(req.cost, seen.clone()))
-            })
-            .collect();
-        if reqs.is_empty() {
-            return Ok(None);
+        let key = PolicyKey::new(ns, name);
+        let requests = round.requests();
+        // failures of pods the policy no longer wants to write are history
+        let wanted: std::collections::HashSet<&PodRef> = requests.iter().map(|r| &r.pod).collect();
+        patcher.retain_failed(&key, |pod| wanted.contains(pod));
+        let known = patcher.write_states(requests.iter().map(|r| &r.pod));
+        let mut send = Vec::new();
+        let mut landed = Vec::new();
+        for (req, known) in requests.into_iter().zip(known) {
+            let seen = round.versions.get(&req.pod.name).cloned().flatten();
+            match known {
+                Some(WriteState::Pending(p)) if p == req && priority == Priority::Background => {}
+                Some(WriteState::Landed(p, _))
+                    if p == req && state.submitted.get(&req.pod.name) == Some(&seen) =>
+                {
+                    landed.push(req)
+                }
+                _ => send.push((req, seen)),
+            }
+        }
+        if send.is_empty() {
+            return Ok(Submission::NothingToSend { landed });
         }
         let rate =
             round.resolved.spec.rate_limit.and_then(|r| {
                 Rate::new(&format!("{ns}/{name} spec.rateLimit"), r.qps, r.burst).ok()
             });
-        patcher.set_policy_rate(&PolicyKey::new(ns, name), rate);
-        let record: Vec<(String, Option<i32>, Option<String>)> = reqs
+        patcher.set_policy_rate(&key, rate);
+        let seen: Vec<(String, Option<String>)> = send
             .iter()
-            .map(|(r, seen)| (r.pod.name.clone(), r.cost, seen.clone()))
+            .map(|(r, seen)| (r.pod.name.clone(), seen.clone()))
             .collect();
-        let batch = patcher.submit_batch(reqs.into_iter().map(|(r, _)| r).collect(), priority)?;
-        for (pod, cost, seen) in record {
-            state.submitted.insert(pod, (cost, seen));
-        }
-        Ok(Some(batch))
+        let batch = patcher.submit_batch(send.into_iter().map(|(r, _)| r).collect(), priority)?;
+        state.submitted.extend(seen);
+        Ok(Submission::Sent { batch, landed })
     }
 
     /// Reads each utilisation signal when its refresh is due; keeps the last good

@@ -25,6 +25,7 @@ use super::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use super::reconcile::{self, Context};
 use super::round::{Rounds, SignalSource};
 use super::server::{self, ServerState};
+use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::Metrics;
@@ -87,7 +88,7 @@ pub async fn run_with_client(
         mark_own_pod(&client, false).await;
         (rx, Some(election))
     } else {
-        (watch::channel(true).1, None)
+        (watch::channel(crate::apply::Gate::Open).1, None)
     };
     let leadership = Leadership::new(
         leader_rx,
@@ -136,8 +137,17 @@ pub async fn run_with_client(
         .inspect(health.observer("policies"))
         .default_backoff()
         .applied_objects();
+    // every trigger is throttled per policy (see `throttle`), the
+    // controller's own debounce is off: a steady stream of pod events (the
+    // operator's own writes) must not hold a policy's reconcile back
+    let window = config.debounce;
+    let policy_events = throttle(
+        policy_events,
+        window,
+        |e: &Result<DeletionCostPolicy, _>| e.as_ref().ok().map(ObjectRef::from_obj),
+    );
     let controller = Controller::for_stream(policy_events, policies.clone())
-        .with_config(controller::Config::default().debounce(config.debounce));
+        .with_config(controller::Config::default().debounce(Duration::ZERO));
 
     // Health: ready once every cache has synced; until then, say why not.
     health.track("pods", pods.clone());
@@ -228,17 +238,33 @@ pub async fn run_with_client(
         "starting"
     );
     let reserve = shutdown::reserve(config.shutdown_grace);
+    // the watches drive their caches; each event maps to the policies it concerns
+    let mapped = futures::stream::select_all([
+        pod_events
+            .filter_map(|e| async move { e.ok() })
+            .flat_map(move |pod: PodRecord| futures::stream::iter(policies_for_pod(&p1, &pod)))
+            .boxed(),
+        rs_events
+            .filter_map(|e| async move { e.ok() })
+            .flat_map(move |rs: ReplicaSet| futures::stream::iter(in_ns(&p2, rs.namespace())))
+            .boxed(),
+        node_events
+            .filter_map(|e| async move { e.ok() })
+            .flat_map(move |_node: Node| {
+                futures::stream::iter(
+                    p3.state()
+                        .iter()
+                        .map(|p| ObjectRef::from_obj(&**p))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .boxed(),
+    ]);
+    let triggers = throttle(mapped, window, |r: &ObjectRef<DeletionCostPolicy>| {
+        Some(r.clone())
+    });
     let running = controller
-        .watches_stream(pod_events, move |pod: PodRecord| {
-            policies_for_pod(&p1, &pod)
-        })
-        .watches_stream(rs_events, move |rs: ReplicaSet| in_ns(&p2, rs.namespace()))
-        .watches_stream(node_events, move |_node: Node| {
-            p3.state()
-                .iter()
-                .map(|p| ObjectRef::from_obj(&**p))
-                .collect::<Vec<_>>()
-        })
+        .reconcile_on(triggers)
         .reconcile_all_on(leader_changes)
         .graceful_shutdown_on(shutdown.asked())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -43,10 +43,22 @@ pub struct Observed {
     pub pending_patches: usize,
     /// Patch submissions refused (queue full).
     pub rejected: usize,
+    /// Writes of the policy refused for good or out of attempts, not
+    /// followed by one that landed (sent again by the next round).
+    pub failing: Option<WriteFailures>,
     /// When signals were last read (RFC 3339).
     pub last_refresh: Option<String>,
     /// `metadata.generation` of the policy.
     pub generation: Option<i64>,
+}
+
+/// Writes that keep failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailures {
+    /// How many pods' values failed.
+    pub count: usize,
+    /// The last of them: pod and error.
+    pub last: String,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -140,6 +152,16 @@ pub fn build(
             format!(
                 "{} patches refused by a full write queue; retrying",
                 obs.rejected
+            ),
+        )
+    } else if let Some(f) = &obs.failing {
+        condition(
+            READY,
+            false,
+            "WritesFailing",
+            format!(
+                "{} pod write(s) failed after their retries (last: {}); {} patches pending; sending again",
+                f.count, f.last, obs.pending_patches
             ),
         )
     } else {
@@ -458,6 +480,36 @@ mod tests {
             .map(|c| c.type_.as_str())
             .collect();
         assert_eq!(changed, [ORDER_AS_INTENDED, SIGNALS_AVAILABLE, CONFLICT]);
+    }
+
+    #[test]
+    fn writes_that_keep_failing_make_the_policy_not_ready() {
+        let ok = build(None, &plan_with(vec![]), &Observed::default(), &t(0));
+        let failing = build(
+            Some(&ok),
+            &plan_with(vec![]),
+            &Observed {
+                pending_patches: 3,
+                failing: Some(WriteFailures {
+                    count: 3,
+                    last: "shop/web-2: refused (403): forbidden".into(),
+                }),
+                ..Default::default()
+            },
+            &t(1),
+        );
+        let ready = cond(&failing, READY);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "WritesFailing")
+        );
+        assert!(
+            ready.message.contains("3 pod write(s) failed"),
+            "{}",
+            ready.message
+        );
+        assert!(ready.message.contains("refused (403)"), "{}", ready.message);
+        assert_eq!(failing.pending_patches, 3);
     }
 
     /// What the operator plans for 7 Ready pods of one ReplicaSet on one

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use deletion_cost::operator::{run_with_client, OperatorError, RunConfig};
-use deletion_cost_testkit::fake_api::{client_for, FakeApi};
+use deletion_cost_testkit::fake_api::{client_for, FakeApi, USER_HEADER};
 use deletion_cost_testkit::{free_addr, http_get, wait_until};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -34,6 +34,7 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
         lease_name: "deletion-cost".into(),
         lease_namespace: Some(NS.into()),
         identity: identity.into(),
+        lease_timings: Default::default(),
         kubernetes_version: None,
         feature_gates: None,
         shutdown_grace: Duration::from_secs(5),
@@ -81,6 +82,17 @@ impl Operator {
     /// Returns at once; [`Operator::serving`] waits until it serves.
     pub fn start(fake: &FakeApi, config: RunConfig) -> Self {
         Self::start_on(client_for(client_config(fake)), config)
+    }
+
+    /// [`Operator::start`] with a client that names itself `user` to the
+    /// fake (the requests' `user`), as an audit log tells replicas apart.
+    pub fn start_as(fake: &FakeApi, config: RunConfig, user: &str) -> Self {
+        let mut kc = client_config(fake);
+        kc.headers.push((
+            reqwest::header::HeaderName::from_static(USER_HEADER),
+            reqwest::header::HeaderValue::from_str(user).expect("a header value"),
+        ));
+        Self::start_on(client_for(kc), config)
     }
 
     /// [`Operator::start`] on a client of the test's own (one with a layer
@@ -245,6 +257,16 @@ pub fn condition(fake: &FakeApi, policy: &str, type_: &str) -> Option<serde_json
         .iter()
         .find(|c| c["type"] == type_)
         .cloned()
+}
+
+/// Lease timings short enough for tests: a 3 s term, writes stop 2 s after
+/// the last renewal, attempts every 0.5 s.
+pub fn quick_lease() -> deletion_cost::operator::LeaseTimings {
+    deletion_cost::operator::LeaseTimings {
+        duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(500),
+    }
 }
 
 /// Pod patches that landed (HTTP 200), per pod.

@@ -104,7 +104,14 @@ pub struct RecordedRequest {
     pub status: u16,
     /// Whether an injected fault produced the response.
     pub injected: bool,
+    /// Who sent it, as the client names itself in the [`USER_HEADER`]
+    /// header: the tests' stand-in for the user of a real audit log.
+    pub user: Option<String>,
 }
+
+/// The request header a test client names itself in (see
+/// [`RecordedRequest::user`]).
+pub const USER_HEADER: &str = "x-fake-api-user";
 
 impl RecordedRequest {
     /// The body parsed as JSON.

@@ -106,6 +106,11 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let user = parts
+        .headers
+        .get(super::USER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let method = parts.method.as_str().to_string();
     let target = resources::parse_path(&path);
     let verb = target
@@ -136,6 +141,7 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             name: target.as_ref().and_then(|t| t.name.clone()),
             status: 0,
             injected: false,
+            user,
         },
     ));
 
