@@ -10,7 +10,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::apply::stats::WAIT_BUCKETS;
+use crate::apply::stats::{ERROR_REASONS, WAIT_BUCKETS};
 use crate::apply::StatsSnapshot;
 use crate::comparator::GateChoice;
 
@@ -19,6 +19,13 @@ use crate::comparator::GateChoice;
 pub struct ResultLabel {
     /// Outcome.
     pub result: String,
+}
+
+/// Label `reason`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why.
+    pub reason: String,
 }
 
 /// Labels `policy`, `reason`.
@@ -113,6 +120,18 @@ impl Collector for PatcherCollector {
                 result: result.into(),
             };
             ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
+        }
+        let mut errors = encoder.encode_descriptor(
+            "deletion_cost_patch_errors",
+            "Failed pod write attempts by reason (unauthorized: 401/403, rejected: other 4xx, ...)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, v) in ERROR_REASONS.iter().zip(stats.errors) {
+            let labels = ReasonLabel {
+                reason: (*reason).into(),
+            };
+            ConstCounter::new(v).encode(errors.encode_family(&labels)?)?;
         }
         ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX)).encode(
             encoder.encode_descriptor(
@@ -286,6 +305,7 @@ mod tests {
             "deletion_cost_hook_patch_observed_seconds_bucket{le=\"0.5\"} 1",
             "deletion_cost_hook_patch_observed_seconds_count 1",
             "deletion_cost_patches_total{result=\"applied\"} 0",
+            "deletion_cost_patch_errors_total{reason=\"unauthorized\"} 0",
             "deletion_cost_patch_queue_depth 0",
             "deletion_cost_configured_qps 5.0",
             "deletion_cost_rate_limit_wait_seconds_bucket{le=\"+Inf\"} 0",

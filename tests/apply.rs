@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::apply::patcher::Priority;
+use deletion_cost::apply::stats::ERROR_REASONS;
 use deletion_cost::apply::{
     BackoffConfig, Gate, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
     SubmitError, WriteError, WriteGate, WriteOutcome, WriteState,
@@ -682,6 +683,12 @@ async fn a_refusal_window_is_retried_and_a_lasting_one_fails_after_the_bound() {
     );
     assert_eq!(api.calls_for("blip").len(), 4);
     assert_eq!(api.calls_for("stuck").len(), max as usize);
+    // every refused attempt is counted by its reason
+    let unauthorized = ERROR_REASONS
+        .iter()
+        .position(|r| *r == "unauthorized")
+        .expect("a reason");
+    assert_eq!(patcher.stats().errors[unauthorized], 3 + u64::from(max));
     let failed = patcher.failed_for(&policy);
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].0.pod.name, "stuck");

@@ -675,6 +675,9 @@ fn on_done(
         Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.unit()),
         Ok(()) => Duration::ZERO,
     };
+    if let Err(e) = &result {
+        shared.stats.add_error(e.label());
+    }
     let mut st = shared.lock();
     let finished = st.queue.finish(pod, &result, now, delay);
     if let Err(WriteError::TooManyRequests { retry_after }) = &result {

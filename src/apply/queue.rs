@@ -590,8 +590,13 @@ impl Queue {
             }
             Err(_) => {
                 let due = now + retry_in;
-                let sent = !matches!(result, Err(WriteError::OutsideTerm));
-                let attempt = current.attempt + u32::from(sent);
+                // a write never sent, or one the server asked to slow down,
+                // is no attempt against the bound
+                let counts = !matches!(
+                    result,
+                    Err(WriteError::OutsideTerm | WriteError::TooManyRequests { .. })
+                );
+                let attempt = current.attempt + u32::from(counts);
                 // The newest value takes the retry (and the backoff) over.
                 let mut next = match newer {
                     Some(n) => {

@@ -19,7 +19,22 @@ pub struct PatcherStats {
     queue_depth: AtomicU64,
     retrying: AtomicU64,
     in_flight: AtomicU64,
+    /// Failed attempts, per reason of [`ERROR_REASONS`].
+    errors: [AtomicU64; ERROR_REASONS.len()],
 }
+
+/// Why an attempt failed, as the `reason` label of
+/// `deletion_cost_patch_errors_total` ([`WriteError::label`](super::WriteError::label)).
+pub const ERROR_REASONS: [&str; 8] = [
+    "gone",
+    "too_many_requests",
+    "conflict",
+    "server_error",
+    "timeout",
+    "transport",
+    "unauthorized",
+    "rejected",
+];
 
 /// Upper bounds (seconds) of the rate-limit wait histogram.
 pub const WAIT_BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -51,6 +66,9 @@ pub struct StatsSnapshot {
     pub retrying: u64,
     /// Writes in flight.
     pub in_flight: u64,
+    /// Failed attempts per reason of [`ERROR_REASONS`] (a 403 that persists
+    /// shows as a steady rise of `unauthorized`).
+    pub errors: [u64; ERROR_REASONS.len()],
 }
 
 impl StatsSnapshot {
@@ -84,6 +102,13 @@ impl PatcherStats {
             Count::Abandoned => &self.abandoned,
         };
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one failed attempt by its reason (unknown labels are not counted).
+    pub(crate) fn add_error(&self, label: &str) {
+        if let Some(i) = ERROR_REASONS.iter().position(|r| *r == label) {
+            self.errors[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn add_wait(&self, d: Duration) {
@@ -125,6 +150,7 @@ impl PatcherStats {
             queue_depth: get(&self.queue_depth),
             retrying: get(&self.retrying),
             in_flight: get(&self.in_flight),
+            errors: std::array::from_fn(|i| get(&self.errors[i])),
         }
     }
 }

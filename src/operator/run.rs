@@ -34,6 +34,11 @@ use crate::policy::selector::selects;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
 
+/// How long a stopping leader keeps writing its queue before it gives the
+/// Lease back: writes are level-triggered, so what is left is recomputed and
+/// sent by the next leader, which meanwhile waits for the Lease.
+const DRAIN_AT_STOP: Duration = Duration::from_secs(3);
+
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), OperatorError> {
     check_limits(&config)?;
@@ -288,10 +293,17 @@ pub async fn run_with_client(
     following.abort();
     let patcher = leadership.take_patcher();
     if let Some(patcher) = patcher {
-        tracing::info!("shutting down: draining writes");
-        let report = patcher
-            .drain(shutdown.remaining().saturating_sub(reserve))
-            .await;
+        // briefly: the rest is recomputed by the next leader, which waits
+        // for this replica's Lease meanwhile
+        let within = shutdown
+            .remaining()
+            .saturating_sub(reserve)
+            .min(DRAIN_AT_STOP);
+        tracing::info!(
+            within_ms = within.as_millis() as u64,
+            "shutting down: draining writes"
+        );
+        let report = patcher.drain(within).await;
         if !report.completed() {
             tracing::warn!(
                 abandoned = report.abandoned.len(),

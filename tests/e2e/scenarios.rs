@@ -54,6 +54,9 @@ pub const ALL: &[(&str, Scenario)] = &[
         i_sigterm(e).boxed()
     }),
     ("j_write_rate_and_steady_state", |e| j_write_rate(e).boxed()),
+    ("l_two_replicas_a_paused_and_a_killed_leader", |e| {
+        l_two_replicas_under_faults(e).boxed()
+    }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),
@@ -1463,6 +1466,159 @@ async fn j_write_rate(env: &'static Env) {
     })
     .await;
     finished("j");
+}
+
+/// The lease timings of scenario l (shorter than the defaults, same shape).
+const L_LEASE: [&str; 6] = [
+    "--lease-duration",
+    "6",
+    "--renew-deadline",
+    "4",
+    "--retry-period",
+    "1",
+];
+/// Its renew deadline.
+const L_RENEW_DEADLINE: Duration = Duration::from_secs(4);
+
+/// l. Two replicas, each with its own recording proxy (the API server's
+/// answers per writer): the leader is paused (SIGSTOP) mid-batch, the other
+/// takes over, the paused one is resumed while the new leader writes, then
+/// the new leader is killed mid-batch and the first finishes. Counted from
+/// the proxies' records against the Lease's accepted changes: no pod write
+/// outside its writer's term, no value lost (every pod ends with the value
+/// its node's class gives, nothing pending), every Lease change a PUT or a
+/// POST (never a patch without the version it read).
+async fn l_two_replicas_under_faults(env: &'static Env) {
+    env.scenario("l", |ns| async move {
+        let n = 24;
+        nodes(env, &ns, 2, 2).await;
+        deployment(env, &ns, "web", n, json!({})).await;
+        wait_running(env, &ns, "web", n as usize).await;
+        let opts = |who: &str| {
+            let mut o = Options::new(who);
+            o.qps = 2.0;
+            o.burst = 1;
+            o.args = L_LEASE.iter().map(|s| s.to_string()).collect();
+            o
+        };
+        let a = Operator::start(env, opts("l-a")).await;
+        a.wait_ready().await;
+        eventually(Duration::from_secs(30), "l-a leads", || async { a.is_leader().await }).await;
+        let mut b = Operator::start(env, opts("l-b")).await;
+        b.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        let pod_writes = |who: &'static str| {
+            let ns = ns.clone();
+            move || {
+                env.recorder
+                    .entries()
+                    .into_iter()
+                    .filter(|e| {
+                        e.operator == who
+                            && e.method == "PATCH"
+                            && e.status == 200
+                            && e.path.contains(&format!("/namespaces/{ns}/pods/"))
+                    })
+                    .count()
+            }
+        };
+        let (by_a, by_b) = (pod_writes("l-a"), pod_writes("l-b"));
+        eventually(Duration::from_secs(30), "l-a writing", || async { by_a() >= 4 }).await;
+        a.signal(libc::SIGSTOP);
+        let paused = Instant::now();
+        eventually(Duration::from_secs(40), "l-b takes over from the paused l-a", || async {
+            b.is_leader().await
+        })
+        .await;
+        eprintln!("l: l-b leads {:?} after l-a was paused", paused.elapsed());
+        eventually(Duration::from_secs(30), "l-b writing", || async { by_b() >= 3 }).await;
+        a.signal(libc::SIGCONT);
+        let a_before = by_a();
+        eventually(Duration::from_secs(20), "the resumed l-a follows", || async {
+            !a.is_leader().await
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(by_a(), a_before, "the resumed l-a wrote while l-b led");
+        // the new leader dies mid-batch (if it has not finished); l-a finishes
+        let remaining = || async {
+            pods(env, &ns, "web")
+                .await
+                .iter()
+                .filter(|p| !p.annotations().contains_key(POD_DELETION_COST))
+                .count()
+        };
+        if remaining().await > 2 {
+            b.signal(libc::SIGKILL);
+            b.wait_exit(Duration::from_secs(5)).await;
+            eventually(Duration::from_secs(40), "l-a takes the Lease back", || async {
+                a.is_leader().await
+            })
+            .await;
+        }
+        wait_costs_landed(env, &ns, "web", "web").await;
+        // nothing lost: every pod carries the value its node's class gives
+        for p in pods(env, &ns, "web").await {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let want = if node.contains("-spot-") { "0" } else { "1000" };
+            assert_eq!(
+                p.annotations().get(POD_DELETION_COST).map(String::as_str),
+                Some(want),
+                "{} on {node}",
+                p.name_any()
+            );
+        }
+        // one writer at a time, each inside a term the server recorded
+        let entries: Vec<crate::proxy::Entry> = env
+            .recorder
+            .entries()
+            .into_iter()
+            .filter(|e| e.operator == "l-a" || e.operator == "l-b")
+            .collect();
+        let lease_path = format!("/leases/deletion-cost-{}", env.run);
+        let lease_changes: Vec<&crate::proxy::Entry> = entries
+            .iter()
+            .filter(|e| e.path.ends_with(&lease_path) || (e.path.ends_with("/leases") && e.method == "POST"))
+            .filter(|e| e.method != "GET")
+            .collect();
+        for e in &lease_changes {
+            assert!(
+                e.method == "PUT" || e.method == "POST",
+                "a Lease change by {}: {} {}",
+                e.operator,
+                e.method,
+                e.path
+            );
+        }
+        let accepted: Vec<&&crate::proxy::Entry> =
+            lease_changes.iter().filter(|e| e.status < 300).collect();
+        let slack = Duration::from_millis(200);
+        let mut outside = Vec::new();
+        let mut per_writer: BTreeMap<&str, usize> = BTreeMap::new();
+        for w in entries.iter().filter(|e| {
+            e.method == "PATCH" && e.status == 200 && e.path.contains(&format!("/namespaces/{ns}/pods/"))
+        }) {
+            *per_writer.entry(&w.operator).or_default() += 1;
+            let term = accepted.iter().rev().find(|r| r.at <= w.at);
+            let inside = term.is_some_and(|r| {
+                r.operator == w.operator && w.at.duration_since(r.at) < L_RENEW_DEADLINE + slack
+            });
+            if !inside {
+                outside.push(format!("{} by {}", w.path, w.operator));
+            }
+        }
+        eprintln!(
+            "l: pod writes per writer {per_writer:?}; {} Lease changes accepted, {} refused (409); written outside a term: {}",
+            accepted.len(),
+            lease_changes.len() - accepted.len(),
+            outside.len()
+        );
+        assert!(outside.is_empty(), "written outside the writer's term: {outside:?}");
+        drop(b);
+        drop(a);
+    })
+    .await;
+    finished("l");
 }
 
 /// k. The install manifests: the CRD kustomization, every overlay alone and
