@@ -5,50 +5,22 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deletion_cost::annotations::POD_DELETION_COST;
-use deletion_cost::annotations::POLICY_ANNOTATION;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_port, http_get};
 use serde_json::{json, Value};
-use support::operator::{condition, config, cost, successful_writes_per_pod, Operator, NS};
+use support::operator::{
+    condition, config, cost, seed_web_pods, successful_writes_per_pod, Operator, NS,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 fn seed(fake: &FakeApi, n: usize, policy_spec: Value, preset_cost: Option<&str>) {
-    for (name, capacity) in [("spot-0", "spot"), ("od-0", "on-demand")] {
-        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}}))
-            .unwrap();
-    }
-    fake.apply_json(json!({
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true}]},
-        "spec": {"replicas": n, "selector": {"matchLabels": {"app": "web"}}}
-    }))
-    .unwrap();
-    for i in 0..n {
-        let mut annotations = BTreeMap::new();
-        if let Some(c) = preset_cost {
-            annotations.insert(POD_DELETION_COST, c);
-            annotations.insert(POLICY_ANNOTATION, "web");
-        }
-        fake.apply_json(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("web-{i:03}"), "namespace": NS, "labels": {"app": "web"},
-                "annotations": annotations,
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
-            "spec": {"nodeName": if i % 2 == 0 { "spot-0" } else { "od-0" }, "containers": [{"name": "app", "image": "app:1"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
-        }))
-        .unwrap();
-    }
+    seed_web_pods(fake, n, preset_cost);
     fake.apply_json(json!({
         "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
         "metadata": {"name": "web", "namespace": NS},

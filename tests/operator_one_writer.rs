@@ -14,33 +14,13 @@ use deletion_cost_testkit::fake_api::{FakeApi, Fault, RecordedRequest, Verb};
 use deletion_cost_testkit::{eventually, free_port, http_get};
 use serde_json::{json, Value};
 use support::operator::{
-    condition, config, cost, quick_lease, successful_writes_per_pod, Operator, NS,
+    condition, config, cost, quick_lease, seed_web_pods, successful_writes_per_pod, Operator, NS,
 };
 
 /// `n` pods of one ReplicaSet over a spot and an on-demand node, and the
 /// policy `web` (billing class only; refreshed every `refresh`).
 fn seed(fake: &FakeApi, n: usize, refresh: &str) {
-    for (name, capacity) in [("spot-0", "spot"), ("od-0", "on-demand")] {
-        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}}))
-            .unwrap();
-    }
-    fake.apply_json(json!({
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid"},
-        "spec": {"replicas": n, "selector": {"matchLabels": {"app": "web"}}}
-    }))
-    .unwrap();
-    for i in 0..n {
-        fake.apply_json(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod(i), "namespace": NS, "labels": {"app": "web"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
-            "spec": {"nodeName": if i % 2 == 0 { "spot-0" } else { "od-0" }, "containers": [{"name": "app", "image": "app:1"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
-        }))
-        .unwrap();
-    }
+    seed_web_pods(fake, n, None);
     fake.apply_json(json!({
         "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
         "metadata": {"name": "web", "namespace": NS},

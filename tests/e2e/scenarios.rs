@@ -1707,7 +1707,7 @@ async fn z_rbac(env: &'static Env) {
     let all_ran = FINISHED
         .lock()
         .map(|f| {
-            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]
+            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
                 .iter()
                 .all(|s| f.contains(s))
         })

@@ -283,3 +283,38 @@ pub fn successful_writes_per_pod(fake: &FakeApi) -> std::collections::BTreeMap<S
     }
     per_pod
 }
+
+/// `n` Running, Ready pods `web-000`... of ReplicaSet `web-abc` (owned by
+/// Deployment `web`) in `shop`, even ones on node `spot-0`, odd ones on
+/// `od-0`; with `preset_cost`, each already carries that cost from policy `web`.
+pub fn seed_web_pods(fake: &FakeApi, n: usize, preset_cost: Option<&str>) {
+    use serde_json::json;
+    for (name, capacity) in [("spot-0", "spot"), ("od-0", "on-demand")] {
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity}}}))
+            .expect("a node");
+    }
+    fake.apply_json(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true}]},
+        "spec": {"replicas": n, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .expect("a ReplicaSet");
+    for i in 0..n {
+        let mut annotations = std::collections::BTreeMap::new();
+        if let Some(c) = preset_cost {
+            annotations.insert(deletion_cost::annotations::POD_DELETION_COST, c);
+            annotations.insert(deletion_cost::annotations::POLICY_ANNOTATION, "web");
+        }
+        fake.apply_json(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("web-{i:03}"), "namespace": NS, "labels": {"app": "web"},
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
+            "spec": {"nodeName": if i % 2 == 0 { "spot-0" } else { "od-0" }, "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+        }))
+        .expect("a pod");
+    }
+}
