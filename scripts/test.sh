@@ -38,6 +38,17 @@ fi
 command -v chromium >/dev/null 2>&1 || { echo "chromium is still missing after installing it" >&2; exit 1; }
 log "$(chromium --version 2>/dev/null | head -1)"
 
+# kubectl (with its built-in kustomize) renders deploy/overlays for the tests.
+# Checked before anything is built, so a machine without it learns that at
+# once. Debian's kubernetes-client (1.20) is too old for these overlays and
+# conflicts with the kubectl this machine image ships; there is no other
+# package of it to install here.
+if ! command -v kubectl >/dev/null 2>&1; then
+    echo "kubectl not found: the tests render deploy/overlays with its kustomize (kubectl 1.32+, kustomize 5.5); put kubectl on PATH and run again" >&2
+    exit 1
+fi
+log "$(kubectl version --client 2>/dev/null | head -1)"
+
 if ! command -v cargo >/dev/null 2>&1; then
     echo "cargo not found: install Rust stable (rustup) first" >&2
     exit 1
@@ -50,10 +61,6 @@ log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The install manifests render with the kustomize built into kubectl
 # (tests/deploy.rs then checks every rendered object).
-if ! command -v kubectl >/dev/null 2>&1; then
-    echo "kubectl not found: it renders deploy/overlays (kubectl 1.32+, kustomize 5.5)" >&2
-    exit 1
-fi
 for overlay in deploy/overlays/*/; do
     log "kubectl kustomize ${overlay%/}"
     kubectl kustomize "$overlay" >/dev/null

@@ -1215,6 +1215,9 @@ fn typed_slim_pod_list(text: &str) -> Option<(Vec<k8s_openapi::api::core::v1::Po
     }
 }
 
+/// [`InputError::NoPods`]'s detail for a List or an array without items.
+pub const EMPTY_LIST: &str = "the list is empty";
+
 /// The error for an input without pods, saying what it held.
 fn no_pods(source_name: &str, text: &str) -> InputError {
     let detail = if text.trim().is_empty() {
@@ -1225,7 +1228,7 @@ fn no_pods(source_name: &str, text: &str) -> InputError {
     {
         "the input holds only comments"
     } else if text.trim_start().starts_with(['[', '{']) || stream::is_one_block_mapping(text) {
-        "the list is empty"
+        EMPTY_LIST
     } else {
         "the input holds no object"
     };

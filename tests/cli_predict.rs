@@ -434,6 +434,43 @@ fn related_pods_change_the_colocation_rank() {
     assert_eq!(pods[0]["decidedBy"], "colocation");
 }
 
+/// An empty related set is valid upstream (every colocation rank is 0): an
+/// empty List given to --related is taken, with a note; an empty file stays
+/// bad input (`an_input_without_pods_is_bad_input`).
+#[test]
+fn an_empty_related_list_makes_every_rank_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("array.json", "[]"),
+        (
+            "list.json",
+            r#"{"kind":"List","apiVersion":"v1","items":[]}"#,
+        ),
+        ("list.yaml", "kind: List\napiVersion: v1\nitems: []\n"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_string_lossy().to_string();
+        let args = ["-f", &fixture("colocate.json"), "--related", &path, NOW];
+        let out = ok(&args, None);
+        assert_eq!(lines(&out.stdout), ["p1", "p2"], "{name}");
+        assert!(
+            out.stderr.contains(&format!(
+                "--related {path}: the list is empty: no related pods, so every colocation rank (rule 5) is 0"
+            )),
+            "{name}: {}",
+            out.stderr
+        );
+        let v = json(&args);
+        let pods = &v["replicaSets"][0]["pods"];
+        assert_eq!(
+            (pods[0]["rank"].as_i64(), pods[1]["rank"].as_i64()),
+            (Some(0), Some(0)),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn feature_gates_override() {
     let f = fixture("gates.json");

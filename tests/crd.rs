@@ -1,4 +1,4 @@
-//! The checked-in CRD (`deploy/crd.yaml`): current, well-formed, structural,
+//! The checked-in CRD (`deploy/crd/crd.yaml`): current, well-formed, structural,
 //! and its admission rules (CEL) accept good policies and reject bad ones.
 
 use std::path::Path;
@@ -40,7 +40,7 @@ fn checked_in_crd_is_current() {
                 |i| format!("first difference at line {}", i + 1),
             );
         panic!(
-            "deploy/crd.yaml is out of date with src/policy/types.rs ({line}).\nRegenerate it with:\n    {REGENERATE}"
+            "deploy/crd/crd.yaml is out of date with src/policy/types.rs ({line}).\nRegenerate it with:\n    {REGENERATE}"
         );
     }
 }

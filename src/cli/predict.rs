@@ -15,7 +15,9 @@ use crate::comparator::{
     rank_slim, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, PodsOnNode, Ranking,
     Rule, SlimPod,
 };
-use crate::input::{merge_versions, read_pods_slim, InputLimits, ServerVersion};
+use crate::input::{
+    merge_versions, read_pods_slim, InputError, InputLimits, ServerVersion, EMPTY_LIST,
+};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
@@ -622,11 +624,20 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         pods: args.max_pods,
     };
     let (source, pods, version) = load_pods(&args.file, limits)?;
+    let mut empty_related = None;
     let (related, related_version) = match args.related.as_deref() {
-        Some(path) => {
-            let (_, pods, v) = load_pods(path, limits)?;
-            (Some(pods), v)
-        }
+        Some(path) => match read_pods_slim(path, limits) {
+            Ok((_, pods, v)) => (Some(pods), v),
+            // upstream takes an empty related set: every colocation rank is 0
+            Err(InputError::NoPods {
+                source_name,
+                detail,
+            }) if detail == EMPTY_LIST => {
+                empty_related = Some(source_name);
+                (Some(Vec::new()), None)
+            }
+            Err(e) => return Err(CliError::bad_input(e)),
+        },
         None => (None, None),
     };
     let version = merge_versions(version, related_version).map_err(CliError::bad_input)?;
@@ -644,6 +655,11 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     }
     if let Some(note) = super::cluster_flags::default_gates_note(&choice, &source) {
         super::stderr::note(&note);
+    }
+    if let Some(source) = empty_related {
+        super::stderr::note(&format!(
+            "--related {source}: the list is empty: no related pods, so every colocation rank (rule 5) is 0"
+        ));
     }
     for n in notes(&prediction, related.is_some()) {
         super::stderr::note(&n);

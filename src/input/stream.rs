@@ -646,7 +646,7 @@ impl<'s> Collect<'s> {
         if self.pods.is_empty() {
             return Err(InputError::NoPods {
                 source_name: self.source_name.to_string(),
-                detail: "the list is empty".to_string(),
+                detail: super::EMPTY_LIST.to_string(),
             });
         }
         Ok((self.pods, self.version))

@@ -10,7 +10,7 @@ use super::DeletionCostPolicy;
 pub struct CrdError(String);
 
 /// The `DeletionCostPolicy` CRD as one YAML document (what `deletion-cost crd`
-/// prints and `deploy/crd.yaml` holds).
+/// prints and `deploy/crd/crd.yaml` holds).
 pub fn crd_yaml() -> Result<String, CrdError> {
     let body =
         serde_saphyr::to_string(&DeletionCostPolicy::crd()).map_err(|e| CrdError(e.to_string()))?;
