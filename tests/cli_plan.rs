@@ -65,6 +65,53 @@ fn json_output_carries_the_whole_plan() {
     assert!(p.get("savings").is_none());
 }
 
+/// Saved samples are judged stale as of --now, or of the current time when
+/// --now is not given (they used to count as fresh then, so the same files
+/// planned differently with and without --now, silently); a signal none of
+/// whose samples is usable says so.
+#[test]
+fn samples_are_judged_as_of_now_and_an_unusable_file_is_named() {
+    let args = |now: Option<&str>| {
+        let mut a = vec![
+            "--policy",
+            "config/examples/combined.yaml",
+            "--snapshot",
+            "config/examples/cluster.yaml",
+            "--samples",
+            "config/examples/samples.json",
+            "-o",
+            "json",
+        ];
+        a.extend(now);
+        plan(&a)
+    };
+    let warning = "spec.signals[1] (utilization): all 8 samples in config/examples/samples.json are older than maxAge (600s)";
+    // taken at 02:00: fresh at 02:05, stale at 03:00 and today
+    let fresh = args(Some("--now=2026-11-22T02:05:00Z"));
+    assert!(fresh.status.success(), "{}", stderr(&fresh));
+    assert!(!stderr(&fresh).contains(warning), "{}", stderr(&fresh));
+    let late = args(Some(NOW));
+    assert!(
+        stderr(&late).contains(&format!("{warning} as of 2026-11-22T03:00:00Z (--now)")),
+        "{}",
+        stderr(&late)
+    );
+    let today = args(None);
+    assert!(stderr(&today).contains(warning), "{}", stderr(&today));
+    assert!(
+        stderr(&today).contains("(the current time)") && stderr(&today).contains("give --now"),
+        "{}",
+        stderr(&today)
+    );
+    // the stale plans agree with each other, and differ from the fresh one
+    let patches = |o: &Output| {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v[0]["patches"].clone()
+    };
+    assert_eq!(patches(&late), patches(&today));
+    assert_ne!(patches(&fresh), patches(&today));
+}
+
 #[test]
 fn every_example_policy_plans() {
     for f in [

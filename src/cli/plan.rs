@@ -405,25 +405,34 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
     };
+    let now_text = k8s_openapi::jiff::Timestamp::from_nanosecond(now)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     let mut plans = Vec::new();
     for policy in &policies {
+        let mut stale = Vec::new();
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
             super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
         } else if let Some(path) = &args.samples {
             let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
                 .map_err(CliError::bad_input)?;
-            super::samples_input::load(
+            // judged as of --now, or of the current time: never silently fresh
+            let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
+            stale.extend(super::samples_input::stale_warnings(
                 &name,
-                &text,
                 policy,
-                args.now.is_some().then_some(now_secs),
-            )?
+                &samples,
+                &now_text,
+                args.now.is_some(),
+            ));
+            samples
         } else if let Some(url) = &args.prometheus {
             super::samples_input::query(url, policy)?
         } else {
             SignalSamples::default()
         };
         let mut p = plan::plan(policy, &snapshot, &samples, &Default::default(), &opts);
+        p.warnings.append(&mut stale);
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
             .extend(idle_warnings(policy, &snapshot, &p, has_samples));

@@ -12,8 +12,8 @@ fn utilization_signals(policy: &NamedPolicy) -> Vec<(usize, &Utilization)> {
 }
 
 /// Reads a samples file for every utilisation signal of the policy. Saved
-/// samples are judged stale against `now_secs` only when the file carries
-/// sample times.
+/// samples are judged stale against `now_secs` (`None`: never, for the
+/// bundled example) when the file carries sample times.
 pub fn load(
     source: &str,
     text: &str,
@@ -41,6 +41,44 @@ pub fn load(
         );
     }
     Ok(loaded.samples)
+}
+
+/// A warning for each utilisation signal whose every sample in `source` is
+/// stale as of `now` (RFC 3339): none of them is used, so the plan is not the
+/// one the file's time would give. `now_given`: the user set `--now`.
+pub fn stale_warnings(
+    source: &str,
+    policy: &NamedPolicy,
+    samples: &SignalSamples,
+    now: &str,
+    now_given: bool,
+) -> Vec<String> {
+    use crate::signals::{Sample, SampleProblem};
+    let mut out = Vec::new();
+    for (index, u) in utilization_signals(policy) {
+        let Some(got) = samples.utilization.get(&index) else {
+            continue;
+        };
+        let all_stale = !got.by_pod.is_empty()
+            && got
+                .by_pod
+                .values()
+                .all(|s| *s == Sample::Unusable(SampleProblem::Stale));
+        if all_stale {
+            let hint = if now_given {
+                "check --now"
+            } else {
+                "give --now <time> to plan as of when they were taken"
+            };
+            out.push(format!(
+                "spec.signals[{index}] (utilization): all {} samples in {source} are older than maxAge ({}s) as of {now}{}: none is used and onSignalMissing applies; {hint}",
+                got.by_pod.len(),
+                u.max_age.as_secs(),
+                if now_given { " (--now)" } else { " (the current time)" },
+            ));
+        }
+    }
+    out
 }
 
 /// Queries Prometheus once per utilisation signal of the policy.
