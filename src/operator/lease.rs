@@ -294,9 +294,11 @@ async fn release(params: &Params, mine: Lease) {
 }
 
 async fn elect(params: Params, gate: watch::Sender<Gate>, mut stop: watch::Receiver<bool>) {
-    let wc = watcher::Config::default().fields(&format!("metadata.name={}", params.name));
+    let wc = watcher::Config::default()
+        .fields(&format!("metadata.name={}", params.name))
+        .list_semantic(watcher::ListSemantic::MostRecent);
     let mut lease_events = watcher(params.api.clone(), wc)
-        .default_backoff()
+        .backoff(super::run::watch_backoff())
         .applied_objects()
         .boxed();
     let timings = params.timings;

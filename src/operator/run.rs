@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -114,19 +115,24 @@ pub async fn run_with_client(
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
-    let wc = watcher::Config::default();
+    // Lists are quorum reads (resourceVersion ""), as client-go's relist
+    // after a 410: a list served from a restarted API server's cache
+    // (resourceVersion 0) can be older than that cache's watch window, and
+    // the watcher then looped on 410 with a stale store (a policy's new spec
+    // never seen after an API server restart, on 1.36 with etcd 3.4).
+    let wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
     let (pods, pods_w) = reflector::store::<PodRecord>();
     let pod_events = watcher(api::<PodRecord>(&client, ns), wc.clone())
         .reflect(pods_w)
         .inspect(health.observer("pods"))
-        .default_backoff()
+        .backoff(watch_backoff())
         .touched_objects();
     let (nodes, nodes_w) = reflector::store::<Node>();
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
         .modify(caches::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
-        .default_backoff()
+        .backoff(watch_backoff())
         .touched_objects()
         .predicate_filter(predicates::labels, Default::default());
     let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
@@ -134,13 +140,13 @@ pub async fn run_with_client(
         .modify(caches::trim_replica_set)
         .reflect(rs_w)
         .inspect(health.observer("replicasets"))
-        .default_backoff()
+        .backoff(watch_backoff())
         .touched_objects();
     let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
     let policy_events = watcher(api::<DeletionCostPolicy>(&client, ns), wc)
         .reflect(policies_w)
         .inspect(health.observer("policies"))
-        .default_backoff()
+        .backoff(watch_backoff())
         .applied_objects();
     // every trigger is throttled per policy (see `throttle`), the
     // controller's own debounce is off: a steady stream of pod events (the
@@ -368,4 +374,22 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
+}
+
+/// Retry timing of the watches: exponential from 0.5 s, capped at 5 s (kube's
+/// default grows to 30 s: after an API server restart the operator then saw
+/// a policy's new spec about a minute late), reset after a minute without
+/// errors.
+pub(super) fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+    ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(Duration::from_secs(5))
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times(),
+        ),
+        Duration::from_secs(60),
+    )
 }
