@@ -432,7 +432,10 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             SignalSamples::default()
         };
         let mut p = plan::plan(policy, &snapshot, &samples, &Default::default(), &opts);
-        p.warnings.append(&mut stale);
+        // samples matter only to a plan with pods (one without says why)
+        if !p.pods.is_empty() {
+            p.warnings.append(&mut stale);
+        }
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
             .extend(idle_warnings(policy, &snapshot, &p, has_samples));
