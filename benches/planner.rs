@@ -51,7 +51,11 @@ fn planner(c: &mut Criterion) {
             ),
         );
         let snapshot = Snapshot {
-            pods: gen.pods.into_iter().map(PodRecord::from).collect(),
+            pods: gen
+                .pods
+                .into_iter()
+                .map(|p| std::sync::Arc::new(PodRecord::from(p)))
+                .collect(),
             nodes: gen.nodes,
             replica_sets: gen.replica_sets,
             deployments: vec![],

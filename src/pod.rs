@@ -471,6 +471,26 @@ impl<T: PodView + ?Sized> PodView for &T {
     }
 }
 
+/// A shared record (the operator's cache, a snapshot's pods) reads as the
+/// record.
+impl<T: PodView + ?Sized> PodView for std::sync::Arc<T> {
+    fn meta(&self) -> &ObjectMeta {
+        (**self).meta()
+    }
+    fn node_name(&self) -> Option<&str> {
+        (**self).node_name()
+    }
+    fn phase(&self) -> Option<&str> {
+        (**self).phase()
+    }
+    fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
+        (**self).ready_condition()
+    }
+    fn max_restarts(&self) -> (i64, i64) {
+        (**self).max_restarts()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

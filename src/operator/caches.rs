@@ -44,17 +44,14 @@ impl Caches {
         }
     }
 
-    /// A snapshot of one namespace.
+    /// A snapshot for a round of a policy in `ns`: every cached pod (shared,
+    /// not copied: a node's occupancy counts every namespace's pods, as
+    /// `plan` over a cluster-wide snapshot does), every node, and the
+    /// namespace's ReplicaSets.
     pub fn snapshot(&self, ns: &str) -> Snapshot {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
-            pods: self
-                .pods
-                .state()
-                .iter()
-                .filter(|p| in_ns(&p.metadata))
-                .map(|p| (**p).clone())
-                .collect(),
+            pods: self.pods.state(),
             nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
             replica_sets: self
                 .replica_sets

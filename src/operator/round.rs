@@ -27,6 +27,7 @@ use crate::apply::{
 use crate::comparator::FeatureGates;
 use crate::metrics::{Metrics, PolicyReason};
 use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
+use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::{PrometheusClient, SignalFetchError};
 use crate::signals::SignalSamples;
@@ -535,11 +536,13 @@ fn plan_over_caches(
 
     // pods carrying our cost that we no longer manage
     let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
+    let in_ns = |p: &PodRecord| p.metadata.namespace.as_deref() == Some(&resolved.namespace);
     let releases = snapshot
         .pods
         .iter()
         .filter(|p| {
-            p.annotations().get(POLICY_ANNOTATION) == Some(name)
+            in_ns(p)
+                && p.annotations().get(POLICY_ANNOTATION) == Some(name)
                 && !managed.contains(p.name_any().as_str())
                 && crate::comparator::is_pod_active(p)
         })
@@ -554,7 +557,7 @@ fn plan_over_caches(
     let versions = snapshot
         .pods
         .iter()
-        .filter(|p| wanted.contains(p.name_any().as_str()))
+        .filter(|p| in_ns(p) && wanted.contains(p.name_any().as_str()))
         .map(|p| (p.name_any(), p.resource_version()))
         .collect();
     (planned, releases, versions, conflicts)

@@ -530,6 +530,7 @@ mod tests {
                     "status": {"phase": "Running", "conditions": [{"type": "Ready",
                         "status": "True", "lastTransitionTime": ready(i)}]},
                 }))
+                .map(std::sync::Arc::new)
                 .unwrap()
             })
             .collect();

@@ -12,6 +12,7 @@
 //! constraints are not modelled.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -312,7 +313,7 @@ pub fn plan_savings(
 ) -> (Savings, Vec<String>) {
     let upstream = upstream_default(policy, snapshot, opts);
     let (nodes, mut warnings) = node_facts(&billing_source(policy), &snapshot.nodes);
-    let pods: Vec<PodFacts> = snapshot.pods.iter().map(pod_facts).collect();
+    let pods: Vec<PodFacts> = snapshot.pods.iter().map(|p| pod_facts(p)).collect();
     let ns = policy.namespace.as_str();
     let savings = compute(
         &nodes,
@@ -361,13 +362,19 @@ pub fn upstream_default(
         .iter()
         .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
         .map(|p| {
-            let mut p = p.clone();
-            if let Some(a) = p.metadata.annotations.as_mut() {
-                if a.get(POLICY_ANNOTATION) == Some(&policy.name) {
-                    a.remove(POD_DELETION_COST);
-                }
+            let ours = p
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get(POLICY_ANNOTATION) == Some(&policy.name));
+            if !ours {
+                return p.clone();
             }
-            p
+            let mut p = (**p).clone();
+            if let Some(a) = p.metadata.annotations.as_mut() {
+                a.remove(POD_DELETION_COST);
+            }
+            Arc::new(p)
         })
         .collect();
     let without = Snapshot {

@@ -5,6 +5,7 @@
 //! again.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -236,7 +237,7 @@ const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
 /// same either way.
 pub(super) fn select<'a>(
     policy: &NamedPolicy,
-    pods: &'a [PodRecord],
+    pods: &'a [Arc<PodRecord>],
     nodes: &'a [Node],
     ns_rs: &[&'a ReplicaSet],
     excluded: &BTreeSet<String>,
@@ -263,7 +264,7 @@ pub(super) fn select<'a>(
 
 fn select_in<'k, 'a>(
     ns: &str,
-    pods: &'a [PodRecord],
+    pods: &'a [Arc<PodRecord>],
     known: &'k HashMap<&'a str, u32>,
     matcher: &Matcher,
     excluded: &BTreeSet<String>,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
@@ -18,8 +19,9 @@ use crate::pod::{decode_pod_item, PodRecord};
 /// Objects the planner reads.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Pods (any namespace), trimmed to what the planner reads.
-    pub pods: Vec<PodRecord>,
+    /// Pods (any namespace), trimmed to what the planner reads; shared, so
+    /// the operator's rounds read its cached records without copying them.
+    pub pods: Vec<Arc<PodRecord>>,
     /// Nodes.
     pub nodes: Vec<Node>,
     /// ReplicaSets.
@@ -246,7 +248,7 @@ impl SnapshotReader {
             });
         }
         self.held += record_bytes(&pod) + label.len() as u64;
-        self.snapshot.pods.push(pod);
+        self.snapshot.pods.push(Arc::new(pod));
         self.labels.push(label.into_boxed_str());
         self.check_limit();
     }

@@ -143,7 +143,10 @@ fn opts() -> PlanOptions {
 
 fn cluster(pods: Vec<Pod>) -> Snapshot {
     Snapshot {
-        pods: pods.into_iter().map(PodRecord::from).collect(),
+        pods: pods
+            .into_iter()
+            .map(|p| std::sync::Arc::new(PodRecord::from(p)))
+            .collect(),
         nodes: vec![
             node(
                 "spot-1",
@@ -189,6 +192,7 @@ fn apply(snapshot: &mut Snapshot, plan: &Plan, policy: &str) {
         let p = snapshot
             .pods
             .iter_mut()
+            .map(std::sync::Arc::make_mut)
             .find(|p| p.metadata.name.as_deref() == Some(&*patch.pod))
             .unwrap();
         let a = p.metadata.annotations.get_or_insert_with(Default::default);
@@ -299,7 +303,7 @@ fn foreign_costs_are_left_alone_unless_told() {
     );
     assert_eq!(taken.patches.len(), 1);
     // another policy's value is foreign too
-    snap.pods[0]
+    std::sync::Arc::make_mut(&mut snap.pods[0])
         .metadata
         .annotations
         .as_mut()
@@ -504,7 +508,7 @@ fn not_ready_pods_and_pending_patches_explain_mismatches() {
     assert_eq!(rs.mismatches[0].reason, MismatchReason::NotReady);
 
     // live view before patches land: costs are all 0, so colocation/time decide
-    snap.pods[0]
+    std::sync::Arc::make_mut(&mut snap.pods[0])
         .status
         .as_mut()
         .unwrap()
@@ -512,8 +516,10 @@ fn not_ready_pods_and_pending_patches_explain_mismatches() {
         .as_mut()
         .unwrap()[0]
         .status = "True".into();
-    snap.pods[1].metadata.creation_timestamp = Some(ts("2026-11-01T00:00:00Z"));
-    snap.pods[1]
+    std::sync::Arc::make_mut(&mut snap.pods[1])
+        .metadata
+        .creation_timestamp = Some(ts("2026-11-01T00:00:00Z"));
+    std::sync::Arc::make_mut(&mut snap.pods[1])
         .status
         .as_mut()
         .unwrap()
@@ -816,10 +822,10 @@ proptest! {
         names in prop::collection::vec("(web-[a-c]{0,3})?[a-c\\x00]{0,20}", 0..40),
         parallel in any::<bool>(),
     ) {
-        let pods: Vec<PodRecord> = names
+        let pods: Vec<std::sync::Arc<PodRecord>> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| PodRecord {
+            .map(|(i, n)| std::sync::Arc::new(PodRecord {
                 metadata: ObjectMeta {
                     name: Some(n.clone()),
                     namespace: Some("shop".into()),
@@ -828,7 +834,7 @@ proptest! {
                     ..Default::default()
                 },
                 ..Default::default()
-            })
+            }))
             .collect();
         let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
         let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);

@@ -324,7 +324,11 @@ pub fn build(name: &'static str) -> Golden {
     };
     let c = cluster::generate(n, seed);
     let mut snapshot = Snapshot {
-        pods: c.pods.iter().map(PodRecord::from).collect(),
+        pods: c
+            .pods
+            .iter()
+            .map(|p| std::sync::Arc::new(PodRecord::from(p)))
+            .collect(),
         nodes: c.nodes.clone(),
         replica_sets: c.replica_sets.clone(),
         deployments: vec![],
@@ -414,6 +418,7 @@ fn coarse_times(snap: &mut Snapshot) {
     for (i, pod) in snap
         .pods
         .iter_mut()
+        .map(std::sync::Arc::make_mut)
         .enumerate()
         .filter(|(_, p)| p.metadata.namespace.as_deref() == Some(cluster::NAMESPACE))
     {
@@ -464,10 +469,14 @@ fn share_uids(snap: &mut Snapshot) {
             snap.pods.swap(a, b);
         }
         let uid = snap.pods[a].metadata.uid.clone();
-        snap.pods[b].metadata.uid = uid;
+        std::sync::Arc::make_mut(&mut snap.pods[b]).metadata.uid = uid;
     }
-    snap.pods[first[10]].metadata.uid = None;
-    snap.pods[second[10]].metadata.uid = None;
+    std::sync::Arc::make_mut(&mut snap.pods[first[10]])
+        .metadata
+        .uid = None;
+    std::sync::Arc::make_mut(&mut snap.pods[second[10]])
+        .metadata
+        .uid = None;
 }
 
 /// Plans every case of `g` and writes the plans down.
@@ -509,6 +518,7 @@ fn with_patches(snapshot: &Snapshot, plan: &Plan, policy: &NamedPolicy) -> Snaps
     for pod in landed
         .pods
         .iter_mut()
+        .map(std::sync::Arc::make_mut)
         .filter(|x| x.metadata.namespace.as_deref() == Some(policy.namespace.as_str()))
     {
         if let Some(c) = pod.metadata.name.as_deref().and_then(|n| costs.get(n)) {

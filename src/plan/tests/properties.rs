@@ -209,7 +209,7 @@ impl World {
     /// The pods as the API server has them once `plan`'s patches landed.
     fn landed(&self, plan: &Plan) -> Snapshot {
         let mut s = self.snapshot.clone();
-        for pod in &mut s.pods {
+        for pod in s.pods.iter_mut().map(std::sync::Arc::make_mut) {
             let ours = pod.metadata.namespace.as_deref() == Some("shop");
             let name = pod.metadata.name.as_deref().unwrap_or("");
             if let Some(patch) = plan.patches.iter().find(|x| ours && &*x.pod == name) {
@@ -657,7 +657,7 @@ proptest! {
         if heal {
             // every pod scheduled, Running and Ready: only the gate or an
             // ambiguous comparator can then explain a mismatch
-            for p in &mut w.snapshot.pods {
+            for p in w.snapshot.pods.iter_mut().map(std::sync::Arc::make_mut) {
                 let spec = p.spec.get_or_insert_with(Default::default);
                 spec.node_name.get_or_insert_with(|| "spot-1".into());
                 let status = p.status.get_or_insert_with(Default::default);
@@ -707,9 +707,9 @@ proptest! {
         let mut w = w;
         if share {
             for i in (4..w.snapshot.pods.len()).step_by(5) {
-                let uid = w.snapshot.pods[i - 1].metadata.uid.clone();
-                w.snapshot.pods[i].metadata.uid = uid;
-                w.snapshot.pods[i - 3].metadata.uid = None;
+                let uid = std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 1]).metadata.uid.clone();
+                std::sync::Arc::make_mut(&mut w.snapshot.pods[i]).metadata.uid = uid;
+                std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 3]).metadata.uid = None;
             }
         }
         let parallel = forcing(true, || w.plan());

@@ -1,0 +1,264 @@
+//! The live operator writes the costs `plan` shows: for every example
+//! policy, a cluster-wide operator on the fake API server and
+//! `deletion-cost plan` over a snapshot of the same objects (and the same
+//! Prometheus) agree pod by pod. The cluster has three namespaces whose pods
+//! share nodes, so a node kept busy by another team's pods must count as
+//! busy for `nodeConsolidation` in both.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+mod support;
+
+use deletion_cost::annotations::POD_DELETION_COST;
+use deletion_cost_testkit::fake_api::FakeApi;
+use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
+use deletion_cost_testkit::{eventually, free_addr, wait_until};
+use serde_json::{json, Value};
+use support::operator::{config, Operator, NS};
+
+/// Every example that is a policy.
+const POLICIES: &[&str] = &[
+    "config/examples/combined.yaml",
+    "config/examples/consolidation.yaml",
+    "config/examples/least-utilised.yaml",
+    "config/examples/payg-first.yaml",
+    "config/examples/spot-first.yaml",
+    "config/examples/zone-balance.yaml",
+];
+
+/// (name, karpenter capacity type, billing class, zone)
+const NODES: &[(&str, &str, &str, &str)] = &[
+    ("spot-a", "spot", "spot", "zone-a"),
+    ("spot-b", "spot", "spot", "zone-b"),
+    ("od-a", "on-demand", "reserved", "zone-a"),
+    ("payg-b", "on-demand", "pay-as-you-go", "zone-b"),
+];
+
+/// The shop's pods: (name, node, CPU cores). Each node holds two or three
+/// of them; spot-a and od-a are also full of other namespaces' pods.
+const WEB: &[(&str, &str, f64)] = &[
+    ("web-0", "spot-a", 0.1),
+    ("web-1", "spot-a", 1.7),
+    ("web-2", "spot-b", 0.5),
+    ("web-3", "spot-b", 0.9),
+    ("web-4", "spot-b", 1.3),
+    ("web-5", "od-a", 0.3),
+    ("web-6", "od-a", 1.1),
+    ("web-7", "payg-b", 0.7),
+    ("web-8", "payg-b", 1.5),
+];
+
+/// Other teams' pods: (namespace, name, node).
+fn others() -> Vec<(String, String, &'static str)> {
+    let mut out = Vec::new();
+    for i in 0..6 {
+        out.push(("batch".into(), format!("job-{i}"), "spot-a"));
+    }
+    for i in 0..4 {
+        out.push(("tools".into(), format!("tool-{i}"), "od-a"));
+    }
+    out
+}
+
+/// Every object of the cluster, as the API server lists them.
+fn objects() -> Vec<Value> {
+    let mut out = Vec::new();
+    for (name, capacity, class, zone) in NODES {
+        out.push(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "karpenter.sh/capacity-type": capacity,
+            "billing.example.com/class": class,
+            "topology.kubernetes.io/zone": zone}}}),
+        );
+    }
+    out.push(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "namespace": NS, "uid": "rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true}]},
+        "spec": {"replicas": WEB.len(), "selector": {"matchLabels": {"app": "web"}}}
+    }));
+    let pod = |ns: &str, name: &str, node: &str, labels: Value, owner: Option<&str>| {
+        let owners = owner.map_or(json!([]), |rs| {
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": format!("{rs}-uid"), "controller": true}])
+        });
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}"), "labels": labels,
+                "ownerReferences": owners},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+        })
+    };
+    for (name, node, _) in WEB {
+        out.push(pod(NS, name, node, json!({"app": "web"}), Some("web-abc")));
+    }
+    for (ns, name, node) in others() {
+        // the same labels as the shop's pods: only the namespace tells them apart
+        out.push(pod(
+            &ns,
+            &name,
+            node,
+            json!({"app": "web"}),
+            Some("other-rs"),
+        ));
+    }
+    out
+}
+
+/// A CPU counter per shop pod, a minute apart, whose rate is the pod's cores.
+fn cpu_series() -> String {
+    let t = unix_now() - 90;
+    let mut lines = Vec::new();
+    for (name, _, cores) in WEB {
+        let series = format!(
+            r#"container_cpu_usage_seconds_total{{namespace="{NS}",container="app",app="web",pod="{name}"}}"#
+        );
+        lines.push((series.clone(), "1000".to_string(), t - 60));
+        lines.push((series, format!("{}", 1000.0 + cores * 60.0), t));
+    }
+    let refs: Vec<(&str, &str, i64)> = lines
+        .iter()
+        .map(|(s, v, t)| (s.as_str(), v.as_str(), *t))
+        .collect();
+    openmetrics(&refs)
+}
+
+/// The policy's document, as JSON.
+fn policy(path: &str) -> Value {
+    let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))
+        .expect("an example policy");
+    let policies = deletion_cost::policy::file::parse_policies(path, &text).expect("a policy");
+    let mut doc = serde_json::to_value(&policies[0].policy).expect("JSON");
+    doc["apiVersion"] = json!("deletioncost.dev/v1alpha1");
+    doc["kind"] = json!("DeletionCostPolicy");
+    doc
+}
+
+/// What `deletion-cost plan` wants each shop pod to carry (its desired cost,
+/// or none when it keeps what it has).
+fn planned(
+    path: &str,
+    snapshot: &std::path::Path,
+    prometheus: &str,
+) -> BTreeMap<String, Option<i64>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["plan", "--policy", path, "--snapshot"])
+        .arg(snapshot)
+        .args(["--prometheus", prometheus, "-o", "json"])
+        .output()
+        .expect("deletion-cost runs");
+    assert!(
+        out.status.success(),
+        "plan {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plans: Value = serde_json::from_slice(&out.stdout).expect("JSON plans");
+    plans[0]["pods"]
+        .as_array()
+        .expect("planned pods")
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().expect("a name").to_string();
+            (name, p["desired"].as_i64())
+        })
+        .collect()
+}
+
+/// The cost each shop pod carries on the fake.
+fn written(fake: &FakeApi) -> BTreeMap<String, Option<i64>> {
+    WEB.iter()
+        .map(|(name, _, _)| {
+            let cost = fake
+                .get_json("Pod", NS, name)
+                .and_then(|p| {
+                    p["metadata"]["annotations"][POD_DELETION_COST]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .and_then(|c| c.parse().ok());
+            (name.to_string(), cost)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_writes_the_costs_plan_shows_for_every_example_policy() {
+    let prom = PrometheusServer::start(&cpu_series());
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let snapshot = dir.path().join("cluster.json");
+    std::fs::write(
+        &snapshot,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": objects()}))
+            .expect("JSON"),
+    )
+    .expect("write the snapshot");
+
+    let mut disagreements = Vec::new();
+    for path in POLICIES {
+        let want = planned(path, &snapshot, &prom.url());
+        assert_eq!(
+            want.len(),
+            WEB.len(),
+            "{path}: plan selects every shop pod: {want:?}"
+        );
+        assert!(
+            want.values().any(Option::is_some),
+            "{path}: plan writes something: {want:?}"
+        );
+
+        let fake = FakeApi::start().await;
+        for o in objects() {
+            fake.apply_json(o).expect("an object");
+        }
+        let doc = policy(path);
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .expect("a policy name")
+            .to_string();
+        fake.apply_json(doc).expect("the policy");
+        let mut cfg = config("agreement", 1000.0, 1000);
+        cfg.namespace = None;
+        cfg.metrics_addr = free_addr();
+        cfg.prometheus_url = Some(prom.url());
+        let op = Operator::start(&fake, cfg).serving(&fake).await;
+        // the round has run and its writes have landed
+        eventually(
+            Duration::from_secs(30),
+            "the policy's round and its writes",
+            || async {
+                let status = fake
+                    .get_json("DeletionCostPolicy", NS, &name)
+                    .map(|p| p["status"].clone())
+                    .unwrap_or(Value::Null);
+                status["observedGeneration"].is_i64()
+                    && status["pendingPatches"].as_u64().unwrap_or(0) == 0
+                    && want
+                        .iter()
+                        .all(|(pod, cost)| cost.is_none() || written(&fake)[pod].is_some())
+            },
+        )
+        .await;
+        // and nothing else follows
+        let settled = written(&fake);
+        let changed = wait_until(Duration::from_secs(2), || async {
+            written(&fake) != settled
+        })
+        .await;
+        assert!(!changed, "{path}: costs still changing after the round");
+        op.stop().await;
+
+        let expected: BTreeMap<String, Option<i64>> = want
+            .iter()
+            .map(|(pod, cost)| (pod.clone(), *cost))
+            .collect();
+        if settled != expected {
+            disagreements.push(format!(
+                "{path}:\n  operator {settled:?}\n  plan     {expected:?}"
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
