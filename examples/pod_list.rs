@@ -1,6 +1,6 @@
 //! Writes a `kubectl get pods -o json` List of generated pods (the
 //! benchmarks' `benches/support/gen.rs`) as compact JSON on stdout, for the
-//! large-input figures of the README's Performance section.
+//! large-input figures of docs/performance.md (and the README's headline).
 //!
 //! Run: `cargo run --release --example pod_list -- 100000 > pods-100k.json`
 

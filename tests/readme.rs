@@ -1,18 +1,27 @@
-//! The README's CLI reference against the binary's real flags, and the quick
-//! start's files.
+//! The CLI reference (docs/cli.md) against the binary's real flags, the
+//! README's quick start and length, and every relative link of the docs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 use deletion_cost::cli::Cli;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
 }
 
-fn reference_row(readme: &str, command: &str) -> String {
-    let section = readme
+fn cli_doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap()
+}
+
+fn reference_row(doc: &str, command: &str) -> String {
+    let section = doc
         .split("## CLI reference")
         .nth(1)
-        .expect("README has a CLI reference")
+        .expect("docs/cli.md has a CLI reference")
         .split("\n## ")
         .next()
         .unwrap_or_default()
@@ -26,10 +35,10 @@ fn reference_row(readme: &str, command: &str) -> String {
 
 #[test]
 fn every_flag_is_documented_and_every_documented_flag_exists() {
-    let readme = readme();
+    let doc = cli_doc();
     let cli = Cli::command();
     for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
-        let row = reference_row(&readme, sub.get_name());
+        let row = reference_row(&doc, sub.get_name());
         let real: Vec<String> = sub
             .get_arguments()
             .filter(|a| !a.is_global_set() && a.get_id() != "help")
@@ -38,7 +47,7 @@ fn every_flag_is_documented_and_every_documented_flag_exists() {
         for flag in &real {
             assert!(
                 row.contains(flag.as_str()),
-                "{} {flag} missing from the README",
+                "{} {flag} missing from docs/cli.md",
                 sub.get_name()
             );
         }
@@ -47,7 +56,7 @@ fn every_flag_is_documented_and_every_documented_flag_exists() {
                 let flag = flag.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
                 assert!(
                     real.iter().any(|r| r == &format!("--{flag}")),
-                    "README documents --{flag} for {}, which does not exist",
+                    "docs/cli.md documents --{flag} for {}, which does not exist",
                     sub.get_name()
                 );
             }
@@ -70,4 +79,158 @@ fn quick_start_files_exist() {
             "{f}"
         );
     }
+}
+
+#[test]
+fn readme_is_short() {
+    let lines = readme().lines().count();
+    assert!(
+        lines <= 320,
+        "README.md has {lines} lines; at most 320 (the detail goes to docs/)"
+    );
+}
+
+/// The markdown files whose links are checked: the top level's and docs/'s.
+fn markdown_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in [Path::new(ROOT).to_path_buf(), Path::new(ROOT).join("docs")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.iter().any(|f| f.ends_with("README.md")));
+    assert!(files.iter().any(|f| f.ends_with("docs/cli.md")));
+    files
+}
+
+/// The lines outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The anchors GitHub gives a file's headings: lower case, spaces to
+/// hyphens, punctuation dropped, "-1", "-2" for repeats.
+fn anchors(text: &str) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut anchors = Vec::new();
+    for line in prose(text) {
+        let Some(title) = line.strip_prefix('#') else {
+            continue;
+        };
+        let title = title.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        anchors.push(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    anchors
+}
+
+/// Every `](target)` outside code blocks.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    for line in prose(text) {
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let end = rest
+                .find(')')
+                .expect("a link without its closing parenthesis");
+            let target = rest[..end].split_whitespace().next().unwrap_or_default();
+            targets.push(target.to_string());
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+#[test]
+fn every_relative_link_resolves() {
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(ROOT).unwrap().display().to_string();
+        for target in link_targets(&text) {
+            assert!(!target.is_empty(), "{name}: an empty link");
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            assert!(
+                resolved.exists(),
+                "{name}: the link {target} names {}, which does not exist",
+                resolved.display()
+            );
+            if let Some(anchor) = anchor {
+                assert!(
+                    resolved.extension().is_some_and(|e| e == "md"),
+                    "{name}: the link {target} has an anchor into a file that is not markdown"
+                );
+                let linked = std::fs::read_to_string(&resolved).unwrap();
+                let known = anchors(&linked);
+                assert!(
+                    known.iter().any(|a| a == anchor),
+                    "{name}: the link {target}: no heading makes #{anchor}; there are {known:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} links found: is the parser broken?"
+    );
+}
+
+#[test]
+fn anchors_follow_the_headings() {
+    let text = "# The `deletion-cost` command\n```sh\n# not a heading\n```\n## Input files and stderr (CLI)\n## The cluster's version\n## Notes\n## Notes\n#hashtag\n";
+    assert_eq!(
+        anchors(text),
+        [
+            "the-deletion-cost-command",
+            "input-files-and-stderr-cli",
+            "the-clusters-version",
+            "notes",
+            "notes-1"
+        ]
+    );
+    assert_eq!(
+        link_targets("[a](docs/a.md) and [`b`](#b)\n```\n[c](nowhere.md)\n```\n"),
+        ["docs/a.md", "#b"]
+    );
 }
