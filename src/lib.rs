@@ -36,6 +36,7 @@ pub mod annotations;
 pub mod apply;
 pub mod cli;
 pub mod comparator;
+pub mod engine;
 pub mod hook;
 pub mod input;
 pub mod metrics;

@@ -611,7 +611,7 @@ fn service_pdb_and_servicemonitor_select_the_operator() {
         let mut hook_selector = hook_svc.spec.as_ref().unwrap().selector.clone().unwrap();
         assert_eq!(
             hook_selector
-                .remove(deletion_cost::operator::leadership::LEADER_LABEL)
+                .remove(deletion_cost::engine::leadership::LEADER_LABEL)
                 .as_deref(),
             Some("true"),
             "{o}: the hook Service selects the leader only"

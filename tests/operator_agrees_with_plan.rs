@@ -14,7 +14,7 @@ mod support;
 use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost_testkit::fake_api::FakeApi;
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
-use deletion_cost_testkit::{eventually, free_addr, wait_until};
+use deletion_cost_testkit::{eventually, free_addr, http_get, wait_until};
 use serde_json::{json, Value};
 use support::operator::{config, Operator, NS};
 
@@ -261,4 +261,36 @@ async fn the_operator_writes_the_costs_plan_shows_for_every_example_policy() {
         }
     }
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+/// An operator installed for one namespace cannot see other namespaces'
+/// pods: its consolidation plans say that their node counts are partial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_scoped_operator_says_its_node_counts_are_partial() {
+    let fake = FakeApi::start().await;
+    for o in objects() {
+        fake.apply_json(o).expect("an object");
+    }
+    fake.apply_json(policy("config/examples/consolidation.yaml"))
+        .expect("the policy");
+    let mut cfg = config("scoped", 1000.0, 1000);
+    cfg.metrics_addr = free_addr();
+    let port = cfg.metrics_addr.port();
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    eventually(
+        Duration::from_secs(30),
+        "the policy's first round",
+        || async {
+            fake.get_json("DeletionCostPolicy", NS, "web-consolidation")
+                .is_some_and(|p| p["status"]["observedGeneration"].is_i64())
+        },
+    )
+    .await;
+    let (code, page) = http_get(port, "/policies/shop/web-consolidation").await;
+    op.stop().await;
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("counts only namespace shop") && page.contains("pods on each node"),
+        "{page}"
+    );
 }

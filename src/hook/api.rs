@@ -61,7 +61,19 @@ pub struct PrescaleRequest {
 }
 
 impl PrescaleRequest {
-    /// `Kind namespace/name`, for messages and the in-flight set.
+    /// The workload, as the engine names one.
+    pub fn workload_ref(&self) -> crate::engine::WorkloadRef {
+        crate::engine::WorkloadRef {
+            namespace: self.namespace.clone(),
+            kind: match self.workload.kind {
+                WorkloadKind::Deployment => crate::policy::TargetKind::Deployment,
+                WorkloadKind::ReplicaSet => crate::policy::TargetKind::ReplicaSet,
+            },
+            name: self.workload.name.clone(),
+        }
+    }
+
+    /// `Deployment shop/web`.
     pub fn target(&self) -> String {
         format!(
             "{} {}/{}",

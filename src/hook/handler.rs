@@ -2,7 +2,7 @@
 //! (urgent), wait until the pod cache shows the values, re-check the order,
 //! and with `scale: true` scale and watch what the controller deletes.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use tokio::sync::Semaphore;
 use tokio::time::{timeout_at, Instant};
 
@@ -22,23 +22,19 @@ use super::api::{
     PrescaleResponse, ReplicaSetAnswer, ScaleAnswer, Victim, WorkloadKind,
 };
 use super::auth;
-use super::compare::{active_pods_of, compare_victims, workload_replica_sets};
+use super::compare::compare_victims;
 use super::error::HookError;
 use super::HookConfig;
-use crate::annotations::POD_DELETION_COST;
-use crate::apply::{Priority, WriteOutcome};
-use crate::operator::round::{wins_over, PolicyRound, Rounds, Submission};
-use crate::plan::NamedPolicy;
-use crate::policy::validate::Target;
-use crate::policy::{DeletionCostPolicy, TargetKind};
+use crate::apply::WriteOutcome;
+use crate::engine::{Engine, Managed, ManagingError, Submission};
 
 /// How often the pod cache is polled while waiting for patches or deletions.
 const POLL: Duration = Duration::from_millis(20);
 
 /// Shared by every hook request.
 pub(crate) struct HookState {
-    /// The planning rounds the hook runs (shared with the reconcile).
-    pub(crate) rounds: Arc<Rounds>,
+    /// The engine whose rounds the hook runs (shared with the reconcile).
+    pub(crate) engine: Arc<Engine>,
     /// The API server (reviews, the Lease, the scale).
     client: Client,
     pub(crate) config: HookConfig,
@@ -47,10 +43,10 @@ pub(crate) struct HookState {
 }
 
 impl HookState {
-    pub(crate) fn new(rounds: Arc<Rounds>, client: Client, config: HookConfig) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, client: Client, config: HookConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
         HookState {
-            rounds,
+            engine,
             client,
             config,
             in_flight: Mutex::new(HashSet::new()),
@@ -146,7 +142,7 @@ pub(crate) async fn handle(
     };
     let req = parse_request(&bytes, &limits).map_err(HookError::BadRequest)?;
     auth::authorize(&st.client, &user, &req).await?;
-    if !st.rounds.leadership.is_leader() {
+    if !st.engine.leadership().is_leader() {
         return Err(HookError::NotLeader {
             leader: lease_holder(st).await,
         });
@@ -172,7 +168,7 @@ pub(crate) async fn handle(
 
 /// The lease holder's identity, when readable.
 async fn lease_holder(st: &HookState) -> Option<String> {
-    let lease = st.rounds.leadership.lease();
+    let lease = st.engine.leadership().lease();
     let api: Api<Lease> = Api::namespaced(st.client.clone(), &lease.namespace);
     match api.get_opt(&lease.name).await {
         Ok(lease) => lease
@@ -239,99 +235,12 @@ async fn replace_scale(
     }
 }
 
-/// The policy managing the workload: among the namespace's valid policies
-/// that select its pods (or target it), the one that wins shared pods.
-fn find_policy(
-    rounds: &Rounds,
-    req: &PrescaleRequest,
-    snapshot: &crate::plan::Snapshot,
-    pods: &BTreeSet<String>,
-) -> Result<(Arc<DeletionCostPolicy>, NamedPolicy), HookError> {
-    let mut found: Vec<(Arc<DeletionCostPolicy>, NamedPolicy)> = rounds
-        .caches
-        .policies()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(req.namespace.as_str()))
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let resolved = NamedPolicy::resolve(&p.name_any(), &req.namespace, &p.spec).ok()?;
-            let targets = match &resolved.spec.target {
-                Target::Workload(t) => {
-                    t.name == req.workload.name
-                        && matches!(
-                            (t.kind, req.workload.kind),
-                            (TargetKind::Deployment, WorkloadKind::Deployment)
-                                | (TargetKind::ReplicaSet, WorkloadKind::ReplicaSet)
-                        )
-                }
-                Target::Selector(_) => false,
-            };
-            let selects = !crate::plan::selected_pods(&resolved, snapshot).is_disjoint(pods);
-            (targets || selects).then_some((p, resolved))
-        })
-        .collect();
-    found.sort_by(|a, b| {
-        if wins_over(&a.0, &b.0) {
-            std::cmp::Ordering::Less
-        } else if wins_over(&b.0, &a.0) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    });
-    found.into_iter().next().ok_or_else(|| {
-        HookError::NotFound(format!(
-            "no valid DeletionCostPolicy in namespace {:?} manages {} ({} active pods)",
-            req.namespace,
-            req.target(),
-            pods.len()
-        ))
-    })
-}
-
-/// Only the workload's share of a round: its pods' patches and releases.
-fn workload_round(round: &PolicyRound, pods: &BTreeSet<String>) -> PolicyRound {
-    let mut plan = round.plan.clone();
-    plan.patches.retain(|p| pods.contains(&*p.pod));
-    PolicyRound {
-        resolved: round.resolved.clone(),
-        plan,
-        releases: round
-            .releases
-            .iter()
-            .filter(|(name, _)| pods.contains(name))
-            .cloned()
-            .collect(),
-        conflicts: Vec::new(),
-        signal_error: round.signal_error.clone(),
-        last_refresh: round.last_refresh.clone(),
-        versions: round
-            .versions
-            .iter()
-            .filter(|(name, _)| pods.contains(*name))
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect(),
-    }
-}
-
-/// Whether the pod cache shows `cost` on the pod (or the pod is gone or replaced).
-fn cache_shows(rounds: &Rounds, ns: &str, pod: &str, uid: Option<&str>, cost: Option<i32>) -> bool {
-    let Some(p) = rounds.caches.pod(ns, pod) else {
-        return true;
-    };
-    if uid.is_some() && p.uid().as_deref() != uid {
-        return true;
-    }
-    p.annotations().get(POD_DELETION_COST).cloned() == cost.map(|c| c.to_string())
-}
-
 async fn prescale(
     st: &HookState,
     req: &PrescaleRequest,
     deadline: Instant,
 ) -> Result<PrescaleResponse, HookError> {
-    let rounds = &st.rounds;
-    let ns = req.namespace.as_str();
+    let engine = &st.engine;
     let scale = timeout_at(deadline, get_scale(&st.client, req))
         .await
         .map_err(|_| timeout(req, "reading the workload's scale"))??;
@@ -345,47 +254,42 @@ async fn prescale(
     }
     let scale_down_by = usize::try_from(current - req.replicas).unwrap_or(0);
 
-    let snapshot = rounds.caches.snapshot(ns);
-    let rs_names = workload_replica_sets(&req.workload, ns, &snapshot.replica_sets);
-    let pods = active_pods_of(&rs_names, ns, &snapshot.pods);
-    let (policy, resolved) = find_policy(rounds, req, &snapshot, &pods)?;
+    let managed = engine
+        .managing(&req.workload_ref())
+        .await
+        .map_err(|e| match e {
+            ManagingError::NotManaged(e) => HookError::NotFound(e.to_string()),
+            other => HookError::Internal(other.to_string()),
+        })?;
 
     // fresh signals, the workload's patches ahead of background work; the
     // policy's state stays locked from planning to submitting, so a
     // reconcile of the same policy cannot interleave
-    let mut state = timeout_at(deadline, rounds.lock(&resolved.key()))
+    let round = timeout_at(deadline, engine.prescale(&managed, scale_down_by))
         .await
-        .map_err(|_| timeout(req, "waiting for the policy's running round"))?;
-    let round = timeout_at(
-        deadline,
-        rounds.plan_round(&mut state, &policy, &resolved, true, Some(scale_down_by)),
-    )
-    .await
-    .map_err(|_| timeout(req, "querying signals"))?
-    .map_err(|e| HookError::Internal(e.to_string()))?;
-    let mine = workload_round(&round, &pods);
-    let requests = mine.requests();
+        .map_err(|_| timeout(req, "querying signals and planning"))?
+        .map_err(|e| HookError::Internal(e.to_string()))?;
+    let requests = round.requests;
     let mut patches = PatchSummary {
         planned: requests.len(),
         observed: true,
         ..Default::default()
     };
-    let mut warnings = round.plan.warnings.clone();
-    if rounds.dry_run {
+    let mut warnings = round.warnings;
+    if engine.dry_run() {
         patches.held = Some(
             "the operator runs with --dry-run: nothing was written; victims are predicted on the pods as they are"
                 .into(),
         );
-    } else if let Some((reason, message)) = &round.signal_error {
+    } else if let Some(problem) = &round.signals {
         patches.held = Some(format!(
-            "signals unavailable ({reason}): {message}; no cost was written"
+            "signals unavailable ({}): {}; no cost was written",
+            problem.reason, problem.message
         ));
     }
     let started = Instant::now();
-    let submitted = rounds.submit_round(&mut state, &mine, Priority::Urgent);
-    drop(state);
     // values that landed a moment ago count as applied: the cache must show them too
-    let (batch, mut expected) = match submitted {
+    let (batch, mut expected) = match round.submission {
         Ok(Submission::Sent { batch, landed }) => (Some(batch), landed),
         Ok(Submission::NothingToSend { landed }) => (None, landed),
         Ok(Submission::Held(hold)) => {
@@ -426,10 +330,7 @@ async fn prescale(
     if patches.held.is_none() && (sent || !expected.is_empty()) {
         // read-your-writes: the order check must see what was written
         let waited = timeout_at(deadline, async {
-            while !expected
-                .iter()
-                .all(|r| cache_shows(rounds, ns, &r.pod.name, r.uid.as_deref(), r.cost))
-            {
+            while !expected.iter().all(|r| engine.cache_shows(r)) {
                 tokio::time::sleep(POLL).await;
             }
         })
@@ -444,25 +345,19 @@ async fn prescale(
             ));
         }
         let took = started.elapsed().as_secs_f64();
-        rounds.metrics.hook_patch_observed.observe(took);
+        engine.metrics().hook_patch_observed.observe(took);
         patches.observed_after_seconds = Some(took);
     }
 
     // the order check on the pods as the cache now shows them
-    let checked = timeout_at(deadline, async {
-        let mut state = rounds.lock(&resolved.key()).await;
-        rounds
-            .plan_round(&mut state, &policy, &resolved, false, Some(scale_down_by))
-            .await
-    })
-    .await
-    .map_err(|_| timeout(req, "re-planning"))?
-    .map_err(|e| HookError::Internal(e.to_string()))?;
+    let checked = timeout_at(deadline, engine.check(&managed, scale_down_by))
+        .await
+        .map_err(|_| timeout(req, "re-planning"))?
+        .map_err(|e| HookError::Internal(e.to_string()))?;
     let replica_sets: Vec<ReplicaSetAnswer> = checked
-        .plan
         .replica_sets
         .iter()
-        .filter(|r| rs_names.contains(&r.name))
+        .filter(|r| managed.replica_sets.contains(&r.name))
         .map(|r| ReplicaSetAnswer {
             name: r.name.clone(),
             victims: r
@@ -502,7 +397,7 @@ async fn prescale(
                 deadline,
                 &patches,
                 &victims,
-                &rs_names,
+                &managed,
                 scale_down_by,
             )
             .await?,
@@ -513,11 +408,11 @@ async fn prescale(
     Ok(PrescaleResponse {
         namespace: req.namespace.clone(),
         workload: req.workload.clone(),
-        policy: resolved.key(),
+        policy: managed.resolved.key(),
         current_replicas: current,
         target_replicas: req.replicas,
         scale_down_by,
-        dry_run: rounds.dry_run,
+        dry_run: engine.dry_run(),
         patches,
         victims,
         verdict,
@@ -534,11 +429,10 @@ async fn scale_in(
     deadline: Instant,
     patches: &PatchSummary,
     victims: &[Victim],
-    rs_names: &BTreeSet<String>,
+    managed: &Managed,
     scale_down_by: usize,
 ) -> Result<ScaleAnswer, HookError> {
-    let rounds = &st.rounds;
-    let ns = req.namespace.as_str();
+    let engine = &st.engine;
     let skipped = |why: String| ScaleAnswer {
         performed: false,
         skipped: Some(why),
@@ -560,11 +454,7 @@ async fn scale_in(
     }
     tokio::time::sleep(st.config.settle_delay).await;
 
-    let pods_now = |rounds: &Rounds| {
-        let snapshot = rounds.caches.snapshot(ns);
-        active_pods_of(rs_names, ns, &snapshot.pods)
-    };
-    let before = pods_now(rounds);
+    let before = engine.active_pods(managed);
     let set = timeout_at(deadline, async {
         // one retry on a conflict (someone else touched the scale meanwhile)
         let mut last = None;
@@ -597,10 +487,20 @@ async fn scale_in(
     // From here on the scale is set: running out of time answers what was
     // seen so far (a 504 would make callers retry a scale that happened).
     let predicted: Vec<String> = victims.iter().map(|v| v.pod.clone()).collect();
-    let mut comparison = compare_victims(&predicted, &before, &pods_now(rounds), scale_down_by);
+    let mut comparison = compare_victims(
+        &predicted,
+        &before,
+        &engine.active_pods(managed),
+        scale_down_by,
+    );
     while !comparison.complete && Instant::now() + POLL < deadline {
         tokio::time::sleep(POLL).await;
-        comparison = compare_victims(&predicted, &before, &pods_now(rounds), scale_down_by);
+        comparison = compare_victims(
+            &predicted,
+            &before,
+            &engine.active_pods(managed),
+            scale_down_by,
+        );
     }
     Ok(ScaleAnswer {
         performed: true,

@@ -17,7 +17,7 @@ use tokio::sync::{watch, Semaphore};
 use super::error::HookError;
 use super::handler::{handle, HookState};
 use super::{tls, HookConfig, HookTls};
-use crate::operator::round::Rounds;
+use crate::engine::Engine;
 
 /// Why the hook's listener could not start.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +53,7 @@ fn json_response(status: u16, body: &serde_json::Value, retry_after: Option<u64>
 }
 
 fn error_response(st: &HookState, err: &HookError) -> Response {
-    st.rounds.metrics.hook_request(err.outcome());
+    st.engine.metrics().hook_request(err.outcome());
     json_response(err.status(), &err.body(), err.retry_after())
 }
 
@@ -61,7 +61,7 @@ async fn prescale(State(st): State<Arc<HookState>>, headers: HeaderMap, body: Bo
     match handle(&st, &headers, body).await {
         Ok(answer) => match serde_json::to_value(&answer) {
             Ok(v) => {
-                st.rounds.metrics.hook_request("ok");
+                st.engine.metrics().hook_request("ok");
                 json_response(200, &v, None)
             }
             Err(e) => error_response(
@@ -103,13 +103,13 @@ fn router(state: Arc<HookState>) -> axum::Router {
 }
 
 /// Binds the hook listener and serves `POST /v1/prescale` until `shutdown`:
-/// requests plan and write through `rounds`, and call the API server
+/// requests plan and write through `engine`, and call the API server
 /// (TokenReview, SubjectAccessReview, the scale) with `client`.
 pub async fn serve(
     addr: SocketAddr,
     config: HookConfig,
     client: kube::Client,
-    rounds: Arc<Rounds>,
+    engine: Arc<Engine>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, ServeError> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -128,7 +128,7 @@ pub async fn serve(
         HookTls::SelfIssued { service, namespace } => {
             let namespace = namespace
                 .clone()
-                .unwrap_or_else(|| rounds.leadership.lease().namespace.clone());
+                .unwrap_or_else(|| engine.leadership().lease().namespace.clone());
             self_issued = Some((client.clone(), service.clone(), namespace));
         }
         HookTls::PlainHttp => {
@@ -136,7 +136,7 @@ pub async fn serve(
         }
     }
     let read_timeout = config.read_timeout;
-    let app = router(Arc::new(HookState::new(rounds, client, config)));
+    let app = router(Arc::new(HookState::new(engine, client, config)));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Ok(tokio::spawn(async move {
         if let Some((client, service, namespace)) = self_issued {

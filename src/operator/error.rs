@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use kube::runtime::finalizer::Error as FinalizerError;
 
-use super::round::RoundError;
 use crate::apply::SubmitError;
+use crate::engine::RoundError;
 use crate::hook::ServeError;
 
 /// Errors of the operator shell.

@@ -17,7 +17,7 @@
 //!   a graceful stop gives the Lease back.
 //!
 //! What a term means for the rest of the operator (the patcher, the leader
-//! label) is [`super::leadership`].
+//! label) is `crate::engine::leadership`.
 
 use std::time::Duration;
 

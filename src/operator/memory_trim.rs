@@ -8,7 +8,6 @@
 //! `malloc_trim` after busy periods, which also releases free pages in the
 //! middle of the heap. On other allocators both are no-ops.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -49,22 +48,6 @@ pub fn release() -> bool {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     false
-}
-
-/// Whether heavy allocation has happened since the last release.
-#[derive(Debug, Default)]
-pub struct Churn(AtomicBool);
-
-impl Churn {
-    /// Records that a round allocated and freed a lot (a snapshot and a plan).
-    pub fn note(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether anything was noted since the last call; clears the note.
-    pub fn take(&self) -> bool {
-        self.0.swap(false, Ordering::Relaxed)
-    }
 }
 
 /// How often the release task looks for the end of a busy period.
@@ -110,16 +93,6 @@ pub async fn release_after_busy_periods(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn churn_is_reported_once() {
-        let churn = Churn::default();
-        assert!(!churn.take());
-        churn.note();
-        churn.note();
-        assert!(churn.take());
-        assert!(!churn.take());
-    }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]

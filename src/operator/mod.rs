@@ -1,7 +1,7 @@
 //! The operator: the kube-runtime shell around the pure planner.
 //!
-//! Data flows one way: watch (trimmed objects into [`caches`]) -> snapshot
-//! -> plan (pure, `crate::plan`) -> apply (the rate-limited patcher,
+//! Data flows one way: watch (trimmed objects into the engine's caches) ->
+//! snapshot -> plan (pure, `crate::plan`, run by `crate::engine`) -> apply (the rate-limited patcher,
 //! `crate::apply`) -> observe (status, Events, metrics) -> check (the next
 //! round). Only the lease holder writes.
 //!
@@ -10,30 +10,24 @@
 //! | [`run`](mod@run) | the wiring: watches and caches, leader election, listeners, the Controller, shutdown |
 //! | [`config`] | what `run` is told; the client and the comparator's gates derived at start |
 //! | [`reconcile`] | one policy's reconcile: apply, finalizer cleanup, error policy and backoff |
-//! | [`round`] | a policy's planning round, shared by the reconcile, the hook and the pages; overlaps |
 //! | [`status`] | the policy status and its Events |
-//! | [`leadership`] | whether this replica leads; the term's patcher; the leader label |
 //! | [`lease`] | the election on a Lease |
-//! | [`caches`] | the slim pod cache, node/ReplicaSet trims, snapshots |
 //! | [`sync`] | which caches have synced (`/readyz`) |
 //! | [`server`] | `/metrics`, `/healthz`, `/readyz` and the policy pages ([`page`]) |
 //! | [`memory_trim`] | giving freed heap back to the OS |
 //! | [`shutdown`] | one deadline for every stage of a shutdown |
 //! | [`error`] | the shell's error enum |
 //!
-//! The pre-scale-down hook (`crate::hook`) uses [`round`] and
-//! [`leadership`] only; `tests/architecture.rs` holds every layer to its
-//! imports.
+//! The rounds themselves, the caches and the leadership handle are
+//! `crate::engine`'s, which the hook (`crate::hook`) uses too; only [`run`](mod@run)
+//! knows both. `tests/architecture.rs` holds every layer to its imports.
 
-pub mod caches;
 pub mod config;
 pub mod error;
-pub mod leadership;
 pub mod lease;
 pub mod memory_trim;
 pub mod page;
 pub mod reconcile;
-pub mod round;
 pub mod run;
 pub mod server;
 pub mod shutdown;

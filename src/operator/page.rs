@@ -1,7 +1,7 @@
 //! `GET /policies/<namespace>/<name>[?scaleDownBy=N]` on the metrics port:
 //! the plan page of a policy this operator manages (the same page as
 //! `deletion-cost plan -o html`). Planned on request, as the policy's next
-//! round would plan it ([`super::round::Rounds::preview_round`]), so nothing is kept
+//! round would plan it ([`crate::engine::Engine::preview`]), so nothing is kept
 //! between requests; one page is built at a time.
 
 use axum::extract::{Path, Query, State};
@@ -9,8 +9,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use super::round::PreviewError;
 use super::server::ServerState;
+use crate::engine::PreviewError;
 use crate::plan::NamedPolicy;
 use crate::policy::DeletionCostPolicy;
 use crate::report::{html, Report, Section};
@@ -120,11 +120,11 @@ async fn page(
         return Err(PageError::NotSynced(names.join(", ")));
     }
     let policy: Arc<DeletionCostPolicy> = state
-        .rounds
-        .caches
+        .engine
+        .caches()
         .policy(namespace, name)
         .ok_or(PageError::UnknownPolicy(key))?;
-    if !state.rounds.leadership.is_leader() {
+    if !state.engine.leadership().is_leader() {
         return Err(PageError::NotLeader);
     }
     let resolved = NamedPolicy::resolve(name, namespace, &policy.spec)
@@ -135,17 +135,19 @@ async fn page(
         state.identity
     );
     let body = state
-        .rounds
-        .preview_round(&policy, &resolved, scale_down_by, move |p| {
+        .engine
+        .preview(&policy, &resolved, scale_down_by, move |p| {
             let mut plan = p.plan;
-            if let Some((reason, message)) = &p.signal_error {
+            if let Some(problem) = &p.signals {
                 plan.warnings.push(format!(
-                    "signals unavailable ({reason}): {message}; writes are held"
+                    "signals unavailable ({}): {}; writes are held",
+                    problem.reason, problem.message
                 ));
             }
-            for (winner, n) in &p.conflicts {
+            for c in &p.conflicts {
                 plan.warnings.push(format!(
-                    "{n} pod(s) left to the older policy {winner}, which selects them too"
+                    "{} pod(s) left to the older policy {}, which selects them too",
+                    c.pods, c.winner
                 ));
             }
             let report = Report {

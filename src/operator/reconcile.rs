@@ -15,11 +15,11 @@ use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::{Api, Client, ResourceExt};
 
 use super::error::OperatorError;
-use super::round::{Rounds, Submission};
 use super::status;
 use super::sync::WatchHealth;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
+use crate::engine::Engine;
 use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
 
@@ -29,9 +29,9 @@ pub const FINALIZER: &str = "deletioncost.dev/cleanup";
 /// Shared by every reconcile.
 pub struct Context {
     client: Client,
-    /// The planning rounds (caches, policies' state, leadership, patcher),
-    /// shared with the hook and the policy pages.
-    rounds: Arc<Rounds>,
+    /// The engine (caches, policies' state, leadership, patcher), shared
+    /// with the hook and the policy pages.
+    engine: Arc<Engine>,
     recorder: Recorder,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     health: Arc<WatchHealth>,
@@ -43,13 +43,13 @@ impl Context {
     /// What every reconcile shares.
     pub fn new(
         client: Client,
-        rounds: Arc<Rounds>,
+        engine: Arc<Engine>,
         recorder: Recorder,
         health: Arc<WatchHealth>,
     ) -> Self {
         Context {
             client,
-            rounds,
+            engine,
             recorder,
             health,
             failures: Mutex::default(),
@@ -58,12 +58,12 @@ impl Context {
 
     /// Whether this replica holds the lease (and may write).
     fn is_leader(&self) -> bool {
-        self.rounds.leadership.is_leader()
+        self.engine.leadership().is_leader()
     }
 
     /// The patcher of the current leadership term.
     fn patcher(&self) -> Option<Patcher> {
-        self.rounds.leadership.patcher()
+        self.engine.leadership().patcher()
     }
 
     /// Writes the status when it changed (not with `--dry-run`), with its
@@ -75,7 +75,15 @@ impl Context {
         prev: Option<&DeletionCostPolicyStatus>,
         new: DeletionCostPolicyStatus,
     ) -> Result<(), OperatorError> {
-        status::write(&self.recorder, self.rounds.dry_run, api, policy, prev, new).await?;
+        status::write(
+            &self.recorder,
+            self.engine.dry_run(),
+            api,
+            policy,
+            prev,
+            new,
+        )
+        .await?;
         Ok(())
     }
 }
@@ -101,7 +109,7 @@ pub(super) async fn reconcile(
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
     let key = policy_key(&policy);
-    let result = if ctx.rounds.dry_run {
+    let result = if ctx.engine.dry_run() {
         apply_policy(policy, &ctx).await
     } else {
         let ns = policy.namespace().unwrap_or_default();
@@ -136,10 +144,9 @@ async fn apply_policy(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");
-            ctx.rounds.metrics.reconciled("invalid");
+            ctx.engine.metrics().reconciled("invalid");
             // an invalid policy has no order to report
-            ctx.rounds
-                .remove_series(&key, &mut *ctx.rounds.lock(&key).await);
+            ctx.engine.invalid(&PolicyKey::new(&ns, &name)).await;
             let st = status::invalid(
                 prev_status.as_ref(),
                 &e.errors,
@@ -152,73 +159,37 @@ async fn apply_policy(
         }
     };
 
-    // the policy's state stays locked from planning to submitting: a hook
-    // request for the same policy waits (and the other way round)
-    let mut state = ctx.rounds.lock(&key).await;
-    let round = ctx
-        .rounds
-        .plan_round(&mut state, &policy, &resolved, false, None)
-        .await?;
-    let planned = &round.plan;
-    let mut rejected = 0;
-    let mut held = None;
-    let mut sent = 0;
-    match ctx
-        .rounds
-        .submit_round(&mut state, &round, Priority::Background)
-    {
-        Ok(Submission::Sent { batch, .. }) => sent = batch.len(),
-        Ok(Submission::NothingToSend { .. }) => {}
-        Ok(Submission::Held(hold)) => held = Some(hold),
-        Err(e) => {
-            tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
-            rejected = round.requests().len();
-        }
-    }
-    let policy_key = PolicyKey::new(&ns, &name);
-    let (pending, failing) = ctx.patcher().map_or((0, None), |p| {
-        let failed = p.failed_for(&policy_key);
-        let failing = failed.last().map(|(req, e)| status::WriteFailures {
-            count: failed.len(),
-            last: format!("{}: {e}", req.pod),
-        });
-        (p.pending_for(&policy_key).len(), failing)
-    });
-    let releases = &round.releases;
+    let round = ctx.engine.reconcile(&policy, &resolved).await?;
     tracing::info!(
         policy = %key,
-        pods = planned.pods.len(),
-        patches = planned.patches.len(),
-        releases = releases.len(),
-        sent,
-        pending,
-        failing = failing.as_ref().map_or(0, |f| f.count),
-        held = held.as_ref().map(ToString::to_string),
-        dry_run = ctx.rounds.dry_run,
+        pods = round.plan.pods.len(),
+        patches = round.plan.patches.len(),
+        releases = round.releases,
+        sent = round.sent,
+        pending = round.pending,
+        failing = round.failing.as_ref().map_or(0, |f| f.count),
+        held = round.held.as_ref().map(ToString::to_string),
+        dry_run = ctx.engine.dry_run(),
         "planned"
     );
-
-    // mismatch gauges, under the policy's lock
-    ctx.rounds.export_mismatches(&key, &mut state, planned);
-    drop(state);
-
     let observed = status::Observed {
-        signals: round.signal_error.clone(),
+        signals: round.signals.clone(),
         conflicts: round.conflicts.clone(),
-        pending_patches: pending,
-        rejected,
-        failing: failing.clone(),
+        pending_patches: round.pending,
+        rejected: round.rejected,
+        failing: round.failing.clone(),
         last_refresh: round.last_refresh.clone(),
         generation: policy.metadata.generation,
     };
+    let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());
     ctx.write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
-    ctx.rounds.metrics.reconciled("ok");
+    ctx.engine.metrics().reconciled("ok");
     // failed writes are sent again by the next round: soon, not at the refresh
-    let again = if rejected > 0 {
+    let again = if round.rejected > 0 {
         Duration::from_secs(5)
-    } else if failing.is_some() {
+    } else if round.failing.is_some() {
         resolved.spec.refresh_interval.min(RESEND_FAILED_AFTER)
     } else {
         resolved.spec.refresh_interval
@@ -245,8 +216,8 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
         None => Vec::new(),
     };
     let mut ours: Vec<(String, String)> = ctx
-        .rounds
-        .caches
+        .engine
+        .caches()
         .pods()
         .into_iter()
         .filter(|p| {
@@ -260,8 +231,8 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     for pod in in_flight {
         if !ours.iter().any(|(n, _)| *n == pod.name) {
             let uid = ctx
-                .rounds
-                .caches
+                .engine
+                .caches()
                 .pod(&ns, &pod.name)
                 .and_then(|p| p.uid())
                 .unwrap_or_default();
@@ -270,7 +241,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     }
     tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
     if ours.is_empty() {
-        ctx.rounds.forget(&format!("{ns}/{name}")).await;
+        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
         return Ok(Action::await_change());
     }
     let Some(patcher) = ctx.patcher() else {
@@ -286,7 +257,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     let batch = patcher.submit_batch(reqs, Priority::Background)?;
     let report = batch.wait().await;
     if report.all_done() {
-        ctx.rounds.forget(&format!("{ns}/{name}")).await;
+        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
         Ok(Action::await_change())
     } else {
         let remaining = report
@@ -327,7 +298,7 @@ pub(super) fn error_policy(
         retry_in_seconds = delay.as_secs(),
         "reconcile failed"
     );
-    ctx.rounds.metrics.reconciled(err.metric_label());
+    ctx.engine.metrics().reconciled(err.metric_label());
     Action::requeue(delay)
 }
 

@@ -1,7 +1,7 @@
 //! `deletion-cost run`: the wiring. Checks the config, reads the cluster's
 //! version (comparator gates), joins the leader election, starts the
 //! watches (trimmed pods, nodes, ReplicaSets, policies) and their caches,
-//! builds the [`Rounds`] the reconcile and the hook share, opens the
+//! builds the [`Engine`] the reconcile and the hook share, opens the
 //! listeners, runs the kube-runtime `Controller`, and on SIGTERM stops it
 //! all within one grace period.
 
@@ -19,16 +19,16 @@ use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::caches::{self, Caches};
 use super::config::{check_limits, client, comparator_gates, RunConfig};
 use super::error::OperatorError;
-use super::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use super::reconcile::{self, Context};
-use super::round::{Rounds, SignalSource};
 use super::server::{self, ServerState};
 use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
+use crate::engine::caches::{self, Caches};
+use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
+use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
 use crate::pod::PodRecord;
 use crate::policy::selector::selects;
@@ -172,8 +172,14 @@ pub async fn run_with_client(
         controller: crate::MANAGER.into(),
         instance: Some(config.identity.clone()),
     };
-    let rounds = Arc::new(Rounds::new(
-        Caches::new(pods.clone(), nodes, replica_sets, policies.clone()),
+    let engine = Arc::new(Engine::new(
+        Caches::new(
+            pods.clone(),
+            nodes,
+            replica_sets,
+            policies.clone(),
+            ns.map(str::to_string),
+        ),
         leadership.clone(),
         metrics.clone(),
         SignalSource {
@@ -185,14 +191,14 @@ pub async fn run_with_client(
     ));
     let ctx = Arc::new(Context::new(
         client.clone(),
-        rounds.clone(),
+        engine.clone(),
         Recorder::new(client.clone(), reporter),
         health.clone(),
     ));
     let server = server::serve(
         config.metrics_addr,
         Arc::new(ServerState::new(
-            rounds.clone(),
+            engine.clone(),
             health.clone(),
             config.identity.clone(),
         )),
@@ -201,8 +207,8 @@ pub async fn run_with_client(
     .await?;
     tokio::spawn(memory_trim::release_after_busy_periods(
         {
-            let rounds = rounds.clone();
-            move || rounds.churn.take()
+            let engine = engine.clone();
+            move || engine.take_churn()
         },
         {
             let leadership = leadership.clone();
@@ -233,7 +239,7 @@ pub async fn run_with_client(
                 addr,
                 config.hook.clone(),
                 client.clone(),
-                rounds.clone(),
+                engine.clone(),
                 shutdown_rx.clone(),
             )
             .await?,

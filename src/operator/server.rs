@@ -12,13 +12,13 @@ use tokio::sync::{watch, Semaphore};
 
 use super::error::OperatorError;
 use super::page;
-use super::round::Rounds;
 use super::sync::WatchHealth;
+use crate::engine::Engine;
 
 /// What the listener's handlers read.
 pub struct ServerState {
-    /// The planning rounds (the pages preview one; `/metrics` reads their metrics).
-    pub rounds: Arc<Rounds>,
+    /// The engine (the pages preview its rounds; `/metrics` reads its metrics).
+    pub engine: Arc<Engine>,
     /// Which caches have synced.
     pub health: Arc<WatchHealth>,
     /// This replica's identity, named on the pages.
@@ -29,9 +29,9 @@ pub struct ServerState {
 
 impl ServerState {
     /// State for the listener; one page is built at a time.
-    pub fn new(rounds: Arc<Rounds>, health: Arc<WatchHealth>, identity: String) -> Self {
+    pub fn new(engine: Arc<Engine>, health: Arc<WatchHealth>, identity: String) -> Self {
         ServerState {
-            rounds,
+            engine,
             health,
             identity,
             pages: Semaphore::new(1),
@@ -46,7 +46,7 @@ pub async fn serve(
     state: Arc<ServerState>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, OperatorError> {
-    let (metrics, health) = (state.rounds.metrics.clone(), state.health.clone());
+    let (metrics, health) = (state.engine.metrics().clone(), state.health.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",

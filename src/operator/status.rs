@@ -10,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 
+use crate::engine::{Conflict, SignalProblem, WriteFailures};
 use crate::plan::{Action, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
     DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
@@ -35,10 +36,10 @@ pub const MISMATCHES_SHOWN: usize = 10;
 /// What a reconcile observed besides the plan.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
-    /// `Err(reason, message)` when a signal could not be read.
-    pub signals: Option<(String, String)>,
-    /// Policies (namespace/name) that win pods this policy also selects, with counts.
-    pub conflicts: Vec<(String, usize)>,
+    /// Why a signal could not be read.
+    pub signals: Option<SignalProblem>,
+    /// Policies that win pods this policy also selects.
+    pub conflicts: Vec<Conflict>,
     /// Patches submitted but not yet observed.
     pub pending_patches: usize,
     /// Patch submissions refused (queue full).
@@ -50,15 +51,6 @@ pub struct Observed {
     pub last_refresh: Option<String>,
     /// `metadata.generation` of the policy.
     pub generation: Option<i64>,
-}
-
-/// Writes that keep failing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteFailures {
-    /// How many pods' values failed.
-    pub count: usize,
-    /// The last of them: pod and error.
-    pub last: String,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -142,7 +134,7 @@ pub fn build(
             "Available",
             "all signals read".into(),
         ),
-        Some((reason, message)) => condition(SIGNALS_AVAILABLE, false, reason, message.clone()),
+        Some(p) => condition(SIGNALS_AVAILABLE, false, &p.reason, p.message.clone()),
     };
     let ready = if obs.rejected > 0 {
         condition(
@@ -187,7 +179,7 @@ pub fn build(
         let list: Vec<String> = obs
             .conflicts
             .iter()
-            .map(|(p, n)| format!("{p} ({n} pods)"))
+            .map(|c| format!("{} ({} pods)", c.winner, c.pods))
             .collect();
         condition(
             CONFLICT,
@@ -459,8 +451,14 @@ mod tests {
                 mismatch(MismatchReason::NotReady),
             ]),
             &Observed {
-                signals: Some(("Unreachable".into(), "connection refused".into())),
-                conflicts: vec![("shop/older".into(), 2)],
+                signals: Some(SignalProblem {
+                    reason: "Unreachable".into(),
+                    message: "connection refused".into(),
+                }),
+                conflicts: vec![Conflict {
+                    winner: "shop/older".into(),
+                    pods: 2,
+                }],
                 ..Default::default()
             },
             &t(1),

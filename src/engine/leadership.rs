@@ -1,6 +1,6 @@
 //! Leadership terms: whether this replica leads, and the writer that comes
-//! with a term. The election itself is [`super::lease`]; this module turns
-//! its answer into what the rest of the operator uses: a [`Leadership`]
+//! with a term. The election itself is the operator's Lease; this module
+//! turns its answer into what the engine and the operator use: a [`Leadership`]
 //! handle that says whether this replica leads and hands out the patcher of
 //! the current term, the `deletion_cost_leader` gauge, and the leader label
 //! on the replica's own pod (the hook's Service selects it).

@@ -26,22 +26,34 @@ pub struct Caches {
     nodes: Store<Node>,
     replica_sets: Store<ReplicaSet>,
     policies: Store<DeletionCostPolicy>,
+    /// The one namespace whose pods are watched (a namespace-scoped
+    /// install), or none when every namespace's are.
+    pods_of: Option<String>,
 }
 
 impl Caches {
-    /// Handles on the reflectors' stores.
+    /// Handles on the reflectors' stores; `pods_of`: the one namespace
+    /// whose pods the pod store holds, if it holds only one.
     pub fn new(
         pods: Store<PodRecord>,
         nodes: Store<Node>,
         replica_sets: Store<ReplicaSet>,
         policies: Store<DeletionCostPolicy>,
+        pods_of: Option<String>,
     ) -> Self {
         Caches {
             pods,
             nodes,
             replica_sets,
             policies,
+            pods_of,
         }
+    }
+
+    /// The one namespace whose pods are cached, when the install is
+    /// namespace-scoped: a node's occupancy then counts only its pods.
+    pub fn pods_of(&self) -> Option<&str> {
+        self.pods_of.as_deref()
     }
 
     /// A snapshot for a round of a policy in `ns`: every cached pod (shared,

@@ -1,0 +1,438 @@
+//! The engine: the one place that plans a policy over the caches and hands
+//! its patches to the patcher. It owns every policy's state (hysteresis
+//! values, samples, what was sent), each behind its own lock held from
+//! planning to submitting, so two rounds of one policy never interleave;
+//! planning runs on the blocking pool, never on an async worker.
+//!
+//! Its callers use a few named operations and never its internals:
+//! - the reconcile: [`Engine::reconcile`] (a round: plan, write, report),
+//!   [`Engine::invalid`], [`Engine::forget`];
+//! - the hook: [`Engine::managing`] (which policy manages a workload),
+//!   [`Engine::prescale`] (that workload's patches ahead of background
+//!   work), [`Engine::check`] (the order once they landed);
+//! - the policy page: [`Engine::preview`] (what the next round would plan).
+//!
+//! `operator` and `hook` both build on the engine; only the operator's run
+//! wiring knows both.
+
+pub mod caches;
+pub mod leadership;
+mod round;
+mod state;
+pub mod workload;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use caches::Caches;
+use leadership::Leadership;
+pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
+use state::Policies;
+pub use workload::{Managed, NotManaged, WorkloadRef};
+
+use crate::annotations::POD_DELETION_COST;
+use crate::apply::{PatchRequest, PolicyKey, Priority, SubmitError};
+use crate::comparator::FeatureGates;
+use crate::metrics::Metrics;
+use crate::plan::{self, NamedPolicy, PlanOptions, Snapshot};
+use crate::policy::DeletionCostPolicy;
+use crate::prometheus::PrometheusClient;
+
+/// Where rounds read utilisation.
+#[derive(Debug, Clone)]
+pub struct SignalSource {
+    /// The Prometheus to query (none without `--prometheus-url`).
+    pub prometheus: Option<PrometheusClient>,
+    /// Per-query timeout.
+    pub timeout: Duration,
+}
+
+/// Whether rounds allocated (a snapshot and a plan) since it was last asked:
+/// the operator gives freed heap back to the OS after such busy periods.
+#[derive(Debug, Default)]
+pub struct Churn(AtomicBool);
+
+impl Churn {
+    /// Records that a round allocated and freed a lot.
+    pub fn note(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether anything was noted since the last call; clears the note.
+    pub fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// The key of a validated policy.
+fn key_of(resolved: &NamedPolicy) -> PolicyKey {
+    PolicyKey::new(&resolved.namespace, &resolved.name)
+}
+
+/// Writes of a policy that keep failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailures {
+    /// How many pods' values failed.
+    pub count: usize,
+    /// The last of them: pod and error.
+    pub last: String,
+}
+
+/// What a reconcile round did.
+#[derive(Debug)]
+pub struct Reconciled {
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// Pods whose cost of this policy is being removed.
+    pub releases: usize,
+    /// Older policies that win pods this one selects.
+    pub conflicts: Vec<Conflict>,
+    /// Why signals are unavailable (writes are held meanwhile).
+    pub signals: Option<SignalProblem>,
+    /// When signals were last read successfully (RFC 3339).
+    pub last_refresh: Option<String>,
+    /// Values handed to the patcher by this round.
+    pub sent: usize,
+    /// Why nothing was sent, when it was held.
+    pub held: Option<Hold>,
+    /// Values the patcher refused (its queue is full): the round is due
+    /// again soon.
+    pub rejected: usize,
+    /// The policy's values queued or in flight.
+    pub pending: usize,
+    /// The policy's values that failed for good and were not followed by
+    /// one that landed (sent again by the next round).
+    pub failing: Option<WriteFailures>,
+}
+
+/// What a workload's round sent ahead of background work.
+#[derive(Debug)]
+pub struct Prescaled {
+    /// The workload's patches (its new costs and releases).
+    pub requests: Vec<PatchRequest>,
+    /// What became of them.
+    pub submission: Result<Submission, SubmitError>,
+    /// Why signals are unavailable (writes are held meanwhile).
+    pub signals: Option<SignalProblem>,
+    /// The plan's warnings.
+    pub warnings: Vec<String>,
+}
+
+/// Why a policy's page cannot be planned now.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// The policy reads utilisation but no round has read it yet.
+    #[error("{0}: no planning round has read its signals yet")]
+    NotPlannedYet(String),
+    /// The planner task failed.
+    #[error("{0}: the planner failed: {1}")]
+    Planner(String, String),
+}
+
+/// A plan made by [`Engine::preview`], with what it was made from.
+pub struct Preview<'a> {
+    /// The validated policy.
+    pub resolved: &'a NamedPolicy,
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// The snapshot the plan was made over.
+    pub snapshot: &'a Snapshot,
+    /// The options it was made with.
+    pub opts: &'a PlanOptions,
+    /// Older policies that win shared pods.
+    pub conflicts: Vec<Conflict>,
+    /// Why signals were unavailable at the last round (writes are held).
+    pub signals: Option<SignalProblem>,
+}
+
+/// What a round needs (the caches, the leadership handle and its patcher,
+/// the Prometheus client, the metrics) and every policy's state. Built once
+/// at start; the reconcile, the hook and the policy pages share it.
+pub struct Engine {
+    caches: Caches,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    dry_run: bool,
+    churn: Churn,
+    signals: SignalSource,
+    gates: FeatureGates,
+    policies: Policies,
+}
+
+impl Engine {
+    /// An engine over `caches`, writing through `leadership`'s patcher.
+    pub fn new(
+        caches: Caches,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+        signals: SignalSource,
+        gates: FeatureGates,
+        dry_run: bool,
+    ) -> Self {
+        Engine {
+            caches,
+            leadership,
+            metrics,
+            dry_run,
+            churn: Churn::default(),
+            signals,
+            gates,
+            policies: Policies::default(),
+        }
+    }
+
+    /// The watched objects rounds read.
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
+    /// Whether this replica leads, and the patcher of its term.
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    /// The operator's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Compute and report, write nothing (`--dry-run`).
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// Whether rounds ran since this was last asked.
+    pub fn take_churn(&self) -> bool {
+        self.churn.take()
+    }
+
+    /// A policy's round for its reconcile: signals when due, the plan, its
+    /// patches sent (background priority), the mismatch gauges, and what the
+    /// patcher holds of the policy.
+    pub async fn reconcile(
+        &self,
+        policy: &DeletionCostPolicy,
+        resolved: &NamedPolicy,
+    ) -> Result<Reconciled, RoundError> {
+        let key = key_of(resolved);
+        let mut state = self.policies.lock(&key).await;
+        let round = self
+            .plan_round(&mut state, policy, resolved, false, None)
+            .await?;
+        let (mut sent, mut held, mut rejected) = (0, None, 0);
+        match self.submit_round(&mut state, &round, Priority::Background, None) {
+            Ok(Submission::Sent { batch, .. }) => sent = batch.len(),
+            Ok(Submission::NothingToSend { .. }) => {}
+            Ok(Submission::Held(hold)) => held = Some(hold),
+            Err(e) => {
+                tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
+                rejected = round.requests().len();
+            }
+        }
+        self.export_mismatches(&key, &mut state, &round.plan);
+        drop(state);
+        let (pending, failing) = self.leadership.patcher().map_or((0, None), |p| {
+            let failed = p.failed_for(&key);
+            let failing = failed.last().map(|(req, e)| WriteFailures {
+                count: failed.len(),
+                last: format!("{}: {e}", req.pod),
+            });
+            (p.pending_for(&key).len(), failing)
+        });
+        Ok(Reconciled {
+            releases: round.releases.len(),
+            conflicts: round.conflicts,
+            signals: round.signals,
+            last_refresh: round.last_refresh,
+            plan: round.plan,
+            sent,
+            held,
+            rejected,
+            pending,
+            failing,
+        })
+    }
+
+    /// The policy became invalid: it has no order to report.
+    pub async fn invalid(&self, key: &PolicyKey) {
+        let mut state = self.policies.lock(key).await;
+        self.remove_series(key, &mut state);
+    }
+
+    /// The policy is gone: drops its state and its metric series.
+    pub async fn forget(&self, key: &PolicyKey) {
+        if let Some(mut state) = self.policies.remove(key).await {
+            self.remove_series(key, &mut state);
+        }
+    }
+
+    /// Which policy manages `workload`, and its ReplicaSets and active pods
+    /// (worked out on the blocking pool: it selects every policy's pods).
+    pub async fn managing(&self, workload: &WorkloadRef) -> Result<Managed, ManagingError> {
+        let caches = self.caches.clone();
+        let workload = workload.clone();
+        tokio::task::spawn_blocking(move || {
+            let snapshot = caches.snapshot(&workload.namespace);
+            workload::managing(&workload, &snapshot, caches.policies())
+        })
+        .await
+        .map_err(|e| ManagingError::Planner(e.to_string()))?
+        .map_err(ManagingError::NotManaged)
+    }
+
+    /// A round for one workload about to be scaled in by `scale_down_by`:
+    /// fresh signals, the policy's plan, and the workload's patches sent
+    /// ahead of background work. The policy's other pods are left to its
+    /// reconcile, and what was sent for them is kept.
+    pub async fn prescale(
+        &self,
+        managed: &Managed,
+        scale_down_by: usize,
+    ) -> Result<Prescaled, RoundError> {
+        let key = key_of(&managed.resolved);
+        let mut state = self.policies.lock(&key).await;
+        let round = self
+            .plan_round(
+                &mut state,
+                &managed.policy,
+                &managed.resolved,
+                true,
+                Some(scale_down_by),
+            )
+            .await?;
+        let mine = round.only(&managed.pods);
+        let submission =
+            self.submit_round(&mut state, &mine, Priority::Urgent, Some(&managed.pods));
+        Ok(Prescaled {
+            requests: mine.requests(),
+            submission,
+            signals: round.signals,
+            warnings: round.plan.warnings,
+        })
+    }
+
+    /// The policy's plan over the pods as the cache shows them now (signals
+    /// as last read), for the order check after a workload's patches
+    /// landed. Writes nothing.
+    pub async fn check(
+        &self,
+        managed: &Managed,
+        scale_down_by: usize,
+    ) -> Result<plan::Plan, RoundError> {
+        let mut state = self.policies.lock(&key_of(&managed.resolved)).await;
+        let round = self
+            .plan_round(
+                &mut state,
+                &managed.policy,
+                &managed.resolved,
+                false,
+                Some(scale_down_by),
+            )
+            .await?;
+        Ok(round.plan)
+    }
+
+    /// Whether the pod cache shows what `req` writes (or the pod is gone or
+    /// replaced).
+    pub fn cache_shows(&self, req: &PatchRequest) -> bool {
+        let Some(p) = self.caches.pod(&req.pod.namespace, &req.pod.name) else {
+            return true;
+        };
+        if req.uid.is_some() && p.metadata.uid != req.uid {
+            return true;
+        }
+        let shown = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_DELETION_COST));
+        shown.cloned() == req.cost.map(|c| c.to_string())
+    }
+
+    /// The active pods of `managed`'s workload as the cache shows them now.
+    pub fn active_pods(&self, managed: &Managed) -> BTreeSet<String> {
+        workload::active_pods_of(
+            &managed.replica_sets,
+            &managed.workload.namespace,
+            &self.caches.pods(),
+        )
+    }
+
+    /// What a policy's next round would plan, without running one: over the
+    /// caches, with the samples and hysteresis values of its last round and
+    /// overlaps resolved, but no signal refresh, nothing written and the
+    /// policy's state left as it was. Waits for a running round of the
+    /// policy. `render` turns the plan into the answer on the blocking pool,
+    /// where the snapshot it was planned over is still at hand.
+    pub async fn preview<R: Send + 'static>(
+        &self,
+        policy: &DeletionCostPolicy,
+        resolved: &NamedPolicy,
+        scale_down_by: Option<usize>,
+        render: impl FnOnce(Preview<'_>) -> R + Send + 'static,
+    ) -> Result<R, PreviewError> {
+        let state = self.policies.lock(&key_of(resolved)).await;
+        if !resolved.spec.utilization_signals().is_empty() && state.last_fetch.is_none() {
+            return Err(PreviewError::NotPlannedYet(resolved.key()));
+        }
+        self.churn.note();
+        let caches = self.caches.clone();
+        let others = self.caches.policies();
+        let opts = self.plan_options(scale_down_by);
+        let (policy, resolved) = (policy.clone(), resolved.clone());
+        let key = resolved.key();
+        let partial = self.partial_occupancy(&resolved);
+        // the guard goes along: no round of this policy changes the samples meanwhile
+        tokio::task::spawn_blocking(move || {
+            let snapshot = caches.snapshot(&resolved.namespace);
+            let (excluded, conflicts) = round::overlaps(&snapshot, &others, &policy, &resolved);
+            let mut plan = plan::plan_excluding(
+                &resolved,
+                &snapshot,
+                &state.samples,
+                &state.previous,
+                &opts,
+                &excluded,
+            );
+            plan.warnings.extend(partial);
+            render(Preview {
+                resolved: &resolved,
+                plan,
+                snapshot: &snapshot,
+                opts: &opts,
+                conflicts,
+                signals: state.signal_problem.clone(),
+            })
+        })
+        .await
+        .map_err(|e| PreviewError::Planner(key, e.to_string()))
+    }
+}
+
+/// Why [`Engine::managing`] found no policy.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagingError {
+    /// No valid policy manages the workload.
+    #[error(transparent)]
+    NotManaged(NotManaged),
+    /// The search failed (a bug: it panicked on the blocking pool).
+    #[error("finding the workload's policy failed: {0}")]
+    Planner(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn churn_is_reported_once() {
+        let churn = Churn::default();
+        assert!(!churn.take());
+        churn.note();
+        churn.note();
+        assert!(churn.take());
+        assert!(!churn.take());
+    }
+}

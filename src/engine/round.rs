@@ -1,0 +1,556 @@
+//! One round of a policy, in parts: read its signals when due, plan it over
+//! the caches (on the blocking pool), and hand its patches to the patcher,
+//! level-triggered. [`super::Engine`]'s operations put these together under
+//! the policy's lock.
+//!
+//! Overlaps are resolved here too: when two policies select a pod the older
+//! one wins it ([`wins_over`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::caches::Caches;
+use super::state::PolicyState;
+use super::{key_of, Engine};
+use crate::annotations::POLICY_ANNOTATION;
+use crate::apply::{PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState};
+use crate::metrics::PolicyReason;
+use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
+use crate::pod::PodRecord;
+use crate::policy::DeletionCostPolicy;
+use crate::prometheus::SignalFetchError;
+use crate::signals::SignalSamples;
+
+/// Why a round did not produce a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError {
+    /// The planner failed (a bug: it panicked on the blocking pool).
+    #[error("planning {policy}: the planner failed: {message}")]
+    Planning {
+        /// The policy.
+        policy: String,
+        /// What the blocking pool said.
+        message: String,
+    },
+}
+
+/// Why a policy's signals could not be read (writes are held meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalProblem {
+    /// The condition reason (`NoPrometheus`, `BadQuery`, `Unreachable`...).
+    pub reason: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// A pod that carries this policy's cost although the policy no longer
+/// manages it: its cost is removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// Pod name.
+    pub pod: String,
+    /// Pod UID.
+    pub uid: String,
+}
+
+/// An older policy that wins pods this one selects too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The winner, as `namespace/name`.
+    pub winner: String,
+    /// How many pods it wins.
+    pub pods: usize,
+}
+
+/// What became of a round's patches.
+#[derive(Debug)]
+pub enum Submission {
+    /// Handed to the patcher.
+    Sent {
+        /// The outcomes to wait for (the hook does).
+        batch: crate::apply::Batch,
+        /// Values not sent again because they landed a moment ago and the
+        /// cache has not shown them yet.
+        landed: Vec<PatchRequest>,
+    },
+    /// Every value the round wants is on its way or landed a moment ago.
+    NothingToSend {
+        /// As in [`Submission::Sent`].
+        landed: Vec<PatchRequest>,
+    },
+    /// Nothing sent, and why.
+    Held(Hold),
+}
+
+/// Why a round's patches were not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Hold {
+    /// `--dry-run`.
+    #[error("the operator runs with --dry-run: nothing was written")]
+    DryRun,
+    /// A signal could not be read: writing would act on stale data.
+    #[error("signals unavailable ({}): {}; no cost was written", .0.reason, .0.message)]
+    SignalsUnavailable(SignalProblem),
+    /// This replica does not hold the Lease.
+    #[error("this replica does not lead (the Lease is another replica's)")]
+    NotLeader,
+    /// The term has begun but its writer is not running yet.
+    #[error("the leadership term's writer is starting; retry in a moment")]
+    WriterStarting,
+}
+
+/// One planning round of a policy: the plan and what surrounds it.
+#[derive(Debug, Clone)]
+pub(super) struct PolicyRound {
+    /// The validated policy.
+    pub resolved: NamedPolicy,
+    /// The plan over the live pods.
+    pub plan: plan::Plan,
+    /// Pods carrying this policy's cost that it no longer manages.
+    pub releases: Vec<Release>,
+    /// Older policies that win shared pods.
+    pub conflicts: Vec<Conflict>,
+    /// Why signals are unavailable (writes are held meanwhile).
+    pub signals: Option<SignalProblem>,
+    /// When signals were last read successfully.
+    pub last_refresh: Option<String>,
+    /// resourceVersion of each pod the round wants to write, as cached.
+    pub versions: HashMap<String, Option<String>>,
+}
+
+impl PolicyRound {
+    /// The patches this round wants: new costs, then releases.
+    pub fn requests(&self) -> Vec<PatchRequest> {
+        let (ns, name) = (&self.resolved.namespace, &self.resolved.name);
+        let mut reqs: Vec<PatchRequest> = self
+            .plan
+            .patches
+            .iter()
+            .map(|p| PatchRequest::set(PodRef::new(ns, &*p.pod), name, p.cost).with_uid(&*p.uid))
+            .collect();
+        reqs.extend(
+            self.releases
+                .iter()
+                .map(|r| PatchRequest::remove(PodRef::new(ns, &r.pod), name).with_uid(&r.uid)),
+        );
+        reqs
+    }
+
+    /// Only the share of `pods` (one workload's): their patches and
+    /// releases; the order check stays the whole policy's.
+    pub fn only(&self, pods: &BTreeSet<String>) -> PolicyRound {
+        let mut plan = self.plan.clone();
+        plan.patches.retain(|p| pods.contains(&*p.pod));
+        PolicyRound {
+            resolved: self.resolved.clone(),
+            plan,
+            releases: self
+                .releases
+                .iter()
+                .filter(|r| pods.contains(&r.pod))
+                .cloned()
+                .collect(),
+            conflicts: Vec::new(),
+            signals: self.signals.clone(),
+            last_refresh: self.last_refresh.clone(),
+            versions: self
+                .versions
+                .iter()
+                .filter(|(name, _)| pods.contains(*name))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// What a planned round carries back from the blocking pool.
+pub(super) struct Planned {
+    pub plan: plan::Plan,
+    pub releases: Vec<Release>,
+    pub versions: HashMap<String, Option<String>>,
+    pub conflicts: Vec<Conflict>,
+}
+
+/// The CPU-bound part of a round (off the async runtime): overlaps, plan,
+/// releases and the resourceVersions of the pods to write, over `snapshot`.
+pub(super) fn plan_over(
+    snapshot: &Snapshot,
+    others: &[Arc<DeletionCostPolicy>],
+    policy: &DeletionCostPolicy,
+    resolved: &NamedPolicy,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+) -> Planned {
+    let name = &resolved.name;
+    let (excluded, conflicts) = overlaps(snapshot, others, policy, resolved);
+    let planned = plan::plan_excluding(resolved, snapshot, samples, previous, opts, &excluded);
+
+    // pods of the namespace carrying our cost that we no longer manage
+    let in_ns = |p: &PodRecord| p.metadata.namespace.as_deref() == Some(&resolved.namespace);
+    let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
+    let releases = snapshot
+        .pods
+        .iter()
+        .filter(|p| {
+            in_ns(p)
+                && p.annotations().get(POLICY_ANNOTATION) == Some(name)
+                && !managed.contains(p.name_any().as_str())
+                && crate::comparator::is_pod_active(p)
+        })
+        .map(|p| Release {
+            pod: p.name_any(),
+            uid: p.uid().unwrap_or_default(),
+        })
+        .collect::<Vec<_>>();
+    let wanted: BTreeSet<&str> = planned
+        .patches
+        .iter()
+        .map(|p| &*p.pod)
+        .chain(releases.iter().map(|r| r.pod.as_str()))
+        .collect();
+    let versions = snapshot
+        .pods
+        .iter()
+        .filter(|p| in_ns(p) && wanted.contains(p.name_any().as_str()))
+        .map(|p| (p.name_any(), p.resource_version()))
+        .collect();
+    Planned {
+        plan: planned,
+        releases,
+        versions,
+        conflicts,
+    }
+}
+
+/// Overlapping policies: the older one keeps the shared pods. The pods older
+/// policies win from this one, and which policies win them.
+pub(super) fn overlaps(
+    snapshot: &Snapshot,
+    others: &[Arc<DeletionCostPolicy>],
+    policy: &DeletionCostPolicy,
+    resolved: &NamedPolicy,
+) -> (BTreeSet<String>, Vec<Conflict>) {
+    let (ns, name) = (&resolved.namespace, &resolved.name);
+    let mine = plan::selected_pods(resolved, snapshot);
+    let mut excluded = BTreeSet::new();
+    let mut conflicts = Vec::new();
+    for other in others {
+        if other.namespace().as_deref() != Some(ns.as_str())
+            || &other.name_any() == name
+            || other.metadata.deletion_timestamp.is_some()
+            || !wins_over(other, policy)
+        {
+            continue;
+        }
+        let Ok(o) = NamedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+            continue;
+        };
+        let shared: Vec<String> = plan::selected_pods(&o, snapshot)
+            .intersection(&mine)
+            .cloned()
+            .collect();
+        if !shared.is_empty() {
+            conflicts.push(Conflict {
+                winner: o.key(),
+                pods: shared.len(),
+            });
+            excluded.extend(shared);
+        }
+    }
+    (excluded, conflicts)
+}
+
+/// Whether the policy reads how many pods each node holds.
+fn reads_occupancy(policy: &NamedPolicy) -> bool {
+    policy
+        .spec
+        .signals
+        .iter()
+        .any(|s| matches!(s, crate::policy::ValidatedSignal::NodeConsolidation(_)))
+}
+
+/// Older policy (then smaller name) wins a pod both select.
+pub fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
+    let key = |p: &DeletionCostPolicy| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.name_any(),
+        )
+    };
+    key(a) < key(b)
+}
+
+impl Engine {
+    /// Options of a live round: the cluster's gates, now, over the pods as
+    /// they are (not as if the patches had landed).
+    pub(super) fn plan_options(&self, scale_down_by: Option<usize>) -> PlanOptions {
+        PlanOptions {
+            gates: self.gates,
+            now: Some(Timestamp::now().as_nanosecond()),
+            scale_down_by,
+            assume_patches_applied: false,
+        }
+    }
+
+    /// A warning when the policy counts pods per node but the caches hold
+    /// one namespace's pods only (a namespace-scoped install).
+    pub(super) fn partial_occupancy(&self, resolved: &NamedPolicy) -> Option<String> {
+        let ns = self.caches.pods_of()?;
+        reads_occupancy(resolved).then(|| format!(
+            "nodeConsolidation counts only namespace {ns}'s pods on each node: the operator watches that namespace's pods only (installed for one namespace), so a node busy with other namespaces' pods looks emptier than it is"
+        ))
+    }
+
+    /// Plans a validated policy over the caches: refreshes signals when due
+    /// (or now, with `force_refresh`), resolves overlaps with other
+    /// policies, and plans on the blocking pool. Called under the policy's
+    /// lock (`state`).
+    pub(super) async fn plan_round(
+        &self,
+        state: &mut PolicyState,
+        policy: &DeletionCostPolicy,
+        resolved: &NamedPolicy,
+        force_refresh: bool,
+        scale_down_by: Option<usize>,
+    ) -> Result<PolicyRound, RoundError> {
+        if force_refresh {
+            state.last_fetch = None;
+        }
+        self.refresh_signals(resolved, state).await;
+        self.churn.note();
+        let caches: Caches = self.caches.clone();
+        let others = self.caches.policies();
+        let opts = self.plan_options(scale_down_by);
+        let (policy, resolved_owned) = (policy.clone(), resolved.clone());
+        // moved into the planner and back: the lock keeps everyone else out
+        let samples = std::mem::take(&mut state.samples);
+        let previous = std::mem::take(&mut state.previous);
+        let joined = tokio::task::spawn_blocking(move || {
+            let snapshot = caches.snapshot(&resolved_owned.namespace);
+            let planned = plan_over(
+                &snapshot,
+                &others,
+                &policy,
+                &resolved_owned,
+                &samples,
+                &previous,
+                &opts,
+            );
+            (planned, samples)
+        })
+        .await;
+        let (mut planned, samples) = joined.map_err(|e| RoundError::Planning {
+            policy: resolved.key(),
+            message: e.to_string(),
+        })?;
+        state.samples = samples;
+        // nothing after this reads the plan's values: moved, not copied
+        state.previous = std::mem::take(&mut planned.plan.values);
+        planned
+            .plan
+            .warnings
+            .extend(self.partial_occupancy(resolved));
+        Ok(PolicyRound {
+            resolved: resolved.clone(),
+            plan: planned.plan,
+            releases: planned.releases,
+            conflicts: planned.conflicts,
+            signals: state.signal_problem.clone(),
+            last_refresh: state.last_refresh.clone(),
+            versions: planned.versions,
+        })
+    }
+
+    /// Hands a round's patches to the patcher, level-triggered: every value
+    /// the round wants that the cache does not show is sent, unless the
+    /// patcher has it on its way already or landed it a moment ago (the
+    /// watch has not caught up). A value that failed or was dropped (a term
+    /// that ended, a drain) is therefore sent again by the next round.
+    /// Urgent rounds (the hook) also re-submit values already queued: they
+    /// move ahead of background work and the batch reports their outcome.
+    /// `scope`: the pods the round speaks for (one workload's), or all of
+    /// the policy's; what is remembered of other pods is kept.
+    pub(super) fn submit_round(
+        &self,
+        state: &mut PolicyState,
+        round: &PolicyRound,
+        priority: Priority,
+        scope: Option<&BTreeSet<String>>,
+    ) -> Result<Submission, SubmitError> {
+        let outside = |pod: &str| scope.is_some_and(|s| !s.contains(pod));
+        state
+            .submitted
+            .retain(|pod, _| round.versions.contains_key(pod) || outside(pod));
+        if self.dry_run {
+            return Ok(Submission::Held(Hold::DryRun));
+        }
+        if let Some(problem) = &round.signals {
+            return Ok(Submission::Held(Hold::SignalsUnavailable(problem.clone())));
+        }
+        if !self.leadership.is_leader() {
+            return Ok(Submission::Held(Hold::NotLeader));
+        }
+        let Some(patcher) = self.leadership.patcher() else {
+            return Ok(Submission::Held(Hold::WriterStarting));
+        };
+        let key = key_of(&round.resolved);
+        let requests = round.requests();
+        // failures of pods the policy no longer wants to write are history
+        let wanted: HashSet<&PodRef> = requests.iter().map(|r| &r.pod).collect();
+        patcher.retain_failed(&key, |pod| wanted.contains(pod) || outside(&pod.name));
+        let known = patcher.write_states(requests.iter().map(|r| &r.pod));
+        let mut send = Vec::new();
+        let mut landed = Vec::new();
+        for (req, known) in requests.into_iter().zip(known) {
+            let seen = round.versions.get(&req.pod.name).cloned().flatten();
+            match known {
+                Some(WriteState::Pending(p)) if p == req && priority == Priority::Background => {}
+                Some(WriteState::Landed(p, _))
+                    if p == req && state.submitted.get(&req.pod.name) == Some(&seen) =>
+                {
+                    landed.push(req)
+                }
+                _ => send.push((req, seen)),
+            }
+        }
+        if send.is_empty() {
+            return Ok(Submission::NothingToSend { landed });
+        }
+        let rate = round
+            .resolved
+            .spec
+            .rate_limit
+            .and_then(|r| Rate::new(&format!("{key} spec.rateLimit"), r.qps, r.burst).ok());
+        patcher.set_policy_rate(&key, rate);
+        let seen: Vec<(String, Option<String>)> = send
+            .iter()
+            .map(|(r, seen)| (r.pod.name.clone(), seen.clone()))
+            .collect();
+        let batch = patcher.submit_batch(send.into_iter().map(|(r, _)| r).collect(), priority)?;
+        state.submitted.extend(seen);
+        Ok(Submission::Sent { batch, landed })
+    }
+
+    /// Exports the plan's order mismatches by reason: sets current reasons,
+    /// zeroes the ones that went away; every series ever exported stays
+    /// tracked so deleting the policy removes the zeroed ones too. Called
+    /// under the policy's lock, so a concurrent forget cannot be undone.
+    pub(super) fn export_mismatches(
+        &self,
+        key: &PolicyKey,
+        state: &mut PolicyState,
+        planned: &plan::Plan,
+    ) {
+        let mut reasons: BTreeMap<String, i64> = BTreeMap::new();
+        for m in planned.replica_sets.iter().flat_map(|r| &r.mismatches) {
+            *reasons.entry(format!("{:?}", m.reason)).or_default() += 1;
+        }
+        state.mismatch_reasons.extend(reasons.keys().cloned());
+        for reason in &state.mismatch_reasons {
+            self.metrics
+                .order_mismatches
+                .get_or_create(&PolicyReason {
+                    policy: key.to_string(),
+                    reason: reason.clone(),
+                })
+                .set(reasons.get(reason).copied().unwrap_or(0));
+        }
+    }
+
+    /// Removes the policy's per-policy metric series (it was deleted or
+    /// became invalid), so dashboards do not show a mismatch that no longer
+    /// exists.
+    pub(super) fn remove_series(&self, key: &PolicyKey, state: &mut PolicyState) {
+        for reason in std::mem::take(&mut state.mismatch_reasons) {
+            self.metrics.order_mismatches.remove(&PolicyReason {
+                policy: key.to_string(),
+                reason,
+            });
+        }
+        for reason in std::mem::take(&mut state.fetch_error_kinds) {
+            self.metrics.signal_fetch_errors.remove(&PolicyReason {
+                policy: key.to_string(),
+                reason,
+            });
+        }
+    }
+
+    /// Reads each utilisation signal when its refresh is due; keeps the last
+    /// good samples on failure and says why.
+    async fn refresh_signals(&self, policy: &NamedPolicy, state: &mut PolicyState) {
+        let util = policy.spec.utilization_signals();
+        if util.is_empty() {
+            state.signal_problem = None;
+            return;
+        }
+        let due = state
+            .last_fetch
+            .is_none_or(|t| t.elapsed() >= policy.spec.refresh_interval);
+        if !due {
+            return;
+        }
+        let Some(prom) = &self.signals.prometheus else {
+            state.signal_problem = Some(SignalProblem {
+                reason: "NoPrometheus".into(),
+                message:
+                    "the policy has utilization signals but the operator runs without --prometheus-url"
+                        .into(),
+            });
+            return;
+        };
+        let labels = policy.spec.selector_labels();
+        let mut problem = None;
+        for (index, u) in util {
+            let fetched = prom
+                .fetch_signal(u, &policy.namespace, &labels, self.signals.timeout)
+                .await;
+            match fetched {
+                Ok(fetched) => {
+                    state.samples.utilization.insert(index, fetched.samples);
+                }
+                Err(SignalFetchError::Query(e)) => {
+                    problem = Some(SignalProblem {
+                        reason: "BadQuery".to_string(),
+                        message: format!("spec.signals[{index}].utilization.prometheus.query: {e}"),
+                    });
+                }
+                Err(SignalFetchError::Prometheus(e)) => {
+                    self.metrics
+                        .signal_fetch_errors
+                        .get_or_create(&PolicyReason {
+                            policy: policy.key(),
+                            reason: e.kind().to_string(),
+                        })
+                        .inc();
+                    state.fetch_error_kinds.insert(e.kind().to_string());
+                    tracing::warn!(policy = %policy.key(), signal = index, error = %e, "utilization query failed; keeping last values");
+                    problem = Some(SignalProblem {
+                        reason: camel_case(e.kind()),
+                        message: format!("spec.signals[{index}]: {e}"),
+                    });
+                }
+            }
+        }
+        state.last_fetch = Some(tokio::time::Instant::now());
+        if problem.is_none() {
+            state.last_refresh = Some(Timestamp::now().to_string());
+        }
+        state.signal_problem = problem;
+    }
+}
+
+/// `invalid_body` -> `InvalidBody`: condition reasons are CamelCase.
+fn camel_case(kind: &str) -> String {
+    kind.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}

@@ -1,0 +1,67 @@
+//! Each policy's memory across rounds, behind its own lock: one round of a
+//! policy at a time (a reconcile, a hook call, a page), held from planning
+//! to submitting.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OwnedMutexGuard;
+
+use super::round::SignalProblem;
+use crate::apply::PolicyKey;
+use crate::plan::PreviousValues;
+use crate::signals::SignalSamples;
+
+/// One policy's memory across rounds.
+#[derive(Debug, Default)]
+pub(super) struct PolicyState {
+    /// Signal values of the last plan (hysteresis).
+    pub previous: PreviousValues,
+    /// The last good utilisation samples.
+    pub samples: SignalSamples,
+    /// When signals were last read (successfully or not).
+    pub last_fetch: Option<tokio::time::Instant>,
+    /// When signals were last read successfully (RFC 3339).
+    pub last_refresh: Option<String>,
+    /// Why the last read failed.
+    pub signal_problem: Option<SignalProblem>,
+    /// Order-mismatch reasons exported for the policy, zeroed ones included.
+    pub mismatch_reasons: BTreeSet<String>,
+    /// Signal-fetch error kinds exported for the policy.
+    pub fetch_error_kinds: BTreeSet<String>,
+    /// The pod's resourceVersion as cached when its last value was handed
+    /// to the patcher. Only a hint: a value the patcher reports landed is
+    /// not sent again while the cache still shows this version (the watch
+    /// has not caught up); a value that failed, was dropped or was never
+    /// sent is sent again, whatever this says.
+    pub submitted: HashMap<String, Option<String>>,
+}
+
+/// A policy's state, held for the length of one round.
+pub(super) type PolicyGuard = OwnedMutexGuard<PolicyState>;
+
+/// Every policy's state, each behind its own lock.
+#[derive(Default)]
+pub(super) struct Policies {
+    by_key: Mutex<HashMap<PolicyKey, Arc<tokio::sync::Mutex<PolicyState>>>>,
+}
+
+impl Policies {
+    /// Waits for the policy's state: a running round of the same policy
+    /// finishes first.
+    pub async fn lock(&self, key: &PolicyKey) -> PolicyGuard {
+        let slot = match self.by_key.lock() {
+            Ok(mut m) => m.entry(key.clone()).or_default().clone(),
+            // a poisoned map still hands out a fresh, private state
+            Err(_) => Arc::default(),
+        };
+        slot.lock_owned().await
+    }
+
+    /// Takes the policy's state out, once its running round has finished.
+    pub async fn remove(&self, key: &PolicyKey) -> Option<PolicyState> {
+        let slot = self.by_key.lock().ok().and_then(|mut m| m.remove(key))?;
+        let mut guard = slot.lock().await;
+        Some(std::mem::take(&mut *guard))
+    }
+}
