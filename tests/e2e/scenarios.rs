@@ -57,6 +57,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("l_two_replicas_a_paused_and_a_killed_leader", |e| {
         l_two_replicas_under_faults(e).boxed()
     }),
+    ("m_operator_and_plan_agree_across_namespaces", |e| {
+        m_agreement(e).boxed()
+    }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),
@@ -297,19 +300,27 @@ fn status_victims(p: &DeletionCostPolicy) -> BTreeMap<String, (Vec<String>, BTre
 /// Writes a cluster snapshot of `ns` (pods, nodes, ReplicaSets, Deployments)
 /// as `kubectl get -o json` prints a List.
 async fn snapshot(env: &Env, ns: &str, dir: &Path) -> std::path::PathBuf {
+    snapshot_across(env, ns, &[], dir).await
+}
+
+/// [`snapshot`], with the pods of the `also` namespaces too (their pods
+/// share the scenario's nodes).
+async fn snapshot_across(env: &Env, ns: &str, also: &[&str], dir: &Path) -> std::path::PathBuf {
     let lp = ListParams::default();
     let mut items: Vec<Value> = Vec::new();
     let to_values = |v: Vec<Value>| v;
-    for p in Api::<Pod>::namespaced(env.client.clone(), ns)
-        .list(&lp)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-    {
-        items.push(with_kind(
-            serde_json::to_value(p).unwrap_or_default(),
-            "v1",
-            "Pod",
-        ));
+    for pods_ns in std::iter::once(ns).chain(also.iter().copied()) {
+        for p in Api::<Pod>::namespaced(env.client.clone(), pods_ns)
+            .list(&lp)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
+            items.push(with_kind(
+                serde_json::to_value(p).unwrap_or_default(),
+                "v1",
+                "Pod",
+            ));
+        }
     }
     for n in Api::<Node>::all(env.client.clone())
         .list(&ListParams::default().labels(&format!("{POOL_LABEL}={ns}")))
@@ -1742,4 +1753,120 @@ async fn z_rbac(env: &'static Env) {
         "{} is not what the operator used\n  kept but not used: {extra:?}\n  used but not kept: {missing:?}\n(regenerate with E2E_UPDATE_RBAC=1)",
         file.display()
     );
+}
+
+/// The live operator writes the costs `plan` shows over a snapshot of the
+/// same objects, when another namespace's pods share the nodes: the node
+/// they fill counts as busy for `nodeConsolidation` in both.
+async fn m_agreement(env: &'static Env) {
+    env.scenario("m", |ns| async move {
+        let other = env.namespace("m-other").await;
+        nodes(env, &ns, 2, 2).await;
+        // another team's pods fill one node of the pool
+        let busy = format!("{ns}-spot-0");
+        let mut template = pod_template(&ns, "batch");
+        template["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": busy});
+        let batch: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "batch", "namespace": other},
+            "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "batch"}}, "template": template},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Deployment>::namespaced(env.client.clone(), &other)
+            .create(&PostParams::default(), &batch)
+            .await
+            .unwrap_or_else(|e| panic!("creating {other}/batch: {e}"));
+        wait_running(env, &other, "batch", 6).await;
+        // two web pods on each of the four nodes
+        let mut template = pod_template(&ns, "web");
+        template["spec"]["topologySpreadConstraints"] = json!([{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}}]);
+        let web: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Deployment>::namespaced(env.client.clone(), &ns)
+            .create(&PostParams::default(), &web)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/web: {e}"));
+        wait_running(env, &ns, "web", 8).await;
+
+        let op = Operator::start(env, Options::new("m-operator")).await;
+        op.wait_ready().await;
+        let spec = json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"nodeConsolidation": {"maxPods": 110}}],
+        });
+        apply_policy(env, &ns, "web", spec.clone()).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let policy_file = write_policy(dir.path(), &ns, "web", &spec);
+        let snap = snapshot_across(env, &ns, &[&other], dir.path()).await;
+        let out = run_cli(&[
+            "plan",
+            "--policy",
+            &policy_file.to_string_lossy(),
+            "--snapshot",
+            &snap.to_string_lossy(),
+            "-o",
+            "json",
+        ]);
+        let plans: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("plan -o json: {e}\n{out}"));
+        let wanted: BTreeMap<String, i64> = plans[0]["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let cost = p["desired"].as_i64().or_else(|| p["current"].as_i64());
+                (
+                    p["name"].as_str().unwrap_or_default().to_string(),
+                    cost.unwrap_or_else(|| panic!("no cost for {p}")),
+                )
+            })
+            .collect();
+        let written: BTreeMap<String, i64> = pods(env, &ns, "web")
+            .await
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| {
+                let cost = p
+                    .annotations()
+                    .get(POD_DELETION_COST)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or_else(|| panic!("{} carries no cost", p.name_any()));
+                (p.name_any(), cost)
+            })
+            .collect();
+        assert_eq!(written.len(), 8, "{written:?}");
+        assert_eq!(
+            written, wanted,
+            "the operator wrote {written:?}, plan over the same objects wants {wanted:?}"
+        );
+        // the busy node's pods cost the most: it is the last node to empty
+        let on_busy: Vec<i64> = pods(env, &ns, "web")
+            .await
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(busy.as_str()))
+            .filter_map(|p| written.get(&p.name_any()).copied())
+            .collect();
+        assert_eq!(on_busy.len(), 2, "two web pods on {busy}: {written:?}");
+        let others_max = written
+            .values()
+            .copied()
+            .filter(|c| !on_busy.contains(c))
+            .max()
+            .unwrap_or_default();
+        assert!(
+            on_busy.iter().all(|c| *c > others_max),
+            "pods on the busy node {busy} cost {on_busy:?}, no more than others ({others_max}): {written:?}"
+        );
+        drop(op);
+        env.purge_namespace(&other).await;
+    })
+    .await;
+    finished("m");
 }
