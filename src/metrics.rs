@@ -60,6 +60,10 @@ pub struct ComparatorLabels {
 /// Buckets (seconds) of `deletion_cost_hook_patch_observed_seconds`.
 const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0];
 
+/// Buckets (seconds) of `deletion_cost_scale_webhook_seconds`: from an
+/// answer with nothing to do to one at the end of the 10 s webhook timeout.
+const WEBHOOK_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
 /// Every metric the operator exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -74,6 +78,10 @@ pub struct Metrics {
     pub hook_requests: Family<OutcomeLabel, Counter>,
     /// Hook: time from submitting a workload's patches to seeing all of them in the pod cache.
     pub hook_patch_observed: Histogram,
+    /// Scale-in webhook calls by outcome.
+    pub scale_webhook_calls: Family<OutcomeLabel, Counter>,
+    /// Scale-in webhook: the time it adds to a scale-in (its answer's latency).
+    pub scale_webhook_seconds: Histogram,
     /// 1 while this replica holds the lease.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
@@ -182,6 +190,18 @@ impl Metrics {
         let leader = Gauge::default();
         let comparator_info = Family::<ComparatorLabels, Gauge>::default();
         let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
+        let scale_webhook_calls = Family::<OutcomeLabel, Counter>::default();
+        let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
+        registry.register(
+            "deletion_cost_scale_webhook_calls",
+            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, writes_failed, not_scale_in)",
+            scale_webhook_calls.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_webhook_seconds",
+            "Scale-in admission webhook: time from the call to the answer (what it adds to a scale-in)",
+            scale_webhook_seconds.clone(),
+        );
         registry.register(
             "deletion_cost_reconciles",
             "Policy reconciles by result",
@@ -228,6 +248,8 @@ impl Metrics {
             signal_fetch_errors,
             hook_requests,
             hook_patch_observed,
+            scale_webhook_calls,
+            scale_webhook_seconds,
             leader,
             comparator_info,
         }
@@ -264,6 +286,16 @@ impl Metrics {
                 outcome: outcome.into(),
             })
             .inc();
+    }
+
+    /// Counts a scale-in webhook call and the time it took.
+    pub fn scale_webhook_call(&self, outcome: &str, seconds: f64) {
+        self.scale_webhook_calls
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+        self.scale_webhook_seconds.observe(seconds);
     }
 
     /// The OpenMetrics text.

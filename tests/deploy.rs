@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
@@ -27,10 +28,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 const OVERLAYS: [&str; 2] = ["cluster-wide", "namespace-scoped"];
-const COMPONENTS: [&str; 4] = [
+const COMPONENTS: [&str; 5] = [
     "cert-manager",
     "flowcontrol",
     "networkpolicy",
+    "scale-webhook",
     "servicemonitor",
 ];
 
@@ -73,6 +75,7 @@ enum Object {
     NetworkPolicy(NetworkPolicy),
     FlowSchema(FlowSchema),
     PriorityLevel(PriorityLevelConfiguration),
+    ScaleWebhook(ValidatingWebhookConfiguration),
     /// Kinds from other projects' CRDs (ServiceMonitor, cert-manager's).
     Custom(DynamicObject),
 }
@@ -173,6 +176,9 @@ fn parse_object(overlay: &str, value: &Value) -> Object {
         }
         ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration") => {
             Object::PriorityLevel(typed(&what, value))
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            Object::ScaleWebhook(typed(&what, value))
         }
         ("monitoring.coreos.com/v1", "ServiceMonitor")
         | ("cert-manager.io/v1", "Certificate" | "Issuer") => {
@@ -341,13 +347,14 @@ fn every_overlay_renders_into_known_typed_objects() {
             matches!(
                 o,
                 Object::Custom(_)
+                    | Object::ScaleWebhook(_)
                     | Object::NetworkPolicy(_)
                     | Object::FlowSchema(_)
                     | Object::PriorityLevel(_)
             )
         });
         if r.overlay.ends_with("components") {
-            assert_eq!(extras, 6, "{}: one object per optional piece", r.overlay);
+            assert_eq!(extras, 7, "{}: one object per optional piece", r.overlay);
         } else {
             assert_eq!(extras, 0, "{}: optional pieces are components", r.overlay);
         }
@@ -392,6 +399,10 @@ fn every_overlay_renders_into_known_typed_objects() {
                     continue;
                 }
                 Object::PriorityLevel(x) => {
+                    assert_cluster_object_is_the_installs(&r, &x.metadata);
+                    continue;
+                }
+                Object::ScaleWebhook(x) => {
                     assert_cluster_object_is_the_installs(&r, &x.metadata);
                     continue;
                 }
@@ -1313,6 +1324,93 @@ fn grafana_dashboard_queries_only_exported_metrics() {
         assert!(
             titles.iter().any(|t| t.contains(needed)),
             "no panel about {needed:?}; panels: {titles:?}"
+        );
+    }
+}
+
+/// The scale-in webhook calls the hook's Service at the webhook's path, only
+/// for replica counts going down, on the parent resources and their scale
+/// subresources, and never blocks a scale-in.
+#[test]
+fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
+    for overlay in OVERLAYS {
+        let r = render_with_components(overlay);
+        let config = r.one("ValidatingWebhookConfiguration", |o| match o {
+            Object::ScaleWebhook(w) => Some(w),
+            _ => None,
+        });
+        let hooks = config.webhooks.as_deref().unwrap_or_default();
+        assert_eq!(hooks.len(), 1, "{overlay}");
+        let w = &hooks[0];
+        let svc = w
+            .client_config
+            .service
+            .as_ref()
+            .expect("a Service reference");
+        let hook = r.service("deletion-cost-hook");
+        assert_eq!(
+            svc.name,
+            hook.metadata.name.clone().unwrap_or_default(),
+            "{overlay}"
+        );
+        assert_eq!(
+            Some(svc.namespace.clone()),
+            hook.metadata.namespace.clone(),
+            "{overlay}"
+        );
+        assert_eq!(svc.path.as_deref(), Some("/v1/admit-scale-in"), "{overlay}");
+        let ports: Vec<i32> = hook
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|p| p.port)
+            .collect();
+        assert!(
+            ports.contains(&svc.port.unwrap_or(443)),
+            "{overlay}: port {:?} not in {ports:?}",
+            svc.port
+        );
+        assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{overlay}");
+        assert_eq!(w.side_effects, "NoneOnDryRun", "{overlay}");
+        assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{overlay}");
+        let resources: Vec<String> = w
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.resources.clone().unwrap_or_default())
+            .collect();
+        for res in [
+            "deployments",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/scale",
+        ] {
+            assert!(
+                resources.iter().any(|x| x == res),
+                "{overlay}: {res} not in {resources:?}"
+            );
+        }
+        let conditions = w.match_conditions.as_deref().unwrap_or_default();
+        assert!(
+            conditions.iter().any(|c| c
+                .expression
+                .contains("object.spec.replicas < oldObject.spec.replicas")),
+            "{overlay}: called only on scale-ins"
+        );
+        // cert-manager's CA injector reads the Certificate in the install namespace
+        let inject = config
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get("cert-manager.io/inject-ca-from")
+            .cloned();
+        assert_eq!(
+            inject,
+            Some(format!("{}/deletion-cost-hook", r.namespace())),
+            "{overlay}"
         );
     }
 }

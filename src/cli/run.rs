@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// Prescale requests worked on at once; more get 429.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub hook_max_concurrent: usize,
+    /// Seconds the scale-in webhook (POST /v1/admit-scale-in on the hook's
+    /// listener) spends making costs fresh before it allows anyway; keep it
+    /// under the webhook's timeoutSeconds (10).
+    #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
+    pub scale_webhook_budget: f64,
 }
 
 /// Runs the operator until SIGTERM.
@@ -108,6 +113,14 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
         return Err(CliError::bad_input(
             "--hook-settle-delay must be a number of seconds >= 0",
+        ));
+    }
+    if !(args.scale_webhook_budget.is_finite()
+        && args.scale_webhook_budget > 0.0
+        && args.scale_webhook_budget <= 30.0)
+    {
+        return Err(CliError::bad_input(
+            "--scale-webhook-budget must be a number of seconds above 0 and at most 30 (the longest webhook timeout)",
         ));
     }
     if args.hook_max_concurrent == 0 {
@@ -132,6 +145,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
         max_concurrent: args.hook_max_concurrent,
         token_audiences: args.hook_token_audience,
+        webhook_budget: Duration::from_secs_f64(args.scale_webhook_budget),
         tls: match (args.hook_tls_cert, args.hook_tls_key) {
             (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
             _ if args.hook_insecure_http => HookTls::PlainHttp,

@@ -283,22 +283,27 @@ impl Engine {
     }
 
     /// A round for one workload about to be scaled in by `scale_down_by`:
-    /// fresh signals, the policy's plan, and the workload's patches sent
-    /// ahead of background work. The policy's other pods are left to its
-    /// reconcile, and what was sent for them is kept.
+    /// signals read now unless they were read within `signal_max_age`, the
+    /// policy's plan, and the workload's patches sent ahead of background
+    /// work. The policy's other pods are left to its reconcile, and what was
+    /// sent for them is kept.
     pub async fn prescale(
         &self,
         managed: &Managed,
         scale_down_by: usize,
+        signal_max_age: Duration,
     ) -> Result<Prescaled, RoundError> {
         let key = key_of(&managed.resolved);
         let mut state = self.policies.lock(&key).await;
+        let stale = state
+            .last_fetch
+            .is_none_or(|t| t.elapsed() >= signal_max_age);
         let round = self
             .plan_round(
                 &mut state,
                 &managed.policy,
                 &managed.resolved,
-                true,
+                stale,
                 Some(scale_down_by),
             )
             .await?;

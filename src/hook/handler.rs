@@ -265,10 +265,13 @@ async fn prescale(
     // fresh signals, the workload's patches ahead of background work; the
     // policy's state stays locked from planning to submitting, so a
     // reconcile of the same policy cannot interleave
-    let round = timeout_at(deadline, engine.prescale(&managed, scale_down_by))
-        .await
-        .map_err(|_| timeout(req, "querying signals and planning"))?
-        .map_err(|e| HookError::Internal(e.to_string()))?;
+    let round = timeout_at(
+        deadline,
+        engine.prescale(&managed, scale_down_by, Duration::ZERO),
+    )
+    .await
+    .map_err(|_| timeout(req, "querying signals and planning"))?
+    .map_err(|e| HookError::Internal(e.to_string()))?;
     let requests = round.requests;
     let mut patches = PatchSummary {
         planned: requests.len(),

@@ -16,6 +16,7 @@
 //! `api`, `error`, `compare` and `cert` are pure; `auth`, `handler`, `tls`
 //! and `server` are the shell.
 
+pub mod admission;
 pub mod api;
 mod auth;
 pub mod cert;
@@ -94,6 +95,9 @@ pub struct HookConfig {
     pub default_timeout: Duration,
     /// Largest time budget a request may ask for.
     pub max_timeout: Duration,
+    /// Time the scale-in webhook spends making costs fresh before it allows
+    /// anyway (under the webhook's `timeoutSeconds`).
+    pub webhook_budget: Duration,
 }
 
 impl Default for HookConfig {
@@ -107,6 +111,7 @@ impl Default for HookConfig {
             read_timeout: Duration::from_secs(10),
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(300),
+            webhook_budget: Duration::from_secs(8),
         }
     }
 }

@@ -76,6 +76,19 @@ async fn prescale(State(st): State<Arc<HookState>>, headers: HeaderMap, body: Bo
     }
 }
 
+/// The scale-in admission webhook: the API server's AdmissionReview in,
+/// an allowing AdmissionReview out (see [`super::admission`]).
+async fn admit_scale_in(State(st): State<Arc<HookState>>, body: axum::body::Bytes) -> Response {
+    let review = super::admission::admit(&st, &body).await;
+    match serde_json::to_value(&review) {
+        Ok(v) => json_response(200, &v, None),
+        Err(e) => error_response(
+            &st,
+            &HookError::Internal(format!("encoding the admission answer: {e}")),
+        ),
+    }
+}
+
 fn router(state: Arc<HookState>) -> axum::Router {
     let not_allowed = {
         let st = state.clone();
@@ -98,6 +111,7 @@ fn router(state: Arc<HookState>) -> axum::Router {
     };
     axum::Router::new()
         .route("/v1/prescale", post(prescale).fallback(not_allowed))
+        .route("/v1/admit-scale-in", post(admit_scale_in))
         .fallback(no_route)
         .with_state(state)
 }
