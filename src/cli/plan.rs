@@ -98,6 +98,9 @@ pub struct PlanArgs {
     /// (its files together).
     #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
     pub max_pods: u64,
+    /// Print no notes on stderr (warnings and errors still go out).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -352,6 +355,7 @@ fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
 
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    super::stderr::set_quiet(args.quiet);
     let prices = load_prices(&args)?;
     let bundled = args.policy.is_none() && args.snapshot.is_none();
     // bad flags fail before any input is read

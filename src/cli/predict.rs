@@ -102,6 +102,9 @@ pub struct PredictArgs {
     /// source; a snapshot's files together).
     #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
     pub max_pods: u64,
+    /// Print no notes on stderr (warnings and errors still go out).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
     pub output: OutputFormat,
@@ -613,6 +616,7 @@ fn missing_uid_warning(source_name: &str, pods: &[SlimPod]) -> Option<String> {
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
+    super::stderr::set_quiet(args.quiet);
     let mut settings = Settings::from_args(&args, Timestamp::now())?;
     if args.file == "-" && args.related.as_deref() == Some("-") {
         return Err(CliError::bad_input(
