@@ -123,7 +123,13 @@ fn at_position(position: Option<(u64, u64)>) -> String {
 pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+    let message = text.strip_suffix(&suffix).unwrap_or(&text);
+    // serde_json's name for its depth limit, in the words of RELIABILITY.md
+    let message = if message == "recursion limit exceeded" {
+        "nested too deeply (more than 128 levels of lists and maps)".to_string()
+    } else {
+        message.to_string()
+    };
     InputError::Syntax {
         source_name: source_name.to_string(),
         format: "JSON",
@@ -154,8 +160,21 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
             BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
                 "too many aliases (`*name`): refused as a possible alias bomb".to_string()
             }
+            BudgetBreach::RecordedAnchorEvents { .. } | BudgetBreach::RecordedAnchorBytes { .. } => {
+                "an anchor (`&name`) holds more than the YAML reader keeps for its aliases \
+                 (a million items or 64 MiB): refused as a possible alias bomb; write that part \
+                 out without `&` and `*`"
+                    .to_string()
+            }
+            BudgetBreach::Documents { documents } => {
+                format!("more than {} YAML documents: too many to read", documents.saturating_sub(1))
+            }
             _ => "too large for the YAML reader's limits (documents, nodes or bytes)".to_string(),
         },
+        serde_saphyr::Error::NonFiniteFloat { value, .. } => format!(
+            "`{value}` is not a finite number: JSON and Kubernetes objects hold no NaN or \
+             infinity (YAML's `.nan`, `.inf`, `-.inf`); write a number, or quote it to keep it as text"
+        ),
         other => serde_saphyr::DefaultMessageFormatter
             .format_message(other)
             .chars()
@@ -456,21 +475,15 @@ fn check_text(
             if e.error_len().is_some() || at_end {
                 // a control character before the bad byte is the better answer
                 if let Some(at) = first_control(&buf[from..end]) {
-                    return Err(not_text(from + at, control_message(buf[from + at])));
+                    return Err(not_text(from + at, control_message_at(buf, buf[from + at])));
                 }
-                return Err(not_text(
-                    end,
-                    format!(
-                        "byte 0x{:02x} is not UTF-8 text (binary data?); stopped reading",
-                        buf[end]
-                    ),
-                ));
+                return Err(not_text(end, not_utf8_message(buf, buf[end])));
             }
             end
         }
     };
     if let Some(at) = first_control(&buf[from..valid_to]) {
-        return Err(not_text(from + at, control_message(buf[from + at])));
+        return Err(not_text(from + at, control_message_at(buf, buf[from + at])));
     }
     Ok(valid_to)
 }
@@ -490,6 +503,36 @@ fn control_message(b: u8) -> String {
         format!("control character 0x{b:02x}")
     };
     format!("{what} is in no JSON or YAML text (binary data?); stopped reading")
+}
+
+/// What `byte`, which is not UTF-8, means; `head` is the input's first
+/// bytes (empty when no longer known): UTF-16 text (a byte-order mark, or
+/// ASCII with NULs between) gets a hint to convert it; anything else reads
+/// as binary data.
+pub(crate) fn not_utf8_message(head: &[u8], byte: u8) -> String {
+    utf16_hint(head).unwrap_or_else(|| {
+        format!("byte 0x{byte:02x} is not UTF-8 text (binary data?); stopped reading")
+    })
+}
+
+/// The message for a control character `b` at the start of `buf`
+/// (`buf` starting at the input's first byte).
+pub(crate) fn control_message_at(buf: &[u8], b: u8) -> String {
+    utf16_hint(buf).unwrap_or_else(|| control_message(b))
+}
+
+/// `Some(message)` when `head`, the input's first bytes, is UTF-16 text.
+fn utf16_hint(head: &[u8]) -> Option<String> {
+    let bom = head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]);
+    // `{"`, `[{`, `ap` (apiVersion) with a NUL after (little-endian) or before each
+    let ascii_with_nuls = head.len() >= 4
+        && ((head[0].is_ascii_graphic() && head[1] == 0 && head[2].is_ascii() && head[3] == 0)
+            || (head[0] == 0 && head[1].is_ascii_graphic() && head[2] == 0 && head[3].is_ascii()));
+    (bom || ascii_with_nuls).then(|| {
+        "the input is UTF-16 text, not UTF-8 (as PowerShell's `>` and some editors save it): \
+         convert it, e.g. `iconv -f UTF-16 -t UTF-8`; stopped reading"
+            .to_string()
+    })
 }
 
 /// 1-based line and column (in bytes) of `buf[at]`.

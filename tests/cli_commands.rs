@@ -121,3 +121,53 @@ fn quiet_leaves_out_the_notes() {
         assert_eq!(quiet.stdout, loud.stdout, "{cmd:?}: the same answer");
     }
 }
+
+/// Issue 30, item 7: a CA file that is no certificate, and a kubeconfig that
+/// is not there, named by their flags, without the libraries' words.
+#[test]
+fn bad_ca_file_and_kubeconfig_name_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nYWJj\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let (token, ca) = (token.to_string_lossy(), ca.to_string_lossy());
+    let o = run(&[
+        "prescale",
+        "-n",
+        "shop",
+        "--deployment",
+        "web",
+        "--replicas",
+        "1",
+        "--url",
+        "https://127.0.0.1:9",
+        "--token-file",
+        &token,
+        "--ca-file",
+        &ca,
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--ca-file {ca}: a certificate in it is not a valid X.509 CA certificate"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("builder error"), "{err}");
+
+    let missing = dir.path().join("nowhere").to_string_lossy().into_owned();
+    let o = run(&["run", "--kubeconfig", &missing]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("--kubeconfig {missing}: cannot read: ")),
+        "{err}"
+    );
+    assert!(!err.contains("'\""), "{err}");
+}

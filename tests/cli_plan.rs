@@ -1231,3 +1231,89 @@ fn endless_snapshot_on_stdin_stops_at_max_pods() {
     );
     assert_eq!(stdout(&o), "");
 }
+
+/// Issue 30, item 7: what the readers' libraries call things, said in the
+/// input's words.
+#[test]
+fn messages_say_what_is_wrong_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let cluster = "config/examples/cluster.yaml";
+    let policy = "config/examples/combined.yaml";
+    let fails = |args: &[&str], must: &str, must_not: &str| {
+        let o = plan(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(must), "{args:?}: {err}");
+        assert!(!err.contains(must_not), "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    };
+    // serde_json's "recursion limit exceeded"
+    let deep = write(
+        "deep.json",
+        format!("{}{}", "[".repeat(200), "]".repeat(200)).as_bytes(),
+    );
+    fails(
+        &["--policy", &deep, "--snapshot", cluster],
+        "nested too deeply (more than 128 levels of lists and maps)",
+        "recursion limit",
+    );
+    // UTF-16, with a byte-order mark and without, on both readers
+    let text = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"}}";
+    let mut with_bom = vec![0xff, 0xfe];
+    let mut without = Vec::new();
+    for unit in text.encode_utf16() {
+        with_bom.extend(unit.to_le_bytes());
+        without.extend(unit.to_le_bytes());
+    }
+    let with_bom = write("bom.json", &with_bom);
+    let without = write("nobom.json", &without);
+    for f in [&with_bom, &without] {
+        fails(
+            &["--policy", f, "--snapshot", cluster],
+            "is UTF-16 text, not UTF-8",
+            "binary data",
+        );
+        fails(
+            &["--policy", policy, "--snapshot", f],
+            "is UTF-16 text, not UTF-8",
+            "binary data",
+        );
+    }
+    // YAML's .nan: "rejected by the configured policy" read as the DeletionCostPolicy
+    let nan = write(
+        "nan.yaml",
+        b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  priority: .nan\n",
+    );
+    fails(
+        &["--policy", policy, "--snapshot", &nan],
+        "line 6 column 13: `.nan` is not a finite number",
+        "configured policy",
+    );
+    // an anchor past the reader's replay limit: no Rust Debug text
+    let mut bomb = String::from("a: &x\n");
+    bomb.push_str(&"- 1\n".repeat(1_000_001));
+    let bomb = write("anchor.yaml", bomb.as_bytes());
+    fails(
+        &["--policy", &bomb, "--snapshot", cluster],
+        "an anchor (`&name`) holds more than the YAML reader keeps",
+        "RecordedAnchor",
+    );
+    // a Prometheus URL that is no URL
+    fails(
+        &[
+            "--policy",
+            policy,
+            "--snapshot",
+            cluster,
+            "--prometheus",
+            "/nowhere",
+        ],
+        "--prometheus /nowhere: not a Prometheus URL such as http://prometheus:9090",
+        "failed to build",
+    );
+}

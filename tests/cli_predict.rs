@@ -920,3 +920,43 @@ fn max_input_bytes_limits_files() {
         &["--max-input-bytes", "unknown unit"],
     );
 }
+
+/// Issue 30, item 7: UTF-16 input (PowerShell's `>`) is named as such, with
+/// the way out, on the streaming reader of `-f` and `--related`; JSON nested
+/// too deeply says so.
+#[test]
+fn utf16_and_deep_nesting_are_said_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"uid\":\"u\"}}]";
+    let mut le_bom = vec![0xff, 0xfe];
+    let mut be = Vec::new();
+    for unit in text.encode_utf16() {
+        le_bom.extend(unit.to_le_bytes());
+        be.extend(unit.to_be_bytes());
+    }
+    for (name, bytes) in [("le.json", le_bom), ("be.json", be)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let path = path.to_string_lossy().into_owned();
+        for args in [
+            vec!["-f", path.as_str()],
+            vec!["-f", &fixture("pods.json"), "--related", path.as_str()],
+        ] {
+            let out = run(&args, None);
+            assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+            assert!(
+                out.stderr.contains("is UTF-16 text, not UTF-8")
+                    && out.stderr.contains("iconv -f UTF-16 -t UTF-8"),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert!(!out.stderr.contains("binary data"), "{}", out.stderr);
+        }
+    }
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    bad(
+        &["-f", "-"],
+        Some(&deep),
+        &["nested too deeply (more than 128 levels of lists and maps)"],
+    );
+}

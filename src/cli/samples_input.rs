@@ -83,7 +83,17 @@ pub fn stale_warnings(
 
 /// Queries Prometheus once per utilisation signal of the policy.
 pub fn query(url: &str, policy: &NamedPolicy) -> Result<SignalSamples, CliError> {
-    let client = PrometheusClient::new(url).map_err(CliError::bad_input)?;
+    let client = PrometheusClient::new(url).map_err(|e| match e {
+        crate::prometheus::PromError::InvalidUrl { message, .. } => {
+            let why = message
+                .strip_prefix("failed to build Prometheus server base URL: ")
+                .unwrap_or(&message);
+            CliError::bad_input(format!(
+                "--prometheus {url}: not a Prometheus URL such as http://prometheus:9090 ({why})"
+            ))
+        }
+        other => CliError::bad_input(other),
+    })?;
     let labels = policy.spec.selector_labels();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
