@@ -914,6 +914,35 @@ pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
         .collect()
 }
 
+/// How many items a line on stderr names before "and K more": a line stays
+/// short whatever the input's size.
+pub const LISTED: usize = 10;
+
+/// `a, b, c and 7 more`: the first `shown` items, `, `-joined, then how many
+/// were left out.
+pub fn capped_list<I>(items: I, shown: usize) -> String
+where
+    I: IntoIterator,
+    I::Item: std::fmt::Display,
+{
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut count = 0usize;
+    for item in items {
+        if count < shown {
+            if count > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{item}");
+        }
+        count += 1;
+    }
+    if count > shown {
+        let _ = write!(out, " and {} more", count - shown);
+    }
+    out
+}
+
 /// The warning for pods without a UID, or `None` when every pod has one.
 pub fn missing_uid_warning(source_name: &str, pods: &[impl PodView]) -> Option<String> {
     uid_warning(source_name, &pods_without_uid(pods))

@@ -1317,3 +1317,78 @@ fn messages_say_what_is_wrong_in_plain_words() {
         "failed to build",
     );
 }
+
+/// Issue 30, item 8: stderr stays bounded whatever the input's size: one
+/// line per kind of problem (a warning several policies raise is said
+/// once, naming them), lists cut after ten names, at most 20 warning lines.
+#[test]
+fn warnings_stay_short_whatever_the_input_s_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30 pods, each of a ReplicaSet and on a node the snapshot does not hold
+    let pods: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("web-{i}"), "namespace": "shop",
+                    "uid": format!("u-{i}"), "labels": {"app": "web"},
+                    "creationTimestamp": "2026-11-20T00:00:00Z",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": format!("web-{i}"), "uid": format!("rs-{i}"), "controller": true}]},
+                "spec": {"nodeName": format!("node-{i}"), "containers": [{"name": "a", "image": "x"}]},
+                "status": {"phase": "Running"}
+            })
+        })
+        .collect();
+    let snapshot = write(
+        &dir,
+        "snapshot.json",
+        &serde_json::json!({"kind": "List", "items": pods}),
+    );
+    // two policies over those pods, and 30 in namespaces without pods
+    let policy = |name: &str, ns: &str| {
+        format!(
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\n\
+             metadata: {{name: {name}, namespace: {ns}}}\n\
+             spec:\n  selector: {{matchLabels: {{app: web}}}}\n  signals:\n\
+             \x20   - billingClass: {{preset: auto, costs: {{spot: 0}}, default: 50}}\n"
+        )
+    };
+    let mut policies = vec![policy("a", "shop")];
+    policies.extend((0..30).map(|i| policy("p", &format!("empty-{i}"))));
+    let file = dir.path().join("policies.yaml");
+    std::fs::write(&file, policies.join("---\n")).unwrap();
+    let o = plan(&[
+        NOW,
+        "--policy",
+        file.to_str().unwrap(),
+        "--snapshot",
+        &snapshot,
+        "--kubernetes-version=1.33",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 21, "{err}");
+    assert!(lines.iter().all(|l| l.len() < 1000), "{err}");
+    assert!(
+        err.contains(
+            "warning: policy shop/a: nodes not in the snapshot (their labels read as empty): \
+             node-0, node-1, node-10, node-11, node-12, node-13, node-14, node-15, node-16, \
+             node-17 and 20 more\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/a: 30 ReplicaSets are not in the snapshot (web-0, web-1, \
+             web-10, web-11, web-12, web-13, web-14, web-15, web-16, web-17 and 20 more): \
+             colocation ranks use each one's own pods\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[20]
+            .ends_with("and 12 more warning(s) (-o json lists every one in each plan's warnings)"),
+        "{err}"
+    );
+}

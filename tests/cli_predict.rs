@@ -960,3 +960,83 @@ fn utf16_and_deep_nesting_are_said_in_plain_words() {
         &["nested too deeply (more than 128 levels of lists and maps)"],
     );
 }
+
+/// A pod of `owner` (kind, name) on `node`; all pods alike but their names
+/// and UIDs, so the pods of one owner tie without the log2 buckets.
+fn plain_pod(name: &str, owner: (&str, &str), phase: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+            "creationTimestamp": "2025-01-01T09:00:00Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner.0, "name": owner.1,
+                "uid": format!("uid-{}", owner.1), "controller": true}]
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "x"}]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "2025-01-01T10:00:00Z"}]}
+    })
+}
+
+/// Issue 30, item 8: stderr stays bounded whatever the input's size: one
+/// line per kind of problem, lists cut after ten names with "and K more".
+#[test]
+fn notes_stay_short_whatever_the_input_s_size() {
+    let mut items = Vec::new();
+    for i in 0..40 {
+        // 40 ReplicaSets whose two pods tie: a cut inside a tie in each
+        for half in ["a", "b"] {
+            items.push(plain_pod(
+                &format!("web{i}-{half}"),
+                ("ReplicaSet", &format!("web{i}")),
+                "Running",
+            ));
+        }
+        items.push(plain_pod(
+            &format!("job{i}"),
+            ("Job", &format!("job{i}")),
+            "Running",
+        ));
+        items.push(plain_pod(
+            &format!("done{i}"),
+            ("Job", "batch"),
+            "Succeeded",
+        ));
+    }
+    let input = serde_json::json!({"kind": "List", "items": items}).to_string();
+    let out = ok(
+        &[
+            NOW,
+            "--kubernetes-version=1.30",
+            "--feature-gates=LogarithmicScaleDown=false",
+            "--scale-down-by=1",
+        ],
+        Some(&input),
+    );
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(lines.len() <= 6, "{}", out.stderr);
+    assert!(lines.iter().all(|l| l.len() < 1000), "{}", out.stderr);
+    let line = |what: &str| {
+        let found: Vec<&&str> = lines.iter().filter(|l| l.contains(what)).collect();
+        assert_eq!(found.len(), 1, "{what}: {}", out.stderr);
+        found[0].to_string()
+    };
+    let inactive = line("inactive pod(s)");
+    assert!(
+        inactive.contains("left out 40 inactive pod(s): done0 (phase Succeeded)"),
+        "{inactive}"
+    );
+    assert!(inactive.ends_with(" and 30 more"), "{inactive}");
+    let jobs = line("does not scale in");
+    assert!(jobs.contains("pods of Job/"), "{jobs}");
+    assert!(
+        jobs.contains(" and 30 more: a Job does not scale in"),
+        "{jobs}"
+    );
+    let ties = line("falls inside a tie");
+    assert!(ties.contains("ReplicaSet/web0, "), "{ties}");
+    assert!(
+        ties.contains(" and 30 more: the cut after 1 pod(s)"),
+        "{ties}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `deletion-cost plan`: an offline dry run of a policy over a cluster
 //! snapshot. With no arguments it runs the bundled example.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -8,8 +9,8 @@ use clap::ValueEnum;
 
 use super::{print_out, table, CliError};
 use crate::input::{
-    missing_uid_warning, open_within_limit, parse_objects, read_source_limited, Expect,
-    InputLimits, RawObject, ServerVersion,
+    capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
+    Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
@@ -450,10 +451,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
         plans.push(p);
     }
-    for p in &plans {
-        for w in &p.warnings {
-            super::stderr::warn(&format!("policy {}: {w}", p.policy));
-        }
+    for line in warning_lines(&plans) {
+        super::stderr::warn(&line);
     }
     for (kind, n) in &snapshot.ignored {
         tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
@@ -501,6 +500,47 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
     };
     print_out(&text)
+}
+
+/// At most this many warning lines on stderr, then one saying how many more.
+const MAX_WARNING_LINES: usize = 20;
+
+/// The plans' warnings for stderr, bounded whatever the input's size: one
+/// line per distinct warning, naming the policies that raise it (the first
+/// [`LISTED`], then "and K more"), at most [`MAX_WARNING_LINES`] of them,
+/// then how many more; `-o json` carries every one in each plan's
+/// `warnings`.
+pub fn warning_lines(plans: &[Plan]) -> Vec<String> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut raised_by: HashMap<&str, Vec<String>> = HashMap::new();
+    for p in plans {
+        for w in &p.warnings {
+            let policies = raised_by.entry(w.as_str()).or_insert_with(|| {
+                order.push(w.as_str());
+                Vec::new()
+            });
+            policies.push(p.policy.to_string());
+        }
+    }
+    let mut lines: Vec<String> = order
+        .iter()
+        .map(|w| match raised_by[w].as_slice() {
+            [one] => format!("policy {one}: {w}"),
+            many => format!(
+                "{} policies ({}): {w}",
+                many.len(),
+                capped_list(many, LISTED)
+            ),
+        })
+        .collect();
+    if lines.len() > MAX_WARNING_LINES {
+        let more = lines.len() - MAX_WARNING_LINES;
+        lines.truncate(MAX_WARNING_LINES);
+        lines.push(format!(
+            "and {more} more warning(s) (-o json lists every one in each plan's warnings)"
+        ));
+    }
+    lines
 }
 
 /// Writes the plans to stdout as pretty JSON and a newline, without

@@ -16,7 +16,8 @@ use crate::comparator::{
     Rule, SlimPod,
 };
 use crate::input::{
-    merge_versions, read_pods_slim, InputError, InputLimits, ServerVersion, EMPTY_LIST,
+    capped_list, merge_versions, read_pods_slim, InputError, InputLimits, ServerVersion,
+    EMPTY_LIST, LISTED,
 };
 
 /// Long help of `predict` (`--help`).
@@ -399,45 +400,70 @@ fn group_prediction(
     }
 }
 
-/// Warnings for stderr: inactive pods, unusual owners, cross-group ranks.
+/// Notes for stderr: inactive pods, unusual owners, ambiguous orders, cuts
+/// inside ties, cross-group ranks. Bounded whatever the input's size: one
+/// line per kind of problem (ambiguous orders: one per ReplicaSet for the
+/// first [`LISTED`]), each naming the first [`LISTED`] items, then
+/// "and K more" (`-o json` has them all).
 pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if !p.inactive.is_empty() {
-        let list: Vec<String> = p
-            .inactive
-            .iter()
-            .map(|i| format!("{} ({})", i.name, i.reason))
-            .collect();
         notes.push(format!(
             "left out {} inactive pod(s): {}",
             p.inactive.len(),
-            list.join(", ")
+            capped_list(
+                p.inactive
+                    .iter()
+                    .map(|i| format!("{} ({})", i.name, i.reason)),
+                LISTED
+            )
         ));
     }
+    let mut other_owners: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut ambiguous = Vec::new();
+    let mut cut_in_tie = Vec::new();
     for g in &p.replica_sets {
         if let Some(o) = &g.owner {
             if o.kind != "ReplicaSet" && o.kind != "ReplicationController" {
-                notes.push(format!(
-                    "pods of {}/{}: a {} does not scale in with the ReplicaSet order",
-                    o.kind, o.name, o.kind
-                ));
+                other_owners
+                    .entry(o.kind.as_str())
+                    .or_default()
+                    .push(format!("{}/{}", o.kind, o.name));
             }
         }
         if let Some(a) = &g.ambiguity {
-            notes.push(format!(
-                "{}: order of {} is ambiguous: {}",
-                OwnerRef::label(g.owner.as_ref()),
-                a.pods.join(", "),
-                a.explanation
-            ));
+            ambiguous.push((OwnerRef::label(g.owner.as_ref()), a));
         }
         if g.tie_at_cut == Some(true) {
-            notes.push(format!(
-                "{}: the cut after {} pod(s) falls inside a tie; which tied pod goes depends on upstream's input order",
-                OwnerRef::label(g.owner.as_ref()),
-                p.scale_down_by.unwrap_or(0)
-            ));
+            cut_in_tie.push(OwnerRef::label(g.owner.as_ref()));
         }
+    }
+    for (kind, owners) in &other_owners {
+        notes.push(format!(
+            "pods of {}: a {kind} does not scale in with the ReplicaSet order",
+            capped_list(owners, LISTED)
+        ));
+    }
+    for (label, a) in ambiguous.iter().take(LISTED) {
+        notes.push(format!(
+            "{label}: order of {} is ambiguous: {}",
+            capped_list(&a.pods, LISTED),
+            a.explanation
+        ));
+    }
+    if ambiguous.len() > LISTED {
+        notes.push(format!(
+            "and {} more ReplicaSets with an ambiguous order: {} (-o json has them all)",
+            ambiguous.len() - LISTED,
+            capped_list(ambiguous[LISTED..].iter().map(|(l, _)| l), LISTED)
+        ));
+    }
+    if !cut_in_tie.is_empty() {
+        notes.push(format!(
+            "{}: the cut after {} pod(s) falls inside a tie; which tied pod goes depends on upstream's input order",
+            capped_list(&cut_in_tie, LISTED),
+            p.scale_down_by.unwrap_or(0)
+        ));
     }
     if !has_related && p.replica_sets.len() > 1 {
         notes.push(format!(

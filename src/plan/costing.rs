@@ -98,7 +98,7 @@ pub(super) fn cost_pods(
     if !missing_nodes.is_empty() {
         warnings.push(format!(
             "nodes not in the snapshot (their labels read as empty): {}",
-            missing_nodes.into_iter().collect::<Vec<_>>().join(", ")
+            crate::input::capped_list(missing_nodes, crate::input::LISTED)
         ));
     }
 
