@@ -1392,3 +1392,70 @@ fn warnings_stay_short_whatever_the_input_s_size() {
         "{err}"
     );
 }
+
+/// Issue 30, item 4: a snapshot object past Kubernetes' own limits (a pod's
+/// name, a node's label value, annotations) is refused with exit 2 naming
+/// it, whichever reader (JSON streamed, YAML) takes it.
+#[test]
+fn snapshot_objects_past_kubernetes_limits_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster();
+    let (i, _) = first_pod(&cluster);
+    let node = cluster["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|o| o["kind"] == "Node")
+        .unwrap();
+    let long = "w".repeat(254);
+    type Edit<'a> = Box<dyn Fn(&mut serde_json::Value) + 'a>;
+    let edits: Vec<(Edit, String)> = vec![
+        (
+            Box::new(|c| c["items"][i]["metadata"]["name"] = long.clone().into()),
+            format!(
+                "items[{i}] (Pod \"{}...\"): metadata.name: 254 bytes long; Kubernetes allows at most 253",
+                "w".repeat(40)
+            ),
+        ),
+        (
+            Box::new(|c| {
+                c["items"][node]["metadata"]["labels"]["zone-x"] = "z".repeat(64).into()
+            }),
+            format!("items[{node}] (Node "),
+        ),
+        (
+            Box::new(|c| {
+                c["items"][i]["metadata"]["annotations"] =
+                    serde_json::json!({"big": "a".repeat(300_000)})
+            }),
+            "metadata.annotations: keys and values together are 300003 bytes".to_string(),
+        ),
+    ];
+    for (n, (edit, message)) in edits.iter().enumerate() {
+        let mut c = cluster.clone();
+        edit(&mut c);
+        let json = write(&dir, &format!("s{n}.json"), &c);
+        let yaml = dir.path().join(format!("s{n}.yaml"));
+        std::fs::write(&yaml, serde_saphyr::to_string(&c).unwrap()).unwrap();
+        for snapshot in [json.as_str(), yaml.to_str().unwrap()] {
+            let o = plan(&[
+                NOW,
+                "--policy",
+                "config/examples/combined.yaml",
+                "--snapshot",
+                snapshot,
+            ]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{snapshot}: {err}");
+            assert!(
+                err.contains(message.as_str()),
+                "{snapshot}: {message}: {err}"
+            );
+            assert!(
+                err.contains("the API server stores no such object"),
+                "{err}"
+            );
+            assert!(o.stdout.is_empty());
+        }
+    }
+}

@@ -1040,3 +1040,83 @@ fn notes_stay_short_whatever_the_input_s_size() {
         "{ties}"
     );
 }
+
+/// Issue 30, item 4: Kubernetes' own limits (names 253 bytes, namespaces and
+/// label values 63, annotations 256 KiB together) are refused with exit 2
+/// naming the item and the field, on `-f` and `--related`; at the limit
+/// they are taken.
+#[test]
+fn kubernetes_limits_are_refused_naming_the_item() {
+    let pod = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut p = plain_pod(name, ("ReplicaSet", "web"), "Running");
+        edit(&mut p);
+        p
+    };
+    let list = |items: Vec<Value>| serde_json::json!({"kind": "List", "items": items}).to_string();
+    let at_limit = list(vec![
+        pod(&"n".repeat(253), &|_| {}),
+        pod("b", &|p| {
+            p["metadata"]["labels"] = serde_json::json!({"app": "v".repeat(63)});
+            p["metadata"]["annotations"] = serde_json::json!({"a": "x".repeat(262_143)});
+        }),
+    ]);
+    ok(&[NOW], Some(&at_limit));
+    let long_name = "n".repeat(254);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            pod(&long_name, &|_| {}),
+            "metadata.name: 254 bytes long; Kubernetes allows at most 253",
+        ),
+        (
+            pod("b", &|p| p["metadata"]["namespace"] = Value::from("s".repeat(64))),
+            "metadata.namespace: 64 bytes long; Kubernetes allows at most 63",
+        ),
+        (
+            pod("b", &|p| {
+                p["metadata"]["labels"] = serde_json::json!({"app": "v".repeat(64)})
+            }),
+            "metadata.labels[\"app\"]: the value is 64 bytes long; Kubernetes allows at most 63",
+        ),
+        (
+            pod("b", &|p| {
+                p["metadata"]["annotations"] = serde_json::json!({"a": "x".repeat(262_144)})
+            }),
+            "metadata.annotations: keys and values together are 262145 bytes; Kubernetes allows at most 262144 (256 KiB)",
+        ),
+        (
+            pod("b", &|p| p["spec"]["nodeName"] = Value::from("n".repeat(300))),
+            "spec.nodeName: 300 bytes long",
+        ),
+    ];
+    for (bad_pod, message) in cases {
+        let input = list(vec![pod("a", &|_| {}), bad_pod]);
+        let out = run(&[NOW], Some(&input));
+        assert_eq!(out.code, 2, "{message}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("<stdin>: items[1] (Pod \"")
+                && out.stderr.contains(message)
+                && out.stderr.contains("the API server stores no such object"),
+            "{message}: {}",
+            out.stderr
+        );
+        // the name is cut, never printed whole
+        assert!(!out.stderr.contains(&long_name), "{}", out.stderr);
+        assert_eq!(out.stdout, "");
+        // --related reads the same way
+        let dir = tempfile::tempdir().unwrap();
+        let related = dir.path().join("related.json");
+        std::fs::write(&related, &input).unwrap();
+        let out = run(
+            &[
+                NOW,
+                "-f",
+                &fixture("pods.json"),
+                "--related",
+                related.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert_eq!(out.code, 2, "{message}: {}", out.stderr);
+        assert!(out.stderr.contains(message), "{}", out.stderr);
+    }
+}
