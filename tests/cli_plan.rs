@@ -1459,3 +1459,44 @@ fn snapshot_objects_past_kubernetes_limits_are_refused() {
         }
     }
 }
+
+/// Issue 30, item 5: a pod whose current cost Kubernetes cannot read is
+/// marked in the table (read as 0, as upstream does) and named once on
+/// stderr.
+#[test]
+fn invalid_cost_annotations_are_marked_and_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster();
+    let (i, pod) = first_pod(&c);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+    c["items"][i]["metadata"]["annotations"] =
+        serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "1e3"});
+    let snapshot = write(&dir, "s.json", &c);
+    let o = plan(&[
+        NOW,
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        &snapshot,
+        "--samples",
+        "config/examples/samples.json",
+    ]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("1e3 (invalid: read as 0)")
+            || out.contains("1e3 (foreign; invalid: read as 0)"),
+        "{out}"
+    );
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("pod-deletion-cost annotation"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(
+            "1 pod(s) carry a controller.kubernetes.io/pod-deletion-cost annotation that is not a whole number"
+        ) && lines[0].contains(&format!("{name} (\"1e3\": not a base-10 integer; ")),
+        "{err}"
+    );
+}

@@ -1120,3 +1120,58 @@ fn kubernetes_limits_are_refused_naming_the_item() {
         assert!(out.stderr.contains(message), "{}", out.stderr);
     }
 }
+
+/// Issue 30, item 5: cost annotations Kubernetes cannot read are read as 0,
+/// as upstream does, and said once on stderr whatever the output form; the
+/// table marks each.
+#[test]
+fn invalid_cost_annotations_are_said_once() {
+    let bad = ["1e3", " 5", "0x10", "2147483648"];
+    let mut items: Vec<Value> = bad
+        .iter()
+        .enumerate()
+        .map(|(i, cost)| {
+            let mut p = plain_pod(&format!("bad{i}"), ("ReplicaSet", "web"), "Running");
+            p["metadata"]["annotations"] =
+                serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": cost});
+            p
+        })
+        .collect();
+    let mut good = plain_pod("good", ("ReplicaSet", "web"), "Running");
+    good["metadata"]["annotations"] =
+        serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "-5"});
+    items.push(good);
+    let input = serde_json::json!({"kind": "List", "items": items}).to_string();
+    for output in ["names", "table", "json"] {
+        let out = ok(&[NOW, "-o", output], Some(&input));
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("pod-deletion-cost annotation"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{output}: {}", out.stderr);
+        let w = warnings[0];
+        assert!(
+            w.starts_with(
+                "warning: 4 pod(s) carry a controller.kubernetes.io/pod-deletion-cost annotation \
+                 that is not a whole number from -2147483648 to 2147483647, which Kubernetes reads as 0"
+            ),
+            "{w}"
+        );
+        for (i, cost) in bad.iter().enumerate() {
+            assert!(w.contains(&format!("bad{i} ({cost:?}: ")), "{cost}: {w}");
+        }
+        assert!(!w.contains("good"), "{w}");
+        if output == "table" {
+            assert_eq!(
+                out.stdout.matches("0 (invalid ").count(),
+                4,
+                "{}",
+                out.stdout
+            );
+        }
+    }
+    // the good pod (-5) goes first: the invalid ones count as 0
+    let out = ok(&[NOW], Some(&input));
+    assert_eq!(out.stdout.lines().next(), Some("good"), "{}", out.stdout);
+}

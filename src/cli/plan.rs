@@ -8,9 +8,10 @@ use std::path::Path;
 use clap::ValueEnum;
 
 use super::{print_out, table, CliError};
+use crate::comparator::parse_deletion_cost;
 use crate::input::{
     capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
-    Expect, InputLimits, RawObject, ServerVersion, LISTED,
+    shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
@@ -441,6 +442,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         if !p.pods.is_empty() {
             p.warnings.append(&mut stale);
         }
+        p.warnings.extend(invalid_cost_warning(&p));
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
             .extend(idle_warnings(policy, &snapshot, &p, has_samples));
@@ -500,6 +502,39 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
     };
     print_out(&text)
+}
+
+/// One warning for the plan's pods whose current deletion-cost annotation
+/// Kubernetes cannot read (`1e3`, `" 5"`, `0x10`, `2147483648`): upstream
+/// orders them as 0 until a patch replaces the value (a foreign one is
+/// left alone under respectForeignCosts, so it stays 0). The table marks each.
+pub fn invalid_cost_warning(p: &Plan) -> Option<String> {
+    let invalid: Vec<String> = p
+        .pods
+        .iter()
+        .filter_map(|pod| {
+            let raw = pod.current_raw.as_deref()?;
+            let problem = parse_deletion_cost(raw).problem?;
+            let whose = match pod.action {
+                crate::plan::Action::Patch(_) => "this plan rewrites it",
+                _ => "left as it is",
+            };
+            Some(format!(
+                "{} ({:?}: {problem}; {whose})",
+                pod.name,
+                shortened(raw)
+            ))
+        })
+        .collect();
+    (!invalid.is_empty()).then(|| {
+        format!(
+            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
+             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
+            invalid.len(),
+            crate::annotations::POD_DELETION_COST,
+            capped_list(&invalid, LISTED)
+        )
+    })
 }
 
 /// At most this many warning lines on stderr, then one saying how many more.
@@ -604,10 +639,18 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             Some(v) => format!("{} [{v}]", s.detail),
             None => format!("{} [-]", s.detail),
         }));
-        r.push(match (&pod.current_raw, &pod.owner) {
-            (None, _) => "-".into(),
-            (Some(raw), CostOwner::Foreign(_)) => format!("{raw} (foreign)"),
-            (Some(raw), _) => raw.to_string(),
+        let invalid = pod
+            .current_raw
+            .as_deref()
+            .is_some_and(|raw| parse_deletion_cost(raw).problem.is_some());
+        r.push(match (&pod.current_raw, &pod.owner, invalid) {
+            (None, _, _) => "-".into(),
+            (Some(raw), CostOwner::Foreign(_), true) => {
+                format!("{} (foreign; invalid: read as 0)", shortened(raw))
+            }
+            (Some(raw), _, true) => format!("{} (invalid: read as 0)", shortened(raw)),
+            (Some(raw), CostOwner::Foreign(_), false) => format!("{raw} (foreign)"),
+            (Some(raw), _, false) => raw.to_string(),
         });
         r.push(
             pod.desired

@@ -16,7 +16,7 @@ use crate::comparator::{
     Rule, SlimPod,
 };
 use crate::input::{
-    capped_list, merge_versions, read_pods_slim, InputError, InputLimits, ServerVersion,
+    capped_list, merge_versions, read_pods_slim, shortened, InputError, InputLimits, ServerVersion,
     EMPTY_LIST, LISTED,
 };
 
@@ -475,6 +475,31 @@ pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
     notes
 }
 
+/// One warning for every pod whose deletion-cost annotation Kubernetes
+/// cannot read (`1e3`, `" 5"`, `0x10`, `2147483648`): upstream orders it as
+/// 0, which `-o names` alone would not show. The table marks each such cost.
+pub fn invalid_cost_warning(p: &Prediction) -> Option<String> {
+    let invalid: Vec<String> = p
+        .replica_sets
+        .iter()
+        .flat_map(|g| &g.pods)
+        .filter_map(|pod| {
+            let problem = pod.cost_problem?;
+            let raw = pod.cost_annotation.as_deref().unwrap_or_default();
+            Some(format!("{} ({:?}: {problem})", pod.name, shortened(raw)))
+        })
+        .collect();
+    (!invalid.is_empty()).then(|| {
+        format!(
+            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
+             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
+            invalid.len(),
+            crate::annotations::POD_DELETION_COST,
+            capped_list(&invalid, LISTED)
+        )
+    })
+}
+
 /// `-o names`.
 pub fn render_names(p: &Prediction) -> String {
     let mut out = String::new();
@@ -690,6 +715,9 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         super::stderr::note(&format!(
             "--related {source}: the list is empty: no related pods, so every colocation rank (rule 5) is 0"
         ));
+    }
+    if let Some(w) = invalid_cost_warning(&prediction) {
+        super::stderr::warn(&w);
     }
     for n in notes(&prediction, related.is_some()) {
         super::stderr::note(&n);
