@@ -1500,3 +1500,90 @@ fn invalid_cost_annotations_are_marked_and_said_once() {
         "{err}"
     );
 }
+
+/// Issue 30, item 6: two policies selecting the same pods in one file are
+/// planned as the operator plans them: the older (then the smaller name)
+/// wins the shared pods, the other leaves them and is told it would be
+/// marked Conflict; a policy given twice is planned once, as applied.
+#[test]
+fn overlapping_and_repeated_policies_say_which_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |name: &str, created: Option<&str>, spot: u32| {
+        let created = created
+            .map(|t| format!(", creationTimestamp: \"{t}\""))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\n\
+             metadata: {{name: {name}, namespace: shop{created}}}\n\
+             spec:\n  selector: {{matchLabels: {{app: web}}}}\n  signals:\n\
+             \x20   - billingClass: {{nodeLabel: billing.example.com/class, costs: {{spot: {spot}, reserved: 2}}, default: 1}}\n"
+        )
+    };
+    let run = |docs: &[String]| {
+        let file = dir.path().join("policies.yaml");
+        std::fs::write(&file, docs.join("---\n")).unwrap();
+        let o = plan(&[
+            NOW,
+            "--policy",
+            file.to_str().unwrap(),
+            "--snapshot",
+            "config/examples/cluster.yaml",
+            "--kubernetes-version=1.33",
+            "-o",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v, stderr(&o))
+    };
+    let pods = |v: &serde_json::Value, i: usize| v[i]["pods"].as_array().unwrap().len();
+    // no creationTimestamp on either: the smaller name wins
+    let (v, err) = run(&[policy("b-later", None, 0), policy("a-first", None, 0)]);
+    assert_eq!(
+        (v[0]["policy"].as_str(), pods(&v, 0)),
+        (Some("shop/b-later"), 0),
+        "{err}"
+    );
+    assert_eq!(
+        (v[1]["policy"].as_str(), pods(&v, 1)),
+        (Some("shop/a-first"), 8),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/b-later: shares pods with policies that win them, as the \
+             operator decides (it marks this policy Conflict); those pods are planned under the \
+             winner only: shop/a-first (8 pod(s); as old (the same creationTimestamp, or none), \
+             smaller name)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/a-first: wins the pods it shares with shop/b-later (8 pod(s)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("selects no active pod"), "{err}");
+    // the older creationTimestamp wins, whatever the names
+    let (v, err) = run(&[
+        policy("a-new", Some("2026-11-02T00:00:00Z"), 0),
+        policy("z-old", Some("2026-11-01T00:00:00Z"), 0),
+    ]);
+    assert_eq!((pods(&v, 0), pods(&v, 1)), (0, 8), "{err}");
+    assert!(
+        err.contains("shop/z-old (8 pod(s); older creationTimestamp)"),
+        "{err}"
+    );
+    // the same name twice: planned once, the last, as `kubectl apply -f` leaves it
+    let (v, err) = run(&[policy("web", None, 5), policy("web", None, 0)]);
+    assert_eq!(v.as_array().unwrap().len(), 1, "{err}");
+    assert!(
+        err.contains(
+            "policies.yaml: document 2 and document 1 are both DeletionCostPolicy shop/web: the \
+             API server holds one object per name"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Conflict"), "{err}");
+}

@@ -1,7 +1,7 @@
 //! `deletion-cost plan`: an offline dry run of a policy over a cluster
 //! snapshot. With no arguments it runs the bundled example.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -13,6 +13,7 @@ use crate::input::{
     capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
     shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
+use crate::operator::round::wins_over;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{
@@ -20,6 +21,7 @@ use crate::plan::{
 };
 use crate::policy::file::policies_from;
 use crate::policy::selector::selects;
+use crate::policy::DeletionCostPolicy;
 use crate::policy::PolicyFileError;
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
@@ -173,10 +175,22 @@ fn checked_snapshot(
     Ok((read.snapshot, read.version))
 }
 
+/// One policy of the `--policy` file, as planned.
+pub struct FilePolicy {
+    /// The checked, resolved policy.
+    pub named: NamedPolicy,
+    /// The object as read: its metadata decides overlaps, as in the operator.
+    pub object: DeletionCostPolicy,
+    /// Warnings about the file itself (a policy given twice).
+    pub warnings: Vec<String>,
+}
+
 /// Decodes, checks (strictly, as the API server) and resolves every policy
 /// in the objects read from `source`; errors name the file, the policy and
-/// the field.
-fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<NamedPolicy>, CliError> {
+/// the field. A policy given twice (same namespace and name) is kept once,
+/// as `kubectl apply -f` leaves it: the last one, with a warning naming the
+/// earlier.
+fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<FilePolicy>, CliError> {
     let found = policies_from(objects).map_err(CliError::bad_input)?;
     if found.is_empty() {
         return Err(CliError::bad_input(PolicyFileError::NoPolicy {
@@ -184,33 +198,122 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<NamedPolicy>, Cli
             found: crate::input::held_kinds(objects),
         }));
     }
-    found
-        .into_iter()
-        .map(|p| {
-            let spec = p.validate().map_err(CliError::bad_input)?;
-            Ok(NamedPolicy {
-                name: p.name().to_string(),
-                namespace: p
-                    .policy
-                    .metadata
-                    .namespace
-                    .clone()
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or_else(|| "default".into()),
-                spec,
-            })
-        })
-        .collect()
+    let mut out: Vec<(String, FilePolicy)> = Vec::new();
+    for p in found {
+        let spec = p.validate().map_err(CliError::bad_input)?;
+        let named = NamedPolicy {
+            name: p.name().to_string(),
+            namespace: p
+                .policy
+                .metadata
+                .namespace
+                .clone()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            spec,
+        };
+        let mut warnings = Vec::new();
+        if let Some(i) = out
+            .iter()
+            .position(|(_, f)| f.named.namespace == named.namespace && f.named.name == named.name)
+        {
+            let (earlier, _) = out.remove(i);
+            warnings.push(format!(
+                "{source}: {} and {earlier} are both DeletionCostPolicy {}: the API server \
+                 holds one object per name, so `kubectl apply -f {source}` keeps the last; \
+                 it is the one planned, {earlier} is left out",
+                p.location,
+                named.key()
+            ));
+        }
+        out.push((
+            p.location.clone(),
+            FilePolicy {
+                named,
+                object: p.policy,
+                warnings,
+            },
+        ));
+    }
+    Ok(out.into_iter().map(|(_, f)| f).collect())
+}
+
+/// For the policy `i` of `all`: the pods it leaves to older policies that
+/// also select them, and a warning saying which policy wins which pods, as
+/// the operator decides ([`wins_over`]: older creationTimestamp, then
+/// smaller name); the operator marks the loser `Conflict`.
+fn overlaps(
+    i: usize,
+    all: &[FilePolicy],
+    selected: &[Option<BTreeSet<String>>],
+) -> (BTreeSet<String>, Vec<String>) {
+    let me = &all[i];
+    let Some(mine) = &selected[i] else {
+        return (BTreeSet::new(), Vec::new());
+    };
+    let mut excluded = BTreeSet::new();
+    let (mut lost, mut won) = (Vec::new(), Vec::new());
+    for (j, other) in all.iter().enumerate() {
+        let Some(theirs) = selected[j].as_ref().filter(|_| j != i) else {
+            continue;
+        };
+        let shared = theirs.intersection(mine).count();
+        if shared == 0 {
+            continue;
+        }
+        if wins_over(&other.object, &me.object) {
+            excluded.extend(theirs.intersection(mine).cloned());
+            lost.push(format!(
+                "{} ({shared} pod(s); {})",
+                other.named.key(),
+                why_wins(&other.object, &me.object)
+            ));
+        } else {
+            won.push(format!(
+                "{} ({shared} pod(s); {})",
+                other.named.key(),
+                why_wins(&me.object, &other.object)
+            ));
+        }
+    }
+    let mut warnings = Vec::new();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "shares pods with policies that win them, as the operator decides (it marks this \
+             policy Conflict); those pods are planned under the winner only: {}",
+            capped_list(&lost, LISTED)
+        ));
+    }
+    if !won.is_empty() {
+        warnings.push(format!(
+            "wins the pods it shares with {}, as the operator decides; those policies leave \
+             them alone",
+            capped_list(&won, LISTED)
+        ));
+    }
+    (excluded, warnings)
+}
+
+/// Why `a` wins over `b` ([`wins_over`]), in words.
+fn why_wins(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> &'static str {
+    let created = |p: &DeletionCostPolicy| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    match (created(a), created(b)) {
+        (x, y) if x == y => "as old (the same creationTimestamp, or none), smaller name",
+        (None, _) => "no creationTimestamp, which counts as older",
+        _ => "older creationTimestamp",
+    }
 }
 
 /// Warnings for a plan that does nothing although it exits 0: no pod in the
 /// policy's namespace (naming the namespaces where its target does select
-/// pods), no pod selected, or a utilisation signal without samples.
+/// pods), no pod selected (unless others win them all: `excluded`, said
+/// apart), or a utilisation signal without samples.
 pub fn idle_warnings(
     policy: &NamedPolicy,
     snapshot: &Snapshot,
     plan: &Plan,
     has_samples: bool,
+    excluded: &BTreeSet<String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let ns = policy.namespace.as_str();
@@ -237,7 +340,7 @@ pub fn idle_warnings(
         out.push(format!(
             "no pods in namespace {ns} in the snapshot: nothing to plan; {hint}"
         ));
-    } else if plan.pods.is_empty() {
+    } else if plan.pods.is_empty() && excluded.is_empty() {
         let inactive = if plan.inactive.is_empty() {
             String::new()
         } else {
@@ -395,7 +498,19 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             )?,
         )
     };
-    let policies = policies(&policy_source, &policy_objs)?;
+    let file_policies = policies(&policy_source, &policy_objs)?;
+    // the pods each selects, where another policy of its namespace may share them
+    let selected: Vec<Option<BTreeSet<String>>> = file_policies
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let shares_namespace = file_policies
+                .iter()
+                .enumerate()
+                .any(|(j, g)| j != i && g.named.namespace == f.named.namespace);
+            shares_namespace.then(|| plan::selected_pods(&f.named, &snapshot))
+        })
+        .collect();
     let now =
         super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
             .as_nanosecond();
@@ -415,7 +530,9 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         .map(|t| t.to_string())
         .unwrap_or_default();
     let mut plans = Vec::new();
-    for policy in &policies {
+    for (i, file_policy) in file_policies.iter().enumerate() {
+        let policy = &file_policy.named;
+        let (excluded, overlap_warnings) = overlaps(i, &file_policies, &selected);
         let mut stale = Vec::new();
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
             super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
@@ -437,7 +554,16 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         } else {
             SignalSamples::default()
         };
-        let mut p = plan::plan(policy, &snapshot, &samples, &Default::default(), &opts);
+        let mut p = plan::plan_excluding(
+            policy,
+            &snapshot,
+            &samples,
+            &Default::default(),
+            &opts,
+            &excluded,
+        );
+        p.warnings.extend(file_policy.warnings.iter().cloned());
+        p.warnings.extend(overlap_warnings);
         // samples matter only to a plan with pods (one without says why)
         if !p.pods.is_empty() {
             p.warnings.append(&mut stale);
@@ -445,7 +571,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         p.warnings.extend(invalid_cost_warning(&p));
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
-            .extend(idle_warnings(policy, &snapshot, &p, has_samples));
+            .extend(idle_warnings(policy, &snapshot, &p, has_samples, &excluded));
         if let Some(prices) = &prices {
             let (savings, warnings) = plan_savings(policy, &snapshot, &p, prices, &opts);
             p.warnings.extend(warnings);
@@ -453,6 +579,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
         plans.push(p);
     }
+    let policies: Vec<NamedPolicy> = file_policies.into_iter().map(|f| f.named).collect();
     for line in warning_lines(&plans) {
         super::stderr::warn(&line);
     }
