@@ -101,7 +101,14 @@ fn quiet_leaves_out_the_notes() {
             .exists(),
         "{pods}"
     );
-    for cmd in [vec!["plan"], vec!["predict", "-f", pods]] {
+    let plan = [
+        "plan",
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        "config/examples/cluster.yaml",
+    ];
+    for cmd in [plan.to_vec(), vec!["predict", "-f", pods]] {
         let loud = run(&cmd);
         assert_eq!(loud.status.code(), Some(0), "{}", stderr(&loud));
         assert!(

@@ -827,10 +827,11 @@ fn prices_show_what_the_policys_scale_down_is_worth_against_upstream() {
         "{out}"
     );
     for row in [
-        "policy             web-7d9f8c6b5-f8jls, web-7d9f8c6b5-4xk2p, web-7d9f8c6b5-b7rwd  spot-b1 (spot)  0.0416    30.368",
-        "upstream           web-7d9f8c6b5-f8jls, web-7d9f8c6b5-9qmzt, web-7d9f8c6b5-x6nfo  none            0.00      0.00",
-        "policy - upstream                                                                 +1              +0.0416   +30.368",
-        "policy          spot           1      1.93  6.8Gi   0.0416    30.368",
+        "with the policy                web-7d9f8c6b5-f8jls, web-7d9f8c6b5-4xk2p, web-7d9f8c6b5-b7rwd  spot-b1 (spot)  0.0416    30.368",
+        "Kubernetes default             web-7d9f8c6b5-f8jls, web-7d9f8c6b5-9qmzt, web-7d9f8c6b5-x6nfo  none            0.00      0.00",
+        "difference (policy - default)                                                                 +1              +0.0416   +30.368",
+        "with the policy  spot           1      1.93  6.8Gi   0.0416    30.368",
+        "Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs",
     ] {
         assert!(out.contains(row), "{row:?} not in\n{out}");
     }
@@ -1586,4 +1587,61 @@ fn overlapping_and_repeated_policies_say_which_wins() {
         "{err}"
     );
     assert!(!err.contains("Conflict"), "{err}");
+}
+
+/// Issue 30, item 11: stdin is `<stdin>` and read by one flag at most;
+/// `--scale-down-by -1` is refused alike by `plan` and `predict`; the
+/// bundled example prints no version note.
+#[test]
+fn stdin_scale_down_and_the_bundled_example_as_predict_has_them() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let with_stdin = |args: &[&str], input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap()
+    };
+    let o = with_stdin(&["plan", "--snapshot", "-", "--policy", "-"], "");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error: --policy and --snapshot cannot all read stdin (-)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = with_stdin(
+        &[
+            "plan",
+            "--snapshot",
+            "-",
+            "--policy",
+            "config/examples/combined.yaml",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error: no pods in <stdin> (the input is empty"),
+        "{}",
+        stderr(&o)
+    );
+    let expected = "error: invalid value '-1' for '--scale-down-by <N>': expected a number of \
+                    pods, a whole number from 0 up; found \"-1\"";
+    for cmd in [
+        &["plan"][..],
+        &["predict", "-f", "tests/fixtures/predict/pods.json"],
+    ] {
+        let o = with_stdin(&[cmd, &["--scale-down-by", "-1"]].concat(), "");
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(stderr(&o).contains(expected), "{cmd:?}: {}", stderr(&o));
+    }
+    let o = plan(&[NOW]);
+    assert!(o.status.success());
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
 }

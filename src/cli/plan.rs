@@ -79,7 +79,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
     /// Predict the victims of scaling each ReplicaSet down by N.
-    #[arg(long, value_name = "N")]
+    // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_count)]
     pub scale_down_by: Option<usize>,
     /// Hourly node prices (YAML or JSON: billingClasses, optionally
     /// instanceTypes): with --scale-down-by, show what the nodes the
@@ -148,7 +149,7 @@ fn load_snapshot(
     } else {
         read_file(&mut reader, path, limits.bytes)?;
     }
-    checked_snapshot(path, reader)
+    checked_snapshot(if path == "-" { "<stdin>" } else { path }, reader)
 }
 
 fn read_file(reader: &mut SnapshotReader, path: &str, max_bytes: u64) -> Result<(), CliError> {
@@ -483,6 +484,22 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 "--policy and --snapshot go together (give neither to run the bundled example)",
             ));
         };
+        let stdin_readers: Vec<&str> = [
+            ("--policy", Some(policy.as_str())),
+            ("--snapshot", Some(snapshot.as_str())),
+            ("--samples", args.samples.as_deref()),
+            ("--prices", args.prices.as_deref()),
+        ]
+        .into_iter()
+        .filter(|(_, path)| *path == Some("-"))
+        .map(|(flag, _)| flag)
+        .collect();
+        if stdin_readers.len() > 1 {
+            return Err(CliError::bad_input(format!(
+                "{} cannot all read stdin (-): give files for all but one",
+                stdin_readers.join(" and ")
+            )));
+        }
         let (name, text) = read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
             .map_err(CliError::bad_input)?;
         let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
@@ -516,8 +533,15 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
     let choice = args.gates.choose(version.as_ref())?;
-    let snapshot_name = args.snapshot.as_deref().unwrap_or(EXAMPLE_CLUSTER.0);
-    if let Some(note) = super::cluster_flags::default_gates_note(&choice, snapshot_name) {
+    let snapshot_name = match args.snapshot.as_deref() {
+        Some("-") => "<stdin>",
+        Some(path) => path,
+        None => EXAMPLE_CLUSTER.0,
+    };
+    // the bundled example is no cluster: its version is not worth a note
+    if let Some(note) =
+        super::cluster_flags::default_gates_note(&choice, snapshot_name).filter(|_| !bundled)
+    {
         super::stderr::note(&note);
     }
     let opts = PlanOptions {
@@ -892,7 +916,11 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         "\n  What it is worth: scale down by {scale_down_by} (prices: {}{currency}; a month is {} h)",
         s.prices_file, s.hours_per_month
     );
-    let choices = [("policy", &s.policy), ("upstream", &s.upstream)];
+    // upstream's choice is what Kubernetes does without the policy's costs
+    let choices = [
+        ("with the policy", &s.policy),
+        ("Kubernetes default", &s.upstream),
+    ];
     let mut rows = vec![
         ["CHOICE", "DELETES", "NODES FREED", "PER HOUR", "PER MONTH"]
             .map(String::from)
@@ -913,7 +941,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     }
     let d = &s.difference;
     rows.push(vec![
-        "policy - upstream".into(),
+        "difference (policy - default)".into(),
         String::new(),
         if d.nodes > 0 {
             format!("+{}", d.nodes)
@@ -980,6 +1008,10 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
             );
         }
     }
+    let _ = writeln!(
+        out,
+        "  Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs"
+    );
     let _ = writeln!(
         out,
         "  a node counts as freed when no active pod but DaemonSet pods stays on it; the autoscaler decides whether it goes"

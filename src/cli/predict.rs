@@ -93,7 +93,7 @@ pub struct PredictArgs {
     pub gates: super::cluster_flags::GateFlags,
     /// Only the first N pods of each ReplicaSet: the victims of scaling in by N.
     // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_count)]
     pub scale_down_by: Option<usize>,
     /// Stop with exit 2 on an input larger than this (each file, and stdin):
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
