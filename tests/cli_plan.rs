@@ -1645,3 +1645,82 @@ fn stdin_scale_down_and_the_bundled_example_as_predict_has_them() {
     assert!(o.status.success());
     assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
 }
+
+/// Issue 30, item 11: samples of pods the policy does not select, and
+/// negative utilisation, are said (once per signal and kind); `Infinity`
+/// reads alike in every samples form.
+#[test]
+fn samples_the_plan_cannot_use_as_given_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        plan(&[
+            NOW,
+            "--policy",
+            "config/examples/combined.yaml",
+            "--snapshot",
+            "config/examples/cluster.yaml",
+            "--samples",
+            path.to_str().unwrap(),
+        ])
+    };
+    let o = run(
+        "s.csv",
+        "pod,value\nweb-7d9f8c6b5-4xk2p,-0.5\nweb-7d9f8c6b5-9qmzt,0.3\nghost-1,0.2\nghost-2,0.1\n",
+    );
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "s.csv are of pods the policy does not select, and are \
+             not used: ghost-1, ghost-2"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("s.csv are negative, which no utilisation is; they count in the lowest bucket: web-7d9f8c6b5-4xk2p -5.000e-1"),
+        "{err}"
+    );
+    // the same text in the three forms: all read it, as +Inf (an unusable sample)
+    let answer = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"web-7d9f8c6b5-4xk2p"},"value":[1795312800,"Infinity"]}]}}"#;
+    for (name, text) in [
+        ("a.json", answer.to_string()),
+        (
+            "b.json",
+            r#"{"samples":[{"pod":"web-7d9f8c6b5-4xk2p","value":"Infinity"}]}"#.to_string(),
+        ),
+        (
+            "c.csv",
+            "pod,value\nweb-7d9f8c6b5-4xk2p,Infinity\n".to_string(),
+        ),
+    ] {
+        let o = run(name, &text);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("value is infinite"),
+            "{name}: {}",
+            stdout(&o)
+        );
+    }
+}
+
+/// Issue 30, item 11: the page's order strip fits a narrow window (scaled
+/// down, never cut), and its time is to the second, not the nanosecond.
+#[test]
+fn the_page_fits_a_narrow_window_and_says_its_time_in_seconds() {
+    let o = plan(&["-o", "html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains("svg.order{max-width:100%;height:auto}"));
+    let at = page
+        .find("comparator time ")
+        .expect("the page says its time")
+        + 16;
+    let time = &page[at..at + 20];
+    assert!(
+        time.len() == 20 && time.ends_with('Z') && !time.contains('.'),
+        "{}",
+        &page[at..at + 40]
+    );
+}

@@ -550,14 +550,17 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
     };
-    let now_text = k8s_openapi::jiff::Timestamp::from_nanosecond(now)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    // shown to the second (the current time's nanoseconds are noise to a reader)
+    let now_text =
+        k8s_openapi::jiff::Timestamp::from_second((now.div_euclid(1_000_000_000)) as i64)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
     let mut plans = Vec::new();
     for (i, file_policy) in file_policies.iter().enumerate() {
         let policy = &file_policy.named;
         let (excluded, overlap_warnings) = overlaps(i, &file_policies, &selected);
         let mut stale = Vec::new();
+        let mut samples_file = None;
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
             super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
         } else if let Some(path) = &args.samples {
@@ -565,6 +568,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 .map_err(CliError::bad_input)?;
             // judged as of --now, or of the current time: never silently fresh
             let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
+            samples_file = Some(name.clone());
             stale.extend(super::samples_input::stale_warnings(
                 &name,
                 policy,
@@ -586,6 +590,18 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             &opts,
             &excluded,
         );
+        // samples matter only to a plan with pods (one without says why)
+        if let Some(source) = samples_file.as_ref().filter(|_| !p.pods.is_empty()) {
+            let planned: BTreeSet<&str> = p
+                .pods
+                .iter()
+                .map(|pod| &*pod.name)
+                .chain(p.inactive.iter().map(String::as_str))
+                .chain(excluded.iter().map(String::as_str))
+                .collect();
+            let found = super::samples_input::content_warnings(source, policy, &samples, &planned);
+            p.warnings.extend(found);
+        }
         p.warnings.extend(file_policy.warnings.iter().cloned());
         p.warnings.extend(overlap_warnings);
         // samples matter only to a plan with pods (one without says why)
@@ -639,9 +655,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                         args.snapshot.as_deref().unwrap_or_default()
                     }
                 ),
-                now: k8s_openapi::jiff::Timestamp::from_nanosecond(now)
-                    .ok()
-                    .map(|t| t.to_string()),
+                now: Some(now_text.clone()).filter(|t| !t.is_empty()),
                 sections: plans
                     .iter()
                     .zip(&policies)
