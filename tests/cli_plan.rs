@@ -1724,3 +1724,25 @@ fn the_page_fits_a_narrow_window_and_says_its_time_in_seconds() {
         &page[at..at + 40]
     );
 }
+
+/// Issue 30, item 11: a sample far from any utilisation prints in a few
+/// characters (it printed -1e308 as 309 digits).
+#[test]
+fn a_huge_sample_prints_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("huge.csv");
+    std::fs::write(&samples, "pod,value\nweb-7d9f8c6b5-4xk2p,-1e308\n").unwrap();
+    let o = plan(&[
+        NOW,
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        "config/examples/cluster.yaml",
+        "--samples",
+        samples.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("-1.000e308 [0]"), "{out}");
+    assert!(out.lines().all(|l| l.len() < 200), "{out}");
+}
