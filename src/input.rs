@@ -123,7 +123,13 @@ fn at_position(position: Option<(u64, u64)>) -> String {
 pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+    let message = text.strip_suffix(&suffix).unwrap_or(&text);
+    // serde_json's name for its depth limit, in the words of RELIABILITY.md
+    let message = if message == "recursion limit exceeded" {
+        "nested too deeply (more than 128 levels of lists and maps)".to_string()
+    } else {
+        message.to_string()
+    };
     InputError::Syntax {
         source_name: source_name.to_string(),
         format: "JSON",
@@ -154,8 +160,21 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
             BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
                 "too many aliases (`*name`): refused as a possible alias bomb".to_string()
             }
+            BudgetBreach::RecordedAnchorEvents { .. } | BudgetBreach::RecordedAnchorBytes { .. } => {
+                "an anchor (`&name`) holds more than the YAML reader keeps for its aliases \
+                 (a million items or 64 MiB): refused as a possible alias bomb; write that part \
+                 out without `&` and `*`"
+                    .to_string()
+            }
+            BudgetBreach::Documents { documents } => {
+                format!("more than {} YAML documents: too many to read", documents.saturating_sub(1))
+            }
             _ => "too large for the YAML reader's limits (documents, nodes or bytes)".to_string(),
         },
+        serde_saphyr::Error::NonFiniteFloat { value, .. } => format!(
+            "`{value}` is not a finite number: JSON and Kubernetes objects hold no NaN or \
+             infinity (YAML's `.nan`, `.inf`, `-.inf`); write a number, or quote it to keep it as text"
+        ),
         other => serde_saphyr::DefaultMessageFormatter
             .format_message(other)
             .chars()
@@ -456,21 +475,15 @@ fn check_text(
             if e.error_len().is_some() || at_end {
                 // a control character before the bad byte is the better answer
                 if let Some(at) = first_control(&buf[from..end]) {
-                    return Err(not_text(from + at, control_message(buf[from + at])));
+                    return Err(not_text(from + at, control_message_at(buf, buf[from + at])));
                 }
-                return Err(not_text(
-                    end,
-                    format!(
-                        "byte 0x{:02x} is not UTF-8 text (binary data?); stopped reading",
-                        buf[end]
-                    ),
-                ));
+                return Err(not_text(end, not_utf8_message(buf, buf[end])));
             }
             end
         }
     };
     if let Some(at) = first_control(&buf[from..valid_to]) {
-        return Err(not_text(from + at, control_message(buf[from + at])));
+        return Err(not_text(from + at, control_message_at(buf, buf[from + at])));
     }
     Ok(valid_to)
 }
@@ -490,6 +503,36 @@ fn control_message(b: u8) -> String {
         format!("control character 0x{b:02x}")
     };
     format!("{what} is in no JSON or YAML text (binary data?); stopped reading")
+}
+
+/// What `byte`, which is not UTF-8, means; `head` is the input's first
+/// bytes (empty when no longer known): UTF-16 text (a byte-order mark, or
+/// ASCII with NULs between) gets a hint to convert it; anything else reads
+/// as binary data.
+pub(crate) fn not_utf8_message(head: &[u8], byte: u8) -> String {
+    utf16_hint(head).unwrap_or_else(|| {
+        format!("byte 0x{byte:02x} is not UTF-8 text (binary data?); stopped reading")
+    })
+}
+
+/// The message for a control character `b` at the start of `buf`
+/// (`buf` starting at the input's first byte).
+pub(crate) fn control_message_at(buf: &[u8], b: u8) -> String {
+    utf16_hint(buf).unwrap_or_else(|| control_message(b))
+}
+
+/// `Some(message)` when `head`, the input's first bytes, is UTF-16 text.
+fn utf16_hint(head: &[u8]) -> Option<String> {
+    let bom = head.starts_with(&[0xff, 0xfe]) || head.starts_with(&[0xfe, 0xff]);
+    // `{"`, `[{`, `ap` (apiVersion) with a NUL after (little-endian) or before each
+    let ascii_with_nuls = head.len() >= 4
+        && ((head[0].is_ascii_graphic() && head[1] == 0 && head[2].is_ascii() && head[3] == 0)
+            || (head[0] == 0 && head[1].is_ascii_graphic() && head[2] == 0 && head[3].is_ascii()));
+    (bom || ascii_with_nuls).then(|| {
+        "the input is UTF-16 text, not UTF-8 (as PowerShell's `>` and some editors save it): \
+         convert it, e.g. `iconv -f UTF-16 -t UTF-8`; stopped reading"
+            .to_string()
+    })
 }
 
 /// 1-based line and column (in bytes) of `buf[at]`.
@@ -765,6 +808,7 @@ pub fn pods_from(
                 });
             }
             check_pod_name(o)?;
+            check_object_limits(o)?;
             o.decode("Pod")
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -775,6 +819,154 @@ pub fn pods_from(
             .map(|(o, p)| (item_label(&o.source_name, &o.location), p)),
     )?;
     Ok(pods)
+}
+
+/// Kubernetes' limit on an object's name (a DNS subdomain), and on the
+/// names that point at objects (`spec.nodeName`, an ownerReference's name).
+pub const MAX_NAME_BYTES: usize = 253;
+/// Kubernetes' limit on a namespace's name (a DNS label), a label's value
+/// and a label key's name part.
+pub const MAX_LABEL_BYTES: usize = 63;
+/// Kubernetes' limit on an object's annotations, keys and values together
+/// (`TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
+
+/// What in `metadata` (and a Pod's `spec.nodeName`) breaks a limit the API
+/// server enforces on every object it stores, so no object it serves breaks
+/// it: `(field, what is wrong)`, or `None`. Reading on would only spend
+/// memory on what no cluster holds (a 50 MB name took 680 MB to plan).
+pub fn metadata_over_limits(value: &Value) -> Option<(String, String)> {
+    let over =
+        |len: usize, max: usize| format!("{len} bytes long; Kubernetes allows at most {max}");
+    let meta = value.get("metadata");
+    let text = |v: Option<&Value>, key: &str| {
+        v.and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .map(str::len)
+    };
+    for (field, len, max) in [
+        ("metadata.name", text(meta, "name"), MAX_NAME_BYTES),
+        (
+            "metadata.namespace",
+            text(meta, "namespace"),
+            MAX_LABEL_BYTES,
+        ),
+        (
+            "spec.nodeName",
+            text(value.get("spec"), "nodeName"),
+            MAX_NAME_BYTES,
+        ),
+    ] {
+        if let Some(len) = len.filter(|&l| l > max) {
+            return Some((field.to_string(), over(len, max)));
+        }
+    }
+    if let Some(Value::Array(owners)) = meta.and_then(|m| m.get("ownerReferences")) {
+        for (i, o) in owners.iter().enumerate() {
+            if let Some(len) = text(Some(o), "name").filter(|&l| l > MAX_NAME_BYTES) {
+                return Some((
+                    format!("metadata.ownerReferences[{i}].name"),
+                    over(len, MAX_NAME_BYTES),
+                ));
+            }
+        }
+    }
+    if let Some(Value::Object(labels)) = meta.and_then(|m| m.get("labels")) {
+        for (key, v) in labels {
+            if let Some(problem) = label_over_limits(key, v.as_str().map_or(0, str::len)) {
+                return Some((format!("metadata.labels[{:?}]", shortened(key)), problem));
+            }
+        }
+    }
+    if let Some(Value::Object(annotations)) = meta.and_then(|m| m.get("annotations")) {
+        let total: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if total > MAX_ANNOTATIONS_BYTES {
+            return Some((
+                "metadata.annotations".to_string(),
+                format!(
+                    "keys and values together are {total} bytes; Kubernetes allows at most \
+                     {MAX_ANNOTATIONS_BYTES} (256 KiB)"
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// What is wrong with a label of key `key` and a value `value_len` bytes
+/// long, or `None`: a value of at most 63 bytes, a key whose name part
+/// (after an optional `prefix/`) has at most 63 and whose prefix at most 253.
+pub fn label_over_limits(key: &str, value_len: usize) -> Option<String> {
+    let over = |what: &str, len: usize, max: usize| {
+        format!("{what} is {len} bytes long; Kubernetes allows at most {max}")
+    };
+    let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+    if value_len > MAX_LABEL_BYTES {
+        Some(over("the value", value_len, MAX_LABEL_BYTES))
+    } else if name.len() > MAX_LABEL_BYTES {
+        Some(over("the key's name part", name.len(), MAX_LABEL_BYTES))
+    } else if prefix.len() > MAX_NAME_BYTES {
+        Some(over("the key's prefix", prefix.len(), MAX_NAME_BYTES))
+    } else {
+        None
+    }
+}
+
+/// Whether a decoded object's metadata (and a Pod's `spec.nodeName`) keeps
+/// within Kubernetes' limits on names and labels. The fast readers check
+/// this (annotations they do not keep: an item longer than
+/// [`MAX_ANNOTATIONS_BYTES`] goes to the general path), and leave an object
+/// that does not to the general path, whose [`check_object_limits`] names
+/// the field.
+pub fn meta_within_limits(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    node_name: Option<&str>,
+) -> bool {
+    let short = |s: Option<&str>, max: usize| s.is_none_or(|s| s.len() <= max);
+    short(meta.name.as_deref(), MAX_NAME_BYTES)
+        && short(meta.namespace.as_deref(), MAX_LABEL_BYTES)
+        && short(node_name, MAX_NAME_BYTES)
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|o| o.name.len() <= MAX_NAME_BYTES)
+        && meta
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| label_over_limits(k, v.len()).is_none())
+}
+
+/// At most 40 characters of `s`, with `...` when cut: an over-long name
+/// is named without printing it whole.
+pub fn shortened(s: &str) -> String {
+    let shown: String = s.chars().take(40).collect();
+    if shown.len() < s.len() {
+        format!("{shown}...")
+    } else {
+        shown
+    }
+}
+
+/// [`metadata_over_limits`] as the error naming the item and the field.
+pub fn check_object_limits(o: &RawObject) -> Result<(), InputError> {
+    match metadata_over_limits(&o.value) {
+        None => Ok(()),
+        Some((field, problem)) => {
+            let kind = if o.kind.is_empty() { "object" } else { &o.kind };
+            Err(InputError::Shape {
+                source_name: o.source_name.clone(),
+                location: format!("{} ({kind} {:?})", o.location, shortened(&o.name())),
+                message: format!(
+                    "{field}: {problem}: the API server stores no such object; refused"
+                ),
+            })
+        }
+    }
 }
 
 /// A Pod must have `metadata.name`; an object with no kind and no name is
@@ -869,6 +1061,35 @@ pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// How many items a line on stderr names before "and K more": a line stays
+/// short whatever the input's size.
+pub const LISTED: usize = 10;
+
+/// `a, b, c and 7 more`: the first `shown` items, `, `-joined, then how many
+/// were left out.
+pub fn capped_list<I>(items: I, shown: usize) -> String
+where
+    I: IntoIterator,
+    I::Item: std::fmt::Display,
+{
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut count = 0usize;
+    for item in items {
+        if count < shown {
+            if count > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{item}");
+        }
+        count += 1;
+    }
+    if count > shown {
+        let _ = write!(out, " and {} more", count - shown);
+    }
+    out
 }
 
 /// The warning for pods without a UID, or `None` when every pod has one.

@@ -827,10 +827,11 @@ fn prices_show_what_the_policys_scale_down_is_worth_against_upstream() {
         "{out}"
     );
     for row in [
-        "policy             web-7d9f8c6b5-f8jls, web-7d9f8c6b5-4xk2p, web-7d9f8c6b5-b7rwd  spot-b1 (spot)  0.0416    30.368",
-        "upstream           web-7d9f8c6b5-f8jls, web-7d9f8c6b5-9qmzt, web-7d9f8c6b5-x6nfo  none            0.00      0.00",
-        "policy - upstream                                                                 +1              +0.0416   +30.368",
-        "policy          spot           1      1.93  6.8Gi   0.0416    30.368",
+        "with the policy                web-7d9f8c6b5-f8jls, web-7d9f8c6b5-4xk2p, web-7d9f8c6b5-b7rwd  spot-b1 (spot)  0.0416    30.368",
+        "Kubernetes default             web-7d9f8c6b5-f8jls, web-7d9f8c6b5-9qmzt, web-7d9f8c6b5-x6nfo  none            0.00      0.00",
+        "difference (policy - default)                                                                 +1              +0.0416   +30.368",
+        "with the policy  spot           1      1.93  6.8Gi   0.0416    30.368",
+        "Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs",
     ] {
         assert!(out.contains(row), "{row:?} not in\n{out}");
     }
@@ -1230,4 +1231,518 @@ fn endless_snapshot_on_stdin_stops_at_max_pods() {
         stderr(&o)
     );
     assert_eq!(stdout(&o), "");
+}
+
+/// Issue 30, item 7: what the readers' libraries call things, said in the
+/// input's words.
+#[test]
+fn messages_say_what_is_wrong_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let cluster = "config/examples/cluster.yaml";
+    let policy = "config/examples/combined.yaml";
+    let fails = |args: &[&str], must: &str, must_not: &str| {
+        let o = plan(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(must), "{args:?}: {err}");
+        assert!(!err.contains(must_not), "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    };
+    // serde_json's "recursion limit exceeded"
+    let deep = write(
+        "deep.json",
+        format!("{}{}", "[".repeat(200), "]".repeat(200)).as_bytes(),
+    );
+    fails(
+        &["--policy", &deep, "--snapshot", cluster],
+        "nested too deeply (more than 128 levels of lists and maps)",
+        "recursion limit",
+    );
+    // UTF-16, with a byte-order mark and without, on both readers
+    let text = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"}}";
+    let mut with_bom = vec![0xff, 0xfe];
+    let mut without = Vec::new();
+    for unit in text.encode_utf16() {
+        with_bom.extend(unit.to_le_bytes());
+        without.extend(unit.to_le_bytes());
+    }
+    let with_bom = write("bom.json", &with_bom);
+    let without = write("nobom.json", &without);
+    for f in [&with_bom, &without] {
+        fails(
+            &["--policy", f, "--snapshot", cluster],
+            "is UTF-16 text, not UTF-8",
+            "binary data",
+        );
+        fails(
+            &["--policy", policy, "--snapshot", f],
+            "is UTF-16 text, not UTF-8",
+            "binary data",
+        );
+    }
+    // YAML's .nan: "rejected by the configured policy" read as the DeletionCostPolicy
+    let nan = write(
+        "nan.yaml",
+        b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  priority: .nan\n",
+    );
+    fails(
+        &["--policy", policy, "--snapshot", &nan],
+        "line 6 column 13: `.nan` is not a finite number",
+        "configured policy",
+    );
+    // an anchor past the reader's replay limit: no Rust Debug text
+    let mut bomb = String::from("a: &x\n");
+    bomb.push_str(&"- 1\n".repeat(1_000_001));
+    let bomb = write("anchor.yaml", bomb.as_bytes());
+    fails(
+        &["--policy", &bomb, "--snapshot", cluster],
+        "an anchor (`&name`) holds more than the YAML reader keeps",
+        "RecordedAnchor",
+    );
+    // a Prometheus URL that is no URL
+    fails(
+        &[
+            "--policy",
+            policy,
+            "--snapshot",
+            cluster,
+            "--prometheus",
+            "/nowhere",
+        ],
+        "--prometheus /nowhere: not a Prometheus URL such as http://prometheus:9090",
+        "failed to build",
+    );
+}
+
+/// Issue 30, item 8: stderr stays bounded whatever the input's size: one
+/// line per kind of problem (a warning several policies raise is said
+/// once, naming them), lists cut after ten names, at most 20 warning lines.
+#[test]
+fn warnings_stay_short_whatever_the_input_s_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30 pods, each of a ReplicaSet and on a node the snapshot does not hold
+    let pods: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("web-{i}"), "namespace": "shop",
+                    "uid": format!("u-{i}"), "labels": {"app": "web"},
+                    "creationTimestamp": "2026-11-20T00:00:00Z",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": format!("web-{i}"), "uid": format!("rs-{i}"), "controller": true}]},
+                "spec": {"nodeName": format!("node-{i}"), "containers": [{"name": "a", "image": "x"}]},
+                "status": {"phase": "Running"}
+            })
+        })
+        .collect();
+    let snapshot = write(
+        &dir,
+        "snapshot.json",
+        &serde_json::json!({"kind": "List", "items": pods}),
+    );
+    // two policies over those pods, and 30 in namespaces without pods
+    let policy = |name: &str, ns: &str| {
+        format!(
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\n\
+             metadata: {{name: {name}, namespace: {ns}}}\n\
+             spec:\n  selector: {{matchLabels: {{app: web}}}}\n  signals:\n\
+             \x20   - billingClass: {{preset: auto, costs: {{spot: 0}}, default: 50}}\n"
+        )
+    };
+    let mut policies = vec![policy("a", "shop")];
+    policies.extend((0..30).map(|i| policy("p", &format!("empty-{i}"))));
+    let file = dir.path().join("policies.yaml");
+    std::fs::write(&file, policies.join("---\n")).unwrap();
+    let o = plan(&[
+        NOW,
+        "--policy",
+        file.to_str().unwrap(),
+        "--snapshot",
+        &snapshot,
+        "--kubernetes-version=1.33",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 21, "{err}");
+    assert!(lines.iter().all(|l| l.len() < 1000), "{err}");
+    assert!(
+        err.contains(
+            "warning: policy shop/a: nodes not in the snapshot (their labels read as empty): \
+             node-0, node-1, node-10, node-11, node-12, node-13, node-14, node-15, node-16, \
+             node-17 and 20 more\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/a: 30 ReplicaSets are not in the snapshot (web-0, web-1, \
+             web-10, web-11, web-12, web-13, web-14, web-15, web-16, web-17 and 20 more): \
+             colocation ranks use each one's own pods\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[20]
+            .ends_with("and 12 more warning(s) (-o json lists every one in each plan's warnings)"),
+        "{err}"
+    );
+}
+
+/// Issue 30, item 4: a snapshot object past Kubernetes' own limits (a pod's
+/// name, a node's label value, annotations) is refused with exit 2 naming
+/// it, whichever reader (JSON streamed, YAML) takes it.
+#[test]
+fn snapshot_objects_past_kubernetes_limits_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster();
+    let (i, _) = first_pod(&cluster);
+    let node = cluster["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|o| o["kind"] == "Node")
+        .unwrap();
+    let long = "w".repeat(254);
+    type Edit<'a> = Box<dyn Fn(&mut serde_json::Value) + 'a>;
+    let edits: Vec<(Edit, String)> = vec![
+        (
+            Box::new(|c| c["items"][i]["metadata"]["name"] = long.clone().into()),
+            format!(
+                "items[{i}] (Pod \"{}...\"): metadata.name: 254 bytes long; Kubernetes allows at most 253",
+                "w".repeat(40)
+            ),
+        ),
+        (
+            Box::new(|c| {
+                c["items"][node]["metadata"]["labels"]["zone-x"] = "z".repeat(64).into()
+            }),
+            format!("items[{node}] (Node "),
+        ),
+        (
+            Box::new(|c| {
+                c["items"][i]["metadata"]["annotations"] =
+                    serde_json::json!({"big": "a".repeat(300_000)})
+            }),
+            "metadata.annotations: keys and values together are 300003 bytes".to_string(),
+        ),
+    ];
+    for (n, (edit, message)) in edits.iter().enumerate() {
+        let mut c = cluster.clone();
+        edit(&mut c);
+        let json = write(&dir, &format!("s{n}.json"), &c);
+        let yaml = dir.path().join(format!("s{n}.yaml"));
+        std::fs::write(&yaml, serde_saphyr::to_string(&c).unwrap()).unwrap();
+        for snapshot in [json.as_str(), yaml.to_str().unwrap()] {
+            let o = plan(&[
+                NOW,
+                "--policy",
+                "config/examples/combined.yaml",
+                "--snapshot",
+                snapshot,
+            ]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{snapshot}: {err}");
+            assert!(
+                err.contains(message.as_str()),
+                "{snapshot}: {message}: {err}"
+            );
+            assert!(
+                err.contains("the API server stores no such object"),
+                "{err}"
+            );
+            assert!(o.stdout.is_empty());
+        }
+    }
+}
+
+/// Issue 30, item 5: a pod whose current cost Kubernetes cannot read is
+/// marked in the table (read as 0, as upstream does) and named once on
+/// stderr.
+#[test]
+fn invalid_cost_annotations_are_marked_and_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster();
+    let (i, pod) = first_pod(&c);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+    c["items"][i]["metadata"]["annotations"] =
+        serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "1e3"});
+    let snapshot = write(&dir, "s.json", &c);
+    let o = plan(&[
+        NOW,
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        &snapshot,
+        "--samples",
+        "config/examples/samples.json",
+    ]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("1e3 (invalid: read as 0)")
+            || out.contains("1e3 (foreign; invalid: read as 0)"),
+        "{out}"
+    );
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("pod-deletion-cost annotation"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(
+            "1 pod(s) carry a controller.kubernetes.io/pod-deletion-cost annotation that is not a whole number"
+        ) && lines[0].contains(&format!("{name} (\"1e3\": not a base-10 integer; ")),
+        "{err}"
+    );
+}
+
+/// Issue 30, item 6: two policies selecting the same pods in one file are
+/// planned as the operator plans them: the older (then the smaller name)
+/// wins the shared pods, the other leaves them and is told it would be
+/// marked Conflict; a policy given twice is planned once, as applied.
+#[test]
+fn overlapping_and_repeated_policies_say_which_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = |name: &str, created: Option<&str>, spot: u32| {
+        let created = created
+            .map(|t| format!(", creationTimestamp: \"{t}\""))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\n\
+             metadata: {{name: {name}, namespace: shop{created}}}\n\
+             spec:\n  selector: {{matchLabels: {{app: web}}}}\n  signals:\n\
+             \x20   - billingClass: {{nodeLabel: billing.example.com/class, costs: {{spot: {spot}, reserved: 2}}, default: 1}}\n"
+        )
+    };
+    let run = |docs: &[String]| {
+        let file = dir.path().join("policies.yaml");
+        std::fs::write(&file, docs.join("---\n")).unwrap();
+        let o = plan(&[
+            NOW,
+            "--policy",
+            file.to_str().unwrap(),
+            "--snapshot",
+            "config/examples/cluster.yaml",
+            "--kubernetes-version=1.33",
+            "-o",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v, stderr(&o))
+    };
+    let pods = |v: &serde_json::Value, i: usize| v[i]["pods"].as_array().unwrap().len();
+    // no creationTimestamp on either: the smaller name wins
+    let (v, err) = run(&[policy("b-later", None, 0), policy("a-first", None, 0)]);
+    assert_eq!(
+        (v[0]["policy"].as_str(), pods(&v, 0)),
+        (Some("shop/b-later"), 0),
+        "{err}"
+    );
+    assert_eq!(
+        (v[1]["policy"].as_str(), pods(&v, 1)),
+        (Some("shop/a-first"), 8),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/b-later: shares pods with policies that win them, as the \
+             operator decides (it marks this policy Conflict); those pods are planned under the \
+             winner only: shop/a-first (8 pod(s); as old (the same creationTimestamp, or none), \
+             smaller name)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: policy shop/a-first: wins the pods it shares with shop/b-later (8 pod(s)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("selects no active pod"), "{err}");
+    // the older creationTimestamp wins, whatever the names
+    let (v, err) = run(&[
+        policy("a-new", Some("2026-11-02T00:00:00Z"), 0),
+        policy("z-old", Some("2026-11-01T00:00:00Z"), 0),
+    ]);
+    assert_eq!((pods(&v, 0), pods(&v, 1)), (0, 8), "{err}");
+    assert!(
+        err.contains("shop/z-old (8 pod(s); older creationTimestamp)"),
+        "{err}"
+    );
+    // the same name twice: planned once, the last, as `kubectl apply -f` leaves it
+    let (v, err) = run(&[policy("web", None, 5), policy("web", None, 0)]);
+    assert_eq!(v.as_array().unwrap().len(), 1, "{err}");
+    assert!(
+        err.contains(
+            "policies.yaml: document 2 and document 1 are both DeletionCostPolicy shop/web: the \
+             API server holds one object per name"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Conflict"), "{err}");
+}
+
+/// Issue 30, item 11: stdin is `<stdin>` and read by one flag at most;
+/// `--scale-down-by -1` is refused alike by `plan` and `predict`; the
+/// bundled example prints no version note.
+#[test]
+fn stdin_scale_down_and_the_bundled_example_as_predict_has_them() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let with_stdin = |args: &[&str], input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap()
+    };
+    let o = with_stdin(&["plan", "--snapshot", "-", "--policy", "-"], "");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error: --policy and --snapshot cannot all read stdin (-)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = with_stdin(
+        &[
+            "plan",
+            "--snapshot",
+            "-",
+            "--policy",
+            "config/examples/combined.yaml",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error: no pods in <stdin> (the input is empty"),
+        "{}",
+        stderr(&o)
+    );
+    let expected = "error: invalid value '-1' for '--scale-down-by <N>': expected a number of \
+                    pods, a whole number from 0 up; found \"-1\"";
+    for cmd in [
+        &["plan"][..],
+        &["predict", "-f", "tests/fixtures/predict/pods.json"],
+    ] {
+        let o = with_stdin(&[cmd, &["--scale-down-by", "-1"]].concat(), "");
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(stderr(&o).contains(expected), "{cmd:?}: {}", stderr(&o));
+    }
+    let o = plan(&[NOW]);
+    assert!(o.status.success());
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+}
+
+/// Issue 30, item 11: samples of pods the policy does not select, and
+/// negative utilisation, are said (once per signal and kind); `Infinity`
+/// reads alike in every samples form.
+#[test]
+fn samples_the_plan_cannot_use_as_given_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        plan(&[
+            NOW,
+            "--policy",
+            "config/examples/combined.yaml",
+            "--snapshot",
+            "config/examples/cluster.yaml",
+            "--samples",
+            path.to_str().unwrap(),
+        ])
+    };
+    let o = run(
+        "s.csv",
+        "pod,value\nweb-7d9f8c6b5-4xk2p,-0.5\nweb-7d9f8c6b5-9qmzt,0.3\nghost-1,0.2\nghost-2,0.1\n",
+    );
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "s.csv are of pods the policy does not select, and are \
+             not used: ghost-1, ghost-2"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("s.csv are negative, which no utilisation is; they count in the lowest bucket: web-7d9f8c6b5-4xk2p -5.000e-1"),
+        "{err}"
+    );
+    // the same text in the three forms: all read it, as +Inf (an unusable sample)
+    let answer = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"web-7d9f8c6b5-4xk2p"},"value":[1795312800,"Infinity"]}]}}"#;
+    for (name, text) in [
+        ("a.json", answer.to_string()),
+        (
+            "b.json",
+            r#"{"samples":[{"pod":"web-7d9f8c6b5-4xk2p","value":"Infinity"}]}"#.to_string(),
+        ),
+        (
+            "c.csv",
+            "pod,value\nweb-7d9f8c6b5-4xk2p,Infinity\n".to_string(),
+        ),
+    ] {
+        let o = run(name, &text);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("value is infinite"),
+            "{name}: {}",
+            stdout(&o)
+        );
+    }
+}
+
+/// Issue 30, item 11: the page's order strip fits a narrow window (scaled
+/// down, never cut), and its time is to the second, not the nanosecond.
+#[test]
+fn the_page_fits_a_narrow_window_and_says_its_time_in_seconds() {
+    let o = plan(&["-o", "html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains("svg.order{max-width:100%;height:auto}"));
+    let at = page
+        .find("comparator time ")
+        .expect("the page says its time")
+        + 16;
+    let time = &page[at..at + 20];
+    assert!(
+        time.len() == 20 && time.ends_with('Z') && !time.contains('.'),
+        "{}",
+        &page[at..at + 40]
+    );
+}
+
+/// Issue 30, item 11: a sample far from any utilisation prints in a few
+/// characters (it printed -1e308 as 309 digits).
+#[test]
+fn a_huge_sample_prints_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("huge.csv");
+    std::fs::write(&samples, "pod,value\nweb-7d9f8c6b5-4xk2p,-1e308\n").unwrap();
+    let o = plan(&[
+        NOW,
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        "config/examples/cluster.yaml",
+        "--samples",
+        samples.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("-1.000e308 [0]"), "{out}");
+    assert!(out.lines().all(|l| l.len() < 200), "{out}");
 }

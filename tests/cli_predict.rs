@@ -920,3 +920,258 @@ fn max_input_bytes_limits_files() {
         &["--max-input-bytes", "unknown unit"],
     );
 }
+
+/// Issue 30, item 7: UTF-16 input (PowerShell's `>`) is named as such, with
+/// the way out, on the streaming reader of `-f` and `--related`; JSON nested
+/// too deeply says so.
+#[test]
+fn utf16_and_deep_nesting_are_said_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"uid\":\"u\"}}]";
+    let mut le_bom = vec![0xff, 0xfe];
+    let mut be = Vec::new();
+    for unit in text.encode_utf16() {
+        le_bom.extend(unit.to_le_bytes());
+        be.extend(unit.to_be_bytes());
+    }
+    for (name, bytes) in [("le.json", le_bom), ("be.json", be)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let path = path.to_string_lossy().into_owned();
+        for args in [
+            vec!["-f", path.as_str()],
+            vec!["-f", &fixture("pods.json"), "--related", path.as_str()],
+        ] {
+            let out = run(&args, None);
+            assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+            assert!(
+                out.stderr.contains("is UTF-16 text, not UTF-8")
+                    && out.stderr.contains("iconv -f UTF-16 -t UTF-8"),
+                "{args:?}: {}",
+                out.stderr
+            );
+            assert!(!out.stderr.contains("binary data"), "{}", out.stderr);
+        }
+    }
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    bad(
+        &["-f", "-"],
+        Some(&deep),
+        &["nested too deeply (more than 128 levels of lists and maps)"],
+    );
+}
+
+/// A pod of `owner` (kind, name) on `node`; all pods alike but their names
+/// and UIDs, so the pods of one owner tie without the log2 buckets.
+fn plain_pod(name: &str, owner: (&str, &str), phase: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+            "creationTimestamp": "2025-01-01T09:00:00Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner.0, "name": owner.1,
+                "uid": format!("uid-{}", owner.1), "controller": true}]
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "x"}]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "2025-01-01T10:00:00Z"}]}
+    })
+}
+
+/// Issue 30, item 8: stderr stays bounded whatever the input's size: one
+/// line per kind of problem, lists cut after ten names with "and K more".
+#[test]
+fn notes_stay_short_whatever_the_input_s_size() {
+    let mut items = Vec::new();
+    for i in 0..40 {
+        // 40 ReplicaSets whose two pods tie: a cut inside a tie in each
+        for half in ["a", "b"] {
+            items.push(plain_pod(
+                &format!("web{i}-{half}"),
+                ("ReplicaSet", &format!("web{i}")),
+                "Running",
+            ));
+        }
+        items.push(plain_pod(
+            &format!("job{i}"),
+            ("Job", &format!("job{i}")),
+            "Running",
+        ));
+        items.push(plain_pod(
+            &format!("done{i}"),
+            ("Job", "batch"),
+            "Succeeded",
+        ));
+    }
+    let input = serde_json::json!({"kind": "List", "items": items}).to_string();
+    let out = ok(
+        &[
+            NOW,
+            "--kubernetes-version=1.30",
+            "--feature-gates=LogarithmicScaleDown=false",
+            "--scale-down-by=1",
+        ],
+        Some(&input),
+    );
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(lines.len() <= 6, "{}", out.stderr);
+    assert!(lines.iter().all(|l| l.len() < 1000), "{}", out.stderr);
+    let line = |what: &str| {
+        let found: Vec<&&str> = lines.iter().filter(|l| l.contains(what)).collect();
+        assert_eq!(found.len(), 1, "{what}: {}", out.stderr);
+        found[0].to_string()
+    };
+    let inactive = line("inactive pod(s)");
+    assert!(
+        inactive.contains("left out 40 inactive pod(s): done0 (phase Succeeded)"),
+        "{inactive}"
+    );
+    assert!(inactive.ends_with(" and 30 more"), "{inactive}");
+    let jobs = line("does not scale in");
+    assert!(jobs.contains("pods of Job/"), "{jobs}");
+    assert!(
+        jobs.contains(" and 30 more: a Job does not scale in"),
+        "{jobs}"
+    );
+    let ties = line("falls inside a tie");
+    assert!(ties.contains("ReplicaSet/web0, "), "{ties}");
+    assert!(
+        ties.contains(" and 30 more: the cut after 1 pod(s)"),
+        "{ties}"
+    );
+}
+
+/// Issue 30, item 4: Kubernetes' own limits (names 253 bytes, namespaces and
+/// label values 63, annotations 256 KiB together) are refused with exit 2
+/// naming the item and the field, on `-f` and `--related`; at the limit
+/// they are taken.
+#[test]
+fn kubernetes_limits_are_refused_naming_the_item() {
+    let pod = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut p = plain_pod(name, ("ReplicaSet", "web"), "Running");
+        edit(&mut p);
+        p
+    };
+    let list = |items: Vec<Value>| serde_json::json!({"kind": "List", "items": items}).to_string();
+    let at_limit = list(vec![
+        pod(&"n".repeat(253), &|_| {}),
+        pod("b", &|p| {
+            p["metadata"]["labels"] = serde_json::json!({"app": "v".repeat(63)});
+            p["metadata"]["annotations"] = serde_json::json!({"a": "x".repeat(262_143)});
+        }),
+    ]);
+    ok(&[NOW], Some(&at_limit));
+    let long_name = "n".repeat(254);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            pod(&long_name, &|_| {}),
+            "metadata.name: 254 bytes long; Kubernetes allows at most 253",
+        ),
+        (
+            pod("b", &|p| p["metadata"]["namespace"] = Value::from("s".repeat(64))),
+            "metadata.namespace: 64 bytes long; Kubernetes allows at most 63",
+        ),
+        (
+            pod("b", &|p| {
+                p["metadata"]["labels"] = serde_json::json!({"app": "v".repeat(64)})
+            }),
+            "metadata.labels[\"app\"]: the value is 64 bytes long; Kubernetes allows at most 63",
+        ),
+        (
+            pod("b", &|p| {
+                p["metadata"]["annotations"] = serde_json::json!({"a": "x".repeat(262_144)})
+            }),
+            "metadata.annotations: keys and values together are 262145 bytes; Kubernetes allows at most 262144 (256 KiB)",
+        ),
+        (
+            pod("b", &|p| p["spec"]["nodeName"] = Value::from("n".repeat(300))),
+            "spec.nodeName: 300 bytes long",
+        ),
+    ];
+    for (bad_pod, message) in cases {
+        let input = list(vec![pod("a", &|_| {}), bad_pod]);
+        let out = run(&[NOW], Some(&input));
+        assert_eq!(out.code, 2, "{message}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("<stdin>: items[1] (Pod \"")
+                && out.stderr.contains(message)
+                && out.stderr.contains("the API server stores no such object"),
+            "{message}: {}",
+            out.stderr
+        );
+        // the name is cut, never printed whole
+        assert!(!out.stderr.contains(&long_name), "{}", out.stderr);
+        assert_eq!(out.stdout, "");
+        // --related reads the same way
+        let dir = tempfile::tempdir().unwrap();
+        let related = dir.path().join("related.json");
+        std::fs::write(&related, &input).unwrap();
+        let out = run(
+            &[
+                NOW,
+                "-f",
+                &fixture("pods.json"),
+                "--related",
+                related.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert_eq!(out.code, 2, "{message}: {}", out.stderr);
+        assert!(out.stderr.contains(message), "{}", out.stderr);
+    }
+}
+
+/// Issue 30, item 5: cost annotations Kubernetes cannot read are read as 0,
+/// as upstream does, and said once on stderr whatever the output form; the
+/// table marks each.
+#[test]
+fn invalid_cost_annotations_are_said_once() {
+    let bad = ["1e3", " 5", "0x10", "2147483648"];
+    let mut items: Vec<Value> = bad
+        .iter()
+        .enumerate()
+        .map(|(i, cost)| {
+            let mut p = plain_pod(&format!("bad{i}"), ("ReplicaSet", "web"), "Running");
+            p["metadata"]["annotations"] =
+                serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": cost});
+            p
+        })
+        .collect();
+    let mut good = plain_pod("good", ("ReplicaSet", "web"), "Running");
+    good["metadata"]["annotations"] =
+        serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "-5"});
+    items.push(good);
+    let input = serde_json::json!({"kind": "List", "items": items}).to_string();
+    for output in ["names", "table", "json"] {
+        let out = ok(&[NOW, "-o", output], Some(&input));
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("pod-deletion-cost annotation"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{output}: {}", out.stderr);
+        let w = warnings[0];
+        assert!(
+            w.starts_with(
+                "warning: 4 pod(s) carry a controller.kubernetes.io/pod-deletion-cost annotation \
+                 that is not a whole number from -2147483648 to 2147483647, which Kubernetes reads as 0"
+            ),
+            "{w}"
+        );
+        for (i, cost) in bad.iter().enumerate() {
+            assert!(w.contains(&format!("bad{i} ({cost:?}: ")), "{cost}: {w}");
+        }
+        assert!(!w.contains("good"), "{w}");
+        if output == "table" {
+            assert_eq!(
+                out.stdout.matches("0 (invalid ").count(),
+                4,
+                "{}",
+                out.stdout
+            );
+        }
+    }
+    // the good pod (-5) goes first: the invalid ones count as 0
+    let out = ok(&[NOW], Some(&input));
+    assert_eq!(out.stdout.lines().next(), Some("good"), "{}", out.stdout);
+}

@@ -93,3 +93,11 @@ pub fn gates(
             .map_err(|e| CliError::bad_input(format!("--feature-gates: {e}"))),
     }
 }
+
+/// `--scale-down-by N`, the same for `plan` and `predict`: a whole number
+/// of pods, 0 or more.
+pub fn parse_pod_count(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse::<usize>()
+        .map_err(|_| format!("expected a number of pods, a whole number from 0 up; found {s:?}"))
+}

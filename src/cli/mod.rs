@@ -2,6 +2,7 @@
 //! module parses its flags, calls the pure core and formats the answer.
 
 pub mod cluster_flags;
+pub mod completion;
 pub mod crd;
 pub mod plan;
 pub mod predict;
@@ -10,6 +11,7 @@ pub mod run;
 pub mod samples_input;
 pub mod stderr;
 pub mod table;
+pub mod version;
 
 use std::process::ExitCode;
 
@@ -56,6 +58,10 @@ pub enum Command {
     Run(run::RunArgs),
     /// Before a scale-in: make the operator write fresh costs now and report the victims.
     Prescale(prescale::PrescaleArgs),
+    /// Print the version, the git commit and the Kubernetes versions covered.
+    Version(version::VersionArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::CompletionArgs),
 }
 
 /// An error at the CLI edge: a message for the user and an exit code.
@@ -129,6 +135,18 @@ pub fn run() -> ExitCode {
             stderr::error(&format!("internal error (a bug): {info}"));
         }));
     }
+    // no arguments at all: the help, on stdout, exit 0 (as kubectl and helm)
+    if args.len() <= 1 {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        return match print_out(&help) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                stderr::error(&e.message);
+                ExitCode::from(e.code)
+            }
+        };
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return clap_error(e, early),
@@ -143,6 +161,8 @@ pub fn run() -> ExitCode {
         Command::Crd(args) => crd::run(args),
         Command::Run(args) => run::run(args),
         Command::Prescale(args) => prescale::run(args),
+        Command::Version(args) => version::run(args),
+        Command::Completion(args) => completion::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

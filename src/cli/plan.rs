@@ -1,16 +1,19 @@
 //! `deletion-cost plan`: an offline dry run of a policy over a cluster
 //! snapshot. With no arguments it runs the bundled example.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use clap::ValueEnum;
 
 use super::{print_out, table, CliError};
+use crate::comparator::parse_deletion_cost;
 use crate::input::{
-    missing_uid_warning, open_within_limit, parse_objects, read_source_limited, Expect,
-    InputLimits, RawObject, ServerVersion,
+    capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
+    shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
+use crate::operator::round::wins_over;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{
@@ -18,6 +21,7 @@ use crate::plan::{
 };
 use crate::policy::file::policies_from;
 use crate::policy::selector::selects;
+use crate::policy::DeletionCostPolicy;
 use crate::policy::PolicyFileError;
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
@@ -75,7 +79,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
     /// Predict the victims of scaling each ReplicaSet down by N.
-    #[arg(long, value_name = "N")]
+    // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_count)]
     pub scale_down_by: Option<usize>,
     /// Hourly node prices (YAML or JSON: billingClasses, optionally
     /// instanceTypes): with --scale-down-by, show what the nodes the
@@ -98,6 +103,9 @@ pub struct PlanArgs {
     /// (its files together).
     #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
     pub max_pods: u64,
+    /// Print no notes on stderr (warnings and errors still go out).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -141,7 +149,7 @@ fn load_snapshot(
     } else {
         read_file(&mut reader, path, limits.bytes)?;
     }
-    checked_snapshot(path, reader)
+    checked_snapshot(if path == "-" { "<stdin>" } else { path }, reader)
 }
 
 fn read_file(reader: &mut SnapshotReader, path: &str, max_bytes: u64) -> Result<(), CliError> {
@@ -168,10 +176,22 @@ fn checked_snapshot(
     Ok((read.snapshot, read.version))
 }
 
+/// One policy of the `--policy` file, as planned.
+pub struct FilePolicy {
+    /// The checked, resolved policy.
+    pub named: NamedPolicy,
+    /// The object as read: its metadata decides overlaps, as in the operator.
+    pub object: DeletionCostPolicy,
+    /// Warnings about the file itself (a policy given twice).
+    pub warnings: Vec<String>,
+}
+
 /// Decodes, checks (strictly, as the API server) and resolves every policy
 /// in the objects read from `source`; errors name the file, the policy and
-/// the field.
-fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<NamedPolicy>, CliError> {
+/// the field. A policy given twice (same namespace and name) is kept once,
+/// as `kubectl apply -f` leaves it: the last one, with a warning naming the
+/// earlier.
+fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<FilePolicy>, CliError> {
     let found = policies_from(objects).map_err(CliError::bad_input)?;
     if found.is_empty() {
         return Err(CliError::bad_input(PolicyFileError::NoPolicy {
@@ -179,33 +199,122 @@ fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<NamedPolicy>, Cli
             found: crate::input::held_kinds(objects),
         }));
     }
-    found
-        .into_iter()
-        .map(|p| {
-            let spec = p.validate().map_err(CliError::bad_input)?;
-            Ok(NamedPolicy {
-                name: p.name().to_string(),
-                namespace: p
-                    .policy
-                    .metadata
-                    .namespace
-                    .clone()
-                    .filter(|ns| !ns.is_empty())
-                    .unwrap_or_else(|| "default".into()),
-                spec,
-            })
-        })
-        .collect()
+    let mut out: Vec<(String, FilePolicy)> = Vec::new();
+    for p in found {
+        let spec = p.validate().map_err(CliError::bad_input)?;
+        let named = NamedPolicy {
+            name: p.name().to_string(),
+            namespace: p
+                .policy
+                .metadata
+                .namespace
+                .clone()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            spec,
+        };
+        let mut warnings = Vec::new();
+        if let Some(i) = out
+            .iter()
+            .position(|(_, f)| f.named.namespace == named.namespace && f.named.name == named.name)
+        {
+            let (earlier, _) = out.remove(i);
+            warnings.push(format!(
+                "{source}: {} and {earlier} are both DeletionCostPolicy {}: the API server \
+                 holds one object per name, so `kubectl apply -f {source}` keeps the last; \
+                 it is the one planned, {earlier} is left out",
+                p.location,
+                named.key()
+            ));
+        }
+        out.push((
+            p.location.clone(),
+            FilePolicy {
+                named,
+                object: p.policy,
+                warnings,
+            },
+        ));
+    }
+    Ok(out.into_iter().map(|(_, f)| f).collect())
+}
+
+/// For the policy `i` of `all`: the pods it leaves to older policies that
+/// also select them, and a warning saying which policy wins which pods, as
+/// the operator decides ([`wins_over`]: older creationTimestamp, then
+/// smaller name); the operator marks the loser `Conflict`.
+fn overlaps(
+    i: usize,
+    all: &[FilePolicy],
+    selected: &[Option<BTreeSet<String>>],
+) -> (BTreeSet<String>, Vec<String>) {
+    let me = &all[i];
+    let Some(mine) = &selected[i] else {
+        return (BTreeSet::new(), Vec::new());
+    };
+    let mut excluded = BTreeSet::new();
+    let (mut lost, mut won) = (Vec::new(), Vec::new());
+    for (j, other) in all.iter().enumerate() {
+        let Some(theirs) = selected[j].as_ref().filter(|_| j != i) else {
+            continue;
+        };
+        let shared = theirs.intersection(mine).count();
+        if shared == 0 {
+            continue;
+        }
+        if wins_over(&other.object, &me.object) {
+            excluded.extend(theirs.intersection(mine).cloned());
+            lost.push(format!(
+                "{} ({shared} pod(s); {})",
+                other.named.key(),
+                why_wins(&other.object, &me.object)
+            ));
+        } else {
+            won.push(format!(
+                "{} ({shared} pod(s); {})",
+                other.named.key(),
+                why_wins(&me.object, &other.object)
+            ));
+        }
+    }
+    let mut warnings = Vec::new();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "shares pods with policies that win them, as the operator decides (it marks this \
+             policy Conflict); those pods are planned under the winner only: {}",
+            capped_list(&lost, LISTED)
+        ));
+    }
+    if !won.is_empty() {
+        warnings.push(format!(
+            "wins the pods it shares with {}, as the operator decides; those policies leave \
+             them alone",
+            capped_list(&won, LISTED)
+        ));
+    }
+    (excluded, warnings)
+}
+
+/// Why `a` wins over `b` ([`wins_over`]), in words.
+fn why_wins(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> &'static str {
+    let created = |p: &DeletionCostPolicy| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    match (created(a), created(b)) {
+        (x, y) if x == y => "as old (the same creationTimestamp, or none), smaller name",
+        (None, _) => "no creationTimestamp, which counts as older",
+        _ => "older creationTimestamp",
+    }
 }
 
 /// Warnings for a plan that does nothing although it exits 0: no pod in the
 /// policy's namespace (naming the namespaces where its target does select
-/// pods), no pod selected, or a utilisation signal without samples.
+/// pods), no pod selected (unless others win them all: `excluded`, said
+/// apart), or a utilisation signal without samples.
 pub fn idle_warnings(
     policy: &NamedPolicy,
     snapshot: &Snapshot,
     plan: &Plan,
     has_samples: bool,
+    excluded: &BTreeSet<String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let ns = policy.namespace.as_str();
@@ -232,7 +341,7 @@ pub fn idle_warnings(
         out.push(format!(
             "no pods in namespace {ns} in the snapshot: nothing to plan; {hint}"
         ));
-    } else if plan.pods.is_empty() {
+    } else if plan.pods.is_empty() && excluded.is_empty() {
         let inactive = if plan.inactive.is_empty() {
             String::new()
         } else {
@@ -352,6 +461,7 @@ fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
 
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    super::stderr::set_quiet(args.quiet);
     let prices = load_prices(&args)?;
     let bundled = args.policy.is_none() && args.snapshot.is_none();
     // bad flags fail before any input is read
@@ -374,6 +484,22 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 "--policy and --snapshot go together (give neither to run the bundled example)",
             ));
         };
+        let stdin_readers: Vec<&str> = [
+            ("--policy", Some(policy.as_str())),
+            ("--snapshot", Some(snapshot.as_str())),
+            ("--samples", args.samples.as_deref()),
+            ("--prices", args.prices.as_deref()),
+        ]
+        .into_iter()
+        .filter(|(_, path)| *path == Some("-"))
+        .map(|(flag, _)| flag)
+        .collect();
+        if stdin_readers.len() > 1 {
+            return Err(CliError::bad_input(format!(
+                "{} cannot all read stdin (-): give files for all but one",
+                stdin_readers.join(" and ")
+            )));
+        }
         let (name, text) = read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
             .map_err(CliError::bad_input)?;
         let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
@@ -389,14 +515,33 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             )?,
         )
     };
-    let policies = policies(&policy_source, &policy_objs)?;
+    let file_policies = policies(&policy_source, &policy_objs)?;
+    // the pods each selects, where another policy of its namespace may share them
+    let selected: Vec<Option<BTreeSet<String>>> = file_policies
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let shares_namespace = file_policies
+                .iter()
+                .enumerate()
+                .any(|(j, g)| j != i && g.named.namespace == f.named.namespace);
+            shares_namespace.then(|| plan::selected_pods(&f.named, &snapshot))
+        })
+        .collect();
     let now =
         super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
             .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
     let choice = args.gates.choose(version.as_ref())?;
-    let snapshot_name = args.snapshot.as_deref().unwrap_or(EXAMPLE_CLUSTER.0);
-    if let Some(note) = super::cluster_flags::default_gates_note(&choice, snapshot_name) {
+    let snapshot_name = match args.snapshot.as_deref() {
+        Some("-") => "<stdin>",
+        Some(path) => path,
+        None => EXAMPLE_CLUSTER.0,
+    };
+    // the bundled example is no cluster: its version is not worth a note
+    if let Some(note) =
+        super::cluster_flags::default_gates_note(&choice, snapshot_name).filter(|_| !bundled)
+    {
         super::stderr::note(&note);
     }
     let opts = PlanOptions {
@@ -405,12 +550,17 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
     };
-    let now_text = k8s_openapi::jiff::Timestamp::from_nanosecond(now)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    // shown to the second (the current time's nanoseconds are noise to a reader)
+    let now_text =
+        k8s_openapi::jiff::Timestamp::from_second((now.div_euclid(1_000_000_000)) as i64)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
     let mut plans = Vec::new();
-    for policy in &policies {
+    for (i, file_policy) in file_policies.iter().enumerate() {
+        let policy = &file_policy.named;
+        let (excluded, overlap_warnings) = overlaps(i, &file_policies, &selected);
         let mut stale = Vec::new();
+        let mut samples_file = None;
         let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
             super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
         } else if let Some(path) = &args.samples {
@@ -418,6 +568,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 .map_err(CliError::bad_input)?;
             // judged as of --now, or of the current time: never silently fresh
             let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
+            samples_file = Some(name.clone());
             stale.extend(super::samples_input::stale_warnings(
                 &name,
                 policy,
@@ -431,14 +582,36 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         } else {
             SignalSamples::default()
         };
-        let mut p = plan::plan(policy, &snapshot, &samples, &Default::default(), &opts);
+        let mut p = plan::plan_excluding(
+            policy,
+            &snapshot,
+            &samples,
+            &Default::default(),
+            &opts,
+            &excluded,
+        );
+        // samples matter only to a plan with pods (one without says why)
+        if let Some(source) = samples_file.as_ref().filter(|_| !p.pods.is_empty()) {
+            let planned: BTreeSet<&str> = p
+                .pods
+                .iter()
+                .map(|pod| &*pod.name)
+                .chain(p.inactive.iter().map(String::as_str))
+                .chain(excluded.iter().map(String::as_str))
+                .collect();
+            let found = super::samples_input::content_warnings(source, policy, &samples, &planned);
+            p.warnings.extend(found);
+        }
+        p.warnings.extend(file_policy.warnings.iter().cloned());
+        p.warnings.extend(overlap_warnings);
         // samples matter only to a plan with pods (one without says why)
         if !p.pods.is_empty() {
             p.warnings.append(&mut stale);
         }
+        p.warnings.extend(invalid_cost_warning(&p));
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
-            .extend(idle_warnings(policy, &snapshot, &p, has_samples));
+            .extend(idle_warnings(policy, &snapshot, &p, has_samples, &excluded));
         if let Some(prices) = &prices {
             let (savings, warnings) = plan_savings(policy, &snapshot, &p, prices, &opts);
             p.warnings.extend(warnings);
@@ -446,10 +619,9 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
         plans.push(p);
     }
-    for p in &plans {
-        for w in &p.warnings {
-            super::stderr::warn(&format!("policy {}: {w}", p.policy));
-        }
+    let policies: Vec<NamedPolicy> = file_policies.into_iter().map(|f| f.named).collect();
+    for line in warning_lines(&plans) {
+        super::stderr::warn(&line);
     }
     for (kind, n) in &snapshot.ignored {
         tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
@@ -483,9 +655,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                         args.snapshot.as_deref().unwrap_or_default()
                     }
                 ),
-                now: k8s_openapi::jiff::Timestamp::from_nanosecond(now)
-                    .ok()
-                    .map(|t| t.to_string()),
+                now: Some(now_text.clone()).filter(|t| !t.is_empty()),
                 sections: plans
                     .iter()
                     .zip(&policies)
@@ -497,6 +667,80 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         }
     };
     print_out(&text)
+}
+
+/// One warning for the plan's pods whose current deletion-cost annotation
+/// Kubernetes cannot read (`1e3`, `" 5"`, `0x10`, `2147483648`): upstream
+/// orders them as 0 until a patch replaces the value (a foreign one is
+/// left alone under respectForeignCosts, so it stays 0). The table marks each.
+pub fn invalid_cost_warning(p: &Plan) -> Option<String> {
+    let invalid: Vec<String> = p
+        .pods
+        .iter()
+        .filter_map(|pod| {
+            let raw = pod.current_raw.as_deref()?;
+            let problem = parse_deletion_cost(raw).problem?;
+            let whose = match pod.action {
+                crate::plan::Action::Patch(_) => "this plan rewrites it",
+                _ => "left as it is",
+            };
+            Some(format!(
+                "{} ({:?}: {problem}; {whose})",
+                pod.name,
+                shortened(raw)
+            ))
+        })
+        .collect();
+    (!invalid.is_empty()).then(|| {
+        format!(
+            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
+             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
+            invalid.len(),
+            crate::annotations::POD_DELETION_COST,
+            capped_list(&invalid, LISTED)
+        )
+    })
+}
+
+/// At most this many warning lines on stderr, then one saying how many more.
+const MAX_WARNING_LINES: usize = 20;
+
+/// The plans' warnings for stderr, bounded whatever the input's size: one
+/// line per distinct warning, naming the policies that raise it (the first
+/// [`LISTED`], then "and K more"), at most [`MAX_WARNING_LINES`] of them,
+/// then how many more; `-o json` carries every one in each plan's
+/// `warnings`.
+pub fn warning_lines(plans: &[Plan]) -> Vec<String> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut raised_by: HashMap<&str, Vec<String>> = HashMap::new();
+    for p in plans {
+        for w in &p.warnings {
+            let policies = raised_by.entry(w.as_str()).or_insert_with(|| {
+                order.push(w.as_str());
+                Vec::new()
+            });
+            policies.push(p.policy.to_string());
+        }
+    }
+    let mut lines: Vec<String> = order
+        .iter()
+        .map(|w| match raised_by[w].as_slice() {
+            [one] => format!("policy {one}: {w}"),
+            many => format!(
+                "{} policies ({}): {w}",
+                many.len(),
+                capped_list(many, LISTED)
+            ),
+        })
+        .collect();
+    if lines.len() > MAX_WARNING_LINES {
+        let more = lines.len() - MAX_WARNING_LINES;
+        lines.truncate(MAX_WARNING_LINES);
+        lines.push(format!(
+            "and {more} more warning(s) (-o json lists every one in each plan's warnings)"
+        ));
+    }
+    lines
 }
 
 /// Writes the plans to stdout as pretty JSON and a newline, without
@@ -560,10 +804,18 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             Some(v) => format!("{} [{v}]", s.detail),
             None => format!("{} [-]", s.detail),
         }));
-        r.push(match (&pod.current_raw, &pod.owner) {
-            (None, _) => "-".into(),
-            (Some(raw), CostOwner::Foreign(_)) => format!("{raw} (foreign)"),
-            (Some(raw), _) => raw.to_string(),
+        let invalid = pod
+            .current_raw
+            .as_deref()
+            .is_some_and(|raw| parse_deletion_cost(raw).problem.is_some());
+        r.push(match (&pod.current_raw, &pod.owner, invalid) {
+            (None, _, _) => "-".into(),
+            (Some(raw), CostOwner::Foreign(_), true) => {
+                format!("{} (foreign; invalid: read as 0)", shortened(raw))
+            }
+            (Some(raw), _, true) => format!("{} (invalid: read as 0)", shortened(raw)),
+            (Some(raw), CostOwner::Foreign(_), false) => format!("{raw} (foreign)"),
+            (Some(raw), _, false) => raw.to_string(),
         });
         r.push(
             pod.desired
@@ -678,7 +930,11 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         "\n  What it is worth: scale down by {scale_down_by} (prices: {}{currency}; a month is {} h)",
         s.prices_file, s.hours_per_month
     );
-    let choices = [("policy", &s.policy), ("upstream", &s.upstream)];
+    // upstream's choice is what Kubernetes does without the policy's costs
+    let choices = [
+        ("with the policy", &s.policy),
+        ("Kubernetes default", &s.upstream),
+    ];
     let mut rows = vec![
         ["CHOICE", "DELETES", "NODES FREED", "PER HOUR", "PER MONTH"]
             .map(String::from)
@@ -699,7 +955,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     }
     let d = &s.difference;
     rows.push(vec![
-        "policy - upstream".into(),
+        "difference (policy - default)".into(),
         String::new(),
         if d.nodes > 0 {
             format!("+{}", d.nodes)
@@ -766,6 +1022,10 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
             );
         }
     }
+    let _ = writeln!(
+        out,
+        "  Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs"
+    );
     let _ = writeln!(
         out,
         "  a node counts as freed when no active pod but DaemonSet pods stays on it; the autoscaler decides whether it goes"

@@ -16,7 +16,8 @@ use crate::comparator::{
     Rule, SlimPod,
 };
 use crate::input::{
-    merge_versions, read_pods_slim, InputError, InputLimits, ServerVersion, EMPTY_LIST,
+    capped_list, merge_versions, read_pods_slim, shortened, InputError, InputLimits, ServerVersion,
+    EMPTY_LIST, LISTED,
 };
 
 /// Long help of `predict` (`--help`).
@@ -92,7 +93,7 @@ pub struct PredictArgs {
     pub gates: super::cluster_flags::GateFlags,
     /// Only the first N pods of each ReplicaSet: the victims of scaling in by N.
     // hyphen values allowed so `-1` is reported as a bad N, not an unknown flag
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_count)]
     pub scale_down_by: Option<usize>,
     /// Stop with exit 2 on an input larger than this (each file, and stdin):
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
@@ -102,6 +103,9 @@ pub struct PredictArgs {
     /// source; a snapshot's files together).
     #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
     pub max_pods: u64,
+    /// Print no notes on stderr (warnings and errors still go out).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Names)]
     pub output: OutputFormat,
@@ -396,45 +400,70 @@ fn group_prediction(
     }
 }
 
-/// Warnings for stderr: inactive pods, unusual owners, cross-group ranks.
+/// Notes for stderr: inactive pods, unusual owners, ambiguous orders, cuts
+/// inside ties, cross-group ranks. Bounded whatever the input's size: one
+/// line per kind of problem (ambiguous orders: one per ReplicaSet for the
+/// first [`LISTED`]), each naming the first [`LISTED`] items, then
+/// "and K more" (`-o json` has them all).
 pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if !p.inactive.is_empty() {
-        let list: Vec<String> = p
-            .inactive
-            .iter()
-            .map(|i| format!("{} ({})", i.name, i.reason))
-            .collect();
         notes.push(format!(
             "left out {} inactive pod(s): {}",
             p.inactive.len(),
-            list.join(", ")
+            capped_list(
+                p.inactive
+                    .iter()
+                    .map(|i| format!("{} ({})", i.name, i.reason)),
+                LISTED
+            )
         ));
     }
+    let mut other_owners: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut ambiguous = Vec::new();
+    let mut cut_in_tie = Vec::new();
     for g in &p.replica_sets {
         if let Some(o) = &g.owner {
             if o.kind != "ReplicaSet" && o.kind != "ReplicationController" {
-                notes.push(format!(
-                    "pods of {}/{}: a {} does not scale in with the ReplicaSet order",
-                    o.kind, o.name, o.kind
-                ));
+                other_owners
+                    .entry(o.kind.as_str())
+                    .or_default()
+                    .push(format!("{}/{}", o.kind, o.name));
             }
         }
         if let Some(a) = &g.ambiguity {
-            notes.push(format!(
-                "{}: order of {} is ambiguous: {}",
-                OwnerRef::label(g.owner.as_ref()),
-                a.pods.join(", "),
-                a.explanation
-            ));
+            ambiguous.push((OwnerRef::label(g.owner.as_ref()), a));
         }
         if g.tie_at_cut == Some(true) {
-            notes.push(format!(
-                "{}: the cut after {} pod(s) falls inside a tie; which tied pod goes depends on upstream's input order",
-                OwnerRef::label(g.owner.as_ref()),
-                p.scale_down_by.unwrap_or(0)
-            ));
+            cut_in_tie.push(OwnerRef::label(g.owner.as_ref()));
         }
+    }
+    for (kind, owners) in &other_owners {
+        notes.push(format!(
+            "pods of {}: a {kind} does not scale in with the ReplicaSet order",
+            capped_list(owners, LISTED)
+        ));
+    }
+    for (label, a) in ambiguous.iter().take(LISTED) {
+        notes.push(format!(
+            "{label}: order of {} is ambiguous: {}",
+            capped_list(&a.pods, LISTED),
+            a.explanation
+        ));
+    }
+    if ambiguous.len() > LISTED {
+        notes.push(format!(
+            "and {} more ReplicaSets with an ambiguous order: {} (-o json has them all)",
+            ambiguous.len() - LISTED,
+            capped_list(ambiguous[LISTED..].iter().map(|(l, _)| l), LISTED)
+        ));
+    }
+    if !cut_in_tie.is_empty() {
+        notes.push(format!(
+            "{}: the cut after {} pod(s) falls inside a tie; which tied pod goes depends on upstream's input order",
+            capped_list(&cut_in_tie, LISTED),
+            p.scale_down_by.unwrap_or(0)
+        ));
     }
     if !has_related && p.replica_sets.len() > 1 {
         notes.push(format!(
@@ -444,6 +473,31 @@ pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// One warning for every pod whose deletion-cost annotation Kubernetes
+/// cannot read (`1e3`, `" 5"`, `0x10`, `2147483648`): upstream orders it as
+/// 0, which `-o names` alone would not show. The table marks each such cost.
+pub fn invalid_cost_warning(p: &Prediction) -> Option<String> {
+    let invalid: Vec<String> = p
+        .replica_sets
+        .iter()
+        .flat_map(|g| &g.pods)
+        .filter_map(|pod| {
+            let problem = pod.cost_problem?;
+            let raw = pod.cost_annotation.as_deref().unwrap_or_default();
+            Some(format!("{} ({:?}: {problem})", pod.name, shortened(raw)))
+        })
+        .collect();
+    (!invalid.is_empty()).then(|| {
+        format!(
+            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
+             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
+            invalid.len(),
+            crate::annotations::POD_DELETION_COST,
+            capped_list(&invalid, LISTED)
+        )
+    })
 }
 
 /// `-o names`.
@@ -613,6 +667,7 @@ fn missing_uid_warning(source_name: &str, pods: &[SlimPod]) -> Option<String> {
 
 /// Runs `predict`: reads the inputs, orders, renders the whole output, then prints it.
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
+    super::stderr::set_quiet(args.quiet);
     let mut settings = Settings::from_args(&args, Timestamp::now())?;
     if args.file == "-" && args.related.as_deref() == Some("-") {
         return Err(CliError::bad_input(
@@ -660,6 +715,9 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         super::stderr::note(&format!(
             "--related {source}: the list is empty: no related pods, so every colocation rank (rule 5) is 0"
         ));
+    }
+    if let Some(w) = invalid_cost_warning(&prediction) {
+        super::stderr::warn(&w);
     }
     for n in notes(&prediction, related.is_some()) {
         super::stderr::note(&n);

@@ -251,9 +251,19 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
         // only these CAs, not the system's roots as well
         builder = builder.tls_certs_only(certs);
     }
-    let client = builder
-        .build()
-        .map_err(|e| CliError::failure(format!("building the HTTP client: {e}")))?;
+    let client = builder.build().map_err(|e| {
+        // reqwest says only "builder error"; the cause is a level down
+        let cause = crate::error_chain(&e);
+        let cause = cause.strip_prefix("builder error: ").unwrap_or(&cause);
+        match &args.ca_file {
+            // the certificates are the one input the builder checks
+            Some(ca) => CliError::bad_input(format!(
+                "--ca-file {}: a certificate in it is not a valid X.509 CA certificate ({cause})",
+                ca.display()
+            )),
+            None => CliError::failure(format!("building the HTTP client: {cause}")),
+        }
+    })?;
     let body = request_body(&args).to_string();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

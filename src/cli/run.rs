@@ -158,6 +158,15 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         },
         ..HookConfig::default()
     };
+    // said here in the flag's words; kube's own message quotes the path twice
+    if let Some(path) = &args.kubeconfig {
+        if let Err(e) = std::fs::File::open(path) {
+            return Err(CliError::bad_input(format!(
+                "--kubeconfig {}: cannot read: {e}",
+                path.display()
+            )));
+        }
+    }
     let identity = std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.is_empty())

@@ -83,7 +83,17 @@ pub fn stale_warnings(
 
 /// Queries Prometheus once per utilisation signal of the policy.
 pub fn query(url: &str, policy: &NamedPolicy) -> Result<SignalSamples, CliError> {
-    let client = PrometheusClient::new(url).map_err(CliError::bad_input)?;
+    let client = PrometheusClient::new(url).map_err(|e| match e {
+        crate::prometheus::PromError::InvalidUrl { message, .. } => {
+            let why = message
+                .strip_prefix("failed to build Prometheus server base URL: ")
+                .unwrap_or(&message);
+            CliError::bad_input(format!(
+                "--prometheus {url}: not a Prometheus URL such as http://prometheus:9090 ({why})"
+            ))
+        }
+        other => CliError::bad_input(other),
+    })?;
     let labels = policy.spec.selector_labels();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -110,4 +120,58 @@ pub fn query(url: &str, policy: &NamedPolicy) -> Result<SignalSamples, CliError>
         out.utilization.insert(index, fetched.samples);
     }
     Ok(out)
+}
+
+/// Warnings for what a samples file holds that the plan cannot use as the
+/// user may think: samples of pods the policy does not select (another
+/// namespace or Deployment, or pods gone: not used), and negative values
+/// (no utilisation is below 0: they count in the lowest bucket). `planned`
+/// names the pods the policy selects. One line per signal and kind, the
+/// first ten pods named.
+pub fn content_warnings(
+    source: &str,
+    policy: &NamedPolicy,
+    samples: &SignalSamples,
+    planned: &std::collections::BTreeSet<&str>,
+) -> Vec<String> {
+    use crate::input::{capped_list, LISTED};
+    use crate::signals::Sample;
+    let mut out = Vec::new();
+    for (index, _) in utilization_signals(policy) {
+        let Some(got) = samples.utilization.get(&index) else {
+            continue;
+        };
+        let unknown: Vec<&str> = got
+            .by_pod
+            .keys()
+            .map(String::as_str)
+            .filter(|pod| !planned.contains(pod))
+            .collect();
+        if !unknown.is_empty() {
+            out.push(format!(
+                "spec.signals[{index}] (utilization): {} sample(s) in {source} are of pods the \
+                 policy does not select, and are not used: {} (another namespace or workload, \
+                 or pods gone?)",
+                unknown.len(),
+                capped_list(&unknown, LISTED)
+            ));
+        }
+        let negative: Vec<String> = got
+            .by_pod
+            .iter()
+            .filter_map(|(pod, s)| match s {
+                Sample::Value(v) if *v < 0.0 => Some(format!("{pod} {v:.3e}")),
+                _ => None,
+            })
+            .collect();
+        if !negative.is_empty() {
+            out.push(format!(
+                "spec.signals[{index}] (utilization): {} sample(s) in {source} are negative, \
+                 which no utilisation is; they count in the lowest bucket: {}",
+                negative.len(),
+                capped_list(&negative, LISTED)
+            ));
+        }
+    }
+    out
 }

@@ -8,11 +8,13 @@
 //! and `NO_COLOR` is unset or empty (<https://no-color.org>).
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use super::LogFormat;
 
 static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// What a line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,9 +93,17 @@ pub fn emit(level: Level, message: &str) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// `note: ...`
+/// `note: ...`, unless `--quiet` ([`set_quiet`]).
 pub fn note(message: &str) {
-    emit(Level::Note, message);
+    if !QUIET.load(Ordering::Relaxed) {
+        emit(Level::Note, message);
+    }
+}
+
+/// `--quiet`: notes are left out for the rest of the process; warnings and
+/// errors still go out.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
 }
 
 /// `warning: ...`

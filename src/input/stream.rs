@@ -23,8 +23,9 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::{
-    control_message, first_control, flatten, is_version_object, item_label, json_syntax,
-    read_bounded, Expect, InputError, InputLimits, RawObject, ServerVersion,
+    control_message, control_message_at, first_control, flatten, is_version_object, item_label,
+    json_syntax, not_utf8_message, read_bounded, Expect, InputError, InputLimits, RawObject,
+    ServerVersion,
 };
 use crate::comparator::slim::{ControllerRef, SlimPod};
 
@@ -405,6 +406,20 @@ impl<R: Read> TextReader<'_, R> {
         }
     }
 
+    /// Nothing handed on yet: `data` starts at the input's first byte.
+    fn at_start(&self) -> bool {
+        self.line == 1 && self.column == 1
+    }
+
+    /// The message for control character `b` in `data`, the bytes read now.
+    fn control_message(&self, data: &[u8], b: u8) -> String {
+        if self.at_start() {
+            control_message_at(data, b)
+        } else {
+            control_message(b)
+        }
+    }
+
     fn not_text(&mut self, data: &[u8], at: usize, message: String) -> std::io::Error {
         let position = Some(self.position(data, at));
         let e = InputError::Syntax {
@@ -474,12 +489,11 @@ impl<R: Read> Read for TextReader<'_, R> {
                     if e.error_len().is_some() || at_end {
                         let data = out[..data_len].to_vec();
                         if let Some(at) = first_control(&data[..end]) {
-                            return Err(self.not_text(&data, at, control_message(data[at])));
+                            let message = self.control_message(&data, data[at]);
+                            return Err(self.not_text(&data, at, message));
                         }
-                        let message = format!(
-                            "byte 0x{:02x} is not UTF-8 text (binary data?); stopped reading",
-                            data[end]
-                        );
+                        let head: &[u8] = if self.at_start() { &data } else { &[] };
+                        let message = not_utf8_message(head, data[end]);
                         return Err(self.not_text(&data, end, message));
                     }
                     end
@@ -487,7 +501,8 @@ impl<R: Read> Read for TextReader<'_, R> {
             };
             if let Some(at) = first_control(&out[..valid]) {
                 let data = out[..data_len].to_vec();
-                return Err(self.not_text(&data, at, control_message(data[at])));
+                let message = self.control_message(&data, data[at]);
+                return Err(self.not_text(&data, at, message));
             }
             self.carried = data_len - valid;
             let mut carry = [0u8; 4];

@@ -98,7 +98,7 @@ pub(super) fn cost_pods(
     if !missing_nodes.is_empty() {
         warnings.push(format!(
             "nodes not in the snapshot (their labels read as empty): {}",
-            missing_nodes.into_iter().collect::<Vec<_>>().join(", ")
+            crate::input::capped_list(missing_nodes, crate::input::LISTED)
         ));
     }
 
@@ -551,12 +551,16 @@ fn evaluate_signal(
                         ))
                     };
                     match by_pod.as_mut().and_then(|m| seek(m, n)) {
-                        Some(Sample::Value(v)) => (
-                            Some(q(*v)),
-                            shown
-                                .get(formatted(&mut text, format_args!("{v:.3}")), |_| ())
-                                .0,
-                        ),
+                        Some(Sample::Value(v)) => {
+                            // a value far from any utilisation (-1e308) in a
+                            // few characters, not hundreds of digits
+                            let t = if v.abs() < 1e9 {
+                                formatted(&mut text, format_args!("{v:.3}"))
+                            } else {
+                                formatted(&mut text, format_args!("{v:.3e}"))
+                            };
+                            (Some(q(*v)), shown.get(t, |_| ()).0)
+                        }
                         Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
                         None => (None, no_sample.clone()),
                     }

@@ -182,6 +182,8 @@ pub(super) fn key_replica_sets<'a>(
     // computed once per controller, not once per ReplicaSet
     let mut related_by_owner: HashMap<&str, (usize, Vec<i64>)> = HashMap::new();
     let mut out = Vec::with_capacity(groups.len());
+    // one warning, however many (a short line at any snapshot size)
+    let mut missing_rs = Vec::new();
     for (rs_name, owned) in groups {
         let rs = rs_name.and_then(|n| ns_rs.iter().find(|r| r.metadata.name.as_deref() == Some(n)));
         let own_counts;
@@ -201,9 +203,7 @@ pub(super) fn key_replica_sets<'a>(
             },
             None => match rs_name {
                 Some(n) => {
-                    warnings.push(format!(
-                        "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
-                    ));
+                    missing_rs.push(n);
                     own_counts = pods_on_node(slots, owned.iter().map(|&i| &ns_pods[i as usize]));
                     (owned.len(), Some(&own_counts))
                 }
@@ -231,6 +231,17 @@ pub(super) fn key_replica_sets<'a>(
             selected,
             related_pods: related_count,
         });
+    }
+    match missing_rs.as_slice() {
+        [] => {}
+        [n] => warnings.push(format!(
+            "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
+        )),
+        many => warnings.push(format!(
+            "{} ReplicaSets are not in the snapshot ({}): colocation ranks use each one's own pods",
+            many.len(),
+            crate::input::capped_list(many, crate::input::LISTED)
+        )),
     }
     (out, warnings)
 }

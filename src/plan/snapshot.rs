@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::input::{
-    check_pod_name, check_unique_pods, flatten, is_version_object, item_label, json_syntax,
-    note_version, parse_objects, stream_items, InputError, InputLimits, ItemSink, RawObject,
-    ServerVersion, Streamed,
+    check_object_limits, check_pod_name, check_unique_pods, flatten, is_version_object, item_label,
+    json_syntax, meta_within_limits, note_version, parse_objects, stream_items, InputError,
+    InputLimits, ItemSink, RawObject, ServerVersion, Streamed, MAX_ANNOTATIONS_BYTES,
 };
 use crate::pod::{decode_pod_item, PodRecord};
 
@@ -202,6 +202,16 @@ impl SnapshotReader {
                 return;
             }
         }
+        // Kubernetes' own limits (names, labels, annotations), on what is read
+        if matches!(
+            o.kind.as_str(),
+            "Pod" | "Node" | "ReplicaSet" | "Deployment"
+        ) {
+            if let Err(e) = check_object_limits(&o) {
+                self.name_error = Some(e);
+                return;
+            }
+        }
         if self.decode_error.is_some() {
             return;
         }
@@ -323,8 +333,14 @@ impl ItemSink for SnapshotReader {
         if self.shape.is_some() {
             return; // only the first shape error is ever reported
         }
-        if self.name_error.is_none() && self.decode_error.is_none() {
-            if let Some(pod) = decode_pod_item(raw) {
+        // the fast path keeps no annotations, so cannot check their total
+        let fast = raw.len() <= MAX_ANNOTATIONS_BYTES;
+        if fast && self.name_error.is_none() && self.decode_error.is_none() {
+            let within = |p: &PodRecord| {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                meta_within_limits(&p.metadata, node)
+            };
+            if let Some(pod) = decode_pod_item(raw).filter(within) {
                 self.objects += 1;
                 if !self.kinds.contains("Pod") {
                     self.kinds.insert("Pod".to_string());

@@ -72,6 +72,7 @@ code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.
 .zone>h5{margin:2px 0 4px;font-size:13px}
 .nodes{display:flex;flex-wrap:wrap;gap:8px}
 svg{display:block}
+svg.order{max-width:100%;height:auto}
 svg text{font-family:"DejaVu Sans",Arial,sans-serif}
 svg .mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace}
 table{border-collapse:collapse;font-size:13px}

@@ -22,7 +22,8 @@
 //!                 {"pod": "web-2", "value": "NaN", "timestamp": 1700000000}]}
 //!    ```
 //!    `value` is a JSON number or a string holding a number, `NaN`, `+Inf` or
-//!    `-Inf`; `timestamp` (optional) is Unix seconds and is used for `maxAge`.
+//!    `-Inf` (`Infinity` too, as in every form); `timestamp` (optional) is
+//!    Unix seconds and is used for `maxAge`.
 //! 3. **CSV** with a header line `pod,value` or `pod,value,timestamp`; blank
 //!    lines and lines starting with `#` are skipped; fields are not quoted.
 //!    ```text
@@ -654,15 +655,17 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
 }
 
 /// Parses a sample value as Prometheus writes it: a decimal number, `NaN`,
-/// `+Inf`, `-Inf` (also `Inf`, any case).
+/// `+Inf`, `-Inf` (also `Inf` and `Infinity`, any case, as Go's ParseFloat
+/// and the saved-answer form's reader take them, so every form reads the
+/// same text alike).
 pub fn parse_value(s: &str) -> Option<f64> {
     let s = s.trim();
     match s.to_ascii_lowercase().as_str() {
         "nan" => Some(f64::NAN),
-        "+inf" | "inf" => Some(f64::INFINITY),
-        "-inf" => Some(f64::NEG_INFINITY),
-        // Rust also accepts "infinity"/"nan" spellings Prometheus never sends;
-        // require a digit so typos like "infinit" or "n/a" are rejected.
+        "+inf" | "inf" | "+infinity" | "infinity" => Some(f64::INFINITY),
+        "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+        // Rust accepts other spellings too ("inFINity", "NaN" in other
+        // forms); require a digit so typos like "infinit" or "n/a" are rejected.
         _ if s.chars().any(|c| c.is_ascii_digit()) => s.parse().ok(),
         _ => None,
     }
@@ -1069,6 +1072,9 @@ mod tests {
         assert_eq!(parse_value("1e+06"), Some(1e6));
         assert_eq!(parse_value(" -0.5 "), Some(-0.5));
         assert_eq!(parse_value("infinit"), None);
+        // as the saved-answer form (and Go's ParseFloat) reads it
+        assert_eq!(parse_value("Infinity"), Some(f64::INFINITY));
+        assert_eq!(parse_value("-infinity"), Some(f64::NEG_INFINITY));
         assert_eq!(parse_value("n/a"), None);
         assert_eq!(parse_value(""), None);
     }

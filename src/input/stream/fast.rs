@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::annotations::POD_DELETION_COST;
 use crate::comparator::key::go_time;
 use crate::comparator::slim::{cost_of, phase_of, ControllerRef, SlimPod};
+use crate::input::{MAX_LABEL_BYTES, MAX_NAME_BYTES};
 
 /// A string that borrows from the text when it has no escapes.
 #[derive(Debug, Default)]
@@ -104,6 +105,33 @@ struct Meta<'a> {
     annotations: Option<Annotations<'a>>,
     #[serde(rename = "ownerReferences", borrow)]
     owner_references: Option<Vec<M<Owner<'a>>>>,
+    #[serde(rename = "labels")]
+    _labels: Option<Labels>,
+}
+
+/// Labels are not kept; each must be a string within Kubernetes' limits
+/// (else the general path names the one that is not).
+struct Labels;
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Labels;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
+                while let Some((k, v)) = map.next_entry::<Str<'de>, Str<'de>>()? {
+                    if crate::input::label_over_limits(&k.0, v.0.len()).is_some() {
+                        return Err(serde::de::Error::custom("a label over Kubernetes' limits"));
+                    }
+                }
+                Ok(Labels)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// Only the deletion cost is kept; every value must still be a string.
@@ -122,7 +150,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
                 mut map: A,
             ) -> Result<Annotations<'de>, A::Error> {
                 let mut cost = None;
+                let mut total = 0usize;
                 while let Some((k, v)) = map.next_entry::<Str<'de>, Str<'de>>()? {
+                    total += k.0.len() + v.0.len();
+                    if total > crate::input::MAX_ANNOTATIONS_BYTES {
+                        return Err(serde::de::Error::custom(
+                            "annotations over Kubernetes' limit",
+                        ));
+                    }
                     if k.0 == POD_DELETION_COST {
                         // a repeated key: the last counts, as in a map
                         cost = Some(v);
@@ -220,6 +255,20 @@ pub(super) fn decode(
     let M(m) = p.metadata?;
     let name = text(&m.name);
     if !plain || name.is_empty() {
+        return None;
+    }
+    // past Kubernetes' limits on names: the general path names the field
+    let node = p.spec.as_ref().map_or("", |M(s)| text(&s.node_name));
+    let owner_names = m
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|M(o)| text(&o.name));
+    if name.len() > MAX_NAME_BYTES
+        || text(&m.namespace).len() > MAX_LABEL_BYTES
+        || node.len() > MAX_NAME_BYTES
+        || owner_names.into_iter().any(|n| n.len() > MAX_NAME_BYTES)
+    {
         return None;
     }
     let status = p.status.map(|M(s)| s);
