@@ -65,6 +65,11 @@ for overlay in deploy/overlays/*/; do
     log "kubectl kustomize ${overlay%/}"
     kubectl kustomize "$overlay" >/dev/null
 done
+# The Helm chart through Helm's own Go library (helm-sdkpy, installed with pip
+# when missing): lint, refusals, its render compared field by field with the
+# overlays' (rendered by the same kubectl), the package, the README table.
+log "scripts/chart.sh test"
+bash scripts/chart.sh test
 # The runtime image: a static release build, then podman (installed when
 # missing) builds it without pulling; tests/image.rs checks its archive.
 # SKIP_IMAGE=1 skips the build and the image checks show as ignored.
