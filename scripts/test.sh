@@ -82,6 +82,18 @@ else
     DELETION_COST_IMAGE_ARCHIVE="$(cd "$image_dir" && pwd)/deletion-cost-operator.tar"
     log "scripts/build-image.sh --output-archive $DELETION_COST_IMAGE_ARCHIVE"
     image="$(bash scripts/build-image.sh --output-archive "$DELETION_COST_IMAGE_ARCHIVE" | tail -n 1)"
+    # The documented way to reach the store (e.g. to push): podman with the
+    # store's absolute path, from any directory (build-image.sh's --help).
+    if [ "$(id -u)" = 0 ]; then
+        store="${CARGO_TARGET_DIR:-target}/image"
+    else
+        store="${XDG_DATA_HOME:-$HOME/.local/share}/deletion-cost-operator/image"
+    fi
+    IMAGE_STORE="$(cd "${IMAGE_STORE:-$store}" && pwd)"
+    log "podman --root \$IMAGE_STORE/storage --runroot \$IMAGE_STORE/run --storage-driver vfs image exists localhost/$image (from /)"
+    (cd / && podman --root "$IMAGE_STORE/storage" --runroot "$IMAGE_STORE/run" --storage-driver vfs \
+        image exists "localhost/$image") ||
+        { echo "the image store $IMAGE_STORE does not answer podman as documented" >&2; exit 1; }
     log "image $image built; cargo test --test image checks it"
 fi
 if [ -z "${KUBECONFIG:-}" ]; then
