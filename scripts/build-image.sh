@@ -16,9 +16,11 @@
 #                          deletion-cost-operator:VERSION.
 #
 # Environment: IMAGE_STORE, where podman keeps the image (default: target/image
-# as root, ~/.local/share/deletion-cost-operator/image otherwise; use it with
+# as root, ~/.local/share/deletion-cost-operator/image otherwise; made
+# absolute before podman records it); use it with
 # `podman --root $IMAGE_STORE/storage --runroot $IMAGE_STORE/run
-# --storage-driver vfs`, e.g. to push); CARGO_TARGET_DIR as for cargo.
+# --storage-driver vfs`, e.g. to push, with IMAGE_STORE the absolute path the
+# build logs; CARGO_TARGET_DIR as for cargo.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -97,6 +99,12 @@ else
     # rootless podman owns its files through subuids: keep them out of target/
     store="${XDG_DATA_HOME:-$HOME/.local/share}/deletion-cost-operator/image"
 fi
+# Absolute: podman records the store's path in its database and refuses the
+# same store under another spelling ("database configuration mismatch"), so
+# `podman --root $IMAGE_STORE/storage ...` with an absolute path (from any
+# directory) must name the store exactly as the build did.
+mkdir -p "$store"
+store="$(cd "$store" && pwd)"
 context="$store/context"
 rm -rf "$context"
 mkdir -p "$context/rootfs/etc/ssl/certs"
@@ -115,6 +123,13 @@ fi
 
 # 3. podman, its own storage (vfs: no overlay mounts, works in containers).
 podman=(podman --root "$store/storage" --runroot "$store/run" --storage-driver vfs)
+# A store an earlier version of this script made under a relative path is
+# refused under the absolute one; it holds only earlier builds: start afresh.
+if ! mismatch="$("${podman[@]}" info 2>&1 >/dev/null)" &&
+    [[ "$mismatch" == *"database configuration mismatch"* ]]; then
+    log "the image store $store was made under a relative path (older build-image.sh): starting it afresh"
+    rm -rf "$store/storage" "$store/run"
+fi
 build_args=(--pull=never --layers=false --build-arg "VERSION=$version"
     -t "localhost/$image" -t "docker.io/library/$image")
 # Reproducible: the image's dates are the last commit's.
@@ -142,5 +157,5 @@ if [ -n "$archive" ]; then
 fi
 size="$("${podman[@]}" image inspect --format '{{.Size}}' "localhost/$image")" ||
     die "the built image $image is not in the store"
-log "built $image: $((size / 1000000)) MB"
+log "built $image: $((size / 1000000)) MB, in the store IMAGE_STORE=$store"
 echo "$image"

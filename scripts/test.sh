@@ -65,6 +65,11 @@ for overlay in deploy/overlays/*/; do
     log "kubectl kustomize ${overlay%/}"
     kubectl kustomize "$overlay" >/dev/null
 done
+# The Helm chart through Helm's own Go library (helm-sdkpy, installed with pip
+# when missing): lint, refusals, its render compared field by field with the
+# overlays' (rendered by the same kubectl), the package, the README table.
+log "scripts/chart.sh test"
+bash scripts/chart.sh test
 # The runtime image: a static release build, then podman (installed when
 # missing) builds it without pulling; tests/image.rs checks its archive.
 # SKIP_IMAGE=1 skips the build and the image checks show as ignored.
@@ -77,6 +82,18 @@ else
     DELETION_COST_IMAGE_ARCHIVE="$(cd "$image_dir" && pwd)/deletion-cost-operator.tar"
     log "scripts/build-image.sh --output-archive $DELETION_COST_IMAGE_ARCHIVE"
     image="$(bash scripts/build-image.sh --output-archive "$DELETION_COST_IMAGE_ARCHIVE" | tail -n 1)"
+    # The documented way to reach the store (e.g. to push): podman with the
+    # store's absolute path, from any directory (build-image.sh's --help).
+    if [ "$(id -u)" = 0 ]; then
+        store="${CARGO_TARGET_DIR:-target}/image"
+    else
+        store="${XDG_DATA_HOME:-$HOME/.local/share}/deletion-cost-operator/image"
+    fi
+    IMAGE_STORE="$(cd "${IMAGE_STORE:-$store}" && pwd)"
+    log "podman --root \$IMAGE_STORE/storage --runroot \$IMAGE_STORE/run --storage-driver vfs image exists localhost/$image (from /)"
+    (cd / && podman --root "$IMAGE_STORE/storage" --runroot "$IMAGE_STORE/run" --storage-driver vfs \
+        image exists "localhost/$image") ||
+        { echo "the image store $IMAGE_STORE does not answer podman as documented" >&2; exit 1; }
     log "image $image built; cargo test --test image checks it"
 fi
 if [ -z "${KUBECONFIG:-}" ]; then

@@ -13,7 +13,7 @@ use crate::input::{
     capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
     shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
-use crate::operator::round::wins_over;
+use crate::engine::wins_over;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{

@@ -262,6 +262,7 @@ async fn remove_leftovers(client: &Client) -> Result<(), kube::Error> {
         wait_crd_settled(&crds, &crd.name_any()).await;
     }
     crate::rbac::remove_leftovers(client, &lp).await;
+    crate::helm::remove_leftovers(client, &lp).await;
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 //! next one (they carry the suite's label).
 
 mod cluster;
+mod helm;
 mod install;
 mod kubelet;
 mod operator;

@@ -63,6 +63,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),
+    ("helm_chart_install_upgrade_uninstall", |e| {
+        crate::helm::helm_chart(e).boxed()
+    }),
     ("z_rbac_is_what_the_operator_used", |e| z_rbac(e).boxed()),
 ];
 
