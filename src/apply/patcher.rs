@@ -9,7 +9,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::backoff::{retry_delay, BackoffConfig, JitterRng};
+use super::backoff::{retry_delay, BackoffConfig};
 use super::gate::WriteGate;
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
@@ -30,7 +30,7 @@ pub struct PatcherConfig {
     pub write_timeout: Duration,
     /// Retry timing.
     pub backoff: BackoffConfig,
-    /// Seed for retry jitter (None: from the clock). Tests fix it.
+    /// Seed for retry jitter (None: a random one). Tests fix it.
     pub jitter_seed: Option<u64>,
     /// Whether a write may start now: checked right before each one.
     pub gate: WriteGate,
@@ -513,8 +513,8 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
     let mut jobs: HashMap<tokio::task::Id, Job> = HashMap::new();
     let mut rng = cfg
         .jitter_seed
-        .map(JitterRng::seeded)
-        .unwrap_or_else(JitterRng::from_time);
+        .map(fastrand::Rng::with_seed)
+        .unwrap_or_default(); // a random seed
     let max_in_flight = cfg.max_in_flight.max(1);
     loop {
         let now = Instant::now();
@@ -602,7 +602,7 @@ async fn sleep_until_opt(at: Option<Instant>) {
 fn abort_in_flight(
     shared: &Shared,
     cfg: &PatcherConfig,
-    rng: &mut JitterRng,
+    rng: &mut fastrand::Rng,
     jobs: &mut HashMap<tokio::task::Id, Job>,
     inflight: &mut JoinSet<Done>,
 ) {
@@ -655,7 +655,7 @@ fn finish_drain(shared: &Shared, abandoned: Vec<PodRef>) {
 fn on_done(
     shared: &Shared,
     cfg: &PatcherConfig,
-    rng: &mut JitterRng,
+    rng: &mut fastrand::Rng,
     jobs: &mut HashMap<tokio::task::Id, Job>,
     res: Result<(tokio::task::Id, Done), JoinError>,
     now: Instant,
@@ -672,7 +672,7 @@ fn on_done(
     };
     let pod = &job.req.pod;
     let delay = match &result {
-        Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.unit()),
+        Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.f64()),
         Ok(()) => Duration::ZERO,
     };
     if let Err(e) = &result {
