@@ -261,29 +261,19 @@ impl Patcher {
         self.shared().wake.notify_one();
     }
 
-    /// Queue one background write; nobody waits for it. A newer value for
-    /// a pod replaces an older one not yet written.
-    pub fn submit(&self, req: PatchRequest) -> Result<(), SubmitError> {
-        self.enqueue(vec![req], Priority::Background, false)
-            .map(|_| ())
-    }
-
-    /// Queue several writes and get a [`Batch`] to wait for their outcomes.
-    /// All or nothing: refused whole when the new pods do not fit.
+    /// Queue several writes and get a [`Batch`] to wait for their outcomes
+    /// (or drop it: nobody has to wait). A newer value for a pod replaces an
+    /// older one not yet written. All or nothing: refused whole when the new
+    /// pods do not fit.
     pub fn submit_batch(
         &self,
         reqs: Vec<PatchRequest>,
         priority: Priority,
     ) -> Result<Batch, SubmitError> {
-        self.enqueue(reqs, priority, true)
+        self.enqueue(reqs, priority)
     }
 
-    fn enqueue(
-        &self,
-        reqs: Vec<PatchRequest>,
-        priority: Priority,
-        track: bool,
-    ) -> Result<Batch, SubmitError> {
+    fn enqueue(&self, reqs: Vec<PatchRequest>, priority: Priority) -> Result<Batch, SubmitError> {
         let shared = self.shared();
         let mut st = shared.lock();
         let Some(first) = reqs.first() else {
@@ -317,14 +307,9 @@ impl Patcher {
         let mut items = Vec::new();
         for req in reqs {
             let pod = req.pod.clone();
-            let waiter = if track {
-                let (tx, rx) = oneshot::channel();
-                items.push((pod, rx));
-                Some(tx)
-            } else {
-                None
-            };
-            match st.queue.submit(req, urgent, waiter) {
+            let (tx, rx) = oneshot::channel();
+            items.push((pod, rx));
+            match st.queue.submit(req, urgent, Some(tx)) {
                 Ok(Submitted::Coalesced) => shared.stats.add(Count::Coalesced, 1),
                 Ok(_) => {}
                 // Not reachable: room was checked above under the same lock.
@@ -382,7 +367,9 @@ impl Patcher {
         in_flight
     }
 
-    /// Whether nothing is queued, in flight or waiting to retry.
+    /// Whether nothing is queued, in flight or waiting to retry. For tests
+    /// and benches: the operator asks [`Patcher::pending_for`] per policy.
+    #[doc(hidden)]
     pub fn is_idle(&self) -> bool {
         self.shared().lock().queue.is_empty()
     }
