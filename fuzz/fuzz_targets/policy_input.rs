@@ -89,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
                 now: Some(NOW),
                 scale_down_by: Some(2),
                 assume_patches_applied: true,
+                chunks: Default::default(),
             };
             let first = plan::plan(&resolved, snapshot, &samples, &Default::default(), &opts);
             let _ = serde_json::to_string(&first).expect("a plan encodes");

@@ -404,6 +404,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         now: Some(now),
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
+        chunks: Default::default(),
     };
     let now_text = k8s_openapi::jiff::Timestamp::from_nanosecond(now)
         .map(|t| t.to_string())
