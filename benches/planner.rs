@@ -38,6 +38,7 @@ fn planner(c: &mut Criterion) {
             .map(|t| t.as_nanosecond()),
         scale_down_by: Some(10),
         assume_patches_applied: true,
+        chunks: Default::default(),
     };
     for n in [10_000usize, 100_000] {
         let gen = cluster::generate(n, 42);

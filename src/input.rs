@@ -1235,6 +1235,11 @@ pub fn merge_versions(
 ///
 /// An input without any pod (empty, blank, an empty List) is an error:
 /// `kubectl ... | deletion-cost predict` must not hide a failed `kubectl`.
+///
+/// For tests and benches: the reference the slim readers are compared with
+/// (`parse_pods_slim_matches_parse_pods`), and the comparator bench's
+/// `parse_pods` row; the CLI reads with [`parse_pods_slim_versioned`].
+#[doc(hidden)]
 pub fn parse_pods(
     source_name: &str,
     text: &str,
@@ -1284,14 +1289,15 @@ fn checked_pods(
 /// fraction of the memory. Each item is still decoded as a whole `Pod` (the
 /// same checks, the same errors) and slimmed at once, so only one whole pod
 /// is held at a time.
-pub fn parse_pods_slim(
+#[cfg(test)]
+pub(crate) fn parse_pods_slim(
     source_name: &str,
     text: &str,
 ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
     parse_pods_slim_versioned(source_name, text).map(|(pods, _)| pods)
 }
 
-/// [`parse_pods_slim`], with the Kubernetes version the input carries (see
+/// `parse_pods_slim` (tests only), with the Kubernetes version the input carries (see
 /// [`ServerVersion`]): `predict` reads its gates from it.
 pub fn parse_pods_slim_versioned(
     source_name: &str,

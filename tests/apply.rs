@@ -135,6 +135,13 @@ fn set(ns: &str, policy: &str, pod: &str, cost: i32) -> PatchRequest {
     PatchRequest::set(PodRef::new(ns, pod), policy, cost)
 }
 
+/// One background write that nobody waits for (its batch is dropped).
+fn submit(patcher: &Patcher, req: PatchRequest) -> Result<(), SubmitError> {
+    patcher
+        .submit_batch(vec![req], Priority::Background)
+        .map(drop)
+}
+
 /// Largest number of calls in any window `[t_i, t_i + len)` that starts at
 /// a call at or after `from`.
 fn max_in_window(times: &[Duration], len: Duration, from: Duration) -> usize {
@@ -206,7 +213,7 @@ async fn ten_updates_of_one_pod_make_one_write_of_the_newest() {
     let api = FakeApi::new();
     let patcher = Patcher::start(api.clone(), config(10.0, 1));
     for cost in 0..9 {
-        patcher.submit(set("shop", "web", "web-1", cost)).unwrap();
+        submit(&patcher, set("shop", "web", "web-1", cost)).unwrap();
     }
     let batch = patcher
         .submit_batch(vec![set("shop", "web", "web-1", 9)], Priority::Background)
@@ -223,11 +230,11 @@ async fn updates_during_a_write_end_in_one_more_write_of_the_newest() {
     let api = FakeApi::new();
     api.set_latency(Duration::from_millis(200));
     let patcher = Patcher::start(api.clone(), config(10.0, 1));
-    patcher.submit(set("shop", "web", "web-1", 0)).unwrap();
+    submit(&patcher, set("shop", "web", "web-1", 0)).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(api.calls().len(), 1, "first write in flight");
     for cost in 1..10 {
-        patcher.submit(set("shop", "web", "web-1", cost)).unwrap();
+        submit(&patcher, set("shop", "web", "web-1", cost)).unwrap();
     }
     let report = patcher.drain(Duration::from_secs(60)).await;
     assert!(report.completed());
@@ -243,7 +250,7 @@ async fn busy_policy_does_not_starve_a_small_one() {
         .map(|i| set("batch", "crunch", &format!("big-{i}"), i))
         .collect();
     for r in big {
-        patcher.submit(r).unwrap();
+        submit(&patcher, r).unwrap();
     }
     let small: Vec<_> = (0..5)
         .map(|i| set("shop", "web", &format!("small-{i}"), i))
@@ -394,14 +401,12 @@ async fn drain_finishes_queued_work_before_the_deadline() {
     let api = FakeApi::new();
     let patcher = Patcher::start(api.clone(), config(10.0, 1));
     for i in 0..20 {
-        patcher
-            .submit(set("shop", "web", &format!("p{i}"), i))
-            .unwrap();
+        submit(&patcher, set("shop", "web", &format!("p{i}"), i)).unwrap();
     }
     let report = patcher.drain(Duration::from_secs(30)).await;
     assert!(report.completed());
     assert_eq!(api.calls().len(), 20);
-    let refused = patcher.submit(set("shop", "web", "late", 1));
+    let refused = submit(&patcher, set("shop", "web", "late", 1));
     assert!(matches!(refused, Err(SubmitError::ShuttingDown { .. })));
     // A second drain reports the same.
     assert!(patcher.drain(Duration::from_secs(1)).await.completed());
@@ -487,9 +492,7 @@ async fn urgent_batch_goes_ahead_of_background_work() {
     // The policy's own limit would hold these; urgent work is only under the global one.
     patcher.set_policy_rate(&slow, Some(Rate::new("web rateLimit", 1.0, 1).unwrap()));
     for i in 0..200 {
-        patcher
-            .submit(set("batch", "crunch", &format!("bg-{i}"), i))
-            .unwrap();
+        submit(&patcher, set("batch", "crunch", &format!("bg-{i}"), i)).unwrap();
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = api.calls().len();
@@ -520,11 +523,9 @@ async fn full_queue_pushes_back_instead_of_dropping() {
     cfg.queue_capacity = 5;
     let patcher = Patcher::start(api.clone(), cfg);
     for i in 0..5 {
-        patcher
-            .submit(set("shop", "web", &format!("p{i}"), i))
-            .unwrap();
+        submit(&patcher, set("shop", "web", &format!("p{i}"), i)).unwrap();
     }
-    let err = patcher.submit(set("shop", "web", "p5", 5)).unwrap_err();
+    let err = submit(&patcher, set("shop", "web", "p5", 5)).unwrap_err();
     assert_eq!(
         err,
         SubmitError::QueueFull {
@@ -535,7 +536,7 @@ async fn full_queue_pushes_back_instead_of_dropping() {
     );
     assert!(err.to_string().contains("shop/p5"));
     // Updating a pod already queued still works.
-    patcher.submit(set("shop", "web", "p0", 50)).unwrap();
+    submit(&patcher, set("shop", "web", "p0", 50)).unwrap();
     // A batch that does not fit is refused whole.
     let batch = vec![set("shop", "web", "p1", 9), set("shop", "web", "p6", 6)];
     assert!(patcher.submit_batch(batch, Priority::Urgent).is_err());
@@ -557,10 +558,12 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
     let api = FakeApi::new();
     let patcher = Patcher::start(api.clone(), config(1.0, 1));
     let web = PolicyKey::new("shop", "web");
-    patcher
-        .submit(PatchRequest::remove(PodRef::new("shop", "a"), "web"))
-        .unwrap();
-    patcher.submit(set("shop", "web", "b", 4)).unwrap();
+    submit(
+        &patcher,
+        PatchRequest::remove(PodRef::new("shop", "a"), "web"),
+    )
+    .unwrap();
+    submit(&patcher, set("shop", "web", "b", 4)).unwrap();
     let pending = patcher.pending_for(&web);
     assert_eq!(pending.len(), 2);
     assert_eq!(pending[0].cost, None);

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use deletion_cost::comparator::{order_pods, Comparator, FeatureGates};
+use deletion_cost::comparator::{
+    assign_ranks, rank_pods, Comparator, FeatureGates, OrderedPods, RankKey,
+};
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::operator::RunConfig;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
@@ -660,7 +662,13 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
                 gates: FeatureGates::default(),
                 now: Some(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
             };
-            let ordered = order_pods(&cmp, &live, &live);
+            let mut keys: Vec<RankKey> = live
+                .iter()
+                .map(|p| RankKey::from_pod(p).with_now(cmp.now))
+                .collect();
+            assign_ranks(&mut keys, &live);
+            let ranking = rank_pods(&cmp, &keys);
+            let ordered = OrderedPods { keys, ranking };
             let doomed: Vec<String> = ordered
                 .in_order()
                 .take(live.len() - replicas)

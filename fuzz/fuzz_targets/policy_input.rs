@@ -6,8 +6,8 @@
 use std::sync::OnceLock;
 
 use deletion_cost::comparator::FeatureGates;
-use deletion_cost::input::parse_objects;
-use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot};
+use deletion_cost::input::InputLimits;
+use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot, SnapshotReader};
 use deletion_cost::policy::file::parse_policies;
 use deletion_cost::policy::ValidatedSignal;
 use deletion_cost::signals::samples::{read_samples, SignalSpec};
@@ -22,8 +22,12 @@ const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 fn snapshot() -> &'static Snapshot {
     static SNAPSHOT: OnceLock<Snapshot> = OnceLock::new();
     SNAPSHOT.get_or_init(|| {
-        let objects = parse_objects("cluster.yaml", CLUSTER).expect("bundled cluster parses");
-        Snapshot::from_objects(&objects).expect("bundled cluster is a snapshot")
+        let mut reader = SnapshotReader::new(InputLimits::NONE);
+        reader
+            .read_text("cluster.yaml", CLUSTER)
+            .and_then(|()| reader.finish())
+            .expect("bundled cluster is a snapshot")
+            .snapshot
     })
 }
 
@@ -85,6 +89,7 @@ fuzz_target!(|data: &[u8]| {
                 now: Some(NOW),
                 scale_down_by: Some(2),
                 assume_patches_applied: true,
+                chunks: Default::default(),
             };
             let first = plan::plan(&resolved, snapshot, &samples, &Default::default(), &opts);
             let _ = serde_json::to_string(&first).expect("a plan encodes");

@@ -8,9 +8,11 @@
 
 #![no_main]
 
-use deletion_cost::comparator::{is_pod_active, order_pods, Comparator, FeatureGates};
-use deletion_cost::input::{parse_objects, pods_from};
-use deletion_cost::plan::Snapshot;
+use deletion_cost::comparator::{
+    assign_ranks, is_pod_active, rank_pods, Comparator, FeatureGates, OrderedPods, RankKey,
+};
+use deletion_cost::input::{parse_objects, pods_from, InputLimits};
+use deletion_cost::plan::SnapshotReader;
 use libfuzzer_sys::fuzz_target;
 
 /// 2023-11-14T22:13:20Z: fixed so runs are reproducible.
@@ -35,7 +37,11 @@ fuzz_target!(|data: &[u8]| {
     for o in &objects {
         let _ = o.name();
     }
-    if let Err(e) = Snapshot::from_objects(&objects) {
+    let mut reader = SnapshotReader::new(InputLimits::NONE);
+    if let Err(e) = reader
+        .read_text("fuzz", text)
+        .and_then(|()| reader.finish())
+    {
         let _ = e.to_string();
     }
     let pods = match pods_from(&objects) {
@@ -50,7 +56,13 @@ fuzz_target!(|data: &[u8]| {
         gates: FeatureGates::default(),
         now: Some(NOW),
     };
-    let ordered = order_pods(&cmp, active.iter().copied(), pods.iter());
+    let mut keys: Vec<RankKey> = active
+        .iter()
+        .map(|p| RankKey::from_pod(*p).with_now(cmp.now))
+        .collect();
+    assign_ranks(&mut keys, pods.iter());
+    let ranking = rank_pods(&cmp, &keys);
+    let ordered = OrderedPods { keys, ranking };
     let n = active.len();
     assert_eq!(ordered.keys.len(), n);
     assert_eq!(ordered.in_order().count(), n);

@@ -30,37 +30,6 @@ impl Default for BackoffConfig {
     }
 }
 
-/// Small deterministic generator (splitmix64) for jitter: jitter needs
-/// spread, not cryptographic quality, and a seed keeps tests reproducible.
-#[derive(Debug, Clone)]
-pub struct JitterRng(u64);
-
-impl JitterRng {
-    /// A generator from `seed`.
-    pub fn seeded(seed: u64) -> Self {
-        JitterRng(seed)
-    }
-
-    /// A generator seeded from the system time.
-    pub fn from_time() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x9E37_79B9_7F4A_7C15);
-        JitterRng(nanos)
-    }
-
-    /// A uniform number in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Delay before retrying a write that failed with `err` on attempt number
 /// `attempt` (1 = the first attempt failed). `unit` is a jitter draw in `[0, 1)`.
 ///
@@ -131,10 +100,11 @@ mod tests {
 
     #[test]
     fn jitter_rng_is_uniform_enough_and_reproducible() {
-        let mut a = JitterRng::seeded(7);
-        let mut b = JitterRng::seeded(7);
-        let xs: Vec<f64> = (0..1000).map(|_| a.unit()).collect();
-        let ys: Vec<f64> = (0..1000).map(|_| b.unit()).collect();
+        // the patcher's jitter draws: fastrand, seeded from `jitter_seed`
+        let mut a = fastrand::Rng::with_seed(7);
+        let mut b = fastrand::Rng::with_seed(7);
+        let xs: Vec<f64> = (0..1000).map(|_| a.f64()).collect();
+        let ys: Vec<f64> = (0..1000).map(|_| b.f64()).collect();
         assert_eq!(xs, ys);
         assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
         let below_half = xs.iter().filter(|x| **x < 0.5).count();

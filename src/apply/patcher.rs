@@ -9,7 +9,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::backoff::{retry_delay, BackoffConfig, JitterRng};
+use super::backoff::{retry_delay, BackoffConfig};
 use super::gate::WriteGate;
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
@@ -30,7 +30,7 @@ pub struct PatcherConfig {
     pub write_timeout: Duration,
     /// Retry timing.
     pub backoff: BackoffConfig,
-    /// Seed for retry jitter (None: from the clock). Tests fix it.
+    /// Seed for retry jitter (None: a random one). Tests fix it.
     pub jitter_seed: Option<u64>,
     /// Whether a write may start now: checked right before each one.
     pub gate: WriteGate,
@@ -261,29 +261,19 @@ impl Patcher {
         self.shared().wake.notify_one();
     }
 
-    /// Queue one background write; nobody waits for it. A newer value for
-    /// a pod replaces an older one not yet written.
-    pub fn submit(&self, req: PatchRequest) -> Result<(), SubmitError> {
-        self.enqueue(vec![req], Priority::Background, false)
-            .map(|_| ())
-    }
-
-    /// Queue several writes and get a [`Batch`] to wait for their outcomes.
-    /// All or nothing: refused whole when the new pods do not fit.
+    /// Queue several writes and get a [`Batch`] to wait for their outcomes
+    /// (or drop it: nobody has to wait). A newer value for a pod replaces an
+    /// older one not yet written. All or nothing: refused whole when the new
+    /// pods do not fit.
     pub fn submit_batch(
         &self,
         reqs: Vec<PatchRequest>,
         priority: Priority,
     ) -> Result<Batch, SubmitError> {
-        self.enqueue(reqs, priority, true)
+        self.enqueue(reqs, priority)
     }
 
-    fn enqueue(
-        &self,
-        reqs: Vec<PatchRequest>,
-        priority: Priority,
-        track: bool,
-    ) -> Result<Batch, SubmitError> {
+    fn enqueue(&self, reqs: Vec<PatchRequest>, priority: Priority) -> Result<Batch, SubmitError> {
         let shared = self.shared();
         let mut st = shared.lock();
         let Some(first) = reqs.first() else {
@@ -317,14 +307,9 @@ impl Patcher {
         let mut items = Vec::new();
         for req in reqs {
             let pod = req.pod.clone();
-            let waiter = if track {
-                let (tx, rx) = oneshot::channel();
-                items.push((pod, rx));
-                Some(tx)
-            } else {
-                None
-            };
-            match st.queue.submit(req, urgent, waiter) {
+            let (tx, rx) = oneshot::channel();
+            items.push((pod, rx));
+            match st.queue.submit(req, urgent, Some(tx)) {
                 Ok(Submitted::Coalesced) => shared.stats.add(Count::Coalesced, 1),
                 Ok(_) => {}
                 // Not reachable: room was checked above under the same lock.
@@ -382,7 +367,9 @@ impl Patcher {
         in_flight
     }
 
-    /// Whether nothing is queued, in flight or waiting to retry.
+    /// Whether nothing is queued, in flight or waiting to retry. For tests
+    /// and benches: the operator asks [`Patcher::pending_for`] per policy.
+    #[doc(hidden)]
     pub fn is_idle(&self) -> bool {
         self.shared().lock().queue.is_empty()
     }
@@ -513,8 +500,8 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
     let mut jobs: HashMap<tokio::task::Id, Job> = HashMap::new();
     let mut rng = cfg
         .jitter_seed
-        .map(JitterRng::seeded)
-        .unwrap_or_else(JitterRng::from_time);
+        .map(fastrand::Rng::with_seed)
+        .unwrap_or_default(); // a random seed
     let max_in_flight = cfg.max_in_flight.max(1);
     loop {
         let now = Instant::now();
@@ -602,7 +589,7 @@ async fn sleep_until_opt(at: Option<Instant>) {
 fn abort_in_flight(
     shared: &Shared,
     cfg: &PatcherConfig,
-    rng: &mut JitterRng,
+    rng: &mut fastrand::Rng,
     jobs: &mut HashMap<tokio::task::Id, Job>,
     inflight: &mut JoinSet<Done>,
 ) {
@@ -655,7 +642,7 @@ fn finish_drain(shared: &Shared, abandoned: Vec<PodRef>) {
 fn on_done(
     shared: &Shared,
     cfg: &PatcherConfig,
-    rng: &mut JitterRng,
+    rng: &mut fastrand::Rng,
     jobs: &mut HashMap<tokio::task::Id, Job>,
     res: Result<(tokio::task::Id, Done), JoinError>,
     now: Instant,
@@ -672,7 +659,7 @@ fn on_done(
     };
     let pod = &job.req.pod;
     let delay = match &result {
-        Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.unit()),
+        Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.f64()),
         Ok(()) => Duration::ZERO,
     };
     if let Err(e) = &result {

@@ -549,6 +549,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         now: Some(now),
         scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
         assume_patches_applied: true,
+        chunks: Default::default(),
     };
     // shown to the second (the current time's nanoseconds are noise to a reader)
     let now_text =

@@ -12,8 +12,6 @@ pub mod slim;
 mod sort;
 mod verify;
 
-use crate::pod::PodView;
-
 pub use cost::{parse_deletion_cost, CostProblem, ParsedCost};
 pub use gates::{
     choose as choose_gates, FeatureGates, GateChoice, GateError, GateSource, KubeVersion,
@@ -48,8 +46,9 @@ impl<'a> OrderedPods<'a> {
 /// Orders the given pods, which must already be active (see [`is_pod_active`]),
 /// ranking them by colocation against `related` (upstream: every pod selected by
 /// the ReplicaSets that share this one's controller; empty when the ReplicaSet
-/// has no controller).
-pub fn order_pods<'a, P: PodView + 'a>(
+/// has no controller). Tests only: the planner keys and ranks its pods itself.
+#[cfg(test)]
+pub(crate) fn order_pods<'a, P: crate::pod::PodView + 'a>(
     cmp: &Comparator,
     pods: impl IntoIterator<Item = &'a P>,
     related: impl IntoIterator<Item = &'a P>,

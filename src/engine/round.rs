@@ -293,6 +293,7 @@ impl Engine {
             now: Some(Timestamp::now().as_nanosecond()),
             scale_down_by,
             assume_patches_applied: false,
+            chunks: Default::default(),
         }
     }
 

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
-use futures::StreamExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -93,7 +93,7 @@ async fn read_body(
     limit: usize,
     deadline: Instant,
     seconds: u64,
-) -> Result<Vec<u8>, HookError> {
+) -> Result<Bytes, HookError> {
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -101,22 +101,15 @@ async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(HookError::TooLarge { limit });
     }
-    let read = async {
-        let mut stream = body.into_data_stream();
-        let mut buf = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk
-                .map_err(|e| HookError::BadRequest(format!("reading the request body: {e}")))?;
-            if buf.len() + chunk.len() > limit {
-                return Err(HookError::TooLarge { limit });
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(buf)
-    };
-    timeout_at(deadline, read)
-        .await
-        .map_err(|_| HookError::SlowClient { seconds })?
+    let read = Limited::new(body, limit).collect();
+    match timeout_at(deadline, read).await {
+        Err(_) => Err(HookError::SlowClient { seconds }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(HookError::TooLarge { limit }),
+        Ok(Err(e)) => Err(HookError::BadRequest(format!(
+            "reading the request body: {e}"
+        ))),
+    }
 }
 
 /// The whole request: every failure is a [`HookError`].

@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use super::error::HookError;
 use super::handler::{handle, HookState};
@@ -124,7 +125,7 @@ pub async fn serve(
     config: HookConfig,
     client: kube::Client,
     engine: Arc<Engine>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -165,7 +166,7 @@ pub async fn serve(
         tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");
         loop {
             let accepted = tokio::select! {
-                _ = shutdown.wait_for(|v| *v) => break,
+                _ = shutdown.cancelled() => break,
                 a = listener.accept() => a,
             };
             let (stream, peer) = match accepted {

@@ -25,8 +25,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
 use super::cert::{self, CaPem};
 use crate::MANAGER;
@@ -134,10 +134,10 @@ impl SelfIssued {
     }
 
     /// Replaces the serving certificate every [`RENEW_EVERY`] until shutdown.
-    pub async fn renew(self, mut shutdown: watch::Receiver<bool>) {
+    pub async fn renew(self, shutdown: CancellationToken) {
         loop {
             tokio::select! {
-                _ = shutdown.wait_for(|v| *v) => return,
+                _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(RENEW_EVERY) => {}
             }
             let renewed = cert::issue(
@@ -325,7 +325,7 @@ pub(crate) async fn self_issued(
     client: &Client,
     service: &str,
     namespace: &str,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Option<SelfIssued> {
     let mut pause = RETRY_FIRST;
     loop {
@@ -337,7 +337,7 @@ pub(crate) async fn self_issued(
             }
         }
         tokio::select! {
-            _ = shutdown.wait_for(|v| *v) => return None,
+            _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep(pause) => {}
         }
         pause = (pause * 2).min(RETRY_MAX);

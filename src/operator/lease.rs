@@ -31,6 +31,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::RunConfig;
 use super::error::OperatorError;
@@ -86,7 +87,9 @@ impl LeaseTimings {
 
 /// The running election; [`Election::stop`] releases the Lease.
 pub struct Election {
-    stop: watch::Sender<bool>,
+    /// Cancels the campaign when dropped (by [`Election::stop`], or with
+    /// the election).
+    stop: DropGuard,
     task: JoinHandle<()>,
 }
 
@@ -122,16 +125,23 @@ pub async fn start(
         .await
         .map_err(|e| OperatorError::Lease(format!("reading Lease {}: {e}", params.name)))?;
     let (gate_tx, gate_rx) = watch::channel(Gate::Closed);
-    let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(elect(params, gate_tx, stop_rx));
-    Ok((gate_rx, Election { stop, task }))
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(elect(params, gate_tx, stop.clone()));
+    Ok((
+        gate_rx,
+        Election {
+            stop: stop.drop_guard(),
+            task,
+        },
+    ))
 }
 
 impl Election {
     /// Stops campaigning and gives the Lease back if held, within `within`.
     pub async fn stop(self, within: Duration) {
-        let _ = self.stop.send(true);
-        match tokio::time::timeout(within, self.task).await {
+        let Election { stop, task } = self;
+        drop(stop);
+        match tokio::time::timeout(within, task).await {
             Ok(_) => tracing::info!("left the leader election (lease released if held)"),
             Err(_) => tracing::warn!("lease not released in time; it expires on its own"),
         }
@@ -293,7 +303,7 @@ async fn release(params: &Params, mine: Lease) {
     }
 }
 
-async fn elect(params: Params, gate: watch::Sender<Gate>, mut stop: watch::Receiver<bool>) {
+async fn elect(params: Params, gate: watch::Sender<Gate>, stop: CancellationToken) {
     let wc = watcher::Config::default()
         .fields(&format!("metadata.name={}", params.name))
         .list_semantic(watcher::ListSemantic::MostRecent);
@@ -359,7 +369,7 @@ async fn elect(params: Params, gate: watch::Sender<Gate>, mut stop: watch::Recei
                         break;
                     }
                 }
-                _ = stop.changed() => {
+                _ = stop.cancelled() => {
                     gate.send_replace(Gate::Closed);
                     if let Some(lease) = mine.take() {
                         release(&params, lease).await;

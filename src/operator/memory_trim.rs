@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Size from which glibc serves an allocation with its own mapping, and the
 /// free space at the top of the heap it keeps before returning it: 128 KiB,
@@ -62,7 +62,7 @@ const HEAP_RELEASE_EVERY: Duration = Duration::from_secs(1);
 pub async fn release_after_busy_periods(
     churn: impl Fn() -> bool,
     writes: impl Fn() -> u64,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(HEAP_RELEASE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -70,7 +70,7 @@ pub async fn release_after_busy_periods(
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
+            _ = shutdown.cancelled() => return,
         }
         let writes = writes();
         let busy = churn() | (writes != last_writes);

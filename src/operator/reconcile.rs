@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
@@ -307,10 +308,19 @@ const RETRY_FIRST: Duration = Duration::from_secs(5);
 /// Longest wait between retries of a failing reconcile.
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
-/// Exponential backoff for the n-th consecutive failure (n >= 1).
+/// Exponential backoff for the n-th consecutive failure (n >= 1): the n-th
+/// step of backon's doubling from [`RETRY_FIRST`], capped at [`RETRY_MAX`]
+/// (whole seconds, so its `f32` arithmetic is exact).
 fn retry_delay(failures: u32) -> Duration {
-    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
-    RETRY_FIRST.saturating_mul(factor).min(RETRY_MAX)
+    // the cap is reached long before the 17th step
+    let step = failures.saturating_sub(1).min(16) as usize;
+    ExponentialBuilder::new()
+        .with_min_delay(RETRY_FIRST)
+        .with_max_delay(RETRY_MAX)
+        .without_max_times()
+        .build()
+        .nth(step)
+        .unwrap_or(RETRY_MAX)
 }
 
 fn policy_key(p: &DeletionCostPolicy) -> String {

@@ -18,6 +18,7 @@ use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::config::{check_limits, client, comparator_gates, RunConfig};
 use super::error::OperatorError;
@@ -166,7 +167,9 @@ pub async fn run_with_client(
     health.track("replicasets", replica_sets.clone());
     health.track("policies", policies.clone());
     let waiting_report = tokio::spawn(health.clone().report_until_ready());
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // the listeners' stop: cancelled below, or on any early return
+    let stop = CancellationToken::new();
+    let stop_on_return = stop.clone().drop_guard();
 
     let reporter = Reporter {
         controller: crate::MANAGER.into(),
@@ -202,7 +205,7 @@ pub async fn run_with_client(
             health.clone(),
             config.identity.clone(),
         )),
-        shutdown_rx.clone(),
+        stop.clone(),
     )
     .await?;
     tokio::spawn(memory_trim::release_after_busy_periods(
@@ -219,7 +222,7 @@ pub async fn run_with_client(
                 })
             }
         },
-        shutdown_rx.clone(),
+        stop.clone(),
     ));
 
     let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
@@ -240,7 +243,7 @@ pub async fn run_with_client(
                 config.hook.clone(),
                 client.clone(),
                 engine.clone(),
-                shutdown_rx.clone(),
+                stop.clone(),
             )
             .await?,
         ),
@@ -324,7 +327,7 @@ pub async fn run_with_client(
         }
         metrics.leader.set(0);
     }
-    let _ = shutdown_tx.send(true);
+    drop(stop_on_return);
     // Unlabel first: the hook Service must not pick a replica on its way out.
     if leadership.is_leader() {
         let _ = tokio::time::timeout(shutdown.remaining(), mark_own_pod(&client, false)).await;

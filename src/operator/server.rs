@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::routing::get;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use super::error::OperatorError;
 use super::page;
@@ -44,7 +45,7 @@ impl ServerState {
 pub async fn serve(
     addr: SocketAddr,
     state: Arc<ServerState>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, OperatorError> {
     let (metrics, health) = (state.engine.metrics().clone(), state.health.clone());
     let app = axum::Router::new()
@@ -91,11 +92,8 @@ pub async fn serve(
         })?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /policies/<namespace>/<name>");
     Ok(tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.wait_for(|v| *v).await;
-        };
         if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
         {
             tracing::error!(error = %e, "metrics server failed");

@@ -558,6 +558,7 @@ mod tests {
             // as the reconcile plans: live costs, no scale-down given
             scale_down_by: None,
             assume_patches_applied: false,
+            chunks: Default::default(),
         };
         crate::plan::plan(
             &policy,

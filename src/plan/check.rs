@@ -18,16 +18,6 @@ pub enum Verdict {
     Ambiguous,
 }
 
-impl Verdict {
-    /// Condition-style status: `True` only when as intended.
-    pub fn as_status(self) -> &'static str {
-        match self {
-            Verdict::AsIntended => "True",
-            _ => "False",
-        }
-    }
-}
-
 /// Why a pod is deleted before a pod with a lower intended cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum MismatchReason {

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
     default_value, map_chunks, map_in_order, Action, CostOwner, NamedPolicy, Patch, PodPlan,
-    PreviousValues, SignalValue,
+    PreviousValues, SignalValue, Split,
 };
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::comparator::parse_deletion_cost;
@@ -76,7 +76,8 @@ pub(super) struct Costed {
 }
 
 /// Costs the selected pods (`pods`, sorted by name, rows of `selection`) with
-/// every signal; returns the plans and the warnings the costing raised.
+/// every signal, split as `split` says; returns the plans and the warnings
+/// the costing raised.
 pub(super) fn cost_pods(
     policy: &NamedPolicy,
     pods: &[&NsPod],
@@ -84,8 +85,9 @@ pub(super) fn cost_pods(
     nodes: &[Node],
     samples: &SignalSamples,
     previous: &PreviousValues,
-    parallel: bool,
+    split: Split,
 ) -> (Costed, Vec<String>) {
+    let Split { parallel, chunk } = split;
     let mut warnings = Vec::new();
     let pod_nodes = PodNodes::new(pods, &selection.nodes, nodes);
     let missing_nodes: BTreeSet<&str> = pod_nodes
@@ -105,8 +107,8 @@ pub(super) fn cost_pods(
     // Names are copied first, chunk by chunk: the plans share them, and the
     // utilisation join then reads them from one place instead of from pods
     // scattered over the heap.
-    let names: Vec<Vec<Arc<str>>> = map_chunks(parallel, pods, COST_CHUNK, |chunk| {
-        chunk.iter().map(|p| p.name.into()).collect()
+    let names: Vec<Vec<Arc<str>>> = map_chunks(parallel, pods, chunk, |part| {
+        part.iter().map(|p| p.name.into()).collect()
     });
     let mut signal_values: Vec<Vec<SignalEntry>> =
         map_in_order(parallel, &policy.spec.signals, |idx, spec| {
@@ -122,8 +124,8 @@ pub(super) fn cost_pods(
         .into_iter()
         .enumerate()
         .map(|(c, names)| {
-            let from = c * COST_CHUNK;
-            let to = (from + COST_CHUNK).min(pods.len());
+            let from = c * chunk;
+            let to = (from + chunk).min(pods.len());
             CostTask {
                 pods: &pods[from..to],
                 node_slot: &pod_nodes.slot[from..to],
@@ -133,8 +135,8 @@ pub(super) fn cost_pods(
         })
         .collect();
     for values in &mut signal_values {
-        for (task, chunk) in tasks.iter_mut().zip(values.chunks_mut(COST_CHUNK)) {
-            task.values.push(chunk);
+        for (task, values) in tasks.iter_mut().zip(values.chunks_mut(chunk)) {
+            task.values.push(values);
         }
     }
     let run = |task| cost_chunk(policy, task, &node_names, &selection.replica_sets);
@@ -165,12 +167,6 @@ pub(super) fn cost_pods(
         warnings,
     )
 }
-
-/// Pods costed per chunk: big enough that a chunk's shared strings are few,
-/// small enough that a thread done early can take over part of the rest.
-/// Small in tests, so that plans of a few pods already span chunks
-/// (`tests/golden/main.rs` repeats the production value).
-const COST_CHUNK: usize = if cfg!(test) { 64 } else { 4096 };
 
 /// One signal's value for one pod, with its readable detail.
 type SignalEntry = (Option<i64>, Arc<str>);

@@ -43,7 +43,42 @@ pub struct PlanOptions {
     /// Predict on the snapshot as if every planned patch had landed (the
     /// offline `plan`), or on the pods as they are (the operator's check).
     pub assume_patches_applied: bool,
+    /// The chunks the work is split into ([`Chunks::default`] everywhere but
+    /// in tests, which make small plans span several).
+    pub chunks: Chunks,
 }
+
+/// How many items each chunk of the planner's loops takes: a thread done
+/// early takes over chunks of the other. The plan is the same for any sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunks {
+    /// Snapshot pods scanned per chunk, and selected pods per chunk of the
+    /// name sort.
+    pub select: usize,
+    /// Selected pods costed per chunk.
+    pub cost: usize,
+}
+
+impl Default for Chunks {
+    /// [`SELECT_CHUNK`] and [`COST_CHUNK`].
+    fn default() -> Self {
+        Chunks {
+            select: SELECT_CHUNK,
+            cost: COST_CHUNK,
+        }
+    }
+}
+
+/// Snapshot pods scanned per chunk (and selected pods per chunk of the name
+/// sort) in production. `tests/golden/main.rs` reads it to check that its
+/// large clusters span several chunks.
+pub const SELECT_CHUNK: usize = 8192;
+
+/// Selected pods costed per chunk in production: big enough that a chunk's
+/// shared strings are few, small enough that a thread done early can take
+/// over part of the rest. `tests/golden/main.rs` reads it to check that its
+/// large clusters span several chunks.
+pub const COST_CHUNK: usize = 4096;
 
 /// Who wrote a pod's current cost.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -222,6 +257,11 @@ fn node_of(p: &PodRecord) -> &str {
 
 /// Names of the active pods a policy selects in a snapshot.
 pub fn selected_pods(policy: &NamedPolicy, snapshot: &Snapshot) -> BTreeSet<String> {
+    selected_in_chunks(policy, snapshot, SELECT_CHUNK)
+}
+
+/// [`selected_pods`], scanning chunks of `chunk` pods.
+fn selected_in_chunks(policy: &NamedPolicy, snapshot: &Snapshot, chunk: usize) -> BTreeSet<String> {
     let ns_rs = namespace_replica_sets(policy, snapshot);
     let selection = selection::select(
         policy,
@@ -230,7 +270,10 @@ pub fn selected_pods(policy: &NamedPolicy, snapshot: &Snapshot) -> BTreeSet<Stri
         &ns_rs,
         &BTreeSet::new(),
         false,
-        parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
+        Split {
+            parallel: parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
+            chunk,
+        },
     );
     selection
         .active
@@ -277,6 +320,14 @@ fn map_in_order<T: Sync, R: Send>(
     }
 }
 
+/// How a loop over many items is split: in chunks of `chunk` items, on the
+/// thread pool when `parallel`, else on the calling thread.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    parallel: bool,
+    chunk: usize,
+}
+
 /// `f` over `items` in chunks of `size`, results in chunk order: on the
 /// thread pool when `parallel`, else on the calling thread.
 fn map_chunks<'t, T: Sync, R: Send>(
@@ -296,9 +347,9 @@ fn map_chunks<'t, T: Sync, R: Send>(
 /// on the thread pool, each over chunks the other thread can take over; from
 /// twice as many in the snapshot, so do the scan and the name sort. Small
 /// plans stay on the calling thread. Both paths run the same functions over
-/// the same chunks, so plans do not depend on it. (`tests/golden/main.rs`
-/// repeats the value to check that its clusters cross it.)
-const PARALLEL_FROM: usize = 1000;
+/// the same chunks, so plans do not depend on it. `tests/golden/main.rs`
+/// reads it to check that its clusters cross it.
+pub const PARALLEL_FROM: usize = 1000;
 
 /// Whether work over `pods` pods goes to the thread pool: from `from` pods,
 /// unless a test forced one path (`FORCE_PARALLEL`, in test builds only).
@@ -354,7 +405,10 @@ pub fn plan_excluding(
         &ns_rs,
         excluded,
         count_nodes,
-        parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
+        Split {
+            parallel: parallel_from(snapshot.pods.len(), 2 * PARALLEL_FROM),
+            chunk: opts.chunks.select,
+        },
     );
     let by_name = std::mem::take(&mut selection.active);
     let inactive = std::mem::take(&mut selection.inactive);
@@ -377,7 +431,10 @@ pub fn plan_excluding(
                 &snapshot.nodes,
                 samples,
                 previous,
-                parallel,
+                Split {
+                    parallel,
+                    chunk: opts.chunks.cost,
+                },
             )
         },
     );

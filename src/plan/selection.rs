@@ -15,7 +15,7 @@ use crate::pod::PodRecord;
 use kube::core::Selector;
 use rayon::prelude::*;
 
-use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy};
+use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy, Split};
 use crate::comparator::is_pod_active;
 use crate::policy::selector::selects;
 use crate::policy::validate::Target;
@@ -225,16 +225,12 @@ impl<'m> Matcher<'m> {
     }
 }
 
-/// Snapshot pods scanned per chunk; a thread done early takes over chunks
-/// of the other. Small in tests, so that small snapshots span chunks
-/// (`tests/golden/main.rs` repeats the production value).
-const SELECT_CHUNK: usize = if cfg!(test) { 16 } else { 8192 };
-
 /// The policy's namespace in `pods` and the pods it selects (sorted by
 /// name), leaving out those in `excluded`. With `count_nodes`, also counts
-/// every active pod of the snapshot per node. With `parallel`, the chunks
-/// are scanned and the names sorted on the thread pool; the result is the
-/// same either way.
+/// every active pod of the snapshot per node. The snapshot is scanned, and
+/// the names sorted, as `split` says: in chunks, on the thread pool when
+/// parallel, where a thread done early takes over chunks of the other. The
+/// result is the same either way, and for any chunk size.
 pub(super) fn select<'a>(
     policy: &NamedPolicy,
     pods: &'a [Arc<PodRecord>],
@@ -242,8 +238,9 @@ pub(super) fn select<'a>(
     ns_rs: &[&'a ReplicaSet],
     excluded: &BTreeSet<String>,
     count_nodes: bool,
-    parallel: bool,
+    split: Split,
 ) -> Selection<'a> {
+    let Split { parallel, chunk } = split;
     let matcher = Matcher::new(policy, ns_rs);
     let ns = policy.namespace.as_str();
     let mut known: HashMap<&str, u32> = HashMap::with_capacity(nodes.len());
@@ -254,11 +251,12 @@ pub(super) fn select<'a>(
             (known_names.len() - 1) as u32
         });
     }
-    let chunks = map_chunks(parallel, pods, SELECT_CHUNK, |chunk| {
-        select_in(ns, chunk, &known, &matcher, excluded, count_nodes)
+    let chunks = map_chunks(parallel, pods, chunk, |part| {
+        select_in(ns, part, &known, &matcher, excluded, count_nodes)
     });
     let mut whole = Selection::join(known_names, chunks);
-    whole.active = sorted_by_name(&whole.pods, std::mem::take(&mut whole.active), parallel);
+    let active = std::mem::take(&mut whole.active);
+    whole.active = sorted_by_name(&whole.pods, active, parallel, chunk);
     whole
 }
 
@@ -329,10 +327,10 @@ fn common_prefix<'n>(first: &[u8], names: impl Iterator<Item = &'n str>) -> usiz
 /// `parallel`). Each name is read once into a key of its 16 bytes after the
 /// prefix all names share, so most comparisons are one integer compare
 /// instead of two reads of names scattered over the heap.
-fn sorted_by_name(pods: &[NsPod], which: Vec<u32>, parallel: bool) -> Vec<u32> {
+fn sorted_by_name(pods: &[NsPod], which: Vec<u32>, parallel: bool, chunk: usize) -> Vec<u32> {
     let name = |i: u32| pods[i as usize].name;
     let first = which.first().map_or("", |&i| name(i)).as_bytes();
-    let common = map_chunks(parallel, &which, SELECT_CHUNK, |c| {
+    let common = map_chunks(parallel, &which, chunk, |c| {
         common_prefix(first, c.iter().map(|&i| name(i)))
     })
     .into_iter()

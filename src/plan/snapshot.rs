@@ -32,12 +32,14 @@ pub struct Snapshot {
     pub ignored: Vec<(String, usize)>,
 }
 
+#[cfg(test)]
 impl Snapshot {
     /// Sorts decoded objects by kind, as [`SnapshotReader`] does (its checks
     /// included: a Pod without a name, an object that does not decode, the
     /// same pod twice). Other kinds, and objects without a kind, are counted
-    /// in `ignored`; the cluster's version is read apart.
-    pub fn from_objects(objects: Vec<RawObject>) -> Result<Self, InputError> {
+    /// in `ignored`; the cluster's version is read apart. Tests only: the
+    /// CLI and the fuzz targets read text with [`SnapshotReader`].
+    pub(crate) fn from_objects(objects: Vec<RawObject>) -> Result<Self, InputError> {
         let mut reader = SnapshotReader::new(InputLimits::NONE);
         for o in objects {
             reader.object(o);

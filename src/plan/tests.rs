@@ -132,12 +132,19 @@ fn spot_first() -> NamedPolicy {
     )
 }
 
+/// Chunks small enough that the tests' plans of a few pods span several.
+pub(super) const SMALL_CHUNKS: Chunks = Chunks {
+    select: 16,
+    cost: 64,
+};
+
 fn opts() -> PlanOptions {
     PlanOptions {
         gates: FeatureGates::default(),
         now: Some(NOW.parse::<Timestamp>().unwrap().as_nanosecond()),
         scale_down_by: Some(1),
         assume_patches_applied: true,
+        chunks: SMALL_CHUNKS,
     }
 }
 
@@ -837,7 +844,8 @@ proptest! {
             }))
             .collect();
         let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
-        let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, parallel);
+        let split = Split { parallel, chunk: SMALL_CHUNKS.select };
+        let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, split);
         let got: Vec<&str> = selection
             .active
             .iter()

@@ -408,7 +408,7 @@ pub fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
     let w = word.to_lowercase();
     known
         .iter()
-        .map(|k| (edit_distance(&w, &k.to_lowercase()), *k))
+        .map(|k| (strsim::levenshtein(&w, &k.to_lowercase()), *k))
         .filter(|(d, k)| {
             let longer = w.chars().count().max(k.chars().count());
             *d <= (longer / 3).max(1)
@@ -419,30 +419,11 @@ pub fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
-/// Levenshtein distance over chars.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use strsim::levenshtein as edit_distance;
 
     fn policy(spec: Value) -> Value {
         json!({

@@ -150,6 +150,7 @@ mod tests {
             now: None,
             scale_down_by: Some(2),
             assume_patches_applied: true,
+            chunks: Default::default(),
         };
         let p = plan::plan(
             &resolved,

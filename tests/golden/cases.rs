@@ -28,8 +28,8 @@ use serde_json::{json, Value};
 use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{
-    plan_excluding, Action, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan, PreviousValues,
-    ReplicaSetPlan, Snapshot,
+    plan_excluding, Action, Chunks, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan,
+    PreviousValues, ReplicaSetPlan, Snapshot,
 };
 use deletion_cost::pod::PodRecord;
 use deletion_cost::policy::DeletionCostPolicySpec;
@@ -201,6 +201,8 @@ impl View {
             ),
             scale_down_by: cut,
             assume_patches_applied: assume,
+            // production sizes: the large clusters cross them (see main.rs)
+            chunks: Chunks::default(),
         }
     }
 

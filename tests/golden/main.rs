@@ -4,9 +4,9 @@
 //! of it before that one was retired, so a difference is a change of
 //! behaviour: either a bug, or an intended change to review in the diff.
 //!
-//! This test links the library as it ships, so the planner runs with its
-//! production thresholds and chunk sizes (the crate's own tests shrink the
-//! chunks); the large clusters cross them, which each test checks.
+//! The planner runs here with its production thresholds and chunk sizes
+//! (the planner's unit tests set small chunks); the large clusters cross
+//! them, which each test checks against the library's own constants.
 //!
 //! After an intended change, regenerate and read the diff:
 //!
@@ -18,18 +18,15 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+// The planner's thresholds: from `PARALLEL_FROM` pods in the namespace,
+// costing and keying run on the thread pool, and from twice as many in the
+// snapshot so does the scan; the scan and the name sort work over chunks of
+// `SELECT_CHUNK`, costing over chunks of `COST_CHUNK`.
+use deletion_cost::plan::{COST_CHUNK, PARALLEL_FROM, SELECT_CHUNK};
 use serde_json::Value;
 
 mod cases;
 mod cluster;
-
-/// The planner's thresholds (`src/plan`): from `PARALLEL_FROM` pods in the
-/// namespace, costing and keying run on the thread pool, and from twice as
-/// many in the snapshot so does the scan; the scan and the name sort work
-/// over chunks of `SELECT_CHUNK`, costing over chunks of `COST_CHUNK`.
-const PARALLEL_FROM: usize = 1000;
-const SELECT_CHUNK: usize = 8192;
-const COST_CHUNK: usize = 4096;
 
 /// How a cluster meets the thresholds: namespace on the pool, scan on the
 /// pool, scan chunks, and costing and name-sort chunks of its first plan.

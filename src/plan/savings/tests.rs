@@ -161,6 +161,7 @@ fn opts(scale_down_by: usize) -> PlanOptions {
         now: Some(NOW.parse::<Timestamp>().unwrap().as_nanosecond()),
         scale_down_by: Some(scale_down_by),
         assume_patches_applied: true,
+        chunks: crate::plan::tests::SMALL_CHUNKS,
     }
 }
 

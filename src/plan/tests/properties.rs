@@ -331,6 +331,7 @@ fn arb_options() -> impl Strategy<Value = PlanOptions> {
             now: Some(at(NOW_SECS).0.as_nanosecond()),
             scale_down_by: cut,
             assume_patches_applied: assume,
+            chunks: SMALL_CHUNKS,
         })
 }
 
@@ -717,7 +718,9 @@ proptest! {
         prop_assert_eq!(&parallel, &sequential);
         prop_assert_eq!(&parallel.values, &sequential.values);
         prop_assert_eq!(&parallel, &w.plan());
-        let picked = |on: bool| forcing(on, || selected_pods(&w.policy, &w.snapshot));
+        let picked = |on: bool| {
+            forcing(on, || selected_in_chunks(&w.policy, &w.snapshot, SMALL_CHUNKS.select))
+        };
         prop_assert_eq!(picked(true), picked(false));
     }
 
