@@ -9,11 +9,11 @@ use clap::ValueEnum;
 
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
+use crate::engine::wins_over;
 use crate::input::{
     capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
     shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
 };
-use crate::engine::wins_over;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{
