@@ -452,6 +452,7 @@ EXPLICIT_DEFAULT_FLAGS = [
     "--shutdown-grace=20",
     "--hook-settle-delay=1",
     "--hook-max-concurrent=4",
+    "--scale-webhook-budget=8",
 ]
 
 def intended(release: str, namespace: str, version: str) -> list[tuple[str, str, Any, Any]]:
