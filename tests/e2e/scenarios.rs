@@ -60,6 +60,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("m_operator_and_plan_agree_across_namespaces", |e| {
         m_agreement(e).boxed()
     }),
+    ("n_scale_in_webhook_makes_costs_fresh", |e| {
+        n_scale_webhook(e).boxed()
+    }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),
@@ -1872,4 +1875,203 @@ async fn m_agreement(env: &'static Env) {
     })
     .await;
     finished("m");
+}
+
+/// A self-signed CA and a serving certificate for 127.0.0.1 from it, written
+/// to `dir`: (certificate file, key file, CA PEM).
+fn loopback_certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = ca_params
+        .self_signed(&ca_key)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap_or_else(|e| panic!("{e}"));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params
+        .signed_by(&key, &issuer)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_file, cert.pem()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&key_file, key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
+    (cert_file, key_file, ca.pem())
+}
+
+/// Sets the capacity type of the scenario's nodes: `spot` ones spot, the
+/// others on-demand.
+async fn set_capacity(env: &Env, ns: &str, spot: &[&str], on_demand: &[&str]) {
+    let api: Api<Node> = Api::all(env.client.clone());
+    for (names, class) in [(spot, "spot"), (on_demand, "on-demand")] {
+        for n in names {
+            api.patch(
+                &format!("{ns}-{n}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {CAPACITY: class}}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("labelling node {ns}-{n}: {e}"));
+        }
+    }
+}
+
+/// The scale-in webhook, registered as `deploy/components/scale-webhook`
+/// ships it but pointed at the operator under test: every scale-in (the
+/// scale subresource as the HPA and `kubectl scale` send it, or
+/// `spec.replicas` as a GitOps sync does) deletes pods of the nodes that are
+/// spot at that moment, although the billing classes swap just before it.
+async fn n_scale_webhook(env: &'static Env) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::ByteString;
+    env.scenario("n", |ns| async move {
+        nodes(env, &ns, 2, 2).await;
+        let mut template = pod_template(&ns, "web");
+        template["spec"]["topologySpreadConstraints"] = json!([{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}}]);
+        let web: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let deployments = Api::<Deployment>::namespaced(env.client.clone(), &ns);
+        deployments
+            .create(&PostParams::default(), &web)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/web: {e}"));
+        wait_running(env, &ns, "web", 8).await;
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let mut opts = Options::new("n-operator");
+        opts.args = vec![
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+        ];
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+
+        // the shipped webhook, pointed at this operator and this namespace
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/components/scale-webhook/webhook.yaml"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut config: ValidatingWebhookConfiguration =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("webhook.yaml: {e}"));
+        let name = format!("deletion-cost-e2e-{ns}");
+        config.metadata.name = Some(name.clone());
+        config.metadata.annotations = None;
+        config.metadata.labels = Some(labels(&[(SUITE_LABEL, "true")]));
+        for w in config.webhooks.iter_mut().flatten() {
+            w.client_config.service = None;
+            w.client_config.url = Some(format!("https://{}/v1/admit-scale-in", op.hook));
+            w.client_config.ca_bundle = Some(ByteString(ca.clone().into_bytes()));
+            w.namespace_selector = Some(
+                serde_json::from_value(
+                    json!({"matchLabels": {"kubernetes.io/metadata.name": ns}}),
+                )
+                .unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+        let configs: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+
+        let mut spot = ["spot-0", "spot-1"];
+        let mut on_demand = ["od-0", "od-1"];
+        let mut replicas = 8;
+        let mut took = Vec::new();
+        let (mut agreed, mut agreed_off) = (0, 0);
+        let (rounds_off, rounds) = (2, 4);
+        for round in 0..rounds_off + rounds {
+            let webhook_on = round >= rounds_off;
+            if round == rounds_off {
+                configs
+                    .create(&PostParams::default(), &config)
+                    .await
+                    .unwrap_or_else(|e| panic!("registering the webhook: {e}"));
+            }
+            // the classes swap: costs from the last refresh now point at
+            // the wrong nodes
+            std::mem::swap(&mut spot, &mut on_demand);
+            set_capacity(env, &ns, &spot, &on_demand).await;
+            let before = terminating(env, &ns, "web").await;
+            replicas -= 1;
+            let started = Instant::now();
+            if round % 2 == 0 {
+                // as the HPA and `kubectl scale` do: the scale subresource
+                let mut scale = deployments
+                    .get_scale("web")
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                scale.spec.get_or_insert_with(Default::default).replicas = Some(replicas);
+                deployments
+                    .replace_scale("web", &PostParams::default(), &scale)
+                    .await
+                    .unwrap_or_else(|e| panic!("setting the scale: {e}"));
+            } else {
+                // as a GitOps sync does: spec.replicas
+                scale(env, &ns, "web", replicas).await;
+            }
+            if webhook_on {
+                took.push(started.elapsed());
+            }
+            eventually(Duration::from_secs(30), "one pod is deleted", || async {
+                terminating(env, &ns, "web").await.len() > before.len()
+            })
+            .await;
+            let all = pods(env, &ns, "web").await;
+            let spot_nodes: BTreeSet<String> = spot.iter().map(|n| format!("{ns}-{n}")).collect();
+            for p in all.iter().filter(|p| {
+                p.metadata.deletion_timestamp.is_some() && !before.contains(&p.name_any())
+            }) {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                match (spot_nodes.contains(&node), webhook_on) {
+                    (true, true) => agreed += 1,
+                    (true, false) => agreed_off += 1,
+                    (false, _) => eprintln!(
+                        "n: round {round} (webhook {}): {} on {node}, not a spot node {spot_nodes:?}",
+                        if webhook_on { "on" } else { "off" },
+                        p.name_any()
+                    ),
+                }
+            }
+            // the reconcile catches up before the next round
+            wait_costs_landed(env, &ns, "web", "web").await;
+        }
+        configs
+            .delete(&name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("removing the webhook: {e}"));
+        let fresh = op
+            .metric("deletion_cost_scale_webhook_calls_total{outcome=\"fresh\"}")
+            .await
+            .unwrap_or(0.0);
+        took.sort();
+        eprintln!(
+            "n: webhook on: {agreed} of {rounds} scale-ins deleted a pod of a spot node (off: {agreed_off} of {rounds_off}); webhook calls answered fresh: {fresh}; scale request latency with it min {:?}, median {:?}, max {:?}",
+            took.first(),
+            took.get(took.len() / 2),
+            took.last()
+        );
+        assert_eq!(agreed, rounds, "every scale-in deleted a pod the policy meant");
+        assert!(fresh >= rounds as f64, "the webhook made the costs fresh: {fresh}");
+        drop(op);
+    })
+    .await;
+    finished("n");
 }
