@@ -1067,6 +1067,20 @@ pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
 /// short whatever the input's size.
 pub const LISTED: usize = 10;
 
+/// The warning for pods whose cost annotation Kubernetes reads as 0 (each
+/// item names a pod and what is wrong with its value), or none.
+pub fn invalid_costs_warning(invalid: &[String]) -> Option<String> {
+    (!invalid.is_empty()).then(|| {
+        format!(
+            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
+             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
+            invalid.len(),
+            crate::annotations::POD_DELETION_COST,
+            capped_list(invalid, LISTED)
+        )
+    })
+}
+
 /// `a, b, c and 7 more`: the first `shown` items, `, `-joined, then how many
 /// were left out.
 pub fn capped_list<I>(items: I, shown: usize) -> String

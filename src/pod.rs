@@ -453,43 +453,31 @@ fn restart_maxima(
     )
 }
 
-impl<T: PodView + ?Sized> PodView for &T {
-    fn meta(&self) -> &ObjectMeta {
-        (**self).meta()
-    }
-    fn node_name(&self) -> Option<&str> {
-        (**self).node_name()
-    }
-    fn phase(&self) -> Option<&str> {
-        (**self).phase()
-    }
-    fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
-        (**self).ready_condition()
-    }
-    fn max_restarts(&self) -> (i64, i64) {
-        (**self).max_restarts()
-    }
+/// A reference, and a shared record (the operator's cache, a snapshot's
+/// pods), read as what they point to.
+macro_rules! pod_view_through {
+    ($($ptr:ty),*) => {$(
+        impl<T: PodView + ?Sized> PodView for $ptr {
+            fn meta(&self) -> &ObjectMeta {
+                (**self).meta()
+            }
+            fn node_name(&self) -> Option<&str> {
+                (**self).node_name()
+            }
+            fn phase(&self) -> Option<&str> {
+                (**self).phase()
+            }
+            fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
+                (**self).ready_condition()
+            }
+            fn max_restarts(&self) -> (i64, i64) {
+                (**self).max_restarts()
+            }
+        }
+    )*};
 }
 
-/// A shared record (the operator's cache, a snapshot's pods) reads as the
-/// record.
-impl<T: PodView + ?Sized> PodView for std::sync::Arc<T> {
-    fn meta(&self) -> &ObjectMeta {
-        (**self).meta()
-    }
-    fn node_name(&self) -> Option<&str> {
-        (**self).node_name()
-    }
-    fn phase(&self) -> Option<&str> {
-        (**self).phase()
-    }
-    fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
-        (**self).ready_condition()
-    }
-    fn max_restarts(&self) -> (i64, i64) {
-        (**self).max_restarts()
-    }
-}
+pod_view_through!(&T, std::sync::Arc<T>);
 
 #[cfg(test)]
 mod tests {

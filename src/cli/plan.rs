@@ -692,15 +692,7 @@ pub fn invalid_cost_warning(p: &Plan) -> Option<String> {
             ))
         })
         .collect();
-    (!invalid.is_empty()).then(|| {
-        format!(
-            "{} pod(s) carry a {} annotation that is not a whole number from -2147483648 to \
-             2147483647, which Kubernetes reads as 0 and orders so (rule 4): {}",
-            invalid.len(),
-            crate::annotations::POD_DELETION_COST,
-            capped_list(&invalid, LISTED)
-        )
-    })
+    crate::input::invalid_costs_warning(&invalid)
 }
 
 /// At most this many warning lines on stderr, then one saying how many more.

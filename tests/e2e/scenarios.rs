@@ -1761,6 +1761,26 @@ async fn z_rbac(env: &'static Env) {
     );
 }
 
+/// A Deployment of `replicas` pods spread evenly over the scenario's nodes
+/// (at most one more on any node), running and Ready.
+async fn spread_deployment(env: &Env, ns: &str, app: &str, replicas: i32) {
+    let mut template = pod_template(ns, app);
+    template["spec"]["topologySpreadConstraints"] = json!([{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}}}]);
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": app, "namespace": ns},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}}, "template": template},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap_or_else(|e| panic!("creating {ns}/{app}: {e}"));
+    wait_running(env, ns, app, replicas as usize).await;
+}
+
 /// The live operator writes the costs `plan` shows over a snapshot of the
 /// same objects, when another namespace's pods share the nodes: the node
 /// they fill counts as busy for `nodeConsolidation` in both.
@@ -1783,21 +1803,7 @@ async fn m_agreement(env: &'static Env) {
             .unwrap_or_else(|e| panic!("creating {other}/batch: {e}"));
         wait_running(env, &other, "batch", 6).await;
         // two web pods on each of the four nodes
-        let mut template = pod_template(&ns, "web");
-        template["spec"]["topologySpreadConstraints"] = json!([{
-            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "web"}}}]);
-        let web: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "web"}}, "template": template},
-        }))
-        .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Deployment>::namespaced(env.client.clone(), &ns)
-            .create(&PostParams::default(), &web)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/web: {e}"));
-        wait_running(env, &ns, "web", 8).await;
+        spread_deployment(env, &ns, "web", 8).await;
 
         let op = Operator::start(env, Options::new("m-operator")).await;
         op.wait_ready().await;
@@ -1935,22 +1941,8 @@ async fn n_scale_webhook(env: &'static Env) {
     use k8s_openapi::ByteString;
     env.scenario("n", |ns| async move {
         nodes(env, &ns, 2, 2).await;
-        let mut template = pod_template(&ns, "web");
-        template["spec"]["topologySpreadConstraints"] = json!([{
-            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "web"}}}]);
-        let web: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {"replicas": 8, "selector": {"matchLabels": {"app": "web"}}, "template": template},
-        }))
-        .unwrap_or_else(|e| panic!("{e}"));
+        spread_deployment(env, &ns, "web", 8).await;
         let deployments = Api::<Deployment>::namespaced(env.client.clone(), &ns);
-        deployments
-            .create(&PostParams::default(), &web)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/web: {e}"));
-        wait_running(env, &ns, "web", 8).await;
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let (cert, key, ca) = loopback_certificate(dir.path());
