@@ -5,7 +5,7 @@
 //! (the hook's: fresh signals, its patches ahead of background work) and
 //! waits until the pod cache shows them, within a budget under the webhook's
 //! timeout. It never mutates and never denies: it allows, with warnings
-//! (which `kubectl` prints) when the costs could not be made fresh, and the
+//! (the API server hands them to the client) when the costs could not be made fresh, and the
 //! predicted victims in the answer's `auditAnnotations`.
 
 use std::collections::HashMap;
