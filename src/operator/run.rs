@@ -73,6 +73,12 @@ pub async fn run_with_client(
 ) -> Result<(), OperatorError> {
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
+    let announce = shutdown.asked();
+    let grace_seconds = config.shutdown_grace.as_secs();
+    tokio::spawn(async move {
+        announce.await;
+        tracing::info!(grace_seconds, "shutdown asked: stopping");
+    });
     let term_patcher = TermPatcher::default();
     let metrics = Arc::new(Metrics::new(config.qps, {
         let p = term_patcher.clone();
@@ -295,8 +301,22 @@ pub async fn run_with_client(
         });
     // kube-runtime's graceful shutdown only stops new triggers and waits for
     // the caches first: bound it, so a replica that never synced still stops.
+    let unsynced = {
+        let (asked, health) = (shutdown.asked(), health.clone());
+        async move {
+            asked.await;
+            if health.is_ready() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     tokio::select! {
         _ = running => {}
+        // no round can have started: nothing to wait for
+        _ = unsynced => {
+            tracing::info!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "stopping before the caches synced: no round was running");
+        }
         _ = shutdown.deadline(reserve * 2) => {
             tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
                 "the controller did not stop within the grace period: abandoning it");
