@@ -379,11 +379,15 @@ fn policies_for_pod(
 ) -> Vec<ObjectRef<DeletionCostPolicy>> {
     let ns = pod.namespace();
     let writer = pod.annotations().get(POLICY_ANNOTATION);
+    let on_a_node = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
     store
         .state()
         .into_iter()
-        .filter(|p| p.namespace() == ns)
         .filter(|p| {
+            if p.namespace() != ns {
+                // any namespace's pod changes how busy its node is
+                return on_a_node && counts_pods_per_node(p);
+            }
             writer == Some(&p.name_any())
                 || match &p.spec.selector {
                     Some(sel) => selects(&sel.to_selector(), pod.metadata.labels.as_ref()),
@@ -392,6 +396,16 @@ fn policies_for_pod(
         })
         .map(|p| ObjectRef::from_obj(&*p))
         .collect()
+}
+
+/// Whether a policy has a `nodeConsolidation` signal (it reads every
+/// namespace's pods).
+fn counts_pods_per_node(policy: &DeletionCostPolicy) -> bool {
+    policy
+        .spec
+        .signals
+        .iter()
+        .any(|s| s.node_consolidation.is_some())
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
