@@ -1299,7 +1299,7 @@ fn checked_pods(
 }
 
 /// [`parse_pods`] for `predict`, which keeps of each pod only what the
-/// comparator reads ([`slim_pod`]): a List of 100,000 pods then takes a
+/// comparator reads ([`trim_pod`]): a List of 100,000 pods then takes a
 /// fraction of the memory. Each item is still decoded as a whole `Pod` (the
 /// same checks, the same errors) and slimmed at once, so only one whole pod
 /// is held at a time.
@@ -1317,7 +1317,7 @@ pub fn parse_pods_slim_versioned(
     source_name: &str,
     text: &str,
 ) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
-    checked_pods(source_name, text, typed_slim_pod_list(text), slim_pod)
+    checked_pods(source_name, text, typed_slim_pod_list(text), trim_pod)
 }
 
 /// What an input held, for "no ... found" errors: its kinds, or that it is
@@ -1347,7 +1347,7 @@ pub fn held_kinds(objects: &[RawObject]) -> String {
 /// init containers (name and restart policy), phase, conditions and the
 /// containers' restart counts. Labels, container specs, images, IPs and
 /// managedFields go.
-pub fn slim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
+pub fn trim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
     use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let m = pod.metadata;
@@ -1421,7 +1421,7 @@ impl<'de> serde::Deserialize<'de> for SlimPods {
             ) -> Result<SlimPods, A::Error> {
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
                 while let Some(pod) = seq.next_element::<k8s_openapi::api::core::v1::Pod>()? {
-                    out.push(slim_pod(pod));
+                    out.push(trim_pod(pod));
                 }
                 Ok(SlimPods(out))
             }
@@ -1647,7 +1647,7 @@ mod tests {
         ] {
             match (parse_pods_slim("f.json", text), parse_pods("f.json", text)) {
                 (Ok(a), Ok(b)) => {
-                    let b: Vec<_> = b.into_iter().map(slim_pod).collect();
+                    let b: Vec<_> = b.into_iter().map(trim_pod).collect();
                     assert_eq!(a, b, "{text}");
                 }
                 (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
