@@ -3,7 +3,6 @@
 //! documents. Errors name the source, the item and the field.
 
 use std::io::Read;
-use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -13,7 +12,7 @@ use crate::pod::PodView;
 
 mod stream;
 
-pub use stream::{pods_from_reader, read_pods_slim};
+pub use stream::pods_from_reader;
 pub(crate) use stream::{stream_items, ItemSink, Streamed};
 
 /// Why an input could not be read.
@@ -344,54 +343,6 @@ pub fn show_size(bytes: u64) -> String {
         }
     }
     format!("{bytes} bytes")
-}
-
-/// Reads a file, or stdin for `-`, up to [`DEFAULT_MAX_INPUT_BYTES`].
-pub fn read_source(path: &str) -> Result<(String, String), InputError> {
-    read_source_limited(path, DEFAULT_MAX_INPUT_BYTES, Expect::Manifest)
-}
-
-/// Reads a file, or stdin for `-`, through [`read_bounded`].
-pub fn read_source_limited(
-    path: &str,
-    max_bytes: u64,
-    expect: Expect,
-) -> Result<(String, String), InputError> {
-    if path == "-" {
-        let name = "<stdin>";
-        let text = read_bounded(name, std::io::stdin().lock(), max_bytes, 0, expect)?;
-        return Ok((name.into(), text));
-    }
-    let (file, size) = open_within_limit(path, max_bytes)?;
-    let text = read_bounded(path, file, max_bytes, size, expect)?;
-    Ok((path.to_string(), text))
-}
-
-/// Opens a file for a bounded reader. A regular file's size is known, so
-/// one past `max_bytes` is refused before a byte is read; returns the file
-/// and that size (0 when unknown: a pipe, a device).
-pub(crate) fn open_within_limit(
-    path: &str,
-    max_bytes: u64,
-) -> Result<(std::fs::File, u64), InputError> {
-    let file = std::fs::File::open(Path::new(path)).map_err(|error| InputError::Io {
-        source_name: path.to_string(),
-        error,
-    })?;
-    let size = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .unwrap_or(0);
-    if size > max_bytes {
-        return Err(InputError::TooLarge {
-            source_name: path.to_string(),
-            limit: max_bytes,
-            size: Some(size),
-        });
-    }
-    Ok((file, size))
 }
 
 /// Reads text from `reader` as it arrives, and stops at the first sign that

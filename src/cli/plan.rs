@@ -7,12 +7,13 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
+use super::source::{open_within_limit, read_source_limited};
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
 use crate::engine::wins_over;
 use crate::input::{
-    capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
-    shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
+    capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
+    ServerVersion, LISTED,
 };
 use crate::owner::controller_of_kind;
 use crate::plan::prices::Prices;
