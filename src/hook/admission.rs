@@ -89,7 +89,10 @@ enum Outcome {
     Fresh,
     /// Signals could not be read: nothing written.
     SignalsUnavailable,
-    /// Some writes failed.
+    /// The planner failed (finding the workload's policy or planning it):
+    /// nothing written.
+    PlannerFailed,
+    /// Some writes failed, or were held.
     WritesFailed,
     /// The budget ran out first.
     BudgetExceeded,
@@ -104,6 +107,7 @@ impl Outcome {
             Outcome::NoPolicy => "no_policy",
             Outcome::Fresh => "fresh",
             Outcome::SignalsUnavailable => "signals_unavailable",
+            Outcome::PlannerFailed => "planner_failed",
             Outcome::WritesFailed => "writes_failed",
             Outcome::BudgetExceeded => "budget_exceeded",
         }
@@ -178,7 +182,7 @@ async fn make_fresh(
         Err(ManagingError::NotManaged(_)) => {
             return (Outcome::NoPolicy, Vec::new(), HashMap::new())
         }
-        Err(e) => return (Outcome::WritesFailed, warn(&e.to_string()), HashMap::new()),
+        Err(e) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
     };
     let by = usize::try_from(scale.from - scale.to).unwrap_or(0);
     let over_budget = |what: &str| {
@@ -192,7 +196,7 @@ async fn make_fresh(
     };
     let round = match timeout_at(deadline, engine.prescale(&managed, by, SIGNALS_FRESH_FOR)).await {
         Err(_) => return over_budget("planning"),
-        Ok(Err(e)) => return (Outcome::WritesFailed, warn(&e.to_string()), HashMap::new()),
+        Ok(Err(e)) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
         Ok(Ok(r)) => r,
     };
     if let Some(problem) = &round.signals {
