@@ -176,6 +176,16 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         writes,
         "nothing written twice"
     );
+    // and still names the victims (from the plan of its own round)
+    let victim = victims(&again);
+    assert!(
+        victim == ["web-rs/web-2"] || victim == ["web-rs/web-3"],
+        "{again}"
+    );
+    assert_eq!(
+        again["response"]["auditAnnotations"]["policy"],
+        format!("{NS}/web")
+    );
 
     // not its business: allowed at once, nothing written
     for (uid, body) in [

@@ -9,6 +9,7 @@
 //! predicted victims in the answer's `auditAnnotations`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
@@ -239,7 +240,10 @@ async fn make_fresh(
     if !cache_shows_all(engine, &expected, deadline).await {
         return over_budget("waiting for the pod cache");
     }
-    let audit = victims(engine, &managed, by, deadline).await;
+    // nothing to write (the second call of a scale-in, the hook's own scale
+    // update): the round planned over the costs as they stay
+    let planned = round.requests.is_empty().then_some(round.victims);
+    let audit = victims(engine, &managed, by, deadline, planned).await;
     if failed > 0 {
         return (
             Outcome::WritesFailed,
@@ -262,20 +266,33 @@ async fn cache_shows_all(engine: &Engine, expected: &[PatchRequest], deadline: I
 }
 
 /// The victims the order check predicts, for the audit log (keys are
-/// prefixed with the webhook's name by the API server).
+/// prefixed with the webhook's name by the API server): `planned` when the
+/// round already planned over the costs in place, else a plan made now.
 async fn victims(
     engine: &Engine,
     managed: &Managed,
     by: usize,
     deadline: Instant,
+    planned: Option<Vec<(String, Vec<Arc<str>>)>>,
 ) -> HashMap<String, String> {
     let mut audit = HashMap::from([("policy".to_string(), managed.resolved.key())]);
-    if let Ok(Ok(plan)) = timeout_at(deadline, engine.check(managed, by)).await {
-        let names: Vec<String> = plan
-            .replica_sets
+    let planned = match planned {
+        Some(p) => Some(p),
+        None => match timeout_at(deadline, engine.check(managed, by)).await {
+            Ok(Ok(plan)) => Some(
+                plan.replica_sets
+                    .into_iter()
+                    .map(|r| (r.name, r.victims))
+                    .collect(),
+            ),
+            _ => None,
+        },
+    };
+    if let Some(planned) = planned {
+        let names: Vec<String> = planned
             .iter()
-            .filter(|r| managed.replica_sets.contains(&r.name))
-            .flat_map(|r| r.victims.iter().map(|v| format!("{}/{v}", r.name)))
+            .filter(|(rs, _)| managed.replica_sets.contains(rs))
+            .flat_map(|(rs, v)| v.iter().map(move |v| format!("{rs}/{v}")))
             .collect();
         audit.insert("victims".into(), names.join(","));
     }
