@@ -6,14 +6,17 @@
 //! waits until the pod cache shows them, within a budget under the webhook's
 //! timeout. It never mutates and never denies: it allows, with warnings
 //! (the API server hands them to the client) when the costs could not be made fresh, and the
-//! predicted victims in the answer's `auditAnnotations`.
+//! predicted victims in the answer's `auditAnnotations` and in an Event
+//! (`ScaleInVictims`) on the workload.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::DynamicObject;
+use kube::runtime::events::{Event, EventType};
 use tokio::time::{timeout_at, Instant};
 
 use super::handler::HookState;
@@ -130,15 +133,31 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
         Err(e) => return AdmissionResponse::invalid(e.to_string()).into_review(),
     };
     let mut resp = AdmissionResponse::from(&req);
-    let (outcome, warnings, audit) = match scale_in_of(&req) {
+    let scale = scale_in_of(&req);
+    let (outcome, warnings, audit) = match &scale {
         None => (Outcome::NotScaleIn, Vec::new(), HashMap::new()),
         Some(_) if req.dry_run => (Outcome::DryRun, Vec::new(), HashMap::new()),
         Some(scale) => {
             let deadline = started + st.config.webhook_budget;
-            make_fresh(&st.engine, &scale, deadline).await
+            make_fresh(&st.engine, scale, deadline).await
         }
     };
     let took = started.elapsed();
+    if let (Some(scale), Some(victims)) = (&scale, audit.get("victims")) {
+        // the Deployment's own call already said it for the ReplicaSet its
+        // controller resizes
+        if req.user_info.username.as_deref() != Some(DEPLOYMENT_CONTROLLER) {
+            let uid = req.object.as_ref().and_then(|o| o.metadata.uid.clone());
+            let event = victims_event(scale, outcome, victims, &warnings);
+            let (recorder, reference) = (st.recorder.clone(), workload_ref(scale, uid));
+            // after the answer: the scale-in does not wait for it
+            tokio::spawn(async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::debug!(error = %e, "the scale-in Event was not written");
+                }
+            });
+        }
+    }
     st.engine
         .metrics()
         .scale_webhook_call(outcome.label(), took.as_secs_f64());
@@ -158,6 +177,59 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
     }
     resp.audit_annotations = audit;
     resp.into_review()
+}
+
+/// The Deployment controller's user: its ReplicaSet updates follow a
+/// Deployment update the webhook was called for already.
+const DEPLOYMENT_CONTROLLER: &str = "system:serviceaccount:kube-system:deployment-controller";
+
+/// The Event that tells the workload's readers which pods this scale-in is
+/// predicted to delete and whether their costs were fresh.
+fn victims_event(scale: &ScaleIn, outcome: Outcome, victims: &str, warnings: &[String]) -> Event {
+    let fresh = outcome == Outcome::Fresh;
+    let mut note = format!(
+        "scale-in {} -> {}: predicted victims {}",
+        scale.from,
+        scale.to,
+        if victims.is_empty() {
+            "(none)"
+        } else {
+            victims
+        }
+    );
+    if !fresh {
+        note.push_str(&format!(" ({})", warnings.join("; ")));
+    }
+    Event {
+        type_: if fresh {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: "ScaleInVictims".into(),
+        // the API server refuses notes over 1 kB
+        note: Some(note.chars().take(1000).collect()),
+        action: "AdmitScaleIn".into(),
+        secondary: None,
+    }
+}
+
+/// The scaled workload, as an Event's `regarding`.
+fn workload_ref(scale: &ScaleIn, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some(
+            match scale.workload.kind {
+                TargetKind::Deployment => "Deployment",
+                TargetKind::ReplicaSet => "ReplicaSet",
+            }
+            .into(),
+        ),
+        name: Some(scale.workload.name.clone()),
+        namespace: Some(scale.workload.namespace.clone()),
+        uid,
+        ..Default::default()
+    }
 }
 
 /// The workload's round and the wait for its costs, within `deadline`.
