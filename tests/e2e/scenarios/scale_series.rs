@@ -720,6 +720,35 @@ pub(super) async fn n_scale_series(env: &'static Env) {
             .map(Duration::from_millis)
             .collect();
 
+        // the predicted victims are in an Event on each scaled workload, and
+        // not again on the ReplicaSets the Deployment controller resized
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(env.client.clone(), &ns);
+        eventually(
+            Duration::from_secs(10),
+            "a ScaleInVictims Event on every scaled workload",
+            || async {
+                let regarding: BTreeSet<(String, String)> = events
+                    .list(&Default::default())
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|e| e.reason.as_deref() == Some("ScaleInVictims"))
+                    .filter_map(|e| {
+                        let r = e.regarding?;
+                        Some((r.kind?, r.name?))
+                    })
+                    .collect();
+                let want: BTreeSet<(String, String)> = Scaler::ALL
+                    .iter()
+                    .map(|s| (s.kind().to_string(), s.app().to_string()))
+                    .collect();
+                regarding == want
+            },
+        )
+        .await;
+
         // ---- the operator stopped while the webhook is registered
         drop(op);
         let kubectl_w = &mut workloads[0];
