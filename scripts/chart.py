@@ -123,6 +123,7 @@ ALL_ON = {
     "flowControl": {"enabled": True},
     "certManager": {"enabled": True},
     "podDisruptionBudget": {"enabled": True},
+    "scaleWebhook": {"enabled": True},
 }
 
 # Every other switch and setting away from its default: linted and rendered
@@ -199,6 +200,7 @@ SERVED = [
     ("monitoring.coreos.com/v1", "servicemonitors", "ServiceMonitor", True),
     ("cert-manager.io/v1", "issuers", "Issuer", True),
     ("cert-manager.io/v1", "certificates", "Certificate", True),
+    ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
 ]
 
 
@@ -388,7 +390,7 @@ def kustomize(dir_: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor"]
+COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook"]
 
 
 def overlay_objects(overlay: str, with_components: bool, scratch: Path) -> list[dict]:
@@ -635,6 +637,8 @@ BAD_VALUES = [
     ("a shutdown grace not below the termination grace", {"operator": {"shutdownGrace": 30}}, "shutdownGrace"),
     ("a PDB that blocks every drain", {"podDisruptionBudget": {"minAvailable": 2}}, "minAvailable"),
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
+    ("the scale-in webhook without cert-manager", {"scaleWebhook": {"enabled": True}}, "needs certManager.enabled=true"),
+    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}, "certManager": {"enabled": True}}, "timeoutSeconds"),
 ]
 
 

@@ -194,7 +194,7 @@ impl Metrics {
         let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, writes_failed, not_scale_in)",
+            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, planner_failed, writes_failed, not_scale_in)",
             scale_webhook_calls.clone(),
         );
         registry.register(

@@ -11,7 +11,7 @@ use std::time::Duration;
 use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost_testkit::fake_api::FakeApi;
-use deletion_cost_testkit::free_addr;
+use deletion_cost_testkit::{eventually, free_addr};
 use serde_json::{json, Value};
 use support::operator::{http_client, Operator, NS};
 
@@ -95,6 +95,19 @@ fn costs(fake: &FakeApi, app: &str) -> Vec<Option<String>> {
         .collect()
 }
 
+/// The bodies of the scale-in Events written about Deployment `name`.
+fn victim_events(fake: &FakeApi, name: &str) -> Vec<Value> {
+    fake.writes_to("events")
+        .iter()
+        .filter_map(|w| serde_json::from_slice::<Value>(&w.body).ok())
+        .filter(|e| {
+            e["reason"] == "ScaleInVictims"
+                && e["regarding"]["kind"] == "Deployment"
+                && e["regarding"]["name"] == name
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_denies() {
     let fake = FakeApi::start().await;
@@ -146,6 +159,20 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         "{answer}"
     );
 
+    // ... and into an Event on the Deployment (written after the answer)
+    eventually(
+        Duration::from_secs(10),
+        "an Event on web names the predicted victims",
+        || async {
+            victim_events(&fake, "web").iter().any(|e| {
+                e["note"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("web-rs/web-0") && n.contains("web-rs/web-1"))
+            })
+        },
+    )
+    .await;
+
     // the nodes swap their billing class: the next scale-in gets the new costs
     for (node, class) in [("spot-1", "on-demand"), ("od-1", "spot")] {
         fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
@@ -176,6 +203,16 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         writes,
         "nothing written twice"
     );
+    // and still names the victims (from the plan of its own round)
+    let victim = victims(&again);
+    assert!(
+        victim == ["web-rs/web-2"] || victim == ["web-rs/web-3"],
+        "{again}"
+    );
+    assert_eq!(
+        again["response"]["auditAnnotations"]["policy"],
+        format!("{NS}/web")
+    );
 
     // not its business: allowed at once, nothing written
     for (uid, body) in [
@@ -189,6 +226,10 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         assert!(a["response"]["warnings"].is_null(), "{a}");
     }
     assert_eq!(costs(&fake, "lonely"), vec![None; 4]);
+    assert!(
+        victim_events(&fake, "lonely").is_empty(),
+        "no Event for a workload no policy manages"
+    );
     assert_eq!(fake.writes_to("pods").len(), writes, "nothing written");
 
     let metrics = op.metrics().await;

@@ -125,6 +125,10 @@ pub struct Prescaled {
     pub signals: Option<SignalProblem>,
     /// The plan's warnings.
     pub warnings: Vec<String>,
+    /// The plan's first victims per ReplicaSet, over the costs the cache
+    /// showed as it planned: the costs of the scale-in itself only when
+    /// `requests` is empty.
+    pub victims: Vec<(String, Vec<Arc<str>>)>,
 }
 
 /// Why a policy's page cannot be planned now.
@@ -330,11 +334,18 @@ impl Engine {
         let mine = round.only(&managed.pods);
         let submission =
             self.submit_round(&mut state, &mine, Priority::Urgent, Some(&managed.pods));
+        let victims = round
+            .plan
+            .replica_sets
+            .iter()
+            .map(|r| (r.name.clone(), r.victims.clone()))
+            .collect();
         Ok(Prescaled {
             requests: mine.requests(),
             submission,
             signals: round.signals,
             warnings: round.plan.warnings,
+            victims,
         })
     }
 

@@ -6,13 +6,17 @@
 //! waits until the pod cache shows them, within a budget under the webhook's
 //! timeout. It never mutates and never denies: it allows, with warnings
 //! (the API server hands them to the client) when the costs could not be made fresh, and the
-//! predicted victims in the answer's `auditAnnotations`.
+//! predicted victims in the answer's `auditAnnotations` and in an Event
+//! (`ScaleInVictims`) on the workload.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::DynamicObject;
+use kube::runtime::events::{Event, EventType};
 use tokio::time::{timeout_at, Instant};
 
 use super::handler::HookState;
@@ -89,7 +93,10 @@ enum Outcome {
     Fresh,
     /// Signals could not be read: nothing written.
     SignalsUnavailable,
-    /// Some writes failed.
+    /// The planner failed (finding the workload's policy or planning it):
+    /// nothing written.
+    PlannerFailed,
+    /// Some writes failed, or were held.
     WritesFailed,
     /// The budget ran out first.
     BudgetExceeded,
@@ -104,6 +111,7 @@ impl Outcome {
             Outcome::NoPolicy => "no_policy",
             Outcome::Fresh => "fresh",
             Outcome::SignalsUnavailable => "signals_unavailable",
+            Outcome::PlannerFailed => "planner_failed",
             Outcome::WritesFailed => "writes_failed",
             Outcome::BudgetExceeded => "budget_exceeded",
         }
@@ -125,15 +133,31 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
         Err(e) => return AdmissionResponse::invalid(e.to_string()).into_review(),
     };
     let mut resp = AdmissionResponse::from(&req);
-    let (outcome, warnings, audit) = match scale_in_of(&req) {
+    let scale = scale_in_of(&req);
+    let (outcome, warnings, audit) = match &scale {
         None => (Outcome::NotScaleIn, Vec::new(), HashMap::new()),
         Some(_) if req.dry_run => (Outcome::DryRun, Vec::new(), HashMap::new()),
         Some(scale) => {
             let deadline = started + st.config.webhook_budget;
-            make_fresh(&st.engine, &scale, deadline).await
+            make_fresh(&st.engine, scale, deadline).await
         }
     };
     let took = started.elapsed();
+    if let (Some(scale), Some(victims)) = (&scale, audit.get("victims")) {
+        // the Deployment's own call already said it for the ReplicaSet its
+        // controller resizes
+        if req.user_info.username.as_deref() != Some(DEPLOYMENT_CONTROLLER) {
+            let uid = req.object.as_ref().and_then(|o| o.metadata.uid.clone());
+            let event = victims_event(scale, outcome, victims, &warnings);
+            let (recorder, reference) = (st.recorder.clone(), workload_ref(scale, uid));
+            // after the answer: the scale-in does not wait for it
+            tokio::spawn(async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::debug!(error = %e, "the scale-in Event was not written");
+                }
+            });
+        }
+    }
     st.engine
         .metrics()
         .scale_webhook_call(outcome.label(), took.as_secs_f64());
@@ -153,6 +177,59 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
     }
     resp.audit_annotations = audit;
     resp.into_review()
+}
+
+/// The Deployment controller's user: its ReplicaSet updates follow a
+/// Deployment update the webhook was called for already.
+const DEPLOYMENT_CONTROLLER: &str = "system:serviceaccount:kube-system:deployment-controller";
+
+/// The Event that tells the workload's readers which pods this scale-in is
+/// predicted to delete and whether their costs were fresh.
+fn victims_event(scale: &ScaleIn, outcome: Outcome, victims: &str, warnings: &[String]) -> Event {
+    let fresh = outcome == Outcome::Fresh;
+    let mut note = format!(
+        "scale-in {} -> {}: predicted victims {}",
+        scale.from,
+        scale.to,
+        if victims.is_empty() {
+            "(none)"
+        } else {
+            victims
+        }
+    );
+    if !fresh {
+        note.push_str(&format!(" ({})", warnings.join("; ")));
+    }
+    Event {
+        type_: if fresh {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: "ScaleInVictims".into(),
+        // the API server refuses notes over 1 kB
+        note: Some(note.chars().take(1000).collect()),
+        action: "AdmitScaleIn".into(),
+        secondary: None,
+    }
+}
+
+/// The scaled workload, as an Event's `regarding`.
+fn workload_ref(scale: &ScaleIn, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some(
+            match scale.workload.kind {
+                TargetKind::Deployment => "Deployment",
+                TargetKind::ReplicaSet => "ReplicaSet",
+            }
+            .into(),
+        ),
+        name: Some(scale.workload.name.clone()),
+        namespace: Some(scale.workload.namespace.clone()),
+        uid,
+        ..Default::default()
+    }
 }
 
 /// The workload's round and the wait for its costs, within `deadline`.
@@ -178,7 +255,7 @@ async fn make_fresh(
         Err(ManagingError::NotManaged(_)) => {
             return (Outcome::NoPolicy, Vec::new(), HashMap::new())
         }
-        Err(e) => return (Outcome::WritesFailed, warn(&e.to_string()), HashMap::new()),
+        Err(e) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
     };
     let by = usize::try_from(scale.from - scale.to).unwrap_or(0);
     let over_budget = |what: &str| {
@@ -192,7 +269,7 @@ async fn make_fresh(
     };
     let round = match timeout_at(deadline, engine.prescale(&managed, by, SIGNALS_FRESH_FOR)).await {
         Err(_) => return over_budget("planning"),
-        Ok(Err(e)) => return (Outcome::WritesFailed, warn(&e.to_string()), HashMap::new()),
+        Ok(Err(e)) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
         Ok(Ok(r)) => r,
     };
     if let Some(problem) = &round.signals {
@@ -235,7 +312,10 @@ async fn make_fresh(
     if !cache_shows_all(engine, &expected, deadline).await {
         return over_budget("waiting for the pod cache");
     }
-    let audit = victims(engine, &managed, by, deadline).await;
+    // nothing to write (the second call of a scale-in, the hook's own scale
+    // update): the round planned over the costs as they stay
+    let planned = round.requests.is_empty().then_some(round.victims);
+    let audit = victims(engine, &managed, by, deadline, planned).await;
     if failed > 0 {
         return (
             Outcome::WritesFailed,
@@ -258,20 +338,33 @@ async fn cache_shows_all(engine: &Engine, expected: &[PatchRequest], deadline: I
 }
 
 /// The victims the order check predicts, for the audit log (keys are
-/// prefixed with the webhook's name by the API server).
+/// prefixed with the webhook's name by the API server): `planned` when the
+/// round already planned over the costs in place, else a plan made now.
 async fn victims(
     engine: &Engine,
     managed: &Managed,
     by: usize,
     deadline: Instant,
+    planned: Option<Vec<(String, Vec<Arc<str>>)>>,
 ) -> HashMap<String, String> {
     let mut audit = HashMap::from([("policy".to_string(), managed.resolved.key())]);
-    if let Ok(Ok(plan)) = timeout_at(deadline, engine.check(managed, by)).await {
-        let names: Vec<String> = plan
-            .replica_sets
+    let planned = match planned {
+        Some(p) => Some(p),
+        None => match timeout_at(deadline, engine.check(managed, by)).await {
+            Ok(Ok(plan)) => Some(
+                plan.replica_sets
+                    .into_iter()
+                    .map(|r| (r.name, r.victims))
+                    .collect(),
+            ),
+            _ => None,
+        },
+    };
+    if let Some(planned) = planned {
+        let names: Vec<String> = planned
             .iter()
-            .filter(|r| managed.replica_sets.contains(&r.name))
-            .flat_map(|r| r.victims.iter().map(|v| format!("{}/{v}", r.name)))
+            .filter(|(rs, _)| managed.replica_sets.contains(rs))
+            .flat_map(|(rs, v)| v.iter().map(move |v| format!("{rs}/{v}")))
             .collect();
         audit.insert("victims".into(), names.join(","));
     }

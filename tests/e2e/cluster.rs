@@ -9,6 +9,7 @@ use std::time::Duration;
 use deletion_cost::policy::DeletionCostPolicy;
 use deletion_cost_testkit::eventually;
 use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -260,6 +261,14 @@ async fn remove_leftovers(client: &Client) -> Result<(), kube::Error> {
     for crd in crds.list(&lp).await? {
         let _ = crds.delete(&crd.name_any(), &DeleteParams::default()).await;
         wait_crd_settled(&crds, &crd.name_any()).await;
+    }
+    // a scale-in webhook an interrupted run left registered: the server
+    // would go on calling its dead URL
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for w in webhooks.list(&lp).await? {
+        let _ = webhooks
+            .delete(&w.name_any(), &DeleteParams::default())
+            .await;
     }
     crate::rbac::remove_leftovers(client, &lp).await;
     crate::helm::remove_leftovers(client, &lp).await;

@@ -23,6 +23,8 @@ use crate::cluster::{labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
 use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
+mod scale_series;
+
 type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
 
 /// Every scenario, in the order they run; the RBAC check comes last because
@@ -62,6 +64,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("n_scale_in_webhook_makes_costs_fresh", |e| {
         n_scale_webhook(e).boxed()
+    }),
+    ("n_scale_series_four_scalers_webhook_off_then_on", |e| {
+        scale_series::n_scale_series(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
@@ -405,17 +410,38 @@ fn plan_victims(
     snapshot: &Path,
     by: usize,
 ) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
-    let out = run_cli(&[
+    plan_victims_as_of(policy_file, snapshot, by, None)
+}
+
+/// [`plan_victims`] with the comparator's clock at `now` (RFC 3339): the
+/// log2 age buckets of ready and creation times are the controller's only
+/// when judged at the moment it sorted.
+fn plan_victims_as_of(
+    policy_file: &Path,
+    snapshot: &Path,
+    by: usize,
+    now: Option<&str>,
+) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    let (policy, snap, by_text) = (
+        policy_file.to_string_lossy(),
+        snapshot.to_string_lossy(),
+        by.to_string(),
+    );
+    let mut args = vec![
         "plan",
         "--policy",
-        &policy_file.to_string_lossy(),
+        &policy,
         "--snapshot",
-        &snapshot.to_string_lossy(),
+        &snap,
         "--scale-down-by",
-        &by.to_string(),
+        &by_text,
         "-o",
         "json",
-    ]);
+    ];
+    if let Some(now) = now {
+        args.extend(["--now", now]);
+    }
+    let out = run_cli(&args);
     let plans: Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("plan -o json: {e}\n{out}"));
     plans
@@ -430,12 +456,34 @@ fn plan_victims(
                 .flatten()
                 .filter_map(|v| v.as_str().map(str::to_string))
                 .collect();
-            let ties = r["ambiguous"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect();
+            let names = |v: &Value| -> Vec<String> {
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            };
+            let mut ties: BTreeSet<String> = names(&r["ambiguous"]).into_iter().collect();
+            // a group of equals the cut runs through: upstream picks among
+            // them by its informer's order (`ties` are ranges of `predicted`)
+            if r["tieAtCut"] == true {
+                let predicted = names(&r["predicted"]);
+                for t in r["ties"].as_array().into_iter().flatten() {
+                    let range = (t["start"].as_u64(), t["end"].as_u64());
+                    if let (Some(start), Some(end)) = range {
+                        let (start, end) = (start as usize, end as usize);
+                        if start < by && by < end {
+                            ties.extend(
+                                predicted
+                                    .get(start..end)
+                                    .unwrap_or_default()
+                                    .iter()
+                                    .cloned(),
+                            );
+                        }
+                    }
+                }
+            }
             (
                 r["name"].as_str().unwrap_or_default().to_string(),
                 (victims, ties),
@@ -1937,8 +1985,6 @@ async fn set_capacity(env: &Env, ns: &str, spot: &[&str], on_demand: &[&str]) {
 /// `spec.replicas` as a GitOps sync does) deletes pods of the nodes that are
 /// spot at that moment, although the billing classes swap just before it.
 async fn n_scale_webhook(env: &'static Env) {
-    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-    use k8s_openapi::ByteString;
     env.scenario("n", |ns| async move {
         nodes(env, &ns, 2, 2).await;
         spread_deployment(env, &ns, "web", 8).await;
@@ -1958,30 +2004,8 @@ async fn n_scale_webhook(env: &'static Env) {
         apply_policy(env, &ns, "web", spot_first("web")).await;
         wait_costs_landed(env, &ns, "web", "web").await;
 
-        // the shipped webhook, pointed at this operator and this namespace
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/components/scale-webhook/webhook.yaml"
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        let mut config: ValidatingWebhookConfiguration =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("webhook.yaml: {e}"));
-        let name = format!("deletion-cost-e2e-{ns}");
-        config.metadata.name = Some(name.clone());
-        config.metadata.annotations = None;
-        config.metadata.labels = Some(labels(&[(SUITE_LABEL, "true")]));
-        for w in config.webhooks.iter_mut().flatten() {
-            w.client_config.service = None;
-            w.client_config.url = Some(format!("https://{}/v1/admit-scale-in", op.hook));
-            w.client_config.ca_bundle = Some(ByteString(ca.clone().into_bytes()));
-            w.namespace_selector = Some(
-                serde_json::from_value(
-                    json!({"matchLabels": {"kubernetes.io/metadata.name": ns}}),
-                )
-                .unwrap_or_else(|e| panic!("{e}")),
-            );
-        }
-        let configs: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+        let config = scale_series::shipped_webhook(&ns, op.hook, &ca);
+        let mut registered = None;
 
         let mut spot = ["spot-0", "spot-1"];
         let mut on_demand = ["od-0", "od-1"];
@@ -1992,10 +2016,7 @@ async fn n_scale_webhook(env: &'static Env) {
         for round in 0..rounds_off + rounds {
             let webhook_on = round >= rounds_off;
             if round == rounds_off {
-                configs
-                    .create(&PostParams::default(), &config)
-                    .await
-                    .unwrap_or_else(|e| panic!("registering the webhook: {e}"));
+                registered = Some(scale_series::Registered::create(env, &config).await);
             }
             // the classes swap: costs from the last refresh now point at
             // the wrong nodes
@@ -2045,10 +2066,9 @@ async fn n_scale_webhook(env: &'static Env) {
             // the reconcile catches up before the next round
             wait_costs_landed(env, &ns, "web", "web").await;
         }
-        configs
-            .delete(&name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("removing the webhook: {e}"));
+        if let Some(r) = registered {
+            r.remove(env).await;
+        }
         let fresh = op
             .metric("deletion_cost_scale_webhook_calls_total{outcome=\"fresh\"}")
             .await
