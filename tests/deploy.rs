@@ -1412,5 +1412,37 @@ fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
             Some(format!("{}/deletion-cost-hook", r.namespace())),
             "{overlay}"
         );
+        // without cert-manager the operator keeps the caBundle itself: it may
+        // get and update this one configuration, as its own ServiceAccount
+        let name = config.metadata.name.clone().unwrap_or_default();
+        assert_eq!(
+            name,
+            deletion_cost::hook::webhook_ca::config_name(&r.namespace()),
+            "{overlay}: the name the operator looks for"
+        );
+        let role = r.one("the caBundle ClusterRole", |o| match o {
+            Object::ClusterRole(c) if c.metadata.name.as_deref() == Some(name.as_str()) => Some(c),
+            _ => None,
+        });
+        let rules = role.rules.clone().unwrap_or_default();
+        assert_eq!(rules.len(), 1, "{overlay}: {rules:?}");
+        assert_eq!(
+            rules[0].resources.clone().unwrap_or_default(),
+            ["validatingwebhookconfigurations"]
+        );
+        assert_eq!(
+            rules[0].resource_names.as_deref().unwrap_or_default(),
+            std::slice::from_ref(&name)
+        );
+        assert_eq!(rules[0].verbs, ["get", "update"], "{overlay}");
+        let binding = r.one("the caBundle ClusterRoleBinding", |o| match o {
+            Object::ClusterRoleBinding(b) if b.role_ref.name == name => Some(b),
+            _ => None,
+        });
+        let sa = r.service_account();
+        let subjects = binding.subjects.clone().unwrap_or_default();
+        assert_eq!(subjects.len(), 1, "{overlay}");
+        assert_eq!(Some(subjects[0].name.clone()), sa.metadata.name.clone());
+        assert_eq!(subjects[0].namespace, sa.metadata.namespace, "{overlay}");
     }
 }

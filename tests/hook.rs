@@ -1229,3 +1229,43 @@ async fn prescale_gives_up_on_503_when_its_time_is_spent() {
         "{stderr}"
     );
 }
+
+/// With the self-issued certificate the operator sets its CA as the
+/// caBundle of the scale-in webhook that calls its Service (the one the
+/// `scale-webhook` component installs), and leaves other webhooks alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scale_in_webhook_gets_the_self_issued_ca() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    let name = deletion_cost::hook::webhook_ca::config_name("ops");
+    let webhook = |hook: &str, service: &str| {
+        json!({"name": hook, "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+               "clientConfig": {"service": {"name": service, "namespace": "ops", "path": "/v1/admit-scale-in"}}})
+    };
+    fake.apply_json(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [webhook("scale-in.deletioncost.dev", "deletion-cost-hook"),
+                     webhook("someone-else.example.com", "other")]
+    }))
+    .unwrap();
+    let op = Operator::start(&fake, tls_config()).serving(&fake).await;
+    let ca = published_ca(&fake).await;
+    // typed: caBundle is base64 on the wire
+    let bundle = |i: usize| {
+        let config: k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration =
+            serde_json::from_value(fake.get_json("ValidatingWebhookConfiguration", "", &name)?)
+                .ok()?;
+        config.webhooks?[i]
+            .client_config
+            .ca_bundle
+            .clone()
+            .map(|b| b.0)
+    };
+    eventually(HANG, "the webhook's caBundle", || {
+        std::future::ready(bundle(0).as_deref() == Some(ca.as_bytes()))
+    })
+    .await;
+    assert_eq!(bundle(1), None, "another Service's webhook was changed");
+    op.stop().await;
+}

@@ -25,6 +25,7 @@ pub mod error;
 mod handler;
 mod server;
 pub mod tls;
+pub mod webhook_ca;
 
 use std::path::PathBuf;
 use std::time::Duration;

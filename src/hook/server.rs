@@ -161,6 +161,13 @@ pub async fn serve(
                 return;
             };
             tls = Some(issued.acceptor.clone());
+            tokio::spawn(super::webhook_ca::keep_current(
+                client.clone(),
+                service.clone(),
+                namespace.clone(),
+                issued.ca_cert().to_string(),
+                shutdown.clone(),
+            ));
             tokio::spawn(issued.renew(shutdown.clone()));
         }
         tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");

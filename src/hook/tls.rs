@@ -120,6 +120,11 @@ pub(crate) struct SelfIssued {
 }
 
 impl SelfIssued {
+    /// The CA certificate (PEM) callers trust.
+    pub fn ca_cert(&self) -> &str {
+        &self.ca.cert
+    }
+
     /// Issues a serving certificate for `names` from `ca`.
     pub fn new(ca: CaPem, names: Vec<String>) -> Result<SelfIssued, String> {
         let serving = cert::issue(&ca, &names, SystemTime::now(), cert::SERVING_VALIDITY)?;

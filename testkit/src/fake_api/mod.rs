@@ -7,7 +7,8 @@
 //! faults (429/5xx/delays/watch drops/410) and assert on the recorded requests.
 //!
 //! Served: core/v1 pods, nodes, events; apps/v1 replicasets and deployments (with
-//! `scale`); coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
+//! `scale`); admissionregistration.k8s.io/v1 validatingwebhookconfigurations;
+//! coordination.k8s.io/v1 leases; events.k8s.io/v1 events;
 //! deletioncost.dev/v1alpha1 deletioncostpolicies; `status` on pods, nodes,
 //! replicasets, deployments and policies; create-only token and access reviews.
 //!

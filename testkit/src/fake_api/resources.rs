@@ -94,6 +94,16 @@ pub static RESOURCES: &[ResourceDef] = &[
         false,
     ),
     def(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        false,
+        false,
+        false,
+    ),
+    def(
         "coordination.k8s.io",
         "v1",
         "leases",
