@@ -25,8 +25,14 @@ use crate::plan::workload::{parse_selector, select, Family, Query, Target, Targe
 pub const LONG_ABOUT: &str = "\
 Print the order in which the ReplicaSet controller deletes pods on scale-in, and why.
 
-Input is what `kubectl get pods -o json|yaml` prints: a List/PodList, a single Pod,
-an array of Pods, or several YAML documents. `-f -` or no `-f` reads stdin.
+Pods come from the live cluster through the kubeconfig (read-only), kubectl style:
+`predict deployment/web -n shop`, `replicaset/NAME`, `-l SELECTOR`, `-n`, `-A`,
+`--kubeconfig`, `--context`; or from a saved snapshot with --snapshot (as `plan` reads
+it), which answers alike. Each Deployment's pods are ordered with its own related pods.
+
+Or from a file: what `kubectl get pods -o json|yaml` prints: a List/PodList, a single
+Pod, an array of Pods, or several YAML documents. `-f -` reads stdin, as does a call
+with none of the flags above.
 
 Pods are grouped by their controller ownerReference (the one with `controller: true`);
 each group is one ReplicaSet and is ordered on its own, as the controller does.
@@ -37,8 +43,8 @@ listed on stderr.
 
 The colocation rank (rule 5) counts the active related pods on each pod's node.
 Upstream's related pods are all pods of the ReplicaSets that share the owner
-Deployment; give them with --related. Without it, all input pods are the related
-pods: with pods of several Deployments in the input, pass one Deployment's pods per
+Deployment; from a file, give them with --related. Without it, all input pods are the
+related pods: with pods of several Deployments in the input, pass one Deployment's pods per
 call (or --related) so ranks do not count other Deployments' pods.
 
 The rules, first that differs decides: 1 unassigned first, 2 Pending < Unknown <
