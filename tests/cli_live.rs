@@ -522,6 +522,37 @@ async fn explain_says_place_rules_and_cost_origin() {
         "{}",
         foreign.stdout
     );
+    // from a snapshot without --policy: the operator's mark is still read
+    let (snap, _) = save_snapshot(&fake, dir.path());
+    let saved = cli(
+        dir.path(),
+        &[
+            "explain",
+            "pod/web-new-a",
+            "-n",
+            "shop",
+            "--now",
+            NOW,
+            "--snapshot",
+            &snap,
+        ],
+    )
+    .await;
+    assert_eq!(saved.code, 0, "{}", saved.stderr);
+    assert!(
+        saved.stdout.contains(
+            "written by the operator for policy shop/web, which is not among the policies read"
+        ),
+        "{}",
+        saved.stdout
+    );
+    assert!(
+        saved
+            .stdout
+            .contains("none of the policies read plans this pod"),
+        "{}",
+        saved.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -616,6 +647,46 @@ async fn live_read_errors_name_what_is_wrong() {
     assert!(
         out.stderr
             .contains("no DeletionCostPolicy in namespace empty"),
+        "{}",
+        out.stderr
+    );
+
+    // from a snapshot, a name found elsewhere says where
+    let (snap, _) = save_snapshot(&fake, dir.path());
+    let out = cli(
+        dir.path(),
+        &[
+            "predict",
+            "deployment/api",
+            "-n",
+            "other",
+            "--snapshot",
+            &snap,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("deployment/api not found in namespace other (found in namespace shop)"),
+        "{}",
+        out.stderr
+    );
+    let out = cli(
+        dir.path(),
+        &[
+            "predict",
+            "pod/web-new-a",
+            "-n",
+            "shop",
+            "--snapshot",
+            &snap,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("explain pod/web-new-a"),
         "{}",
         out.stderr
     );

@@ -498,9 +498,16 @@ pub fn render_text(e: &Explanation) -> String {
         CostOrigin::Policy { policy } => format!("policy {policy}, from its signals"),
         CostOrigin::Foreign {
             written_for: Some(p),
-        } => format!(
-            "foreign: written by the operator for policy {p}, not the policy that selects it now"
-        ),
+        } => match &e.policy {
+            Some(v) => format!(
+                "foreign: written by the operator for policy {p}, not for {}, which plans it now",
+                v.policy
+            ),
+            None => format!(
+                "written by the operator for policy {}/{p}, which is not among the policies read",
+                e.namespace
+            ),
+        },
         CostOrigin::Foreign { written_for: None } => {
             "foreign: set by someone else (not by a policy)".to_string()
         }
@@ -510,7 +517,7 @@ pub fn render_text(e: &Explanation) -> String {
         None => {
             let _ = writeln!(
                 out,
-                "  policy:     none of the policies read selects this pod"
+                "  policy:     none of the policies read plans this pod"
             );
         }
         Some(v) => {
