@@ -712,6 +712,17 @@ async fn live_read_errors_name_what_is_wrong() {
         out.stderr
     );
     fake.clear_faults();
+    // nodes are cluster-scoped: a namespace's user may not list them
+    fake.inject(Fault::status(403).on(Verb::List, "nodes").always());
+    let out = cli(dir.path(), &["plan", "-n", "shop", "--kubeconfig", kc]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("may not list nodes: planned without nodes"),
+        "{}",
+        out.stderr
+    );
+    fake.clear_faults();
     fake.inject(
         Fault::status(404)
             .on(Verb::List, "deletioncostpolicies")

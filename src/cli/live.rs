@@ -142,7 +142,18 @@ async fn read_async(
     list::<Deployment>(&client, ns, &at, "deployments", &mut items).await?;
     if wants.nodes {
         let nodes: Api<Node> = Api::all(client.clone());
-        pages(&nodes, &at, "nodes", &mut items).await?;
+        let mut found = Vec::new();
+        match pages(&nodes, &at, "nodes", &mut found).await {
+            Ok(()) => items.append(&mut found),
+            // a namespace's user often may not list nodes (cluster-scoped):
+            // the plan goes on without them and says what that changes
+            Err(e) if e.message.starts_with("forbidden:") => super::stderr::warn(&format!(
+                "the kubeconfig's user (context {context}) may not list nodes: planned without \
+                 nodes, so billing classes and node signals read them as nodes missing from a \
+                 snapshot (no labels)"
+            )),
+            Err(e) => return Err(e),
+        }
     }
     let mut policies = Vec::new();
     if wants.policies {
