@@ -14,13 +14,12 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deletion_cost::cli::predict::{predict, render_table, Settings};
+use deletion_cost::cli::source::read_pods_slim;
 use deletion_cost::comparator::key::go_time;
 use deletion_cost::comparator::{
     assign_ranks, rank_pods, rank_slim, Comparator, FeatureGates, PodsOnNode, RankKey, SlimPod,
 };
-use deletion_cost::input::{
-    parse_objects, parse_pods, pods_from, pods_from_reader, read_pods_slim, InputLimits,
-};
+use deletion_cost::input::{parse_objects, parse_pods, pods_from, pods_from_reader, InputLimits};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 

@@ -3,7 +3,6 @@
 //! documents. Errors name the source, the item and the field.
 
 use std::io::Read;
-use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -13,7 +12,7 @@ use crate::pod::PodView;
 
 mod stream;
 
-pub use stream::{pods_from_reader, read_pods_slim};
+pub use stream::pods_from_reader;
 pub(crate) use stream::{stream_items, ItemSink, Streamed};
 
 /// Why an input could not be read.
@@ -344,54 +343,6 @@ pub fn show_size(bytes: u64) -> String {
         }
     }
     format!("{bytes} bytes")
-}
-
-/// Reads a file, or stdin for `-`, up to [`DEFAULT_MAX_INPUT_BYTES`].
-pub fn read_source(path: &str) -> Result<(String, String), InputError> {
-    read_source_limited(path, DEFAULT_MAX_INPUT_BYTES, Expect::Manifest)
-}
-
-/// Reads a file, or stdin for `-`, through [`read_bounded`].
-pub fn read_source_limited(
-    path: &str,
-    max_bytes: u64,
-    expect: Expect,
-) -> Result<(String, String), InputError> {
-    if path == "-" {
-        let name = "<stdin>";
-        let text = read_bounded(name, std::io::stdin().lock(), max_bytes, 0, expect)?;
-        return Ok((name.into(), text));
-    }
-    let (file, size) = open_within_limit(path, max_bytes)?;
-    let text = read_bounded(path, file, max_bytes, size, expect)?;
-    Ok((path.to_string(), text))
-}
-
-/// Opens a file for a bounded reader. A regular file's size is known, so
-/// one past `max_bytes` is refused before a byte is read; returns the file
-/// and that size (0 when unknown: a pipe, a device).
-pub(crate) fn open_within_limit(
-    path: &str,
-    max_bytes: u64,
-) -> Result<(std::fs::File, u64), InputError> {
-    let file = std::fs::File::open(Path::new(path)).map_err(|error| InputError::Io {
-        source_name: path.to_string(),
-        error,
-    })?;
-    let size = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .unwrap_or(0);
-    if size > max_bytes {
-        return Err(InputError::TooLarge {
-            source_name: path.to_string(),
-            limit: max_bytes,
-            size: Some(size),
-        });
-    }
-    Ok((file, size))
 }
 
 /// Reads text from `reader` as it arrives, and stops at the first sign that
@@ -1299,7 +1250,7 @@ fn checked_pods(
 }
 
 /// [`parse_pods`] for `predict`, which keeps of each pod only what the
-/// comparator reads ([`slim_pod`]): a List of 100,000 pods then takes a
+/// comparator reads ([`trim_pod`]): a List of 100,000 pods then takes a
 /// fraction of the memory. Each item is still decoded as a whole `Pod` (the
 /// same checks, the same errors) and slimmed at once, so only one whole pod
 /// is held at a time.
@@ -1317,7 +1268,7 @@ pub fn parse_pods_slim_versioned(
     source_name: &str,
     text: &str,
 ) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
-    checked_pods(source_name, text, typed_slim_pod_list(text), slim_pod)
+    checked_pods(source_name, text, typed_slim_pod_list(text), trim_pod)
 }
 
 /// What an input held, for "no ... found" errors: its kinds, or that it is
@@ -1347,7 +1298,7 @@ pub fn held_kinds(objects: &[RawObject]) -> String {
 /// init containers (name and restart policy), phase, conditions and the
 /// containers' restart counts. Labels, container specs, images, IPs and
 /// managedFields go.
-pub fn slim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
+pub fn trim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
     use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let m = pod.metadata;
@@ -1421,7 +1372,7 @@ impl<'de> serde::Deserialize<'de> for SlimPods {
             ) -> Result<SlimPods, A::Error> {
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
                 while let Some(pod) = seq.next_element::<k8s_openapi::api::core::v1::Pod>()? {
-                    out.push(slim_pod(pod));
+                    out.push(trim_pod(pod));
                 }
                 Ok(SlimPods(out))
             }
@@ -1647,7 +1598,7 @@ mod tests {
         ] {
             match (parse_pods_slim("f.json", text), parse_pods("f.json", text)) {
                 (Ok(a), Ok(b)) => {
-                    let b: Vec<_> = b.into_iter().map(slim_pod).collect();
+                    let b: Vec<_> = b.into_iter().map(trim_pod).collect();
                     assert_eq!(a, b, "{text}");
                 }
                 (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),

@@ -41,6 +41,7 @@ pub mod hook;
 pub mod input;
 pub mod metrics;
 pub mod operator;
+pub mod owner;
 pub mod plan;
 pub mod pod;
 pub mod policy;

@@ -178,3 +178,136 @@ fn bad_ca_file_and_kubeconfig_name_the_flag() {
     );
     assert!(!err.contains("'\""), "{err}");
 }
+
+/// A plain-HTTP server on loopback that answers every request with a web
+/// server's HTML error page, as `python3 -m http.server` answers a POST.
+fn html_server() -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        // two connections: the https attempt, then the http one
+        for stream in listener.incoming().take(2) {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let page = "<!DOCTYPE HTML>\n<html><body><h1>Error response</h1><p>Error code: 501</p></body></html>\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 501 Unsupported method ('POST')\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (port, handle)
+}
+
+/// Issue 30, item 9: an https:// URL on a plain-HTTP port fails at once with
+/// a hint (no retries for the whole --timeout), naming the URL once; a web
+/// server's 501 page is described, not printed.
+#[test]
+fn prescale_says_when_the_server_is_no_tls_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let token = token.to_string_lossy();
+    let (port, server) = html_server();
+    let args = |url: &str| {
+        vec![
+            "prescale".to_string(),
+            "-n".into(),
+            "shop".into(),
+            "--deployment".into(),
+            "web".into(),
+            "--replicas".into(),
+            "1".into(),
+            "--url".into(),
+            url.into(),
+            "--token-file".into(),
+            token.to_string(),
+            "--insecure-http".into(),
+        ]
+    };
+    let https = format!("https://127.0.0.1:{port}");
+    let a = args(&https);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not speak TLS"), "{err}");
+    assert!(!err.contains("trying again"), "retried: {err}");
+    assert_eq!(
+        err.matches(&format!("127.0.0.1:{port}")).count(),
+        1,
+        "{err}"
+    );
+
+    let http = format!("http://127.0.0.1:{port}");
+    let a = args(&http);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("501 Not Implemented"), "{err}");
+    assert!(
+        err.contains("HTML page, not the deletion-cost hook"),
+        "{err}"
+    );
+    assert!(!err.contains('<'), "markup printed: {err}");
+    server.join().unwrap();
+}
+
+/// Issue 30, item 9: SIGTERM before the caches synced is logged and ends the
+/// process at once, not at the end of the grace period.
+#[cfg(unix)]
+#[test]
+fn run_stops_at_once_when_sigterm_comes_before_the_caches_sync() {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    // nothing listens on the discard port: the caches never sync
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {server: \"http://127.0.0.1:9\"}\n\
+         users:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: dead, user: u}\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["run", "--no-leader-election", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0", "--shutdown-grace", "60"])
+        .env("RUST_LOG", "info")
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling our own child process by its pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let asked = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if asked.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("still running 60 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("shutdown asked: stopping"), "{err}");
+    assert!(
+        err.contains("stopping before the caches synced"),
+        "waited for the grace period instead: {err}"
+    );
+}

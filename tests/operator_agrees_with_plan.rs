@@ -294,3 +294,75 @@ async fn a_namespace_scoped_operator_says_its_node_counts_are_partial() {
         "{page}"
     );
 }
+
+/// Another namespace's pods landing on a node make it busier for
+/// `nodeConsolidation`: the operator re-plans on their events, as `plan`
+/// over the new snapshot does, without waiting for the policy's refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_namespaces_pods_moving_in_re_plan_consolidation() {
+    let path = "config/examples/consolidation.yaml";
+    let fake = FakeApi::start().await;
+    let mut cluster = objects();
+    for o in &cluster {
+        fake.apply_json(o.clone()).expect("an object");
+    }
+    let mut doc = policy(path);
+    // a refresh far away: only events can bring the new counts
+    doc["spec"]["refreshInterval"] = json!("1h");
+    fake.apply_json(doc).expect("the policy");
+    let mut cfg = config("moving-in", 1000.0, 1000);
+    cfg.namespace = None;
+    cfg.metrics_addr = free_addr();
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    eventually(
+        Duration::from_secs(30),
+        "the first round's writes",
+        || async { written(&fake).values().all(Option::is_some) },
+    )
+    .await;
+    // settled: no event of its own is left to trigger a round
+    let before = written(&fake);
+    let changed = wait_until(Duration::from_secs(3), || async {
+        written(&fake) != before
+    })
+    .await;
+    assert!(!changed, "costs still changing after the first round");
+
+    // eight batch pods move onto payg-b, which held only two shop pods
+    for i in 0..8 {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("late-{i}"), "namespace": "batch", "uid": format!("late-{i}"),
+                "labels": {"app": "batch"}},
+            "spec": {"nodeName": "payg-b", "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running"}
+        });
+        fake.apply_json(pod.clone()).expect("a batch pod");
+        cluster.push(pod);
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let snapshot = dir.path().join("cluster.json");
+    std::fs::write(
+        &snapshot,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": cluster}))
+            .expect("JSON"),
+    )
+    .expect("write the snapshot");
+    let want = planned(path, &snapshot, "http://127.0.0.1:9");
+    assert!(
+        want["web-7"] != before["web-7"],
+        "the new pods change what plan wants for payg-b's pods: {want:?} vs {before:?}"
+    );
+    let agreed = wait_until(Duration::from_secs(20), || async {
+        let now = written(&fake);
+        want.iter()
+            .all(|(pod, cost)| cost.is_none() || now[pod] == *cost)
+    })
+    .await;
+    let now = written(&fake);
+    op.stop().await;
+    assert!(
+        agreed,
+        "the operator did not re-plan on the other namespace's pods:\n  operator {now:?}\n  plan     {want:?}"
+    );
+}

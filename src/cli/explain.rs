@@ -11,11 +11,12 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::predict::{human_age, predict, GroupPrediction, PodPrediction, Settings};
+use super::source::read_source_limited;
 use super::{print_out, CliError};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::comparator::{Rule, SlimPod};
 use crate::engine::wins_over;
-use crate::input::{read_source_limited, Expect, InputLimits, RawObject};
+use crate::input::{Expect, InputLimits, RawObject};
 use crate::plan::workload::{select, Query, Target, TargetKind};
 use crate::plan::{self, PlanOptions, Snapshot};
 use crate::pod::PodRecord;

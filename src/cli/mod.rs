@@ -11,6 +11,7 @@ pub mod predict;
 pub mod prescale;
 pub mod run;
 pub mod samples_input;
+pub mod source;
 pub mod stderr;
 pub mod table;
 pub mod version;

@@ -7,13 +7,15 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
+use super::source::{open_within_limit, read_source_limited};
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
 use crate::engine::wins_over;
 use crate::input::{
-    capped_list, missing_uid_warning, open_within_limit, parse_objects, read_source_limited,
-    shortened, Expect, InputLimits, RawObject, ServerVersion, LISTED,
+    capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
+    ServerVersion, LISTED,
 };
+use crate::owner::controller_of_kind;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{
@@ -424,9 +426,8 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
             .iter()
             .filter(|rs| {
                 rs.metadata.name.as_deref() == Some(t.name.as_str())
-                    || rs.metadata.owner_references.iter().flatten().any(|o| {
-                        o.controller == Some(true) && o.kind == "Deployment" && o.name == t.name
-                    })
+                    || controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
+                        .is_some_and(|o| o.name == t.name)
             })
             .map(|rs| ns_of(&rs.metadata))
             .collect(),

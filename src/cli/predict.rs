@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use super::source::read_pods_slim;
 use super::{print_out, table, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
@@ -16,8 +17,8 @@ use crate::comparator::{
     Rule, SlimPod,
 };
 use crate::input::{
-    capped_list, merge_versions, read_pods_slim, shortened, InputError, InputLimits, ServerVersion,
-    EMPTY_LIST, LISTED,
+    capped_list, merge_versions, shortened, InputError, InputLimits, ServerVersion, EMPTY_LIST,
+    LISTED,
 };
 use crate::plan::workload::{parse_selector, select, Family, Query, Target, TargetKind};
 

@@ -187,13 +187,67 @@ pub fn error_message(status: u16, body: &[u8]) -> String {
             }
             m
         }
-        _ => format!(
-            "hook answered {status}: {}",
-            String::from_utf8_lossy(body)
-                .chars()
-                .take(500)
-                .collect::<String>()
-        ),
+        _ => {
+            let reason = reqwest::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .map(|r| format!(" {r}"))
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            if text.starts_with('<') {
+                // a web server's error page: its markup says nothing useful
+                format!(
+                    "{status}{reason} from a server that answered with an HTML page, not the deletion-cost hook (check --url)"
+                )
+            } else {
+                format!(
+                    "hook answered {status}{reason}: {}",
+                    text.chars().take(500).collect::<String>()
+                )
+            }
+        }
+    }
+}
+
+/// A hint when the TLS handshake failed in a way a retry cannot mend: the
+/// server does not speak TLS, or its certificate is not trusted.
+fn tls_problem(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if let Some(tls) = as_rustls(s) {
+            return Some(tls_hint(tls));
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// The rustls error `e` is or wraps: the HTTP stack passes it on inside
+/// `io::Error`s, one in another.
+fn as_rustls<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        return as_rustls(inner);
+    }
+    None
+}
+
+/// What to check for a TLS handshake error (pure).
+fn tls_hint(e: &rustls::Error) -> &'static str {
+    match e {
+        rustls::Error::InvalidMessage(_) => {
+            "the server does not speak TLS (is it a plain-HTTP port? the hook serves TLS on the deletion-cost-hook Service, port 8443)"
+        }
+        rustls::Error::InvalidCertificate(_) => {
+            "the server's certificate is not trusted for this name: pass the hook's CA with --ca-file (the operator publishes it in the deletion-cost-hook-ca ConfigMap)"
+        }
+        _ => "the TLS handshake failed: check --url and --ca-file",
     }
 }
 
@@ -298,8 +352,18 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
                 }
                 Err(e) => Err(e),
             };
+            // reqwest repeats the URL in its message; it is said once here
+            let outcome = outcome.map_err(reqwest::Error::without_url);
             let why = match &outcome {
                 Ok((503, bytes)) => error_message(503, bytes),
+                // the server will not start speaking TLS on a retry
+                Err(e) if tls_problem(e).is_some() => {
+                    let hint = tls_problem(e).unwrap_or_default();
+                    return Err(CliError::failure(format!(
+                        "POST {url}: {}; {hint}",
+                        crate::error_chain(e)
+                    )));
+                }
                 Err(e) if e.is_connect() => format!("POST {url}: {}", crate::error_chain(e)),
                 Ok(done) => return Ok::<_, CliError>(done.clone()),
                 Err(e) => {
@@ -436,8 +500,32 @@ mod tests {
         assert_eq!(m, "hook answered 503: not the leader (leader: op-1)");
         assert_eq!(
             error_message(502, b"bad gateway"),
-            "hook answered 502: bad gateway"
+            "hook answered 502 Bad Gateway: bad gateway"
         );
+        let page = error_message(
+            501,
+            b"<!DOCTYPE HTML>\n<html><body>Unsupported method</body></html>",
+        );
+        assert!(
+            page.starts_with("501 Not Implemented from a server"),
+            "{page}"
+        );
+        assert!(!page.contains('<'), "{page}");
+    }
+
+    #[test]
+    fn tls_handshake_errors_get_a_hint() {
+        use rustls::{CertificateError, InvalidMessage};
+        // as hyper-util hands it on: io::Error(Other, io::Error(InvalidData, rustls))
+        let not_tls = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidMessage(InvalidMessage::InvalidContentType),
+        ));
+        assert!(tls_problem(&not_tls).is_some_and(|h| h.contains("does not speak TLS")));
+        let untrusted = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        assert!(tls_problem(&untrusted).is_some_and(|h| h.contains("--ca-file")));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(tls_problem(&refused), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::cost::{parse_deletion_cost, ParsedCost};
 use super::key::{go_time, is_pod_ready, max_container_restarts, pod_ready_time, GoTime};
 use crate::annotations::POD_DELETION_COST;
+use crate::owner::controller_of;
 use crate::pod::PodView;
 
 /// A pod's controller ownerReference (`controller: true`): kind, name, UID.
@@ -135,18 +136,13 @@ impl SlimPod {
             node_name: pod.node_name().unwrap_or_default().into(),
             phase: pod.phase().map(phase_of),
             deleting: m.deletion_timestamp.is_some(),
-            owner: m
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-                .map(|o| {
-                    Arc::new(ControllerRef {
-                        kind: o.kind.as_str().into(),
-                        name: o.name.as_str().into(),
-                        uid: o.uid.as_str().into(),
-                    })
-                }),
+            owner: controller_of(m.owner_references.as_ref()).map(|o| {
+                Arc::new(ControllerRef {
+                    kind: o.kind.as_str().into(),
+                    name: o.name.as_str().into(),
+                    uid: o.uid.as_str().into(),
+                })
+            }),
             cost_annotation: cost_annotation.map(Into::into),
             cost: cost_of(cost_annotation),
             ready,

@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
 use caches::Caches;
 use leadership::Leadership;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
@@ -67,6 +69,11 @@ impl Churn {
 }
 
 /// The key of a validated policy.
+/// How many background rounds plan at once: the cores the process may use.
+fn planner_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn key_of(resolved: &NamedPolicy) -> PolicyKey {
     PolicyKey::new(&resolved.namespace, &resolved.name)
 }
@@ -159,6 +166,10 @@ pub struct Engine {
     signals: SignalSource,
     gates: FeatureGates,
     policies: Policies,
+    /// Background rounds planning at once: one per core. A round holds a
+    /// view of every cached pod while it plans; fifty policies planning at
+    /// once on two cores are no faster than two, and hold fifty views.
+    planners: Arc<Semaphore>,
 }
 
 impl Engine {
@@ -180,6 +191,7 @@ impl Engine {
             signals,
             gates,
             policies: Policies::default(),
+            planners: Arc::new(Semaphore::new(planner_slots())),
         }
     }
 
@@ -219,7 +231,14 @@ impl Engine {
         let key = key_of(resolved);
         let mut state = self.policies.lock(&key).await;
         let round = self
-            .plan_round(&mut state, policy, resolved, false, None)
+            .plan_round(
+                &mut state,
+                policy,
+                resolved,
+                false,
+                None,
+                Priority::Background,
+            )
             .await?;
         let (mut sent, mut held, mut rejected) = (0, None, 0);
         match self.submit_round(&mut state, &round, Priority::Background, None) {
@@ -305,6 +324,7 @@ impl Engine {
                 &managed.resolved,
                 stale,
                 Some(scale_down_by),
+                Priority::Urgent,
             )
             .await?;
         let mine = round.only(&managed.pods);
@@ -334,6 +354,7 @@ impl Engine {
                 &managed.resolved,
                 false,
                 Some(scale_down_by),
+                Priority::Urgent,
             )
             .await?;
         Ok(round.plan)

@@ -309,7 +309,8 @@ impl Engine {
     /// Plans a validated policy over the caches: refreshes signals when due
     /// (or now, with `force_refresh`), resolves overlaps with other
     /// policies, and plans on the blocking pool. Called under the policy's
-    /// lock (`state`).
+    /// lock (`state`). Background rounds wait for a planner slot; urgent
+    /// ones (a scale-in waiting on them) do not queue behind them.
     pub(super) async fn plan_round(
         &self,
         state: &mut PolicyState,
@@ -317,6 +318,7 @@ impl Engine {
         resolved: &NamedPolicy,
         force_refresh: bool,
         scale_down_by: Option<usize>,
+        priority: Priority,
     ) -> Result<PolicyRound, RoundError> {
         if force_refresh {
             state.last_fetch = None;
@@ -328,9 +330,14 @@ impl Engine {
         let opts = self.plan_options(scale_down_by);
         let (policy, resolved_owned) = (policy.clone(), resolved.clone());
         // moved into the planner and back: the lock keeps everyone else out
+        let slot = match priority {
+            Priority::Background => self.planners.clone().acquire_owned().await.ok(),
+            Priority::Urgent => None,
+        };
         let samples = std::mem::take(&mut state.samples);
         let previous = std::mem::take(&mut state.previous);
         let joined = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let snapshot = caches.snapshot(&resolved_owned.namespace);
             let planned = plan_over(
                 &snapshot,

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::owner::controller_of_kind;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
 use super::round::wins_over;
@@ -65,17 +65,6 @@ pub struct NotManaged {
     pub pods: usize,
 }
 
-/// The controller among `refs`, when it is of `kind`.
-pub fn controller_of_kind<'a>(
-    refs: Option<&'a Vec<OwnerReference>>,
-    kind: &str,
-) -> Option<&'a str> {
-    refs?
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == kind)
-        .map(|r| r.name.as_str())
-}
-
 /// Names of the ReplicaSets that make up a workload: the ReplicaSet itself,
 /// or those a Deployment controls.
 pub fn workload_replica_sets(
@@ -89,7 +78,7 @@ pub fn workload_replica_sets(
             .filter(|rs| rs.metadata.namespace.as_deref() == Some(workload.namespace.as_str()))
             .filter(|rs| {
                 controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-                    == Some(workload.name.as_str())
+                    .is_some_and(|d| d.name == workload.name)
             })
             .filter_map(|rs| rs.metadata.name.clone())
             .collect(),
@@ -106,7 +95,7 @@ pub fn active_pods_of(
         .filter(|p| p.meta().namespace.as_deref() == Some(namespace))
         .filter(|p| {
             controller_of_kind(p.meta().owner_references.as_ref(), "ReplicaSet")
-                .is_some_and(|rs| replica_sets.contains(rs))
+                .is_some_and(|rs| replica_sets.contains(&rs.name))
         })
         .filter(|p| is_pod_active(*p))
         .filter_map(|p| p.meta().name.clone())

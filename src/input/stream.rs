@@ -31,23 +31,8 @@ use crate::comparator::slim::{ControllerRef, SlimPod};
 
 mod fast;
 
-/// Reads pods from a file, or stdin for `-`, for `predict`: the source's
-/// name, the pods and the Kubernetes version the input carries, if any.
-pub fn read_pods_slim(
-    path: &str,
-    limits: InputLimits,
-) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), InputError> {
-    if path == "-" {
-        let name = "<stdin>";
-        let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), limits, 0)?;
-        return Ok((name.into(), pods, version));
-    }
-    let (file, size) = super::open_within_limit(path, limits.bytes)?;
-    let (pods, version) = pods_from_reader(path, file, limits, size)?;
-    Ok((path.to_string(), pods, version))
-}
-
-/// [`read_pods_slim`] on any reader; `size_hint` is a regular file's length.
+/// The pods of a `predict` input read from `reader` (a file or stdin, opened
+/// by the CLI); `size_hint` is a regular file's length.
 pub fn pods_from_reader(
     source_name: &str,
     reader: impl Read,

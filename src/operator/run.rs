@@ -73,6 +73,12 @@ pub async fn run_with_client(
 ) -> Result<(), OperatorError> {
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
+    let announce = shutdown.asked();
+    let grace_seconds = config.shutdown_grace.as_secs();
+    tokio::spawn(async move {
+        announce.await;
+        tracing::info!(grace_seconds, "shutdown asked: stopping");
+    });
     let term_patcher = TermPatcher::default();
     let metrics = Arc::new(Metrics::new(config.qps, {
         let p = term_patcher.clone();
@@ -295,8 +301,22 @@ pub async fn run_with_client(
         });
     // kube-runtime's graceful shutdown only stops new triggers and waits for
     // the caches first: bound it, so a replica that never synced still stops.
+    let unsynced = {
+        let (asked, health) = (shutdown.asked(), health.clone());
+        async move {
+            asked.await;
+            if health.is_ready() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     tokio::select! {
         _ = running => {}
+        // no round can have started: nothing to wait for
+        _ = unsynced => {
+            tracing::info!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "stopping before the caches synced: no round was running");
+        }
         _ = shutdown.deadline(reserve * 2) => {
             tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
                 "the controller did not stop within the grace period: abandoning it");
@@ -359,11 +379,15 @@ fn policies_for_pod(
 ) -> Vec<ObjectRef<DeletionCostPolicy>> {
     let ns = pod.namespace();
     let writer = pod.annotations().get(POLICY_ANNOTATION);
+    let on_a_node = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
     store
         .state()
         .into_iter()
-        .filter(|p| p.namespace() == ns)
         .filter(|p| {
+            if p.namespace() != ns {
+                // any namespace's pod changes how busy its node is
+                return on_a_node && counts_pods_per_node(p);
+            }
             writer == Some(&p.name_any())
                 || match &p.spec.selector {
                     Some(sel) => selects(&sel.to_selector(), pod.metadata.labels.as_ref()),
@@ -372,6 +396,16 @@ fn policies_for_pod(
         })
         .map(|p| ObjectRef::from_obj(&*p))
         .collect()
+}
+
+/// Whether a policy has a `nodeConsolidation` signal (it reads every
+/// namespace's pods).
+fn counts_pods_per_node(policy: &DeletionCostPolicy) -> bool {
+    policy
+        .spec
+        .signals
+        .iter()
+        .any(|s| s.node_consolidation.is_some())
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>

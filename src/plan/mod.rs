@@ -17,6 +17,7 @@ pub mod workload;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::owner::controller_of_kind;
 use crate::pod::PodRecord;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -240,12 +241,8 @@ pub struct Plan {
     pub savings: Option<savings::Savings>,
 }
 
-fn controller_of(refs: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
-    refs?.iter().find(|r| r.controller == Some(true))
-}
-
 fn pod_rs(pod: &PodRecord) -> Option<&OwnerReference> {
-    controller_of(pod.metadata.owner_references.as_ref()).filter(|r| r.kind == "ReplicaSet")
+    controller_of_kind(pod.metadata.owner_references.as_ref(), "ReplicaSet")
 }
 
 /// `spec.nodeName`, empty when unassigned.

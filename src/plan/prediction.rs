@@ -15,7 +15,9 @@ use kube::core::Selector;
 use rayon::prelude::*;
 
 use super::selection::{NsPod, Selection};
-use super::{check, controller_of, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
+use crate::owner::controller_of;
+
+use super::{check, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, RankKey};
 use crate::policy::selector::selects;
 use crate::policy::{LabelSelector, LabelSelectorRequirement};

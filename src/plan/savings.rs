@@ -19,9 +19,11 @@ use k8s_openapi::api::core::v1::Node;
 use crate::pod::PodRecord;
 
 use super::prices::{Money, PriceFrom, Prices};
+use crate::owner::controller_of;
+
 use super::{
-    controller_of, namespace_replica_sets, node_of, plan, NamedPolicy, Plan, PlanOptions,
-    PreviousValues, ReplicaSetPlan, Snapshot,
+    namespace_replica_sets, node_of, plan, NamedPolicy, Plan, PlanOptions, PreviousValues,
+    ReplicaSetPlan, Snapshot,
 };
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::comparator::is_pod_active;

@@ -15,7 +15,9 @@ use crate::pod::PodRecord;
 use kube::core::Selector;
 use rayon::prelude::*;
 
-use super::{controller_of, map_chunks, map_in_order, node_of, pod_rs, NamedPolicy, Split};
+use crate::owner::controller_of;
+
+use super::{map_chunks, map_in_order, node_of, pod_rs, NamedPolicy, Split};
 use crate::comparator::is_pod_active;
 use crate::policy::selector::selects;
 use crate::policy::validate::Target;

@@ -10,6 +10,7 @@ use std::str::FromStr;
 use kube::core::{Expression, Selector};
 
 use super::Snapshot;
+use crate::owner::{controller_of, controller_of_kind};
 use crate::pod::{PodRecord, PodView};
 use crate::policy::selector::selects;
 
@@ -222,12 +223,8 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
     let mut rs_owner: HashMap<(&str, &str), Option<&str>> = HashMap::new();
     for rs in &snapshot.replica_sets {
         let m = &rs.metadata;
-        let deployment = m
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true) && o.kind == "Deployment")
-            .map(|o| o.name.as_str());
+        let deployment =
+            controller_of_kind(m.owner_references.as_ref(), "Deployment").map(|o| o.name.as_str());
         rs_owner.insert(
             (
                 m.namespace.as_deref().unwrap_or_default(),
@@ -239,12 +236,7 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
     let family_of = |pod: &'a PodRecord| -> FamilyKey<'a> {
         let m = pod.meta();
         let ns = m.namespace.as_deref().unwrap_or_default();
-        match m
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-        {
+        match controller_of(m.owner_references.as_ref()) {
             None => FamilyKey::Unowned,
             Some(o) => match (o.kind.as_str(), rs_owner.get(&(ns, o.name.as_str()))) {
                 ("ReplicaSet", Some(Some(d))) => FamilyKey::Owned(ns, "Deployment", d),
@@ -264,12 +256,7 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
         {
             return false;
         }
-        let controller = || {
-            m.owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-        };
+        let controller = || controller_of(m.owner_references.as_ref());
         match query.target {
             None => true,
             Some(t) => match t.kind {

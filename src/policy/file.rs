@@ -1,7 +1,7 @@
 //! Reading `DeletionCostPolicy` objects from YAML or JSON files (`plan
 //! --policy`, tests), with errors that name the file, the object and the field.
 
-use crate::input::{parse_objects, read_source, InputError, RawObject};
+use crate::input::{parse_objects, InputError, RawObject};
 
 use super::validate::{validate, ValidatedPolicy, ValidationError, ValidationErrors};
 use super::DeletionCostPolicy;
@@ -184,12 +184,6 @@ pub fn parse_policies(source_name: &str, text: &str) -> Result<Vec<PolicyObject>
         });
     }
     Ok(policies)
-}
-
-/// Reads a file (`-` for stdin) and returns every `DeletionCostPolicy` in it.
-pub fn read_policies(path: &str) -> Result<Vec<PolicyObject>, PolicyFileError> {
-    let (source_name, text) = read_source(path)?;
-    parse_policies(&source_name, &text)
 }
 
 /// The only policy of a list, or an error naming all of them.

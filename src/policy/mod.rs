@@ -8,7 +8,7 @@ pub mod types;
 pub mod validate;
 
 pub use crd::crd_yaml;
-pub use file::{parse_policies, read_policies, PolicyFileError, PolicyObject};
+pub use file::{parse_policies, PolicyFileError, PolicyObject};
 pub use types::*;
 pub use validate::{
     parse_duration, validate, CostRanks, ValidatedPolicy, ValidatedSignal, ValidationError,

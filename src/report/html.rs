@@ -228,7 +228,7 @@ struct Place {
 }
 
 /// Everything the page says about one pod.
-struct PodView<'p> {
+struct PodRow<'p> {
     name: &'p str,
     /// `None`: in a ReplicaSet's order but not managed by the policy.
     plan: Option<&'p PodPlan>,
@@ -239,7 +239,7 @@ struct PodView<'p> {
     out_of_order: Vec<&'p Mismatch>,
 }
 
-impl<'p> PodView<'p> {
+impl<'p> PodRow<'p> {
     fn new(name: &'p str, plan: Option<&'p PodPlan>) -> Self {
         Self {
             name,
@@ -281,12 +281,12 @@ impl<'p> PodView<'p> {
 
 /// The pods of a section, managed ones first (in the plan's order), then
 /// the ones only the orders hold; and an index by name.
-fn pod_views<'p>(s: &Section<'p>) -> (Vec<PodView<'p>>, HashMap<&'p str, usize>) {
+fn pod_rows<'p>(s: &Section<'p>) -> (Vec<PodRow<'p>>, HashMap<&'p str, usize>) {
     let plan = s.plan;
-    let mut views: Vec<PodView<'p>> = plan
+    let mut views: Vec<PodRow<'p>> = plan
         .pods
         .iter()
-        .map(|p| PodView::new(&p.name, Some(p)))
+        .map(|p| PodRow::new(&p.name, Some(p)))
         .collect();
     let mut index: HashMap<&'p str, usize> =
         views.iter().enumerate().map(|(i, v)| (v.name, i)).collect();
@@ -294,7 +294,7 @@ fn pod_views<'p>(s: &Section<'p>) -> (Vec<PodView<'p>>, HashMap<&'p str, usize>)
         let of = rs.predicted.len();
         for (pos, name) in rs.predicted.iter().enumerate() {
             let i = *index.entry(&**name).or_insert_with(|| {
-                views.push(PodView::new(name, None));
+                views.push(PodRow::new(name, None));
                 views.len() - 1
             });
             let v = &mut views[i];
@@ -387,7 +387,7 @@ fn cost_now(p: &PodPlan) -> String {
 }
 
 /// The hover text of a pod: plain text, escaped by the caller.
-fn hover(s: &Section, v: &PodView) -> String {
+fn hover(s: &Section, v: &PodRow) -> String {
     let mut t = String::from(v.name);
     if let Some(p) = v.plan {
         let _ = write!(t, "\nnode {}", node_label(s, &p.node));
@@ -458,7 +458,7 @@ fn node_label(s: &Section, node: &str) -> String {
 }
 
 fn section(out: &mut Page, s: &Section) {
-    let (views, index) = pod_views(s);
+    let (views, index) = pod_rows(s);
     let plan = s.plan;
     let _ = write!(
         out,
@@ -661,7 +661,7 @@ fn legend(out: &mut Page, s: &Section) {
 type Groups<'v> =
     BTreeMap<Option<&'v str>, BTreeMap<Option<&'v str>, BTreeMap<&'v str, Vec<usize>>>>;
 
-fn node_map(out: &mut Page, s: &Section, views: &[PodView]) {
+fn node_map(out: &mut Page, s: &Section, views: &[PodRow]) {
     let mut groups: Groups = BTreeMap::new();
     let mut unscheduled = Vec::new();
     for (i, v) in views.iter().enumerate() {
@@ -735,7 +735,7 @@ fn node_map(out: &mut Page, s: &Section, views: &[PodView]) {
     out.push_str("</div>\n");
 }
 
-fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[PodView]) {
+fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[PodRow]) {
     let mut pods = pods.to_vec();
     // first to go on top
     pods.sort_by_key(|&i| (views[i].place.map_or(usize::MAX, |p| p.pos), views[i].name));
@@ -761,7 +761,7 @@ fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[P
 }
 
 /// One pod on its node: rank and name, cost, and its marks.
-fn pod_box(out: &mut Page, s: &Section, v: &PodView, x: u32, y: u32) {
+fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
     let fill = v.colour();
     let ink = text_on(fill);
     let mut classes = String::from("pod");
@@ -861,7 +861,7 @@ fn pod_box(out: &mut Page, s: &Section, v: &PodView, x: u32, y: u32) {
     out.push_str("</g>");
 }
 
-fn table(out: &mut Page, s: &Section, views: &[PodView], index: &HashMap<&str, usize>) {
+fn table(out: &mut Page, s: &Section, views: &[PodRow], index: &HashMap<&str, usize>) {
     let _ = write!(
         out,
         "<table class=\"pods\">\n<thead><tr><th>#</th><th>pod</th><th>node</th>"
@@ -901,7 +901,7 @@ fn table(out: &mut Page, s: &Section, views: &[PodView], index: &HashMap<&str, u
     out.push_str("</tbody>\n</table>\n");
 }
 
-fn row(out: &mut Page, s: &Section, v: &PodView) {
+fn row(out: &mut Page, s: &Section, v: &PodRow) {
     let fill = v.colour();
     let _ = write!(
         out,
@@ -983,13 +983,7 @@ fn row(out: &mut Page, s: &Section, v: &PodView) {
 
 /// One ReplicaSet's deletion order as a strip of boxes, with the cut of the
 /// scale-down.
-fn strip(
-    out: &mut Page,
-    s: &Section,
-    rs_i: usize,
-    views: &[PodView],
-    index: &HashMap<&str, usize>,
-) {
+fn strip(out: &mut Page, s: &Section, rs_i: usize, views: &[PodRow], index: &HashMap<&str, usize>) {
     let rs = &s.plan.replica_sets[rs_i];
     let all = rs.predicted.len();
     // a large ReplicaSet's strip shows its head; the table lists every pod
