@@ -374,6 +374,116 @@ mod tests {
         }
     }
 
+    fn snapshot() -> Snapshot {
+        let pod = |ns: &str, name: &str, rs: &str, app: &str| {
+            serde_json::json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}"),
+                    "labels": {"app": app},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": rs, "uid": format!("{ns}-{rs}"), "controller": true}]},
+                "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+        };
+        let rs = |ns: &str, name: &str, deployment: &str| {
+            serde_json::json!({"kind": "ReplicaSet", "apiVersion": "apps/v1",
+                "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}"),
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                        "name": deployment, "uid": format!("{ns}-{deployment}"), "controller": true}]}})
+        };
+        let items = vec![
+            // listed out of name order: the answer is sorted
+            pod("shop", "web-b-1", "web-b", "web"),
+            pod("shop", "web-a-1", "web-a", "web"),
+            pod("shop", "api-1", "api-x", "api"),
+            pod("other", "web-z-1", "web-z", "web"),
+            rs("shop", "web-a", "web"),
+            rs("shop", "web-b", "web"),
+            rs("shop", "api-x", "api"),
+            rs("other", "web-z", "web"),
+        ];
+        let text = serde_json::json!({"kind": "List", "apiVersion": "v1", "items": items});
+        let objects = crate::input::parse_objects("t", &text.to_string()).unwrap();
+        Snapshot::from_objects(objects).unwrap()
+    }
+
+    fn names(pods: &[&PodRecord]) -> Vec<String> {
+        pods.iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn a_deployment_names_the_pods_of_all_its_replica_sets_as_one_family() {
+        let snap = snapshot();
+        let web: Target = "deployment/web".parse().unwrap();
+        let query = Query {
+            namespace: Some("shop"),
+            target: Some(&web),
+            selector: None,
+        };
+        let families = select(&snap, &query).unwrap();
+        assert_eq!(families.len(), 1);
+        assert_eq!(names(&families[0].pods), ["web-a-1", "web-b-1"]);
+        assert_eq!(names(&families[0].related), ["web-a-1", "web-b-1"]);
+        // one ReplicaSet: its pods, ranked among the Deployment's
+        let rs: Target = "rs/web-b".parse().unwrap();
+        let families = select(
+            &snap,
+            &Query {
+                target: Some(&rs),
+                ..query
+            },
+        )
+        .unwrap();
+        assert_eq!(names(&families[0].pods), ["web-b-1"]);
+        assert_eq!(names(&families[0].related), ["web-a-1", "web-b-1"]);
+    }
+
+    #[test]
+    fn a_selector_across_namespaces_gives_a_family_per_deployment() {
+        let snap = snapshot();
+        let sel = parse_selector("app=web").unwrap();
+        let families = select(
+            &snap,
+            &Query {
+                namespace: None,
+                target: None,
+                selector: Some(&sel),
+            },
+        )
+        .unwrap();
+        let got: Vec<Vec<String>> = families.iter().map(|f| names(&f.pods)).collect();
+        assert_eq!(got, [vec!["web-z-1"], vec!["web-a-1", "web-b-1"]]);
+    }
+
+    #[test]
+    fn names_not_found_say_where_they_are() {
+        let snap = snapshot();
+        let t: Target = "pod/web-z-1".parse().unwrap();
+        let err = select(
+            &snap,
+            &Query {
+                namespace: Some("shop"),
+                target: Some(&t),
+                selector: None,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pod/web-z-1 not found in namespace shop (found in namespace other)"
+        );
+        let err = select(
+            &snap,
+            &Query {
+                namespace: None,
+                target: Some(&t),
+                selector: None,
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, WorkloadError::NameAcrossNamespaces { .. }));
+    }
+
     #[test]
     fn selectors_as_kubectl_takes_them() {
         let s = parse_selector("app=web,tier!=cache,env in (a, b),!canary,team").unwrap();
