@@ -335,6 +335,10 @@ async fn live_reads_answer_as_the_snapshot_of_the_same_objects() {
         (vec!["predict", "-l", "app=web", "-A", "-o", "json"], vec![]),
         (vec!["plan", "-n", "shop"], vec!["--policy", &policies]),
         (
+            vec!["plan", "-A", "-o", "json"],
+            vec!["--policy", &policies],
+        ),
+        (
             vec!["plan", "-n", "shop", "-o", "json", "--scale-down-by", "2"],
             vec!["--policy", &policies],
         ),
@@ -687,6 +691,29 @@ async fn live_read_errors_name_what_is_wrong() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("explain pod/web-new-a"),
+        "{}",
+        out.stderr
+    );
+
+    // with --snapshot, -n picks the policies planned
+    let (snap, policies) = save_snapshot(&fake, dir.path());
+    let out = cli(
+        dir.path(),
+        &[
+            "plan",
+            "-n",
+            "other",
+            "--snapshot",
+            &snap,
+            "--policy",
+            &policies,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("-n other: no DeletionCostPolicy of namespace other in"),
         "{}",
         out.stderr
     );
