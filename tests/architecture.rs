@@ -198,6 +198,36 @@ fn nothing_in_src_names_the_cli_or_the_fake_api_server() {
     );
 }
 
+/// The CLI's reads of the cluster are one thin shell: of `src/cli/`, only
+/// `live.rs` names kube's client side (`Api`, `Client`, `Config`, `config`,
+/// `api`...); the commands hand it flags and get back the snapshot a file
+/// would give, so their answers from a file and from the cluster agree.
+#[test]
+fn only_the_cli_s_live_module_talks_to_the_api_server() {
+    let mut violations = Vec::new();
+    for src in sources() {
+        if top(&src) != "cli" || src.file == "src/cli/live.rs" {
+            continue;
+        }
+        for path in &src.paths {
+            let seg: Vec<&str> = path.split("::").collect();
+            if seg[0] == "kube" && seg.len() > 1 && KUBE_IO.contains(&seg[1]) {
+                violations.push(format!("{}: {path}", src.file));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "only src/cli/live.rs reads the cluster for the CLI:\n{}",
+        violations.join("\n")
+    );
+    let live = sources()
+        .into_iter()
+        .find(|s| s.file == "src/cli/live.rs")
+        .expect("src/cli/live.rs scanned");
+    assert!(live.paths.iter().any(|p| p.starts_with("kube::")));
+}
+
 /// The scanner sees what it must: the known imports are found, so the rules
 /// above are not passing on an empty scan.
 #[test]

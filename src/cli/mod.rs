@@ -4,6 +4,8 @@
 pub mod cluster_flags;
 pub mod completion;
 pub mod crd;
+pub mod explain;
+pub mod live;
 pub mod plan;
 pub mod predict;
 pub mod prescale;
@@ -53,6 +55,9 @@ pub enum Command {
     Predict(predict::PredictArgs),
     /// Dry-run a policy over a cluster snapshot: costs, patches, predicted victims.
     Plan(plan::PlanArgs),
+    /// One pod: its place in its ReplicaSet's deletion order, the rule that
+    /// places it, its cost and where that came from.
+    Explain(explain::ExplainArgs),
     /// Print the DeletionCostPolicy CustomResourceDefinition as YAML.
     Crd(crd::CrdArgs),
     /// Run the operator: watch policies, pods, nodes; write costs; check the order.
@@ -159,6 +164,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Predict(args) => predict::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Explain(args) => explain::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Run(args) => run::run(args),
         Command::Prescale(args) => prescale::run(args),

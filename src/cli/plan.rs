@@ -111,13 +111,19 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
+    /// The cluster to read (without --snapshot: its pods, nodes,
+    /// ReplicaSets, Deployments and, without --policy, its policies) and
+    /// its namespaces; with --snapshot, -n plans only that namespace's
+    /// policies.
+    #[command(flatten)]
+    pub cluster: super::live::ClusterArgs,
 }
 
 /// Reads a snapshot file, stdin (`-`), or every manifest in a directory
 /// (sorted by name), streaming JSON as it arrives ([`SnapshotReader`]). A
 /// snapshot without pods, a Pod without a name, and a pod listed twice (same
 /// namespace and name, or same UID, across all its files) are bad input.
-fn load_snapshot(
+pub(crate) fn load_snapshot(
     path: &str,
     limits: InputLimits,
 ) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
@@ -161,7 +167,7 @@ fn read_file(reader: &mut SnapshotReader, path: &str, max_bytes: u64) -> Result<
 
 /// The snapshot read from `source`, once checked; a warning for pods
 /// without a UID.
-fn checked_snapshot(
+pub(crate) fn checked_snapshot(
     source: &str,
     reader: SnapshotReader,
 ) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
@@ -193,7 +199,7 @@ pub struct FilePolicy {
 /// the field. A policy given twice (same namespace and name) is kept once,
 /// as `kubectl apply -f` leaves it: the last one, with a warning naming the
 /// earlier.
-fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<FilePolicy>, CliError> {
+pub(crate) fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<FilePolicy>, CliError> {
     let found = policies_from(objects).map_err(CliError::bad_input)?;
     if found.is_empty() {
         return Err(CliError::bad_input(PolicyFileError::NoPolicy {
@@ -464,10 +470,67 @@ fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     super::stderr::set_quiet(args.quiet);
     let prices = load_prices(&args)?;
-    let bundled = args.policy.is_none() && args.snapshot.is_none();
+    let live = args.snapshot.is_none() && args.cluster.any();
+    let bundled = args.policy.is_none() && args.snapshot.is_none() && !live;
     // bad flags fail before any input is read
     args.gates.resolve()?;
-    let (policy_source, policy_objs, (snapshot, version)) = if bundled {
+    if let (Some(_), Some(flag)) = (&args.snapshot, args.cluster.connection()) {
+        return Err(CliError::bad_input(format!(
+            "--snapshot and {flag} go apart: read a saved snapshot, or the live cluster"
+        )));
+    }
+    let mut live_source = None;
+    let (policy_source, policy_objs, (snapshot, version)) = if live {
+        let readers = [
+            ("--policy", &args.policy),
+            ("--samples", &args.samples),
+            ("--prices", &args.prices),
+        ]
+        .into_iter()
+        .filter(|(_, path)| path.as_deref() == Some("-"))
+        .map(|(flag, _)| flag)
+        .collect::<Vec<_>>();
+        if readers.len() > 1 {
+            return Err(CliError::bad_input(format!(
+                "{} cannot all read stdin (-): give files for all but one",
+                readers.join(" and ")
+            )));
+        }
+        let read = super::live::read(
+            &args.cluster,
+            super::live::Wants {
+                nodes: true,
+                policies: args.policy.is_none(),
+            },
+            InputLimits {
+                bytes: args.max_input_bytes,
+                pods: args.max_pods,
+            },
+        )?;
+        let (name, objects) = match &args.policy {
+            Some(policy) => {
+                let (name, text) =
+                    read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
+                        .map_err(CliError::bad_input)?;
+                let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
+                (name, objects)
+            }
+            None if read.policies.is_empty() => {
+                let place = read.namespace.as_deref().map_or_else(
+                    || "any namespace".to_string(),
+                    |ns| format!("namespace {ns}"),
+                );
+                return Err(CliError::bad_input(format!(
+                    "no DeletionCostPolicy in {place} of {}: nothing to plan; give one with \
+                     --policy FILE to try it before applying it",
+                    read.source
+                )));
+            }
+            None => (read.source.clone(), read.policies),
+        };
+        live_source = Some(read.source);
+        (name, objects, (read.snapshot, read.version))
+    } else if bundled {
         (
             EXAMPLE_POLICY.0.to_string(),
             parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
@@ -482,7 +545,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     } else {
         let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
             return Err(CliError::bad_input(
-                "--policy and --snapshot go together (give neither to run the bundled example)",
+                "--policy and --snapshot go together (give neither to run the bundled example; \
+                 -n NAMESPACE or -A reads the live cluster instead of --snapshot)",
             ));
         };
         let stdin_readers: Vec<&str> = [
@@ -516,7 +580,15 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             )?,
         )
     };
-    let file_policies = policies(&policy_source, &policy_objs)?;
+    let mut file_policies = policies(&policy_source, &policy_objs)?;
+    if let (Some(ns), false) = (&args.cluster.namespace, live) {
+        file_policies.retain(|f| &f.named.namespace == ns);
+        if file_policies.is_empty() {
+            return Err(CliError::bad_input(format!(
+                "-n {ns}: no DeletionCostPolicy of namespace {ns} in {policy_source}"
+            )));
+        }
+    }
     // the pods each selects, where another policy of its namespace may share them
     let selected: Vec<Option<BTreeSet<String>>> = file_policies
         .iter()
@@ -534,10 +606,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             .as_nanosecond();
     let now_secs = (now / 1_000_000_000) as f64;
     let choice = args.gates.choose(version.as_ref())?;
-    let snapshot_name = match args.snapshot.as_deref() {
-        Some("-") => "<stdin>",
-        Some(path) => path,
-        None => EXAMPLE_CLUSTER.0,
+    let snapshot_name = match (args.snapshot.as_deref(), &live_source) {
+        (Some("-"), _) => "<stdin>",
+        (Some(path), _) => path,
+        (None, Some(source)) => source.as_str(),
+        (None, None) => EXAMPLE_CLUSTER.0,
     };
     // the bundled example is no cluster: its version is not worth a note
     if let Some(note) =
@@ -650,12 +723,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             let report = Report {
                 source: format!(
                     "deletion-cost plan: {} over {}",
-                    policy_source,
-                    if bundled {
-                        EXAMPLE_CLUSTER.0
-                    } else {
-                        args.snapshot.as_deref().unwrap_or_default()
-                    }
+                    policy_source, snapshot_name
                 ),
                 now: Some(now_text.clone()).filter(|t| !t.is_empty()),
                 sections: plans

@@ -20,13 +20,20 @@ use crate::input::{
     capped_list, merge_versions, shortened, InputError, InputLimits, ServerVersion, EMPTY_LIST,
     LISTED,
 };
+use crate::plan::workload::{parse_selector, select, Family, Query, Target, TargetKind};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\
 Print the order in which the ReplicaSet controller deletes pods on scale-in, and why.
 
-Input is what `kubectl get pods -o json|yaml` prints: a List/PodList, a single Pod,
-an array of Pods, or several YAML documents. `-f -` or no `-f` reads stdin.
+Pods come from the live cluster through the kubeconfig (read-only), kubectl style:
+`predict deployment/web -n shop`, `replicaset/NAME`, `-l SELECTOR`, `-n`, `-A`,
+`--kubeconfig`, `--context`; or from a saved snapshot with --snapshot (as `plan` reads
+it), which answers alike. Each Deployment's pods are ordered with its own related pods.
+
+Or from a file: what `kubectl get pods -o json|yaml` prints: a List/PodList, a single
+Pod, an array of Pods, or several YAML documents. `-f -` reads stdin, as does a call
+with none of the flags above.
 
 Pods are grouped by their controller ownerReference (the one with `controller: true`);
 each group is one ReplicaSet and is ordered on its own, as the controller does.
@@ -37,8 +44,8 @@ listed on stderr.
 
 The colocation rank (rule 5) counts the active related pods on each pod's node.
 Upstream's related pods are all pods of the ReplicaSets that share the owner
-Deployment; give them with --related. Without it, all input pods are the related
-pods: with pods of several Deployments in the input, pass one Deployment's pods per
+Deployment; from a file, give them with --related. Without it, all input pods are the
+related pods: with pods of several Deployments in the input, pass one Deployment's pods per
 call (or --related) so ranks do not count other Deployments' pods.
 
 The rules, first that differs decides: 1 unassigned first, 2 Pending < Unknown <
@@ -75,17 +82,32 @@ pub enum OutputFormat {
 /// Flags of `predict`.
 #[derive(Debug, clap::Args)]
 pub struct PredictArgs {
-    /// Pods to order (JSON or YAML); `-` reads stdin.
+    /// The pods of `deployment/NAME` or `replicaset/NAME` (read live, or
+    /// from --snapshot).
+    #[arg(value_name = "KIND/NAME")]
+    pub target: Option<String>,
+    /// Pods to order (JSON or YAML); `-` reads stdin (the default without
+    /// KIND/NAME, -l, -n, -A, --snapshot, --kubeconfig or --context).
     #[arg(
         short = 'f',
         long = "filename",
         value_name = "FILE",
-        default_value = "-"
+        conflicts_with_all = ["target", "selector", "snapshot", "namespace", "all_namespaces", "kubeconfig", "context"]
     )]
-    pub file: String,
+    pub file: Option<String>,
     /// Pods used for the colocation rank (default: the input pods); `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "selector", "snapshot", "namespace", "all_namespaces", "kubeconfig", "context"])]
     pub related: Option<String>,
+    /// Only pods with these labels (kubectl's `-l` syntax).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Read a saved cluster snapshot (file or directory, as `plan` reads
+    /// it) instead of the live cluster.
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub snapshot: Option<String>,
+    /// The cluster to read and its namespaces.
+    #[command(flatten)]
+    pub cluster: super::live::ClusterArgs,
     /// The controller's `now` for the log2 time buckets (default: current time).
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
@@ -662,7 +684,15 @@ fn missing_uid_warning(source_name: &str, pods: &[SlimPod]) -> Option<String> {
 pub fn run(args: PredictArgs) -> Result<(), CliError> {
     super::stderr::set_quiet(args.quiet);
     let mut settings = Settings::from_args(&args, Timestamp::now())?;
-    if args.file == "-" && args.related.as_deref() == Some("-") {
+    if args.snapshot.is_some()
+        || args.target.is_some()
+        || args.selector.is_some()
+        || args.cluster.any()
+    {
+        return run_selected(args, settings);
+    }
+    let file = args.file.as_deref().unwrap_or("-");
+    if file == "-" && args.related.as_deref() == Some("-") {
         return Err(CliError::bad_input(
             "-f and --related cannot both read stdin (-)",
         ));
@@ -671,7 +701,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         bytes: args.max_input_bytes,
         pods: args.max_pods,
     };
-    let (source, pods, version) = load_pods(&args.file, limits)?;
+    let (source, pods, version) = load_pods(file, limits)?;
     let mut empty_related = None;
     let (related, related_version) = match args.related.as_deref() {
         Some(path) => match read_pods_slim(path, limits) {
@@ -713,6 +743,175 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         super::stderr::warn(&w);
     }
     for n in notes(&prediction, related.is_some()) {
+        super::stderr::note(&n);
+    }
+    print_out(&text)
+}
+
+/// Where `predict KIND/NAME`, `-l`, `-n` or `-A` read: a snapshot, or the
+/// live cluster.
+pub(crate) struct Selected {
+    /// The input's name in notes.
+    pub source: String,
+    /// The namespace asked for; `None`: all.
+    pub namespace: Option<String>,
+    /// What was read.
+    pub snapshot: crate::plan::Snapshot,
+    /// The version it carries.
+    pub version: Option<ServerVersion>,
+    /// The cluster's policies, when asked for (a live read only).
+    pub policies: Vec<crate::input::RawObject>,
+}
+
+/// Reads `--snapshot`, else the live cluster; the namespace follows `-n`,
+/// `-A`, else (a snapshot) every namespace, or `default` for a KIND/NAME,
+/// else (live) the kubeconfig context's.
+pub(crate) fn read_selected(
+    snapshot: Option<&str>,
+    cluster: &super::live::ClusterArgs,
+    named: bool,
+    limits: InputLimits,
+    wants: super::live::Wants,
+) -> Result<Selected, CliError> {
+    match snapshot {
+        Some(path) => {
+            let (snapshot, version) = super::plan::load_snapshot(path, limits)?;
+            let namespace = match (&cluster.namespace, cluster.all_namespaces, named) {
+                (Some(ns), _, _) => Some(ns.clone()),
+                (None, false, true) => Some("default".to_string()),
+                _ => None,
+            };
+            Ok(Selected {
+                source: if path == "-" {
+                    "<stdin>".into()
+                } else {
+                    path.to_string()
+                },
+                namespace,
+                snapshot,
+                version,
+                policies: Vec::new(),
+            })
+        }
+        None => {
+            let read = super::live::read(cluster, wants, limits)?;
+            Ok(Selected {
+                source: read.source,
+                namespace: read.namespace,
+                snapshot: read.snapshot,
+                version: read.version,
+                policies: read.policies,
+            })
+        }
+    }
+}
+
+/// Orders each family's pods on its own, its related pods feeding the
+/// colocation rank, and joins the answers in the order of `--help`. Pure.
+pub fn predict_families(settings: &Settings, families: &[Family]) -> Prediction {
+    let mut all: Option<Prediction> = None;
+    for f in families {
+        let pods: Vec<SlimPod> = f.pods.iter().map(|p| SlimPod::from_pod(*p)).collect();
+        let related: Vec<SlimPod> = f.related.iter().map(|p| SlimPod::from_pod(*p)).collect();
+        let p = predict(settings, &pods, Some(&related));
+        match &mut all {
+            None => all = Some(p),
+            Some(a) => {
+                a.replica_sets.extend(p.replica_sets);
+                a.inactive.extend(p.inactive);
+            }
+        }
+    }
+    let mut all = all.unwrap_or_else(|| predict(settings, &[], Some(&[][..])));
+    // the same key order as one call's groups: owned by (kind, name, uid), then unowned
+    all.replica_sets
+        .sort_by(|a, b| (a.owner.is_none(), &a.owner).cmp(&(b.owner.is_none(), &b.owner)));
+    all.inactive
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    all
+}
+
+/// `predict KIND/NAME`, `-l`, `-n`, `-A`: the pods named, from a snapshot
+/// or the live cluster, each family ordered with its own related pods.
+fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliError> {
+    let target = args
+        .target
+        .as_deref()
+        .map(str::parse::<Target>)
+        .transpose()
+        .map_err(CliError::bad_input)?;
+    if let Some(t) = target.as_ref().filter(|t| t.kind == TargetKind::Pod) {
+        return Err(CliError::bad_input(format!(
+            "{t}: predict orders the pods of a deployment/NAME or replicaset/NAME; for one pod's \
+             place use `deletion-cost explain {t}`"
+        )));
+    }
+    let selector = args
+        .selector
+        .as_deref()
+        .map(parse_selector)
+        .transpose()
+        .map_err(CliError::bad_input)?;
+    let limits = InputLimits {
+        bytes: args.max_input_bytes,
+        pods: args.max_pods,
+    };
+    let read = read_selected(
+        args.snapshot.as_deref(),
+        &args.cluster,
+        target.is_some(),
+        limits,
+        super::live::Wants::default(),
+    )?;
+    let families = select(
+        &read.snapshot,
+        &Query {
+            namespace: read.namespace.as_deref(),
+            target: target.as_ref(),
+            selector: selector.as_ref(),
+        },
+    )
+    .map_err(CliError::bad_input)?;
+    let choice = args.gates.choose(read.version.as_ref())?;
+    settings.gates = choice.gates;
+    settings.kubernetes_version = choice.version;
+    let prediction = predict_families(&settings, &families);
+    let text = match args.output {
+        OutputFormat::Names => render_names(&prediction),
+        OutputFormat::Json => render_json(&prediction)?,
+        OutputFormat::Table => render_table(&prediction),
+    };
+    let pods: Vec<SlimPod> = families
+        .iter()
+        .flat_map(|f| &f.pods)
+        .map(|p| SlimPod::from_pod(*p))
+        .collect();
+    if let Some(w) = missing_uid_warning(&read.source, &pods) {
+        super::stderr::warn(&w);
+    }
+    if let Some(note) = super::cluster_flags::default_gates_note(&choice, &read.source) {
+        super::stderr::note(&note);
+    }
+    if pods.is_empty() {
+        let what = match (&target, &read.namespace) {
+            (Some(t), Some(ns)) => format!("{t} in namespace {ns}"),
+            (_, Some(ns)) => format!("namespace {ns}"),
+            (_, None) => "any namespace".to_string(),
+        };
+        let labels = args
+            .selector
+            .as_deref()
+            .map(|s| format!(" with labels {s}"))
+            .unwrap_or_default();
+        super::stderr::note(&format!(
+            "no pods in {what}{labels} ({}): nothing to order",
+            read.source
+        ));
+    }
+    if let Some(w) = invalid_cost_warning(&prediction) {
+        super::stderr::warn(&w);
+    }
+    for n in notes(&prediction, true) {
         super::stderr::note(&n);
     }
     print_out(&text)

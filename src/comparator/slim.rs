@@ -6,12 +6,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::cost::{parse_deletion_cost, ParsedCost};
 use super::key::{go_time, is_pod_ready, max_container_restarts, pod_ready_time, GoTime};
 use crate::annotations::POD_DELETION_COST;
 use crate::owner::controller_of;
+use crate::pod::PodView;
 
 /// A pod's controller ownerReference (`controller: true`): kind, name, UID.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,10 +114,12 @@ pub fn cost_of(annotation: Option<&str>) -> ParsedCost {
 }
 
 impl SlimPod {
-    /// Reads the fields from a whole pod (the same functions the comparator's
-    /// keys use on a `Pod`).
-    pub fn from_pod(pod: &Pod) -> Self {
-        let m = &pod.metadata;
+    /// Reads the fields from a whole pod or a snapshot's [`PodRecord`]
+    /// (the same functions the comparator's keys use on either).
+    ///
+    /// [`PodRecord`]: crate::pod::PodRecord
+    pub fn from_pod(pod: &(impl PodView + ?Sized)) -> Self {
+        let m = pod.meta();
         let text = |s: &Option<String>| s.as_deref().unwrap_or_default().into();
         let ready = is_pod_ready(pod);
         let ready_time = pod_ready_time(pod, ready);
@@ -132,17 +133,8 @@ impl SlimPod {
             namespace: text(&m.namespace),
             name: text(&m.name),
             uid: m.uid.as_deref().unwrap_or_default().into(),
-            node_name: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .unwrap_or_default()
-                .into(),
-            phase: pod
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .map(phase_of),
+            node_name: pod.node_name().unwrap_or_default().into(),
+            phase: pod.phase().map(phase_of),
             deleting: m.deletion_timestamp.is_some(),
             owner: controller_of(m.owner_references.as_ref()).map(|o| {
                 Arc::new(ControllerRef {

@@ -12,6 +12,7 @@ pub mod resolve;
 pub mod savings;
 mod selection;
 pub mod snapshot;
+pub mod workload;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -68,6 +68,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("n_scale_series_four_scalers_webhook_off_then_on", |e| {
         scale_series::n_scale_series(e).boxed()
     }),
+    ("o_live_reads_equal_a_saved_snapshot", |e| {
+        o_live_reads(e).boxed()
+    }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),
@@ -2086,4 +2089,153 @@ async fn n_scale_webhook(env: &'static Env) {
     })
     .await;
     finished("n");
+}
+
+/// `predict deployment/web -n NS`, `plan -n NS` and `explain pod/NAME -n NS`
+/// read the real API server through KUBECONFIG (read-only) and answer, byte
+/// for byte, as the same commands over a saved snapshot of the same objects
+/// (`kubectl get pods,nodes,rs,deploy -o json`, `kubectl version -o json`,
+/// the policies); also as a kubectl plugin, when kubectl is on PATH.
+async fn o_live_reads(env: &'static Env) {
+    env.scenario("o", |ns| async move {
+        let started = Instant::now();
+        nodes(env, &ns, 2, 1).await;
+        spread_deployment(env, &ns, "web", 6).await;
+        // no operator runs: the plan has patches to show
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        // one foreign cost, so explain sees each origin
+        let all = pods(env, &ns, "web").await;
+        let foreign = all
+            .first()
+            .map(ResourceExt::name_any)
+            .unwrap_or_else(|| panic!("no pods of {ns}/web"));
+        Api::<Pod>::namespaced(env.client.clone(), &ns)
+            .patch(
+                &foreign,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {POD_DELETION_COST: "5"}}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("annotating {foreign}: {e}"));
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let snap = dir.path().join("snapshot");
+        std::fs::create_dir_all(&snap).unwrap_or_else(|e| panic!("{e}"));
+        snapshot(env, &ns, &snap).await;
+        let version = env
+            .client
+            .apiserver_version()
+            .await
+            .unwrap_or_else(|e| panic!("/version: {e}"));
+        std::fs::write(
+            snap.join("version.json"),
+            serde_json::to_vec(&json!({"serverVersion": version})).unwrap_or_default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let policies: Vec<Value> = Api::<DeletionCostPolicy>::namespaced(env.client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect();
+        let policy_file = dir.path().join("policies.json");
+        std::fs::write(
+            &policy_file,
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": policies}))
+                .unwrap_or_default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (snap, policy_file) = (
+            snap.to_string_lossy().into_owned(),
+            policy_file.to_string_lossy().into_owned(),
+        );
+        let now = "2030-01-01T00:00:00Z";
+        let ns_ = ns.as_str();
+        let explain_foreign = format!("pod/{foreign}");
+        let last = all.last().map(ResourceExt::name_any).unwrap_or_default();
+        let explain_last = format!("pod/{last}");
+        let with_policy = vec!["--policy", policy_file.as_str()];
+        let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+            (
+                vec![
+                    "predict",
+                    "deployment/web",
+                    "-n",
+                    ns_,
+                    "-o",
+                    "table",
+                    "--scale-down-by",
+                    "2",
+                ],
+                vec![],
+            ),
+            (
+                vec!["plan", "-n", ns_, "-o", "json", "--scale-down-by", "2"],
+                with_policy.clone(),
+            ),
+            (
+                vec!["explain", &explain_foreign, "-n", ns_],
+                with_policy.clone(),
+            ),
+            (
+                vec!["explain", "-o", "json", &explain_last, "-n", ns_],
+                with_policy,
+            ),
+        ];
+        for (args, saved_extra) in &cases {
+            let mut live = args.clone();
+            live.extend(["--now", now]);
+            let mut saved = live.clone();
+            saved.extend(["--snapshot", &snap]);
+            saved.extend(saved_extra.iter().copied());
+            let from_cluster = run_cli(&live);
+            let from_file = run_cli(&saved);
+            assert!(!from_cluster.is_empty(), "{live:?} printed nothing");
+            assert_eq!(
+                from_cluster, from_file,
+                "{live:?} on the cluster and {saved:?} over its snapshot differ"
+            );
+        }
+        // as a kubectl plugin: a file named kubectl-deletion_cost on PATH
+        let plugin_dir = dir.path().join("bin");
+        std::fs::create_dir_all(&plugin_dir).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_deletion-cost"),
+            plugin_dir.join("kubectl-deletion_cost"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let path = format!(
+            "{}:{}",
+            plugin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        match Command::new("kubectl")
+            .args([
+                "deletion-cost",
+                "predict",
+                "deployment/web",
+                "-n",
+                &ns,
+                "--now",
+                now,
+            ])
+            .env("PATH", &path)
+            .output()
+        {
+            Ok(out) => {
+                assert!(
+                    out.status.success(),
+                    "kubectl deletion-cost predict: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let direct = run_cli(&["predict", "deployment/web", "-n", &ns, "--now", now]);
+                assert_eq!(String::from_utf8_lossy(&out.stdout), direct);
+            }
+            Err(e) => eprintln!("o: kubectl not runnable ({e}): the plugin form is not checked"),
+        }
+        eprintln!("o: live reads checked in {:?}", started.elapsed());
+    })
+    .await;
+    finished("o");
 }

@@ -1,0 +1,565 @@
+//! `deletion-cost explain pod/NAME`: one pod's place in its ReplicaSet's
+//! deletion order (position k of n), the comparator rule that puts it after
+//! the pod before it and before the pod after it, and its cost with where
+//! that cost came from (a policy's signals, a foreign value, none). Reads
+//! the live cluster or a snapshot, as `predict` does; the policies are the
+//! cluster's (or `--policy FILE`).
+
+use std::fmt::Write as _;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::predict::{human_age, predict, GroupPrediction, PodPrediction, Settings};
+use super::source::read_source_limited;
+use super::{print_out, CliError};
+use crate::annotations::POLICY_ANNOTATION;
+use crate::comparator::{Rule, SlimPod};
+use crate::engine::wins_over;
+use crate::input::{Expect, InputLimits, RawObject};
+use crate::plan::workload::{select, Query, Target, TargetKind};
+use crate::plan::{self, PlanOptions, Snapshot};
+use crate::pod::PodRecord;
+use crate::signals::SignalSamples;
+
+/// Output format of `explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    /// Readable lines.
+    Text,
+    /// The explanation as JSON.
+    Json,
+}
+
+/// Flags of `explain`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "Reads the live cluster through the kubeconfig (read-only), or a \
+saved snapshot with --snapshot (what `kubectl get pods,nodes,replicasets,deployments -o yaml` \
+prints). The order is the one the ReplicaSet controller uses now, with the costs the pods \
+carry; the pod's related pods (rule 5) are those of every ReplicaSet of its Deployment.\n\n\
+The cost's origin comes from the policy that selects the pod (the cluster's policies, or \
+--policy FILE; with --snapshot, only --policy): its signals, what it would write, or that it \
+leaves a foreign value alone."
+)]
+pub struct ExplainArgs {
+    /// The pod: `pod/NAME` (or NAME).
+    #[arg(value_name = "pod/NAME")]
+    pub pod: String,
+    /// Read a saved cluster snapshot (file or directory) instead of the
+    /// live cluster.
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub snapshot: Option<String>,
+    /// Policy file to judge the cost by (default: the cluster's policies;
+    /// none with --snapshot).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<String>,
+    /// Utilisation samples for the policy's utilization signals (as `plan`).
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<String>,
+    /// The controller's `now` for the log2 time buckets (RFC 3339; default: now).
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// The cluster's feature gates.
+    #[command(flatten)]
+    pub gates: super::cluster_flags::GateFlags,
+    /// The cluster to read and the pod's namespace.
+    #[command(flatten)]
+    pub cluster: super::live::ClusterArgs,
+    /// Stop with exit 2 on an input larger than this: bytes, or with a unit.
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    pub max_input_bytes: u64,
+    /// Stop with exit 2 on an input holding more pods than this.
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    pub max_pods: u64,
+    /// Print no notes on stderr (warnings and errors still go out).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub output: ExplainFormat,
+}
+
+/// A neighbour in the order and the rule between it and the pod.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Neighbour {
+    /// Its name.
+    pub name: String,
+    /// Its 1-based position.
+    pub position: usize,
+    /// The first rule that differs between the two (`tie`: none).
+    pub rule: Rule,
+    /// `rule` in words.
+    pub rule_description: &'static str,
+}
+
+/// Where the pod's cost came from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum CostOrigin {
+    /// No annotation: upstream reads 0.
+    None,
+    /// Written for this policy, from its signals.
+    Policy {
+        /// namespace/name.
+        policy: String,
+    },
+    /// Set by someone else (a person, a tool, another policy).
+    Foreign {
+        /// The policy it was written for, when the operator wrote it.
+        written_for: Option<String>,
+    },
+}
+
+/// One signal of the policy, as it reads for this pod.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalReading {
+    /// Signal kind.
+    pub signal: &'static str,
+    /// What it read (class, utilisation, pods on node).
+    pub detail: String,
+    /// The value it feeds to the combination.
+    pub value: Option<i64>,
+}
+
+/// What the policy that selects the pod does with it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyView {
+    /// namespace/name.
+    pub policy: String,
+    /// Its signals for this pod.
+    pub signals: Vec<SignalReading>,
+    /// The cost it wants (`None`: it keeps the current one).
+    pub wanted: Option<i32>,
+    /// `unchanged`, `set 20`, `keep (not ours)`...
+    pub action: String,
+}
+
+/// Everything `explain` says about one pod.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `Kind/name` of its controller, if any.
+    pub owner: Option<String>,
+    /// Why it is in no order (inactive, no controller).
+    pub not_ordered: Option<String>,
+    /// Its place: 1 is deleted first.
+    pub position: Option<usize>,
+    /// Active pods in its ReplicaSet's order.
+    pub of: Option<usize>,
+    /// The pod just before it, deleted earlier.
+    pub after: Option<Neighbour>,
+    /// The pod just after it, deleted later.
+    pub before: Option<Neighbour>,
+    /// The prediction's row for the pod (cost, rank, readiness...).
+    pub pod: Option<PodPrediction>,
+    /// The cost upstream reads.
+    pub cost: i32,
+    /// The annotation as written.
+    pub cost_annotation: Option<String>,
+    /// Where it came from.
+    pub cost_origin: CostOrigin,
+    /// The policy that selects the pod, if one of those read does.
+    pub policy: Option<PolicyView>,
+    /// The `now` used.
+    pub now: String,
+    /// The Kubernetes version whose gate defaults apply.
+    pub kubernetes_version: Option<String>,
+}
+
+/// Runs `explain`.
+pub fn run(args: ExplainArgs) -> Result<(), CliError> {
+    super::stderr::set_quiet(args.quiet);
+    let target = parse_pod(&args.pod)?;
+    let now = super::cluster_flags::parse_now(args.now.as_deref(), Timestamp::now())?;
+    args.gates.resolve()?;
+    let limits = InputLimits {
+        bytes: args.max_input_bytes,
+        pods: args.max_pods,
+    };
+    let read = super::predict::read_selected(
+        args.snapshot.as_deref(),
+        &args.cluster,
+        true,
+        limits,
+        super::live::Wants {
+            nodes: true,
+            policies: args.snapshot.is_none() && args.policy.is_none(),
+        },
+    )?;
+    let namespace = read.namespace.clone().unwrap_or_default();
+    let families = select(
+        &read.snapshot,
+        &Query {
+            namespace: read.namespace.as_deref(),
+            target: Some(&target),
+            selector: None,
+        },
+    )
+    .map_err(CliError::bad_input)?;
+    let Some(family) = families.first() else {
+        return Err(CliError::bad_input(format!(
+            "{target} not found in namespace {namespace} ({})",
+            read.source
+        )));
+    };
+    let Some(&pod) = family.pods.first() else {
+        return Err(CliError::bad_input(format!("{target}: no such pod")));
+    };
+    let choice = args.gates.choose(read.version.as_ref())?;
+    let settings = Settings {
+        now,
+        gates: choice.gates,
+        kubernetes_version: choice.version,
+        scale_down_by: None,
+    };
+    if let Some(note) = super::cluster_flags::default_gates_note(&choice, &read.source) {
+        super::stderr::note(&note);
+    }
+    let (policy_source, policy_objects) = match &args.policy {
+        Some(path) => {
+            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Manifest)
+                .map_err(CliError::bad_input)?;
+            let objects = crate::input::parse_objects(&name, &text).map_err(CliError::bad_input)?;
+            (name, objects)
+        }
+        None => (read.source.clone(), read.policies.clone()),
+    };
+    let view = policy_view(
+        &args,
+        &policy_source,
+        &policy_objects,
+        &read.snapshot,
+        pod,
+        &settings,
+    )?;
+    let explanation = explain(&settings, pod, &family.related, view);
+    let text = match args.output {
+        ExplainFormat::Text => render_text(&explanation),
+        ExplainFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&explanation)
+                .map_err(|e| CliError::failure(format!("encoding JSON: {e}")))?;
+            s.push('\n');
+            s
+        }
+    };
+    print_out(&text)
+}
+
+/// `pod/NAME`, or a bare NAME.
+fn parse_pod(given: &str) -> Result<Target, CliError> {
+    let target = if given.contains('/') {
+        given.parse::<Target>().map_err(CliError::bad_input)?
+    } else {
+        Target {
+            kind: TargetKind::Pod,
+            name: given.to_string(),
+        }
+    };
+    if target.kind != TargetKind::Pod || target.name.is_empty() {
+        return Err(CliError::bad_input(format!(
+            "{given:?}: explain takes one pod, pod/NAME (for a workload's order: \
+             `deletion-cost predict {given}`)"
+        )));
+    }
+    Ok(target)
+}
+
+/// The plan of the policy that selects `pod` (the winner, as the operator
+/// decides, when several do), for this pod.
+fn policy_view(
+    args: &ExplainArgs,
+    source: &str,
+    objects: &[RawObject],
+    snapshot: &Snapshot,
+    pod: &PodRecord,
+    settings: &Settings,
+) -> Result<Option<PolicyView>, CliError> {
+    if objects.is_empty() {
+        return Ok(None);
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let all = super::plan::policies(source, objects)?;
+    let selecting: Vec<&super::plan::FilePolicy> = all
+        .iter()
+        .filter(|f| {
+            f.named.namespace == ns && plan::selected_pods(&f.named, snapshot).contains(name)
+        })
+        .collect();
+    let Some(winner) = selecting.iter().copied().reduce(|a, b| {
+        if wins_over(&b.object, &a.object) {
+            b
+        } else {
+            a
+        }
+    }) else {
+        return Ok(None);
+    };
+    let policy = &winner.named;
+    let now = settings.now.as_nanosecond();
+    let samples = match &args.samples {
+        Some(path) => {
+            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
+                .map_err(CliError::bad_input)?;
+            super::samples_input::load(&name, &text, policy, Some((now / 1_000_000_000) as f64))?
+        }
+        None => SignalSamples::default(),
+    };
+    let opts = PlanOptions {
+        gates: settings.gates,
+        now: Some(now),
+        scale_down_by: None,
+        assume_patches_applied: false,
+        chunks: Default::default(),
+    };
+    let p = plan::plan(policy, snapshot, &samples, &Default::default(), &opts);
+    Ok(p.pods
+        .iter()
+        .find(|pp| &*pp.name == name)
+        .map(|pp| PolicyView {
+            policy: policy.key(),
+            signals: pp
+                .signals
+                .iter()
+                .map(|s| SignalReading {
+                    signal: s.signal,
+                    detail: s.detail.to_string(),
+                    value: s.value,
+                })
+                .collect(),
+            wanted: pp.desired,
+            action: pp.action.to_string(),
+        }))
+}
+
+/// The explanation of `pod`, ordered among the pods of its controller in
+/// `related` (its family: every ReplicaSet of its Deployment). Pure.
+pub fn explain(
+    settings: &Settings,
+    pod: &PodRecord,
+    related: &[&PodRecord],
+    policy: Option<PolicyView>,
+) -> Explanation {
+    let me = SlimPod::from_pod(pod);
+    let related_slim: Vec<SlimPod> = related.iter().map(|p| SlimPod::from_pod(*p)).collect();
+    let owner = me.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name));
+    let written_for = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POLICY_ANNOTATION))
+        .cloned();
+    let cost_origin = match (&me.cost_annotation, &policy) {
+        (None, _) => CostOrigin::None,
+        (Some(_), Some(view)) if written_for.as_deref() == view.policy.split('/').nth(1) => {
+            CostOrigin::Policy {
+                policy: view.policy.clone(),
+            }
+        }
+        (Some(_), _) => CostOrigin::Foreign { written_for },
+    };
+    let mut out = Explanation {
+        namespace: me.namespace.to_string(),
+        name: me.name.to_string(),
+        owner,
+        not_ordered: None,
+        position: None,
+        of: None,
+        after: None,
+        before: None,
+        pod: None,
+        cost: me.cost.value,
+        cost_annotation: me.cost_annotation.as_deref().map(str::to_string),
+        cost_origin,
+        policy,
+        now: settings.now.to_string(),
+        kubernetes_version: settings.kubernetes_version.map(|v| v.to_string()),
+    };
+    if let Some(reason) = me.inactive_reason() {
+        out.not_ordered = Some(format!(
+            "inactive ({reason}): the ReplicaSet controller leaves it out of its order"
+        ));
+        return out;
+    }
+    let Some(owner) = me.owner.clone() else {
+        out.not_ordered =
+            Some("no controller ownerReference: no ReplicaSet deletes it on scale-in".to_string());
+        return out;
+    };
+    let siblings: Vec<SlimPod> = related_slim
+        .iter()
+        .filter(|p| p.owner.as_deref() == Some(&*owner))
+        .cloned()
+        .collect();
+    let prediction = predict(settings, &siblings, Some(&related_slim));
+    let Some((group, i)) = prediction
+        .replica_sets
+        .iter()
+        .find_map(|g: &GroupPrediction| {
+            g.pods
+                .iter()
+                .position(|p| p.name == out.name)
+                .map(|i| (g, i))
+        })
+    else {
+        return out;
+    };
+    let neighbour = |j: usize, rule: Option<Rule>| {
+        let p = &group.pods[j];
+        let rule = rule.unwrap_or(Rule::Tie);
+        Neighbour {
+            name: p.name.clone(),
+            position: p.position,
+            rule,
+            rule_description: rule.describe(),
+        }
+    };
+    out.position = Some(i + 1);
+    out.of = Some(group.pods.len());
+    out.after = i
+        .checked_sub(1)
+        .map(|j| neighbour(j, group.pods[j].decided_by));
+    out.before = (i + 1 < group.pods.len()).then(|| neighbour(i + 1, group.pods[i].decided_by));
+    out.pod = Some(group.pods[i].clone());
+    out
+}
+
+/// The readable view.
+pub fn render_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "pod/{} in namespace {}", e.name, e.namespace);
+    let _ = writeln!(
+        out,
+        "  controller: {}",
+        e.owner.as_deref().unwrap_or("<none>")
+    );
+    match (&e.not_ordered, e.position, e.of) {
+        (Some(why), _, _) => {
+            let _ = writeln!(out, "  order:      none: {why}");
+        }
+        (None, Some(k), Some(n)) => {
+            let _ = writeln!(
+                out,
+                "  order:      {k} of {n} in its ReplicaSet's deletion order (1 is deleted first on scale-in)"
+            );
+        }
+        _ => {}
+    }
+    if let Some(a) = &e.after {
+        let _ = writeln!(
+            out,
+            "  after:      #{} {}: {}",
+            a.position, a.name, a.rule_description
+        );
+    }
+    if let Some(b) = &e.before {
+        let _ = writeln!(
+            out,
+            "  before:     #{} {}: {}",
+            b.position, b.name, b.rule_description
+        );
+    }
+    if let Some(p) = &e.pod {
+        let _ = writeln!(
+            out,
+            "  node:       {} ({} related pod(s) on it)",
+            if p.node.is_empty() { "<none>" } else { &p.node },
+            p.rank
+        );
+        let _ = writeln!(
+            out,
+            "  state:      {}, Ready={}{}, restarts {}",
+            p.phase.as_deref().unwrap_or("<none>"),
+            if p.ready { "True" } else { "False" },
+            p.ready_age_seconds
+                .map(|s| format!(" for {}", human_age(s)))
+                .unwrap_or_default(),
+            p.restarts
+        );
+    }
+    let raw = match (
+        &e.cost_annotation,
+        e.pod.as_ref().and_then(|p| p.cost_problem),
+    ) {
+        (None, _) => " (no pod-deletion-cost annotation: read as 0)".to_string(),
+        (Some(raw), Some(problem)) => format!(" (annotation {raw:?}: {problem}, read as 0)"),
+        (Some(_), None) => String::new(),
+    };
+    let _ = writeln!(out, "  cost:       {}{raw}", e.cost);
+    let origin = match &e.cost_origin {
+        CostOrigin::None => "none".to_string(),
+        CostOrigin::Policy { policy } => format!("policy {policy}, from its signals"),
+        CostOrigin::Foreign {
+            written_for: Some(p),
+        } => match &e.policy {
+            Some(v) => format!(
+                "foreign: written by the operator for policy {p}, not for {}, which plans it now",
+                v.policy
+            ),
+            None => format!(
+                "written by the operator for policy {}/{p}, which is not among the policies read",
+                e.namespace
+            ),
+        },
+        CostOrigin::Foreign { written_for: None } => {
+            "foreign: set by someone else (not by a policy)".to_string()
+        }
+    };
+    let _ = writeln!(out, "  from:       {origin}");
+    match &e.policy {
+        None => {
+            let _ = writeln!(
+                out,
+                "  policy:     none of the policies read plans this pod"
+            );
+        }
+        Some(v) => {
+            let signals: Vec<String> = v
+                .signals
+                .iter()
+                .map(|s| match s.value {
+                    Some(x) => format!("{} {} [{x}]", s.signal, s.detail),
+                    None => format!("{} {} [-]", s.signal, s.detail),
+                })
+                .collect();
+            let _ = writeln!(out, "  policy:     {}", v.policy);
+            let _ = writeln!(out, "  signals:    {}", signals.join("; "));
+            let wanted = v.wanted.map_or_else(
+                || "keeps the current cost".to_string(),
+                |w| format!("wants {w}"),
+            );
+            let _ = writeln!(out, "  plan:       {wanted}: {}", v.action);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nnow {}{}",
+        e.now,
+        e.kubernetes_version
+            .as_ref()
+            .map(|v| format!(" (Kubernetes {v} defaults)"))
+            .unwrap_or_default()
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explain_takes_one_pod() {
+        assert_eq!(parse_pod("web-1").unwrap().name, "web-1");
+        assert_eq!(parse_pod("pod/web-1").unwrap().name, "web-1");
+        assert!(parse_pod("deployment/web").is_err());
+        assert!(parse_pod("pod/").is_err());
+    }
+}
