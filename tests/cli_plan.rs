@@ -1746,3 +1746,40 @@ fn a_huge_sample_prints_short() {
     assert!(out.contains("-1.000e308 [0]"), "{out}");
     assert!(out.lines().all(|l| l.len() < 200), "{out}");
 }
+
+/// Issue 30, item 8: the table names at most ten pods of an ambiguous
+/// order, then how many more (`-o json` keeps them all).
+#[test]
+fn an_ambiguous_order_names_ten_pods_then_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = cluster();
+    let (_, template) = first_pod(&v);
+    let items = v["items"].as_array_mut().unwrap();
+    items.retain(|o| o["kind"] != "Pod");
+    for i in 0..15 {
+        let mut p = template.clone();
+        p["metadata"]["name"] = serde_json::json!(format!("twin-{i:02}"));
+        // pending pods created in two seconds of one log2 bucket: equal
+        // times tie, unequal ones fall back to the UID, so upstream's
+        // comparator is not a strict weak order on them
+        p["metadata"]["uid"] = serde_json::json!(format!("{:02}-uid", (i * 7) % 15));
+        p["metadata"]["creationTimestamp"] =
+            serde_json::json!(format!("2026-11-20T10:00:0{}Z", i % 2));
+        p["spec"].as_object_mut().unwrap().remove("nodeName");
+        p["status"] = serde_json::json!({"phase": "Pending"});
+        if let Some(a) = p["metadata"]["annotations"].as_object_mut() {
+            a.clear();
+        }
+        items.push(p);
+    }
+    let snapshot = write(&dir, "twins.json", &v);
+    let o = plan_over(&snapshot);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = out
+        .lines()
+        .find(|l| l.contains("order as intended: ambiguous among"))
+        .unwrap_or_else(|| panic!("no ambiguous order:\n{out}"));
+    assert!(line.contains(" and 5 more"), "{line}");
+    assert_eq!(line.matches("twin-").count(), 10, "{line}");
+}

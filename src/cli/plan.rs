@@ -954,7 +954,7 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
                 let _ = writeln!(
                     out,
                     "  order as intended: ambiguous among {} (upstream's order depends on informer order)",
-                    rs.ambiguous.join(", ")
+                    capped_list(&rs.ambiguous, LISTED)
                 );
             }
             Verdict::NotAsIntended => {
