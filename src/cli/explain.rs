@@ -178,7 +178,10 @@ pub struct Explanation {
 pub fn run(args: ExplainArgs) -> Result<(), CliError> {
     super::stderr::set_quiet(args.quiet);
     let target = parse_pod(&args.pod)?;
-    let now = super::cluster_flags::parse_now(args.now.as_deref(), Timestamp::now())?;
+    // whole seconds: the clock's nanoseconds only clutter what is printed
+    let clock =
+        Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
+    let now = super::cluster_flags::parse_now(args.now.as_deref(), clock)?;
     args.gates.resolve()?;
     let limits = InputLimits {
         bytes: args.max_input_bytes,
