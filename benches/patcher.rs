@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deletion_cost::apply::{
+use deletion_cost::writes::{
     PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, Priority, Rate, WriteError,
 };
 use serde_json::Value;

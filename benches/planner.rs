@@ -23,7 +23,7 @@ fn policy(combine: &str, pods: usize) -> NamedPolicy {
         Ok(s) => s,
         Err(e) => panic!("bench policy does not parse: {e}"),
     };
-    match NamedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec) {
+    match NamedPolicy::validate(cluster::POLICY, cluster::NAMESPACE, &spec) {
         Ok(p) => p,
         Err(e) => panic!("bench policy is invalid: {e}"),
     }

@@ -33,7 +33,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 pub mod annotations;
-pub mod apply;
 pub mod cli;
 pub mod comparator;
 pub mod engine;
@@ -48,3 +47,4 @@ pub mod policy;
 pub mod prometheus;
 pub mod report;
 pub mod signals;
+pub mod writes;

@@ -10,9 +10,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::apply::stats::{ERROR_REASONS, WAIT_BUCKETS};
-use crate::apply::StatsSnapshot;
 use crate::comparator::GateChoice;
+use crate::writes::stats::{ERROR_REASONS, WAIT_BUCKETS};
+use crate::writes::StatsSnapshot;
 
 /// Label `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -7,8 +7,8 @@
 //!   `report`, `input`, `pod`, `owner`) names nothing from the shell and no I/O
 //!   or runtime crate (the Prometheus client's `response` types, plain data,
 //!   excepted);
-//! - `apply` names only the core;
-//! - `metrics` and `prometheus` name only the core and `apply`;
+//! - `writes` names only the core;
+//! - `metrics` and `prometheus` name only the core and `writes`;
 //! - `engine` names those; `hook` names them and the engine, never the
 //!   operator;
 //! - `operator` names the engine and the hook, and only its `run` (which
@@ -113,13 +113,13 @@ fn each_shell_layer_names_only_the_layers_below_it() {
         // what each layer may name inside the crate, besides the core and
         // the crate root's items (USER_AGENT, MANAGER, error_chain)
         let allowed: &[&str] = match top {
-            "apply" => &[],
-            "metrics" | "prometheus" => &["apply"],
-            "engine" => &["apply", "metrics", "prometheus"],
-            "hook" => &["apply", "metrics", "prometheus", "engine"],
-            "operator" => &["apply", "metrics", "prometheus", "engine", "hook"],
+            "writes" => &[],
+            "metrics" | "prometheus" => &["writes"],
+            "engine" => &["writes", "metrics", "prometheus"],
+            "hook" => &["writes", "metrics", "prometheus", "engine"],
+            "operator" => &["writes", "metrics", "prometheus", "engine", "hook"],
             "cli" | "main.rs" => &[
-                "apply",
+                "writes",
                 "metrics",
                 "prometheus",
                 "engine",
@@ -143,7 +143,7 @@ fn each_shell_layer_names_only_the_layers_below_it() {
     }
     assert!(
         violations.is_empty(),
-        "layer rules (apply -> core; metrics, prometheus -> apply; engine -> those; \
+        "layer rules (writes -> core; metrics, prometheus -> writes; engine -> those; \
          hook -> engine; operator -> engine, hook; cli -> all) broken:\n{}",
         violations.join("\n")
     );

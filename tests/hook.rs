@@ -1249,7 +1249,9 @@ async fn the_scale_in_webhook_gets_the_self_issued_ca() {
                      webhook("someone-else.example.com", "other")]
     }))
     .unwrap();
-    let op = Operator::start(&fake, tls_config()).serving(&fake).await;
+    let mut cfg = tls_config();
+    cfg.hook.webhook_ca = true;
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
     let ca = published_ca(&fake).await;
     // typed: caBundle is base64 on the wire
     let bundle = |i: usize| {

@@ -257,3 +257,59 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     assert_eq!(v["response"]["allowed"], false, "{v}");
     op.stop().await;
 }
+
+/// The policy's `ScaleInsFresh` condition says which scalers get fresh
+/// costs: `Unknown` before any scale-in, `True` once the webhook made one
+/// fresh (the Deployment controller's follow-up call is not a second one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_says_the_webhook_covers_every_scaler() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        settle_delay: Duration::from_millis(50),
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let status = |fake: &FakeApi| {
+        support::operator::condition(fake, "web", "ScaleInsFresh").map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+    };
+    eventually(Duration::from_secs(20), "ScaleInsFresh Unknown", || {
+        std::future::ready(status(&fake).is_some_and(|(s, _)| s == "Unknown"))
+    })
+    .await;
+
+    let http = http_client();
+    let mut follow_up = review("u-2", "web-rs", 4, 3, false);
+    follow_up["request"]["resource"] =
+        json!({"group": "apps", "version": "v1", "resource": "replicasets"});
+    follow_up["request"]["userInfo"] =
+        json!({"username": "system:serviceaccount:kube-system:deployment-controller"});
+    for body in [review("u-1", "web", 4, 3, false), follow_up] {
+        let resp = http
+            .post(format!("http://{hook}/v1/admit-scale-in"))
+            .json(&body)
+            .send()
+            .await
+            .expect("the webhook answers");
+        assert_eq!(resp.status(), 200);
+    }
+    // the webhook's writes are pod events: the next reconcile writes the status
+    eventually(Duration::from_secs(20), "ScaleInsFresh True", || {
+        std::future::ready(status(&fake).is_some_and(|(s, _)| s == "True"))
+    })
+    .await;
+    let (_, message) = status(&fake).unwrap_or_default();
+    assert!(message.contains("for 1 scale-in(s)"), "{message}");
+    assert!(message.contains("by the scale-in webhook"), "{message}");
+    op.stop().await;
+}

@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
             namespaces.push("shop");
         }
         for ns in namespaces {
-            let resolved = NamedPolicy::resolve(p.name(), ns, &p.policy.spec)
+            let resolved = NamedPolicy::validate(p.name(), ns, &p.policy.spec)
                 .expect("a spec that validates also resolves");
             let _ = resolved.spec.combined_range();
             let samples = samples(&resolved);

@@ -751,7 +751,7 @@ pub fn invalid_cost_warning(p: &Plan) -> Option<String> {
             let raw = pod.current_raw.as_deref()?;
             let problem = parse_deletion_cost(raw).problem?;
             let whose = match pod.action {
-                crate::plan::Action::Patch(_) => "this plan rewrites it",
+                crate::plan::CostAction::Patch(_) => "this plan rewrites it",
                 _ => "left as it is",
             };
             Some(format!(

@@ -99,6 +99,11 @@ pub struct RunArgs {
     /// under the webhook's timeoutSeconds (10).
     #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
     pub scale_webhook_budget: f64,
+    /// With the self-issued hook certificate, keep the caBundle of the
+    /// scale-in webhook (`deletion-cost-scale-in.<namespace>`) equal to the
+    /// hook's CA; the scale-webhook component sets it and grants the access.
+    #[arg(long)]
+    pub scale_webhook_ca: bool,
 }
 
 /// Runs the operator until SIGTERM.
@@ -146,6 +151,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         max_concurrent: args.hook_max_concurrent,
         token_audiences: args.hook_token_audience,
         webhook_budget: Duration::from_secs_f64(args.scale_webhook_budget),
+        webhook_ca: args.scale_webhook_ca,
         tls: match (args.hook_tls_cert, args.hook_tls_key) {
             (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
             _ if args.hook_insecure_http => HookTls::PlainHttp,

@@ -17,10 +17,10 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use crate::apply::{
+use crate::metrics::Metrics;
+use crate::writes::{
     Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate, StatsSnapshot, WriteGate,
 };
-use crate::metrics::Metrics;
 
 /// Label the leader puts on its own pod: the hook's Service selects it, so
 /// hook calls through the Service always reach the leader.

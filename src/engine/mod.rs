@@ -18,6 +18,7 @@
 pub mod caches;
 pub mod leadership;
 mod round;
+pub mod scale_ins;
 mod state;
 pub mod workload;
 
@@ -31,16 +32,17 @@ use tokio::sync::Semaphore;
 use caches::Caches;
 use leadership::Leadership;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
+pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
 pub use workload::{Managed, NotManaged, WorkloadRef};
 
 use crate::annotations::POD_DELETION_COST;
-use crate::apply::{PatchRequest, PolicyKey, Priority, SubmitError};
 use crate::comparator::FeatureGates;
 use crate::metrics::Metrics;
 use crate::plan::{self, NamedPolicy, PlanOptions, Snapshot};
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
+use crate::writes::{PatchRequest, PolicyKey, Priority, SubmitError};
 
 /// Where rounds read utilisation.
 #[derive(Debug, Clone)]
@@ -112,6 +114,8 @@ pub struct Reconciled {
     /// The policy's values that failed for good and were not followed by
     /// one that landed (sent again by the next round).
     pub failing: Option<WriteFailures>,
+    /// Scale-ins of its workloads made fresh, and by whom.
+    pub scale_ins: ScaleIns,
 }
 
 /// What a workload's round sent ahead of background work.
@@ -174,6 +178,7 @@ pub struct Engine {
     /// view of every cached pod while it plans; fifty policies planning at
     /// once on two cores are no faster than two, and hold fifty views.
     planners: Arc<Semaphore>,
+    scale_ins: scale_ins::ScaleInLog,
 }
 
 impl Engine {
@@ -196,6 +201,7 @@ impl Engine {
             gates,
             policies: Policies::default(),
             planners: Arc::new(Semaphore::new(planner_slots())),
+            scale_ins: Default::default(),
         }
     }
 
@@ -275,7 +281,15 @@ impl Engine {
             rejected,
             pending,
             failing,
+            scale_ins: self.scale_ins.of(&key),
         })
+    }
+
+    /// Notes that a scale-in of `managed`'s workload got fresh costs from
+    /// `by` (the policy's status says which scalers are covered).
+    pub fn note_scale_in(&self, managed: &Managed, by: FreshBy) {
+        self.scale_ins
+            .note(&key_of(&managed.resolved), by, managed.workload.to_string());
     }
 
     /// The policy became invalid: it has no order to report.
@@ -289,6 +303,7 @@ impl Engine {
         if let Some(mut state) = self.policies.remove(key).await {
             self.remove_series(key, &mut state);
         }
+        self.scale_ins.forget(key);
     }
 
     /// Which policy manages `workload`, and its ReplicaSets and active pods

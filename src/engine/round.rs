@@ -16,13 +16,13 @@ use super::caches::Caches;
 use super::state::PolicyState;
 use super::{key_of, Engine};
 use crate::annotations::POLICY_ANNOTATION;
-use crate::apply::{PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState};
 use crate::metrics::PolicyReason;
 use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
 use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
+use crate::writes::{PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState};
 
 /// Why a round did not produce a plan.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +71,7 @@ pub enum Submission {
     /// Handed to the patcher.
     Sent {
         /// The outcomes to wait for (the hook does).
-        batch: crate::apply::Batch,
+        batch: crate::writes::Batch,
         /// Values not sent again because they landed a moment ago and the
         /// cache has not shown them yet.
         landed: Vec<PatchRequest>,
@@ -246,7 +246,7 @@ pub(super) fn overlaps(
         {
             continue;
         }
-        let Ok(o) = NamedPolicy::resolve(&other.name_any(), ns, &other.spec) else {
+        let Ok(o) = NamedPolicy::validate(&other.name_any(), ns, &other.spec) else {
             continue;
         };
         let shared: Vec<String> = plan::selected_pods(&o, snapshot)

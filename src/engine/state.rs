@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OwnedMutexGuard;
 
 use super::round::SignalProblem;
-use crate::apply::PolicyKey;
 use crate::plan::PreviousValues;
 use crate::signals::SignalSamples;
+use crate::writes::PolicyKey;
 
 /// One policy's memory across rounds.
 #[derive(Debug, Default)]

@@ -118,7 +118,7 @@ pub(super) fn managing(
         .filter(|p| p.namespace().as_deref() == Some(ns))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| {
-            let resolved = NamedPolicy::resolve(&p.name_any(), ns, &p.spec).ok()?;
+            let resolved = NamedPolicy::validate(&p.name_any(), ns, &p.spec).ok()?;
             let targets = match &resolved.spec.target {
                 Target::Workload(t) => t.name == workload.name && t.kind == workload.kind,
                 Target::Selector(_) => false,

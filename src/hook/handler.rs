@@ -25,8 +25,8 @@ use super::auth;
 use super::compare::compare_victims;
 use super::error::HookError;
 use super::HookConfig;
-use crate::apply::WriteOutcome;
-use crate::engine::{Engine, Managed, ManagingError, Submission};
+use crate::engine::{Engine, FreshBy, Managed, ManagingError, Submission};
+use crate::writes::WriteOutcome;
 
 /// How often the pod cache is polled while waiting for patches or deletions.
 const POLL: Duration = Duration::from_millis(20);
@@ -350,6 +350,9 @@ async fn prescale(
         let took = started.elapsed().as_secs_f64();
         engine.metrics().hook_patch_observed.observe(took);
         patches.observed_after_seconds = Some(took);
+    }
+    if patches.held.is_none() && patches.failed.is_empty() {
+        engine.note_scale_in(&managed, FreshBy::Hook);
     }
 
     // the order check on the pods as the cache now shows them

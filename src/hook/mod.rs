@@ -99,6 +99,9 @@ pub struct HookConfig {
     /// Time the scale-in webhook spends making costs fresh before it allows
     /// anyway (under the webhook's `timeoutSeconds`).
     pub webhook_budget: Duration,
+    /// Keep the scale-in webhook's caBundle equal to the self-issued CA
+    /// (`--scale-webhook-ca`).
+    pub webhook_ca: bool,
 }
 
 impl Default for HookConfig {
@@ -113,6 +116,7 @@ impl Default for HookConfig {
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(300),
             webhook_budget: Duration::from_secs(8),
+            webhook_ca: false,
         }
     }
 }

@@ -151,6 +151,10 @@ pub async fn serve(
         }
     }
     let read_timeout = config.read_timeout;
+    let webhook_ca = config.webhook_ca;
+    if webhook_ca && self_issued.is_none() {
+        tracing::warn!("--scale-webhook-ca keeps the caBundle only with the self-issued hook certificate; with --hook-tls-cert, whoever issues it fills the caBundle (cert-manager's CA injector)");
+    }
     let app = router(Arc::new(HookState::new(engine, client, config)));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Ok(tokio::spawn(async move {
@@ -161,13 +165,15 @@ pub async fn serve(
                 return;
             };
             tls = Some(issued.acceptor.clone());
-            tokio::spawn(super::webhook_ca::keep_current(
-                client.clone(),
-                service.clone(),
-                namespace.clone(),
-                issued.ca_cert().to_string(),
-                shutdown.clone(),
-            ));
+            if webhook_ca {
+                tokio::spawn(super::webhook_ca::keep_current(
+                    client.clone(),
+                    service.clone(),
+                    namespace.clone(),
+                    issued.ca_cert().to_string(),
+                    shutdown.clone(),
+                ));
+            }
             tokio::spawn(issued.renew(shutdown.clone()));
         }
         tracing::info!(%addr, tls = tls.is_some(), "serving the pre-scale-down hook (POST /v1/prescale)");

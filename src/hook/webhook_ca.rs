@@ -75,9 +75,10 @@ async fn check(
     Ok(Checked::Updated)
 }
 
-/// Checks the webhook configuration every [`CHECK_EVERY`] until `shutdown`.
-/// A missing permission is said once (the component grants it; an install
-/// without the webhook needs none).
+/// Checks the webhook configuration every [`CHECK_EVERY`] until `shutdown`
+/// (with `--scale-webhook-ca`, which the scale-webhook component sets along
+/// with the permission). A missing configuration is waited for; a missing
+/// permission is said once, as an error.
 pub async fn keep_current(
     client: Client,
     service: String,
@@ -97,7 +98,7 @@ pub async fn keep_current(
             Ok(Checked::Absent | Checked::Current) => {}
             Err(kube::Error::Api(s)) if s.code == 403 => {
                 if !said_forbidden {
-                    tracing::debug!(webhook = %name, "not allowed to read the scale-in webhook's configuration (its component is not installed)");
+                    tracing::error!(webhook = %name, "--scale-webhook-ca: not allowed to get and update the scale-in webhook's configuration (the scale-webhook component's ClusterRole grants it); the API server cannot verify the hook until then");
                     said_forbidden = true;
                 }
             }

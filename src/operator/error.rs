@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 
 use kube::runtime::finalizer::Error as FinalizerError;
 
-use crate::apply::SubmitError;
 use crate::engine::RoundError;
 use crate::hook::ServeError;
+use crate::writes::SubmitError;
 
 /// Errors of the operator shell.
 #[derive(Debug, thiserror::Error)]

@@ -35,7 +35,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::RunConfig;
 use super::error::OperatorError;
-use crate::apply::Gate;
+use crate::writes::Gate;
 
 /// The election's timing (client-go's names and defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

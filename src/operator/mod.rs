@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: watch (trimmed objects into the engine's caches) ->
 //! snapshot -> plan (pure, `crate::plan`, run by `crate::engine`) -> apply (the rate-limited patcher,
-//! `crate::apply`) -> observe (status, Events, metrics) -> check (the next
+//! `crate::writes`) -> observe (status, Events, metrics) -> check (the next
 //! round). Only the lease holder writes.
 //!
 //! | module | job |

@@ -127,7 +127,7 @@ async fn page(
     if !state.engine.leadership().is_leader() {
         return Err(PageError::NotLeader);
     }
-    let resolved = NamedPolicy::resolve(name, namespace, &policy.spec)
+    let resolved = NamedPolicy::validate(name, namespace, &policy.spec)
         .map_err(|e| PageError::Invalid(e.to_string()))?;
     let _permit = state.pages.try_acquire().map_err(|_| PageError::Busy)?;
     let source = format!(

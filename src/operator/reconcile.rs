@@ -19,10 +19,10 @@ use super::error::OperatorError;
 use super::status;
 use super::sync::WatchHealth;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
-use crate::apply::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 use crate::engine::Engine;
 use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
+use crate::writes::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
@@ -141,7 +141,7 @@ async fn apply_policy(
     let key = format!("{ns}/{name}");
     let api: Api<DeletionCostPolicy> = Api::namespaced(ctx.client.clone(), &ns);
     let prev_status = policy.status.clone();
-    let resolved = match NamedPolicy::resolve(&name, &ns, &policy.spec) {
+    let resolved = match NamedPolicy::validate(&name, &ns, &policy.spec) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(policy = %key, error = %e, "invalid policy");
@@ -181,6 +181,8 @@ async fn apply_policy(
         failing: round.failing.clone(),
         last_refresh: round.last_refresh.clone(),
         generation: policy.metadata.generation,
+        scale_ins: round.scale_ins.clone(),
+        refresh_interval: resolved.spec.refresh_interval,
     };
     let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());

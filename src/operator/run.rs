@@ -101,7 +101,7 @@ pub async fn run_with_client(
         mark_own_pod(&client, false).await;
         (rx, Some(election))
     } else {
-        (watch::channel(crate::apply::Gate::Open).1, None)
+        (watch::channel(crate::writes::Gate::Open).1, None)
     };
     let leadership = Leadership::new(
         leader_rx,

@@ -10,8 +10,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 
-use crate::engine::{Conflict, SignalProblem, WriteFailures};
-use crate::plan::{Action, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
+use crate::engine::{Conflict, ScaleIns, SignalProblem, WriteFailures};
+use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
     DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
 };
@@ -24,6 +24,8 @@ pub const ORDER_AS_INTENDED: &str = "OrderAsIntended";
 pub const SIGNALS_AVAILABLE: &str = "SignalsAvailable";
 /// Another policy selects some of the same pods and wins them.
 pub const CONFLICT: &str = "Conflict";
+/// Scale-ins get fresh costs whoever scales in (the scale-in webhook).
+pub const SCALE_INS_FRESH: &str = "ScaleInsFresh";
 
 /// Pods listed per ReplicaSet in `status.victims`.
 pub const VICTIMS_SHOWN: usize = 5;
@@ -51,13 +53,23 @@ pub struct Observed {
     pub last_refresh: Option<String>,
     /// `metadata.generation` of the policy.
     pub generation: Option<i64>,
+    /// Scale-ins of the policy's workloads made fresh since the operator
+    /// started, and by whom.
+    pub scale_ins: ScaleIns,
+    /// How old costs may be at a scale-in nobody made fresh.
+    pub refresh_interval: std::time::Duration,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
 fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+    with_status(type_, if ok { "True" } else { "False" }, reason, message)
+}
+
+/// A condition whose status may also be `Unknown`.
+fn with_status(type_: &str, status: &str, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
+        status: status.to_string(),
         reason: reason.to_string(),
         message,
         last_transition_time: UNSET,
@@ -188,13 +200,14 @@ pub fn build(
             format!("older policies win shared pods: {}", list.join(", ")),
         )
     };
+    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval);
     let managed = plan
         .pods
         .iter()
-        .filter(|p| matches!(p.action, Action::Patch(_)) || p.owner == CostOwner::Ours)
+        .filter(|p| matches!(p.action, CostAction::Patch(_)) || p.owner == CostOwner::Ours)
         .count();
     DeletionCostPolicyStatus {
-        conditions: merge_conditions(prev, vec![ready, order, signals, conflict], now),
+        conditions: merge_conditions(prev, vec![ready, order, signals, conflict, scale_ins], now),
         observed_generation: obs.generation,
         managed_pods: u32::try_from(managed).unwrap_or(u32::MAX),
         pending_patches: u32::try_from(obs.pending_patches).unwrap_or(u32::MAX),
@@ -213,6 +226,50 @@ pub fn build(
                 reason: format!("{:?}", m.reason),
             })
             .collect(),
+    }
+}
+
+/// Which scalers get fresh costs: `True` once the scale-in webhook made a
+/// scale-in fresh (it covers every scaler), `False` when only the hook did,
+/// `Unknown` before any scale-in. The message says how old costs may be
+/// for a scaler nobody covers.
+fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration) -> Condition {
+    let last = s.last.as_ref().map_or(String::new(), |(at, by, workload)| {
+        format!("; last at {at}, {workload}, by {by}")
+    });
+    let stale = format!(
+        "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on costs up to {}s old (refreshInterval)",
+        refresh.as_secs()
+    );
+    if s.by_webhook > 0 {
+        condition(
+            SCALE_INS_FRESH,
+            true,
+            "ScaleInWebhook",
+            format!(
+                "the scale-in webhook made the costs fresh for {} scale-in(s) since the operator started, whoever scaled in (the hook for {}){last}",
+                s.by_webhook, s.by_hook
+            ),
+        )
+    } else if s.by_hook > 0 {
+        condition(
+            SCALE_INS_FRESH,
+            false,
+            "HookCallersOnly",
+            format!(
+                "the pre-scale-down hook made the costs fresh for {} scale-in(s) since the operator started, but no scale-in webhook call was seen: {stale}; install the scale-webhook component{last}",
+                s.by_hook
+            ),
+        )
+    } else {
+        with_status(
+            SCALE_INS_FRESH,
+            "Unknown",
+            "NoScaleInSeen",
+            format!(
+                "no scale-in made fresh since the operator started; unless the scale-webhook component is installed, {stale}"
+            ),
+        )
     }
 }
 
@@ -299,8 +356,9 @@ pub fn transitions<'a>(
             let old = prev.and_then(|p| p.conditions.iter().find(|o| o.type_ == c.type_));
             match old {
                 Some(o) => o.status != c.status || o.reason != c.reason,
-                // first report: only bad news is news
-                None => (c.status == "True") == (c.type_ == CONFLICT),
+                // first report: only bad news is news (which scalers get
+                // fresh costs is information, said by the condition alone)
+                None => c.type_ != SCALE_INS_FRESH && (c.status == "True") == (c.type_ == CONFLICT),
             }
         })
         .collect()
@@ -439,6 +497,71 @@ mod tests {
     }
 
     #[test]
+    fn the_status_says_which_scalers_get_fresh_costs() {
+        use crate::engine::FreshBy;
+        let plan = plan_with(vec![]);
+        let with = |scale_ins: ScaleIns| Observed {
+            scale_ins,
+            refresh_interval: std::time::Duration::from_secs(300),
+            ..Default::default()
+        };
+        let none = build(None, &plan, &with(ScaleIns::default()), &t(0));
+        let c = cond(&none, SCALE_INS_FRESH);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("Unknown", "NoScaleInSeen")
+        );
+        assert!(c.message.contains("up to 300s old"), "{}", c.message);
+        let last = Some((
+            "2026-11-25T10:00:00Z".into(),
+            FreshBy::Hook,
+            "Deployment shop/web".into(),
+        ));
+        let hook = build(
+            None,
+            &plan,
+            &with(ScaleIns {
+                by_hook: 2,
+                by_webhook: 0,
+                last: last.clone(),
+            }),
+            &t(0),
+        );
+        let c = cond(&hook, SCALE_INS_FRESH);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "HookCallersOnly")
+        );
+        assert!(
+            c.message.contains("install the scale-webhook component"),
+            "{}",
+            c.message
+        );
+        assert!(
+            c.message
+                .contains("Deployment shop/web, by the pre-scale-down hook"),
+            "{}",
+            c.message
+        );
+        let webhook = build(
+            None,
+            &plan,
+            &with(ScaleIns {
+                by_hook: 2,
+                by_webhook: 3,
+                last,
+            }),
+            &t(0),
+        );
+        let c = cond(&webhook, SCALE_INS_FRESH);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "ScaleInWebhook")
+        );
+        assert!(c.message.contains("for 3 scale-in(s)"), "{}", c.message);
+    }
+
+    #[test]
     fn conditions_reflect_the_plan() {
         let s = build(None, &plan_with(vec![]), &Observed::default(), &t(0));
         assert_eq!(cond(&s, ORDER_AS_INTENDED).status, "True");
@@ -546,7 +669,7 @@ mod tests {
              signals:\n- billingClass: {costs: {spot: 0}, default: 100}\n",
         )
         .unwrap();
-        let policy = crate::plan::NamedPolicy::resolve("web", "shop", &spec).unwrap();
+        let policy = crate::plan::NamedPolicy::validate("web", "shop", &spec).unwrap();
         let opts = crate::plan::PlanOptions {
             gates: Default::default(),
             now: Some(

@@ -5,7 +5,7 @@ use foldhash::HashSet;
 
 use crate::comparator::{Comparator, OrderedPods, Rule};
 
-use super::{Action, CostOwner, PodPlan};
+use super::{CostAction, CostOwner, PodPlan};
 
 /// Outcome of the check for one ReplicaSet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -81,9 +81,11 @@ fn cost_reason(plan: Option<&PodPlan>) -> Option<MismatchReason> {
         return Some(MismatchReason::NotManaged);
     };
     match (&p.action, &p.owner) {
-        (Action::Patch(_), _) => Some(MismatchReason::PendingPatch),
-        (Action::KeepForeign, _) | (_, CostOwner::Foreign(_)) => Some(MismatchReason::ForeignCost),
-        (Action::KeepLastValue(_), _) => Some(MismatchReason::SignalMissing),
+        (CostAction::Patch(_), _) => Some(MismatchReason::PendingPatch),
+        (CostAction::KeepForeign, _) | (_, CostOwner::Foreign(_)) => {
+            Some(MismatchReason::ForeignCost)
+        }
+        (CostAction::KeepLastValue(_), _) => Some(MismatchReason::SignalMissing),
         _ => None,
     }
 }

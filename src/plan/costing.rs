@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
-    default_value, map_chunks, map_in_order, Action, CostOwner, NamedPolicy, Patch, PodPlan,
-    PreviousValues, SignalValue, Split,
+    default_value, map_chunks, map_in_order, CostAction, CostOwner, CostWrite, NamedPolicy,
+    PodPlan, PreviousValues, SignalValue, Split,
 };
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::comparator::parse_deletion_cost;
@@ -71,7 +71,7 @@ impl<V: Copy> Shared<V> {
 /// Each selected pod's plan, the patches and the values to remember.
 pub(super) struct Costed {
     pub plans: Vec<PodPlan>,
-    pub patches: Vec<Patch>,
+    pub patches: Vec<CostWrite>,
     pub values: PreviousValues,
 }
 
@@ -187,7 +187,7 @@ struct CostTask<'t, 'p, 'a> {
 /// to remember, in pod order.
 struct CostedChunk {
     plans: Vec<PodPlan>,
-    patches: Vec<Patch>,
+    patches: Vec<CostWrite>,
     kept_values: Vec<(Arc<str>, usize, i64)>,
 }
 
@@ -266,12 +266,14 @@ fn cost_chunk(
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
-            (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => Action::KeepForeign,
-            (_, None) => Action::KeepLastValue(missing.clone().unwrap_or_default()),
+            (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => {
+                CostAction::KeepForeign
+            }
+            (_, None) => CostAction::KeepLastValue(missing.clone().unwrap_or_default()),
             (_, Some(d)) => write_action(&owner, current_raw.as_deref(), d, &mut desired_text),
         };
-        if let Action::Patch(cost) = action {
-            patches.push(Patch {
+        if let CostAction::Patch(cost) = action {
+            patches.push(CostWrite {
                 namespace: namespace.clone(),
                 pod: name.clone(),
                 uid: uid.clone(),
@@ -293,7 +295,7 @@ fn cost_chunk(
             current_raw,
             current,
             owner,
-            desired: if matches!(action, Action::KeepForeign) {
+            desired: if matches!(action, CostAction::KeepForeign) {
                 None
             } else {
                 desired
@@ -316,11 +318,11 @@ fn write_action(
     current_raw: Option<&str>,
     cost: i32,
     buf: &mut String,
-) -> Action {
+) -> CostAction {
     if *owner == CostOwner::Ours && current_raw == Some(decimal(buf, cost)) {
-        Action::Unchanged
+        CostAction::Unchanged
     } else {
-        Action::Patch(cost)
+        CostAction::Patch(cost)
     }
 }
 
@@ -331,7 +333,7 @@ fn rank_costs(
     policy: &NamedPolicy,
     max: i32,
     plans: &mut [PodPlan],
-    patches: &mut Vec<Patch>,
+    patches: &mut Vec<CostWrite>,
     warnings: &mut Vec<String>,
 ) {
     let ranks = CostRanks::new(plans.iter().filter_map(|p| p.desired), max);
@@ -352,8 +354,8 @@ fn rank_costs(
         let cost = ranks.written(wanted);
         p.desired = Some(cost);
         p.action = write_action(&p.owner, p.current_raw.as_deref(), cost, &mut buf);
-        if let Action::Patch(cost) = p.action {
-            patches.push(Patch {
+        if let CostAction::Patch(cost) = p.action {
+            patches.push(CostWrite {
                 namespace: namespace.clone(),
                 pod: p.name.clone(),
                 uid: p.uid.clone(),

@@ -114,7 +114,7 @@ pub struct SignalValue {
 /// What the plan does with a pod.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase", tag = "action", content = "detail")]
-pub enum Action {
+pub enum CostAction {
     /// The pod already carries the desired cost.
     Unchanged,
     /// Write this cost.
@@ -125,14 +125,14 @@ pub enum Action {
     KeepLastValue(String),
 }
 
-impl std::fmt::Display for Action {
+impl std::fmt::Display for CostAction {
     /// `unchanged`, `set 20`, `keep (not ours)`, `keep (<why>)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Action::Unchanged => f.write_str("unchanged"),
-            Action::Patch(c) => write!(f, "set {c}"),
-            Action::KeepForeign => f.write_str("keep (not ours)"),
-            Action::KeepLastValue(why) => write!(f, "keep ({why})"),
+            CostAction::Unchanged => f.write_str("unchanged"),
+            CostAction::Patch(c) => write!(f, "set {c}"),
+            CostAction::KeepForeign => f.write_str("keep (not ours)"),
+            CostAction::KeepLastValue(why) => write!(f, "keep ({why})"),
         }
     }
 }
@@ -160,7 +160,7 @@ pub struct PodPlan {
     /// Cost the policy wants (`None` when it keeps the current one).
     pub desired: Option<i32>,
     /// What happens.
-    pub action: Action,
+    pub action: CostAction,
 }
 
 impl PodPlan {
@@ -170,10 +170,10 @@ impl PodPlan {
     }
 }
 
-/// A patch to send.
+/// A cost to write on a pod (sent as a JSON merge patch).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Patch {
+pub struct CostWrite {
     /// Pod namespace.
     pub namespace: Arc<str>,
     /// Pod name.
@@ -225,7 +225,7 @@ pub struct Plan {
     /// Selected active pods, by name.
     pub pods: Vec<PodPlan>,
     /// Patches needed (only changed values).
-    pub patches: Vec<Patch>,
+    pub patches: Vec<CostWrite>,
     /// Order check per ReplicaSet.
     pub replica_sets: Vec<ReplicaSetPlan>,
     /// Signal values to remember for hysteresis.

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use super::selection::{NsPod, Selection};
 use crate::owner::controller_of;
 
-use super::{check, map_in_order, Action, PlanOptions, PodPlan, ReplicaSetPlan};
+use super::{check, map_in_order, CostAction, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, RankKey};
 use crate::policy::selector::selects;
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
@@ -277,7 +277,7 @@ pub(super) fn check_replica_sets(
             // comparator reads, so this equals keying a patched copy of each
             // pod without cloning it.
             for (k, plan) in keys.iter_mut().zip(&owned_plans) {
-                if let Some(Action::Patch(c)) = plan.map(|x| &x.action) {
+                if let Some(CostAction::Patch(c)) = plan.map(|x| &x.action) {
                     // what upstream parses from the decimal we write (tested)
                     k.cost = ParsedCost {
                         value: *c,

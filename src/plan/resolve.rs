@@ -30,7 +30,7 @@ pub struct ResolveError {
 
 impl NamedPolicy {
     /// Validates the spec.
-    pub fn resolve(
+    pub fn validate(
         name: &str,
         namespace: &str,
         spec: &DeletionCostPolicySpec,

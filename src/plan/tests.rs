@@ -122,7 +122,7 @@ fn simple(name: &str, node: &str) -> Pod {
 
 fn policy(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    NamedPolicy::resolve("web", "shop", &spec).unwrap()
+    NamedPolicy::validate("web", "shop", &spec).unwrap()
 }
 
 fn spot_first() -> NamedPolicy {
@@ -246,7 +246,10 @@ fn second_plan_after_patches_sends_nothing() {
     apply(&mut snap, &first, "web");
     let second = plan(&p, &snap, &Default::default(), &first.values, &opts());
     assert!(second.patches.is_empty(), "{:?}", second.patches);
-    assert!(second.pods.iter().all(|p| p.action == Action::Unchanged));
+    assert!(second
+        .pods
+        .iter()
+        .all(|p| p.action == CostAction::Unchanged));
 }
 
 #[test]
@@ -297,7 +300,7 @@ fn foreign_costs_are_left_alone_unless_told() {
     let p = spot_first();
     let kept = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     assert!(kept.patches.is_empty());
-    assert_eq!(kept.pods[0].action, Action::KeepForeign);
+    assert_eq!(kept.pods[0].action, CostAction::KeepForeign);
     assert_eq!(kept.pods[0].owner, CostOwner::Foreign(None));
     let mut overwrite = p.clone();
     overwrite.spec.respect_foreign_costs = false;
@@ -426,7 +429,9 @@ fn missing_signal_behaviours() {
         &Default::default(),
         &opts(),
     );
-    assert!(matches!(keep.pods[1].action, Action::KeepLastValue(ref why) if why.contains("NaN")));
+    assert!(
+        matches!(keep.pods[1].action, CostAction::KeepLastValue(ref why) if why.contains("NaN"))
+    );
     assert_eq!(keep.patches.len(), 1);
     let skip = plan(
         &util_policy("skip"),
@@ -590,7 +595,7 @@ fn colocation_rank_counts_pods_of_sibling_replica_sets() {
 fn bad_policies_are_rejected_with_the_field() {
     let bad = |yaml: &str| {
         let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-        NamedPolicy::resolve("p", "ns", &spec)
+        NamedPolicy::validate("p", "ns", &spec)
             .unwrap_err()
             .to_string()
     };
@@ -667,7 +672,7 @@ fn max_cost_writes_ranks_in_the_policy_s_order() {
     apply(&mut snap, &ranked, "web");
     let again = plan(&p, &snap, &s, &Default::default(), &opts());
     assert!(again.patches.is_empty(), "{:?}", again.patches);
-    assert!(again.pods.iter().all(|x| x.action == Action::Unchanged));
+    assert!(again.pods.iter().all(|x| x.action == CostAction::Unchanged));
     // three costs into 0..=1: the two lowest share 0, and the plan says so
     let squeezed = plan(
         &spec("maxCost: 1\n"),

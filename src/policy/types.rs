@@ -309,7 +309,7 @@ pub enum OnSignalMissing {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletionCostPolicyStatus {
-    /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`.
+    /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`, `ScaleInsFresh`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use super::{Report, Section};
 use crate::plan::prices::Money;
 use crate::plan::savings::{freed_list, signed};
-use crate::plan::{Action, CostOwner, Mismatch, MismatchReason, PodPlan, Verdict};
+use crate::plan::{CostAction, CostOwner, Mismatch, MismatchReason, PodPlan, Verdict};
 
 /// Width of a pod box on a node.
 const POD_W: u32 = 284;
@@ -259,7 +259,7 @@ impl<'p> PodRow<'p> {
 
     fn missing(&self) -> bool {
         self.plan.is_some_and(|p| {
-            matches!(p.action, Action::KeepLastValue(_)) || p.signals.iter().any(|s| s.missing)
+            matches!(p.action, CostAction::KeepLastValue(_)) || p.signals.iter().any(|s| s.missing)
         })
     }
 
@@ -966,7 +966,7 @@ fn row(out: &mut Page, s: &Section, v: &PodRow) {
     }
     if v.missing() {
         let why = match v.plan.map(|p| &p.action) {
-            Some(Action::KeepLastValue(why)) => why.clone(),
+            Some(CostAction::KeepLastValue(why)) => why.clone(),
             _ => "a stand-in value (onSignalMissing)".into(),
         };
         let _ = write!(
@@ -1102,7 +1102,7 @@ mod tests {
             current: 0,
             owner,
             desired,
-            action: desired.map_or(Action::KeepForeign, Action::Patch),
+            action: desired.map_or(CostAction::KeepForeign, CostAction::Patch),
         }
     }
 
@@ -1291,7 +1291,7 @@ mod tests {
     #[test]
     fn out_of_order_foreign_and_missing_signal_pods_are_told_apart() {
         let mut missing = pod("web-m", "n1", None, CostOwner::None);
-        missing.action = Action::KeepLastValue("utilization: no sample".into());
+        missing.action = CostAction::KeepLastValue("utilization: no sample".into());
         missing.signals[0].missing = true;
         let pods = vec![
             pod("web-x", "n1", Some(5), CostOwner::None),

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{
-    plan_excluding, Action, Chunks, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan,
+    plan_excluding, Chunks, CostAction, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan,
     PreviousValues, ReplicaSetPlan, Snapshot,
 };
 use deletion_cost::pod::PodRecord;
@@ -78,7 +78,7 @@ struct Case {
 
 fn resolve(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    NamedPolicy::resolve(cluster::POLICY, cluster::NAMESPACE, &spec).unwrap()
+    NamedPolicy::validate(cluster::POLICY, cluster::NAMESPACE, &spec).unwrap()
 }
 
 /// The policies, by name. All use every signal unless named otherwise:
@@ -563,10 +563,10 @@ fn pod_line(p: &PodPlan) -> String {
         (Some(raw), CostOwner::None) => format!("{raw:?} (no owner)"),
     };
     let action = match &p.action {
-        Action::Unchanged => "unchanged".to_string(),
-        Action::Patch(c) => format!("set {c}"),
-        Action::KeepForeign => "keep (foreign)".to_string(),
-        Action::KeepLastValue(why) => format!("keep ({why})"),
+        CostAction::Unchanged => "unchanged".to_string(),
+        CostAction::Patch(c) => format!("set {c}"),
+        CostAction::KeepForeign => "keep (foreign)".to_string(),
+        CostAction::KeepLastValue(why) => format!("keep ({why})"),
     };
     format!("{} [{}] {current} -> {action}", p.name, signals.join(" "))
 }

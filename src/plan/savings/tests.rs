@@ -167,7 +167,7 @@ fn opts(scale_down_by: usize) -> PlanOptions {
 
 fn policy(yaml: &str) -> NamedPolicy {
     let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
-    NamedPolicy::resolve("web", "shop", &spec).unwrap()
+    NamedPolicy::validate("web", "shop", &spec).unwrap()
 }
 
 /// A pod of ReplicaSet web-1 in shop, Ready since `ready`, with extra

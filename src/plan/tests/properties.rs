@@ -484,7 +484,7 @@ proptest! {
             .pods
             .iter()
             .filter_map(|p| match p.action {
-                Action::Patch(c) => Some((&*p.name, c)),
+                CostAction::Patch(c) => Some((&*p.name, c)),
                 _ => None,
             })
             .collect();
@@ -498,17 +498,17 @@ proptest! {
         for p in &plan.pods {
             let carries = |c: i32| p.owner == CostOwner::Ours && p.current_raw.as_deref() == Some(c.to_string().as_str());
             match &p.action {
-                Action::Patch(c) => {
+                CostAction::Patch(c) => {
                     prop_assert_eq!(p.desired, Some(*c));
                     prop_assert!(!carries(*c), "{} already carries {}", p.name, c);
                 }
-                Action::Unchanged => {
+                CostAction::Unchanged => {
                     let d = p.desired.unwrap();
                     prop_assert!(carries(d), "{} left at {:?}, wants {}", p.name, p.current_raw, d);
                     prop_assert_eq!(p.current, d);
                 }
-                Action::KeepForeign => prop_assert_eq!(p.desired, None),
-                Action::KeepLastValue(_) => {
+                CostAction::KeepForeign => prop_assert_eq!(p.desired, None),
+                CostAction::KeepLastValue(_) => {
                     prop_assert_eq!(p.desired, None);
                     prop_assert_eq!(w.policy.spec.on_signal_missing, OnSignalMissing::KeepLastValue);
                     prop_assert!(p.signals.iter().any(|s| s.value.is_none() && s.missing));
@@ -527,7 +527,7 @@ proptest! {
         let respect = w.policy.spec.respect_foreign_costs;
         for p in &plan.pods {
             let foreign = matches!(p.owner, CostOwner::Foreign(_));
-            prop_assert_eq!(p.action == Action::KeepForeign, foreign && respect, "{}: {:?}", p.name, p.action);
+            prop_assert_eq!(p.action == CostAction::KeepForeign, foreign && respect, "{}: {:?}", p.name, p.action);
             if foreign && respect {
                 prop_assert_eq!(p.intended(), p.current);
                 prop_assert!(!plan.patches.iter().any(|x| x.pod == p.name));

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
-use deletion_cost::apply::patcher::Priority;
-use deletion_cost::apply::stats::ERROR_REASONS;
-use deletion_cost::apply::{
+use deletion_cost::writes::patcher::Priority;
+use deletion_cost::writes::stats::ERROR_REASONS;
+use deletion_cost::writes::{
     BackoffConfig, Gate, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
     SubmitError, WriteError, WriteGate, WriteOutcome, WriteState,
 };
@@ -582,7 +582,7 @@ async fn removal_sends_nulls_and_pending_values_are_visible() {
 /// no cost meant for the old pod.
 #[tokio::test]
 async fn a_pod_replaced_while_its_write_waits_is_gone_and_its_namesake_untouched() {
-    use deletion_cost::apply::KubePodWriter;
+    use deletion_cost::writes::KubePodWriter;
     use deletion_cost_testkit::fake_api::FakeApi as ApiServer;
     use serde_json::json;
 
