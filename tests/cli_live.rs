@@ -44,6 +44,11 @@ async fn cli(home: &Path, args: &[&str]) -> Out {
     .unwrap()
 }
 
+/// Fails naming what was looked for and where.
+fn contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
 fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     std::fs::write(
@@ -463,20 +468,12 @@ async fn explain_says_place_rules_and_cost_origin() {
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     // not Ready: first of the ReplicaSet's five
-    assert!(out.stdout.contains("order:      1 of 5"), "{}", out.stdout);
-    assert!(out.stdout.contains("before:     #2 "), "{}", out.stdout);
-    assert!(
-        out.stdout.contains("not-Ready pods first"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("from:       none"), "{}", out.stdout);
-    assert!(
-        out.stdout.contains("policy:     shop/web"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("wants 0: set 0"), "{}", out.stdout);
+    contains(&out.stdout, "order:      1 of 5");
+    contains(&out.stdout, "before:     #2 ");
+    contains(&out.stdout, "not-Ready pods first");
+    contains(&out.stdout, "from:       none");
+    contains(&out.stdout, "policy:     shop/web");
+    contains(&out.stdout, "wants 0: set 0");
     let ours = cli(
         dir.path(),
         &[
@@ -497,11 +494,7 @@ async fn explain_says_place_rules_and_cost_origin() {
         "{}",
         ours.stdout
     );
-    assert!(
-        ours.stdout.contains("billingClass spot [0]"),
-        "{}",
-        ours.stdout
-    );
+    contains(&ours.stdout, "billingClass spot [0]");
     let foreign = cli(
         dir.path(),
         &[
@@ -516,16 +509,8 @@ async fn explain_says_place_rules_and_cost_origin() {
         ],
     )
     .await;
-    assert!(
-        foreign.stdout.contains("from:       foreign"),
-        "{}",
-        foreign.stdout
-    );
-    assert!(
-        foreign.stdout.contains("keep (not ours)"),
-        "{}",
-        foreign.stdout
-    );
+    contains(&foreign.stdout, "from:       foreign");
+    contains(&foreign.stdout, "keep (not ours)");
     // from a snapshot without --policy: the operator's mark is still read
     let (snap, _) = save_snapshot(&fake, dir.path());
     let saved = cli(
@@ -543,12 +528,9 @@ async fn explain_says_place_rules_and_cost_origin() {
     )
     .await;
     assert_eq!(saved.code, 0, "{}", saved.stderr);
-    assert!(
-        saved.stdout.contains(
-            "written by the operator for policy shop/web, which is not among the policies read"
-        ),
-        "{}",
-        saved.stdout
+    contains(
+        &saved.stdout,
+        "written by the operator for policy shop/web, which is not among the policies read",
     );
     assert!(
         saved
@@ -570,19 +552,15 @@ async fn live_read_errors_name_what_is_wrong() {
     // no kubeconfig at all
     let out = cli(dir.path(), &["predict", "deployment/web", "-n", "shop"]).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no kubeconfig"), "{}", out.stderr);
-    assert!(out.stderr.contains("--kubeconfig PATH"), "{}", out.stderr);
+    contains(&out.stderr, "no kubeconfig");
+    contains(&out.stderr, "--kubeconfig PATH");
     let out = cli(
         dir.path(),
         &["plan", "-n", "shop", "--kubeconfig", "/nonexistent/kc"],
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("/nonexistent/kc: no such file"),
-        "{}",
-        out.stderr
-    );
+    contains(&out.stderr, "/nonexistent/kc: no such file");
     let out = cli(
         dir.path(),
         &[
@@ -597,7 +575,7 @@ async fn live_read_errors_name_what_is_wrong() {
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no such context"), "{}", out.stderr);
+    contains(&out.stderr, "no such context");
 
     // unknown names: bad input, as a name missing from a snapshot
     let out = cli(
@@ -645,7 +623,7 @@ async fn live_read_errors_name_what_is_wrong() {
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("pod/nope not found"), "{}", out.stderr);
+    contains(&out.stderr, "pod/nope not found");
     let out = cli(dir.path(), &["plan", "-n", "empty", "--kubeconfig", kc]).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
@@ -689,11 +667,7 @@ async fn live_read_errors_name_what_is_wrong() {
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("explain pod/web-new-a"),
-        "{}",
-        out.stderr
-    );
+    contains(&out.stderr, "explain pod/web-new-a");
 
     // with --snapshot, -n picks the policies planned
     let (snap, policies) = save_snapshot(&fake, dir.path());
@@ -733,11 +707,7 @@ async fn live_read_errors_name_what_is_wrong() {
     )
     .await;
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("may not list pods in namespace shop"),
-        "{}",
-        out.stderr
-    );
+    contains(&out.stderr, "may not list pods in namespace shop");
     fake.clear_faults();
     // nodes are cluster-scoped: a namespace's user may not list them
     fake.inject(Fault::status(403).on(Verb::List, "nodes").always());
@@ -757,11 +727,7 @@ async fn live_read_errors_name_what_is_wrong() {
     );
     let out = cli(dir.path(), &["plan", "-n", "shop", "--kubeconfig", kc]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("no DeletionCostPolicy resource"),
-        "{}",
-        out.stderr
-    );
+    contains(&out.stderr, "no DeletionCostPolicy resource");
     fake.clear_faults();
 
     // nothing listens
@@ -808,9 +774,5 @@ async fn live_read_errors_name_what_is_wrong() {
     )
     .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("--snapshot and --kubeconfig"),
-        "{}",
-        out.stderr
-    );
+    contains(&out.stderr, "--snapshot and --kubeconfig");
 }
