@@ -86,6 +86,16 @@ impl Env {
         // a CRD still terminating (an earlier run's teardown) refuses creates
         wait_crd_settled(&crds, &crd_name).await;
         let installed_crd = crds.get_opt(&crd_name).await?.is_none();
+        if !installed_crd {
+            // one left by an earlier build (a kept helm install, a manual
+            // apply): the scenarios test this build's schema
+            crds.patch(
+                &crd_name,
+                &PatchParams::apply("deletion-cost-e2e").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+        }
         if installed_crd {
             let mut crd = crd;
             crd.labels_mut().insert(SUITE_LABEL.into(), "true".into());
