@@ -3,6 +3,7 @@
 //! Deployment a ReplicaSet: read here, the one way, for the planner, the
 //! engine and the CLI.
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 /// The controller among an object's owner references.
@@ -17,6 +18,13 @@ pub fn controller_of_kind<'a>(
     kind: &str,
 ) -> Option<&'a OwnerReference> {
     controller_of(refs).filter(|r| r.kind == kind)
+}
+
+/// Whether the Deployment named `deployment` (in the ReplicaSet's
+/// namespace) controls `rs`: the ReplicaSets of a Deployment.
+pub fn of_deployment(rs: &ReplicaSet, deployment: &str) -> bool {
+    controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
+        .is_some_and(|d| d.name == deployment)
 }
 
 #[cfg(test)]
@@ -52,5 +60,14 @@ mod tests {
         assert_eq!(controller_of_kind(Some(&refs), "Deployment"), None);
         assert_eq!(controller_of(Some(&refs[..2].to_vec())), None);
         assert_eq!(controller_of(None), None);
+
+        let mut rs = ReplicaSet::default();
+        rs.metadata.owner_references = Some(vec![
+            owner("Deployment", "web", Some(true)),
+            owner("Deployment", "api", None),
+        ]);
+        assert!(of_deployment(&rs, "web"));
+        assert!(!of_deployment(&rs, "api"));
+        assert!(!of_deployment(&ReplicaSet::default(), "web"));
     }
 }

@@ -15,7 +15,7 @@ use crate::input::{
     capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
     ServerVersion, LISTED,
 };
-use crate::owner::controller_of_kind;
+use crate::owner;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
 use crate::plan::{
@@ -426,8 +426,7 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
             .iter()
             .filter(|rs| {
                 rs.metadata.name.as_deref() == Some(t.name.as_str())
-                    || controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-                        .is_some_and(|o| o.name == t.name)
+                    || owner::of_deployment(rs, &t.name)
             })
             .map(|rs| ns_of(&rs.metadata))
             .collect(),

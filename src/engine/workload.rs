@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::owner::controller_of_kind;
+use crate::owner::{self, controller_of_kind};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::ResourceExt;
 
@@ -76,10 +76,7 @@ pub fn workload_replica_sets(
         TargetKind::Deployment => replica_sets
             .iter()
             .filter(|rs| rs.metadata.namespace.as_deref() == Some(workload.namespace.as_str()))
-            .filter(|rs| {
-                controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-                    .is_some_and(|d| d.name == workload.name)
-            })
+            .filter(|rs| owner::of_deployment(rs, &workload.name))
             .filter_map(|rs| rs.metadata.name.clone())
             .collect(),
     }

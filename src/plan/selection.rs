@@ -15,7 +15,7 @@ use crate::pod::PodRecord;
 use kube::core::Selector;
 use rayon::prelude::*;
 
-use crate::owner::controller_of;
+use crate::owner;
 
 use super::{map_chunks, map_in_order, node_of, pod_rs, NamedPolicy, Split};
 use crate::comparator::is_pod_active;
@@ -207,10 +207,7 @@ impl<'m> Matcher<'m> {
             Target::Workload(t) => Matcher::ReplicaSets(
                 ns_rs
                     .iter()
-                    .filter(|rs| {
-                        controller_of(rs.metadata.owner_references.as_ref())
-                            .is_some_and(|o| o.kind == "Deployment" && o.name == t.name)
-                    })
+                    .filter(|rs| owner::of_deployment(rs, &t.name))
                     .filter_map(|rs| rs.metadata.name.as_deref())
                     .collect(),
             ),
