@@ -69,6 +69,18 @@ fn review(uid: &str, name: &str, from: i64, to: i64, dry_run: bool) -> Value {
         "object": scale(to), "oldObject": scale(from), "dryRun": dry_run}})
 }
 
+/// Sends an AdmissionReview to the webhook; its answer (always a 200).
+async fn post_review(http: &reqwest::Client, hook: std::net::SocketAddr, body: Value) -> Value {
+    let resp = http
+        .post(format!("http://{hook}/v1/admit-scale-in"))
+        .json(&body)
+        .send()
+        .await
+        .expect("the webhook answers");
+    assert_eq!(resp.status(), 200);
+    resp.json::<Value>().await.expect("a JSON AdmissionReview")
+}
+
 /// The victims an answer names for the audit log, sorted.
 fn victims(answer: &Value) -> Vec<String> {
     let mut v: Vec<String> = answer["response"]["auditAnnotations"]["victims"]
@@ -124,19 +136,7 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     let hook = cfg.hook_addr.expect("a hook address");
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let http = http_client();
-    let admit = |body: Value| {
-        let http = http.clone();
-        async move {
-            let resp = http
-                .post(format!("http://{hook}/v1/admit-scale-in"))
-                .json(&body)
-                .send()
-                .await
-                .expect("the webhook answers");
-            assert_eq!(resp.status(), 200);
-            resp.json::<Value>().await.expect("a JSON AdmissionReview")
-        }
-    };
+    let admit = |body: Value| post_review(&http, hook, body);
 
     let want = |c: [&str; 4]| c.map(|c| Some(c.to_string())).to_vec();
     // a scale-in of a managed workload (the reconcile is throttled for an
@@ -295,13 +295,7 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
     follow_up["request"]["userInfo"] =
         json!({"username": "system:serviceaccount:kube-system:deployment-controller"});
     for body in [review("u-1", "web", 4, 3, false), follow_up] {
-        let resp = http
-            .post(format!("http://{hook}/v1/admit-scale-in"))
-            .json(&body)
-            .send()
-            .await
-            .expect("the webhook answers");
-        assert_eq!(resp.status(), 200);
+        post_review(&http, hook, body).await;
     }
     // the webhook's writes are pod events: the next reconcile writes the status
     eventually(Duration::from_secs(20), "ScaleInsFresh True", || {
