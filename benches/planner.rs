@@ -57,7 +57,7 @@ fn planner(c: &mut Criterion) {
                 .into_iter()
                 .map(|p| std::sync::Arc::new(PodRecord::from(p)))
                 .collect(),
-            nodes: gen.nodes,
+            nodes: gen.nodes.into_iter().map(std::sync::Arc::new).collect(),
             replica_sets: gen.replica_sets,
             deployments: vec![],
             ignored: vec![],

@@ -13,7 +13,6 @@ use serde::Serialize;
 use super::predict::{human_age, predict, GroupPrediction, PodPrediction, Settings};
 use super::source::read_source_limited;
 use super::{print_out, CliError};
-use crate::annotations::POLICY_ANNOTATION;
 use crate::comparator::{Rule, SlimPod};
 use crate::engine::wins_over;
 use crate::input::{Expect, InputLimits, RawObject};
@@ -288,8 +287,8 @@ fn policy_view(
     if objects.is_empty() {
         return Ok(None);
     }
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.identity.name.as_deref().unwrap_or_default();
+    let ns = pod.identity.namespace.as_deref().unwrap_or_default();
     let all = super::plan::policies(source, objects)?;
     let selecting: Vec<&super::plan::FilePolicy> = all
         .iter()
@@ -354,12 +353,7 @@ pub fn explain(
     let me = SlimPod::from_pod(pod);
     let related_slim: Vec<SlimPod> = related.iter().map(|p| SlimPod::from_pod(*p)).collect();
     let owner = me.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name));
-    let written_for = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(POLICY_ANNOTATION))
-        .cloned();
+    let written_for = pod.ours.policy.clone();
     let cost_origin = match (&me.cost_annotation, &policy) {
         (None, _) => CostOrigin::None,
         (Some(_), Some(view)) if written_for.as_deref() == view.policy.split('/').nth(1) => {

@@ -329,7 +329,7 @@ pub fn idle_warnings(
     let in_ns = snapshot
         .pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or_default() == ns)
+        .filter(|p| p.identity.namespace.as_deref().unwrap_or_default() == ns)
         .count();
     let target = describe_target(policy);
     if in_ns == 0 {
@@ -407,8 +407,8 @@ fn describe_target(policy: &NamedPolicy) -> String {
 /// how many, sorted by namespace: as if the policy lived there.
 fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String, usize)> {
     use crate::policy::validate::Target;
-    fn ns_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
-        m.namespace.as_deref().unwrap_or_default()
+    fn ns_of(namespace: &Option<String>) -> &str {
+        namespace.as_deref().unwrap_or_default()
     }
     // candidates first (one pass), so a large snapshot is not planned per namespace
     let mut namespaces: Vec<&str> = match &policy.spec.target {
@@ -417,8 +417,8 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
             snapshot
                 .pods
                 .iter()
-                .filter(|p| selects(&sel, p.metadata.labels.as_ref()))
-                .map(|p| ns_of(&p.metadata))
+                .filter(|p| selects(&sel, p.labels()))
+                .map(|p| ns_of(&p.identity.namespace))
                 .collect()
         }
         Target::Workload(t) => snapshot
@@ -428,7 +428,7 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
                 rs.metadata.name.as_deref() == Some(t.name.as_str())
                     || owner::of_deployment(rs, &t.name)
             })
-            .map(|rs| ns_of(&rs.metadata))
+            .map(|rs| ns_of(&rs.metadata.namespace))
             .collect(),
     };
     namespaces.retain(|ns| *ns != policy.namespace);

@@ -1,12 +1,6 @@
 //! Parsing of `controller.kubernetes.io/pod-deletion-cost`, as upstream's
 //! `helper.GetDeletionCostFromPodAnnotations` parses it.
 
-use std::collections::BTreeMap;
-
-/// The annotation the ReplicaSet controller reads (defined with the
-/// project's other annotation keys).
-use crate::annotations::POD_DELETION_COST;
-
 /// Outcome of reading the annotation: upstream only ever uses `value`
 /// (0 for anything invalid); `problem` lets us tell the user why. The
 /// default, 0 with no problem, is what a pod without the annotation has.
@@ -94,11 +88,9 @@ pub fn parse_deletion_cost(raw: &str) -> ParsedCost {
     }
 }
 
-/// Reads the cost from a pod's annotations; absent means 0.
-pub fn deletion_cost_from_annotations(
-    annotations: Option<&BTreeMap<String, String>>,
-) -> ParsedCost {
-    match annotations.and_then(|a| a.get(POD_DELETION_COST)) {
+/// Reads the cost from the value of a pod's cost annotation; absent means 0.
+pub fn deletion_cost_of(annotation: Option<&str>) -> ParsedCost {
+    match annotation {
         Some(raw) => parse_deletion_cost(raw),
         None => ParsedCost {
             value: 0,
@@ -145,7 +137,7 @@ mod tests {
 
     #[test]
     fn absent_is_zero_without_problem() {
-        let p = deletion_cost_from_annotations(None);
+        let p = deletion_cost_of(None);
         assert_eq!(
             p,
             ParsedCost {

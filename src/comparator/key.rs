@@ -7,8 +7,9 @@ use foldhash::{HashMap, HashMapExt};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::cost::{deletion_cost_from_annotations, ParsedCost};
+use super::cost::{deletion_cost_of, ParsedCost};
 use super::gomath::{go_sub_nanos, log_bucket};
+use crate::annotations::POD_DELETION_COST;
 use crate::pod::PodView;
 
 /// Nanoseconds since the Unix epoch of Go's zero `time.Time` (0001-01-01T00:00:00Z).
@@ -112,8 +113,8 @@ pub struct RankKey<'a> {
     pub created_bucket: i64,
 }
 
-fn borrowed(s: Option<&String>) -> Cow<'_, str> {
-    Cow::Borrowed(s.map_or("", String::as_str))
+fn borrowed(s: Option<&str>) -> Cow<'_, str> {
+    Cow::Borrowed(s.unwrap_or_default())
 }
 
 impl<'a> RankKey<'a> {
@@ -125,19 +126,19 @@ impl<'a> RankKey<'a> {
         let phase = pod.phase();
         let m = pod.meta();
         Self {
-            namespace: borrowed(m.namespace.as_ref()),
-            name: borrowed(m.name.as_ref()),
-            uid: borrowed(m.uid.as_ref()),
+            namespace: borrowed(m.namespace),
+            name: borrowed(m.name),
+            uid: borrowed(m.uid),
             node_name: Cow::Borrowed(pod.node_name().unwrap_or_default()),
             phase_ordinal: phase_ordinal(phase),
             phase: phase.map(Cow::Borrowed),
             ready,
-            cost: deletion_cost_from_annotations(m.annotations.as_ref()),
+            cost: deletion_cost_of(pod.annotation(POD_DELETION_COST)),
             rank: 0,
             ready_time: pod_ready_time(pod, ready),
             restarts,
             sidecar_restarts,
-            created: go_time(m.creation_timestamp.as_ref()),
+            created: go_time(m.creation_timestamp),
             ready_bucket: -1,
             created_bucket: -1,
         }

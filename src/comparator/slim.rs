@@ -120,23 +120,19 @@ impl SlimPod {
     /// [`PodRecord`]: crate::pod::PodRecord
     pub fn from_pod(pod: &(impl PodView + ?Sized)) -> Self {
         let m = pod.meta();
-        let text = |s: &Option<String>| s.as_deref().unwrap_or_default().into();
+        let text = |s: Option<&str>| s.unwrap_or_default().into();
         let ready = is_pod_ready(pod);
         let ready_time = pod_ready_time(pod, ready);
         let (restarts, sidecar_restarts) = max_container_restarts(pod);
-        let cost_annotation = m
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(POD_DELETION_COST))
-            .map(String::as_str);
+        let cost_annotation = pod.annotation(POD_DELETION_COST);
         Self {
-            namespace: text(&m.namespace),
-            name: text(&m.name),
-            uid: m.uid.as_deref().unwrap_or_default().into(),
+            namespace: text(m.namespace),
+            name: text(m.name),
+            uid: m.uid.unwrap_or_default().into(),
             node_name: pod.node_name().unwrap_or_default().into(),
             phase: pod.phase().map(phase_of),
             deleting: m.deletion_timestamp.is_some(),
-            owner: controller_of(m.owner_references.as_ref()).map(|o| {
+            owner: controller_of(pod.owner_references()).map(|o| {
                 Arc::new(ControllerRef {
                     kind: o.kind.as_str().into(),
                     name: o.name.as_str().into(),
@@ -147,7 +143,7 @@ impl SlimPod {
             cost: cost_of(cost_annotation),
             ready,
             ready_time,
-            created: go_time(m.creation_timestamp.as_ref()),
+            created: go_time(m.creation_timestamp),
             restarts,
             sidecar_restarts,
         }

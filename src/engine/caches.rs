@@ -8,11 +8,15 @@
 //! allocated, which keeps a 10,000-pod cache and its initial list small. Nodes and ReplicaSets are
 //! trimmed after parsing ([`trim_node`], [`trim_replica_set`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::{ObjectRef, Store};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
+use kube::runtime::watcher;
+use serde::{Deserialize, Deserializer};
 
 use crate::plan::Snapshot;
 use crate::pod::PodRecord;
@@ -64,7 +68,7 @@ impl Caches {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
             pods: self.pods.state(),
-            nodes: self.nodes.state().iter().map(|n| (**n).clone()).collect(),
+            nodes: self.nodes.state(),
             replica_sets: self
                 .replica_sets
                 .state()
@@ -95,6 +99,97 @@ impl Caches {
     /// One cached policy.
     pub fn policy(&self, ns: &str, name: &str) -> Option<Arc<DeletionCostPolicy>> {
         self.policies.get(&ObjectRef::new(name).within(ns))
+    }
+}
+
+/// A record names its pod for kube's stores and object references.
+impl Lookup for PodRecord {
+    type DynamicType = ();
+    fn kind(_: &()) -> Cow<'_, str> {
+        <Pod as k8s_openapi::Resource>::KIND.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        <Pod as k8s_openapi::Resource>::GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        <Pod as k8s_openapi::Resource>::VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT.into()
+    }
+    fn name(&self) -> Option<Cow<'_, str>> {
+        self.identity.name.as_deref().map(Cow::Borrowed)
+    }
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        self.identity.namespace.as_deref().map(Cow::Borrowed)
+    }
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.identity.resource_version.as_deref().map(Cow::Borrowed)
+    }
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.identity.uid.as_deref().map(Cow::Borrowed)
+    }
+}
+
+/// A pod as the pod watch decodes it: the record, and the `ObjectMeta` the
+/// watch reads (the resource version it resumes from). Turned into the
+/// record before the cache stores it ([`WatchedPod::into_record`]).
+#[derive(Clone, Debug, Default)]
+pub struct WatchedPod {
+    meta: ObjectMeta,
+    record: PodRecord,
+}
+
+impl WatchedPod {
+    /// The record, for the cache.
+    fn into_record(self) -> PodRecord {
+        self.record
+    }
+}
+
+impl<'de> Deserialize<'de> for WatchedPod {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let record = PodRecord::deserialize(d)?;
+        let id = &record.identity;
+        let meta = ObjectMeta {
+            name: id.name.clone(),
+            namespace: id.namespace.clone(),
+            uid: id.uid.clone(),
+            resource_version: id.resource_version.clone(),
+            ..Default::default()
+        };
+        Ok(WatchedPod { meta, record })
+    }
+}
+
+impl k8s_openapi::Resource for WatchedPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for WatchedPod {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// A pod watch's event with the pod as the cache holds it.
+pub fn record_event(e: watcher::Event<WatchedPod>) -> watcher::Event<PodRecord> {
+    use watcher::Event;
+    match e {
+        Event::Apply(p) => Event::Apply(p.into_record()),
+        Event::Delete(p) => Event::Delete(p.into_record()),
+        Event::Init => Event::Init,
+        Event::InitApply(p) => Event::InitApply(p.into_record()),
+        Event::InitDone => Event::InitDone,
     }
 }
 

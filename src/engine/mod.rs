@@ -36,7 +36,6 @@ pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
 pub use workload::{Managed, NotManaged, WorkloadRef};
 
-use crate::annotations::POD_DELETION_COST;
 use crate::comparator::FeatureGates;
 use crate::metrics::Metrics;
 use crate::plan::{self, NamedPolicy, PlanOptions, Snapshot};
@@ -179,6 +178,10 @@ pub struct Engine {
     /// once on two cores are no faster than two, and hold fifty views.
     planners: Arc<Semaphore>,
     scale_ins: scale_ins::ScaleInLog,
+    /// Policies whose status has news the next reconcile reports (a
+    /// scale-in made fresh); the run wiring turns them into reconciles.
+    status_due: futures::channel::mpsc::UnboundedSender<PolicyKey>,
+    status_due_rx: std::sync::Mutex<Option<futures::channel::mpsc::UnboundedReceiver<PolicyKey>>>,
 }
 
 impl Engine {
@@ -191,6 +194,7 @@ impl Engine {
         gates: FeatureGates,
         dry_run: bool,
     ) -> Self {
+        let (status_due, status_due_rx) = futures::channel::mpsc::unbounded();
         Engine {
             caches,
             leadership,
@@ -202,7 +206,15 @@ impl Engine {
             policies: Policies::default(),
             planners: Arc::new(Semaphore::new(planner_slots())),
             scale_ins: Default::default(),
+            status_due,
+            status_due_rx: std::sync::Mutex::new(Some(status_due_rx)),
         }
+    }
+
+    /// The policies whose status has news to report, as they come (taken
+    /// once, by the run wiring, which reconciles each).
+    pub fn take_status_due(&self) -> Option<futures::channel::mpsc::UnboundedReceiver<PolicyKey>> {
+        self.status_due_rx.lock().ok()?.take()
     }
 
     /// The watched objects rounds read.
@@ -288,8 +300,11 @@ impl Engine {
     /// Notes that a scale-in of `managed`'s workload got fresh costs from
     /// `by` (the policy's status says which scalers are covered).
     pub fn note_scale_in(&self, managed: &Managed, by: FreshBy) {
-        self.scale_ins
-            .note(&key_of(&managed.resolved), by, managed.workload.to_string());
+        let key = key_of(&managed.resolved);
+        self.scale_ins.note(&key, by, managed.workload.to_string());
+        // the status says so at the next reconcile: ask for one, as a
+        // round that wrote nothing makes no pod event that would
+        let _ = self.status_due.unbounded_send(key);
     }
 
     /// The policy became invalid: it has no order to report.
@@ -392,15 +407,10 @@ impl Engine {
         let Some(p) = self.caches.pod(&req.pod.namespace, &req.pod.name) else {
             return true;
         };
-        if req.uid.is_some() && p.metadata.uid != req.uid {
+        if req.uid.is_some() && p.identity.uid != req.uid {
             return true;
         }
-        let shown = p
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(POD_DELETION_COST));
-        shown.cloned() == req.cost.map(|c| c.to_string())
+        p.ours.deletion_cost == req.cost.map(|c| c.to_string())
     }
 
     /// The active pods of `managed`'s workload as the cache shows them now.

@@ -190,7 +190,7 @@ pub(super) fn plan_over(
     let planned = plan::plan_excluding(resolved, snapshot, samples, previous, opts, &excluded);
 
     // pods of the namespace carrying our cost that we no longer manage
-    let in_ns = |p: &PodRecord| p.metadata.namespace.as_deref() == Some(&resolved.namespace);
+    let in_ns = |p: &PodRecord| p.identity.namespace.as_deref() == Some(&resolved.namespace);
     let managed: BTreeSet<&str> = planned.pods.iter().map(|p| &*p.name).collect();
     let releases = snapshot
         .pods

@@ -89,13 +89,13 @@ pub fn active_pods_of(
     pods: &[impl PodView],
 ) -> BTreeSet<String> {
     pods.iter()
-        .filter(|p| p.meta().namespace.as_deref() == Some(namespace))
+        .filter(|p| p.meta().namespace == Some(namespace))
         .filter(|p| {
-            controller_of_kind(p.meta().owner_references.as_ref(), "ReplicaSet")
+            controller_of_kind(p.owner_references(), "ReplicaSet")
                 .is_some_and(|rs| replica_sets.contains(&rs.name))
         })
         .filter(|p| is_pod_active(*p))
-        .filter_map(|p| p.meta().name.clone())
+        .filter_map(|p| p.meta().name.map(str::to_string))
         .collect()
 }
 

@@ -105,22 +105,20 @@ pub fn label_over_limits(key: &str, value_len: usize) -> Option<String> {
 /// [`MAX_ANNOTATIONS_BYTES`] goes to the general path), and leave an object
 /// that does not to the general path, whose [`check_object_limits`] names
 /// the field.
-pub fn meta_within_limits(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    node_name: Option<&str>,
-) -> bool {
+pub fn record_within_limits(pod: &crate::pod::PodRecord, node_name: Option<&str>) -> bool {
     let short = |s: Option<&str>, max: usize| s.is_none_or(|s| s.len() <= max);
+    let meta = &pod.identity;
     short(meta.name.as_deref(), MAX_NAME_BYTES)
         && short(meta.namespace.as_deref(), MAX_LABEL_BYTES)
         && short(node_name, MAX_NAME_BYTES)
-        && meta
-            .owner_references
-            .iter()
+        && pod
+            .owner_references()
+            .into_iter()
             .flatten()
             .all(|o| o.name.len() <= MAX_NAME_BYTES)
-        && meta
-            .labels
-            .iter()
+        && pod
+            .labels()
+            .into_iter()
             .flatten()
             .all(|(k, v)| label_over_limits(k, v.len()).is_none())
 }

@@ -31,8 +31,8 @@ pub fn check_unique_pods<'a, P: PodView + 'a>(
     let mut uids: HashMap<&str, String> = HashMap::new();
     for (label, pod) in items {
         let m = pod.meta();
-        let ns = m.namespace.as_deref().unwrap_or_default();
-        let name = m.name.as_deref().unwrap_or_default();
+        let ns = m.namespace.unwrap_or_default();
+        let name = m.name.unwrap_or_default();
         let who = format!("{label} (Pod {})", qualified(ns, name));
         if let Some(first) = names.get(&(ns, name)) {
             return Err(InputError::Duplicate {
@@ -41,7 +41,7 @@ pub fn check_unique_pods<'a, P: PodView + 'a>(
                 what: format!("name {}", qualified(ns, name)),
             });
         }
-        if let Some(uid) = m.uid.as_deref().filter(|u| !u.is_empty()) {
+        if let Some(uid) = m.uid.filter(|u| !u.is_empty()) {
             if let Some(first) = uids.get(uid) {
                 return Err(InputError::Duplicate {
                     first: first.clone(),
@@ -61,13 +61,8 @@ pub fn check_unique_pods<'a, P: PodView + 'a>(
 pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
     pods.iter()
         .map(PodView::meta)
-        .filter(|m| m.uid.as_deref().unwrap_or_default().is_empty())
-        .map(|m| {
-            qualified(
-                m.namespace.as_deref().unwrap_or_default(),
-                m.name.as_deref().unwrap_or_default(),
-            )
-        })
+        .filter(|m| m.uid.unwrap_or_default().is_empty())
+        .map(|m| qualified(m.namespace.unwrap_or_default(), m.name.unwrap_or_default()))
         .collect()
 }
 

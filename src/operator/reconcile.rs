@@ -225,8 +225,8 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
         .into_iter()
         .filter(|p| {
             p.namespace().as_deref() == Some(ns.as_str())
-                && p.annotations().get(POLICY_ANNOTATION).map(String::as_str) == Some(name.as_str())
-                && p.annotations().contains_key(POD_DELETION_COST)
+                && p.annotations().get(POLICY_ANNOTATION) == Some(name.as_str())
+                && p.annotations().get(POD_DELETION_COST).is_some()
         })
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();

@@ -8,14 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
-use kube::runtime::{predicates, watcher, WatchStreamExt};
+use kube::runtime::{predicates, reflector::reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -129,11 +129,14 @@ pub async fn run_with_client(
     // never seen after an API server restart, on 1.36 with etcd 3.4).
     let wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
     let (pods, pods_w) = reflector::store::<PodRecord>();
-    let pod_events = watcher(api::<PodRecord>(&client, ns), wc.clone())
-        .reflect(pods_w)
-        .inspect(health.observer("pods"))
-        .backoff(watch_backoff())
-        .touched_objects();
+    // decoded with the `ObjectMeta` the watch reads, cached without it
+    let pod_events = reflector(
+        pods_w,
+        watcher(api::<caches::WatchedPod>(&client, ns), wc.clone()).map_ok(caches::record_event),
+    )
+    .inspect(health.observer("pods"))
+    .backoff(watch_backoff())
+    .touched_objects();
     let (nodes, nodes_w) = reflector::store::<Node>();
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
         .modify(caches::trim_node)
@@ -265,7 +268,14 @@ pub async fn run_with_client(
     );
     let reserve = shutdown::reserve(config.shutdown_grace);
     // the watches drive their caches; each event maps to the policies it concerns
+    let status_due = match engine.take_status_due() {
+        Some(rx) => rx
+            .map(|k| ObjectRef::<DeletionCostPolicy>::new(&k.name).within(&k.namespace))
+            .boxed(),
+        None => futures::stream::empty().boxed(),
+    };
     let mapped = futures::stream::select_all([
+        status_due,
         pod_events
             .filter_map(|e| async move { e.ok() })
             .flat_map(move |pod: PodRecord| futures::stream::iter(policies_for_pod(&p1, &pod)))
@@ -390,7 +400,7 @@ fn policies_for_pod(
             }
             writer == Some(&p.name_any())
                 || match &p.spec.selector {
-                    Some(sel) => selects(&sel.to_selector(), pod.metadata.labels.as_ref()),
+                    Some(sel) => selects(&sel.to_selector(), pod.labels()),
                     None => true,
                 }
         })

@@ -659,7 +659,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}})).unwrap();
         let snapshot = crate::plan::Snapshot {
             pods,
-            nodes: vec![node],
+            nodes: vec![std::sync::Arc::new(node)],
             replica_sets: vec![],
             deployments: vec![],
             ignored: vec![],

@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{Lookup, Store};
 use kube::runtime::watcher;
-use kube::Resource;
 
 /// How often a replica that is not ready says what it waits for.
 pub const WAITING_LOG_EVERY: Duration = Duration::from_secs(15);
@@ -87,7 +86,7 @@ impl WatchHealth {
     /// Marks `cache` synced once `store` has its first list.
     pub fn track<K>(self: &Arc<Self>, cache: &'static str, store: Store<K>)
     where
-        K: Resource + Clone + Send + Sync + 'static,
+        K: Lookup + Clone + Send + Sync + 'static,
         K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
     {
         let health = self.clone();
@@ -134,7 +133,7 @@ impl WatchHealth {
 /// again every 200 ms re-registers the waker.
 pub async fn store_ready<K>(store: &Store<K>) -> bool
 where
-    K: Resource + Clone + 'static,
+    K: Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     loop {

@@ -16,7 +16,6 @@ use super::{
     default_value, map_chunks, map_in_order, CostAction, CostOwner, CostWrite, NamedPolicy,
     PodPlan, PreviousValues, SignalValue, Split,
 };
-use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::comparator::parse_deletion_cost;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
@@ -25,7 +24,7 @@ use crate::signals::{Sample, SignalSamples};
 
 fn creation_ns(p: &NsPod) -> i128 {
     p.pod
-        .metadata
+        .identity
         .creation_timestamp
         .as_ref()
         .map(|t| t.0.as_nanosecond())
@@ -82,7 +81,7 @@ pub(super) fn cost_pods(
     policy: &NamedPolicy,
     pods: &[&NsPod],
     selection: &Selection,
-    nodes: &[Node],
+    nodes: &[Arc<Node>],
     samples: &SignalSamples,
     previous: &PreviousValues,
     split: Split,
@@ -217,16 +216,15 @@ fn cost_chunk(
     let mut desired_text = String::new();
     for (i, (row, name)) in pods.iter().zip(names).enumerate() {
         let pod = row.pod;
-        let uid: Arc<str> = pod.metadata.uid.as_deref().unwrap_or("").into();
-        let annotations = pod.metadata.annotations.as_ref();
-        let (current_raw, current) = match annotations.and_then(|a| a.get(POD_DELETION_COST)) {
+        let uid: Arc<str> = pod.identity.uid.as_deref().unwrap_or("").into();
+        let (current_raw, current) = match pod.ours.deletion_cost.as_deref() {
             Some(raw) => {
                 let (raw, cost) = costs.get(raw, |r| parse_deletion_cost(r).value);
                 (Some(raw), cost)
             }
             None => (None, parse_deletion_cost("0").value),
         };
-        let writer = annotations.and_then(|a| a.get(POLICY_ANNOTATION));
+        let writer = pod.ours.policy.as_ref();
         let owner = match (&current_raw, writer) {
             (None, _) => CostOwner::None,
             (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
@@ -400,7 +398,7 @@ struct PodNodes<'a> {
 }
 
 impl<'a> PodNodes<'a> {
-    fn new(pods: &[&NsPod], slots: &NodeSlots<'a>, nodes: &'a [Node]) -> Self {
+    fn new(pods: &[&NsPod], slots: &NodeSlots<'a>, nodes: &'a [Arc<Node>]) -> Self {
         // the selection's slots cover every node seen; keep those of these pods
         let mut local = vec![u32::MAX; slots.names.len()];
         let mut names = Vec::new();
@@ -419,7 +417,7 @@ impl<'a> PodNodes<'a> {
             .collect();
         let by_name: HashMap<&str, &Node> = nodes
             .iter()
-            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
+            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
         let node = names.iter().map(|n| by_name.get(n).copied()).collect();
         Self {
@@ -485,7 +483,7 @@ fn evaluate_signal(
                 on.select_nth_unstable_by(excess - 1, |&a, &b| {
                     created[b]
                         .cmp(&created[a])
-                        .then_with(|| pods[b].pod.metadata.name.cmp(&pods[a].pod.metadata.name))
+                        .then_with(|| pods[b].pod.identity.name.cmp(&pods[a].pod.identity.name))
                         .then_with(|| a.cmp(&b))
                 });
                 for &i in &on[..excess] {

@@ -242,7 +242,7 @@ pub struct Plan {
 }
 
 fn pod_rs(pod: &PodRecord) -> Option<&OwnerReference> {
-    controller_of_kind(pod.metadata.owner_references.as_ref(), "ReplicaSet")
+    controller_of_kind(pod.owner_references(), "ReplicaSet")
 }
 
 /// `spec.nodeName`, empty when unassigned.
@@ -276,7 +276,7 @@ fn selected_in_chunks(policy: &NamedPolicy, snapshot: &Snapshot, chunk: usize) -
     selection
         .active
         .iter()
-        .filter_map(|&i| selection.pods[i as usize].pod.metadata.name.clone())
+        .filter_map(|&i| selection.pods[i as usize].pod.identity.name.clone())
         .collect()
 }
 

@@ -53,7 +53,7 @@ fn related_pods<'p, 'a>(
     let selectors = sibling_selectors(owner, replica_sets);
     // each pod's labels read once for all siblings
     let selected = |p: &&NsPod| {
-        let labels = p.pod.metadata.labels.as_ref();
+        let labels = p.pod.labels();
         selectors.iter().any(|s| selects(s, labels))
     };
     let matching: Vec<&NsPod> = if parallel {
@@ -63,7 +63,7 @@ fn related_pods<'p, 'a>(
     };
     let mut seen: HashSet<&str> = HashSet::with_capacity(matching.len());
     for p in &matching {
-        if !seen.insert(p.pod.metadata.uid.as_deref().unwrap_or("")) {
+        if !seen.insert(p.pod.identity.uid.as_deref().unwrap_or("")) {
             // Two pods share a UID (possible in a file): which one counts
             // depends on upstream's sibling-by-sibling order.
             return related_pods_by_sibling(&selectors, ns_pods);
@@ -96,8 +96,8 @@ fn related_pods_by_sibling<'p, 'a>(
     let mut out = Vec::new();
     for sel in selectors {
         for p in ns_pods {
-            if selects(sel, p.pod.metadata.labels.as_ref())
-                && seen.insert(p.pod.metadata.uid.as_deref().unwrap_or(""))
+            if selects(sel, p.pod.labels())
+                && seen.insert(p.pod.identity.uid.as_deref().unwrap_or(""))
             {
                 out.push(p);
             }

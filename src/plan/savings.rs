@@ -25,7 +25,6 @@ use super::{
     namespace_replica_sets, node_of, plan, NamedPolicy, Plan, PlanOptions, PreviousValues,
     ReplicaSetPlan, Snapshot,
 };
-use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use crate::comparator::is_pod_active;
 use crate::policy::validate::{BillingSource, DEFAULT_PRESET};
 use crate::policy::ValidatedSignal;
@@ -362,20 +361,14 @@ pub fn upstream_default(
     let pods = snapshot
         .pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == ns)
+        .filter(|p| p.identity.namespace.as_deref().unwrap_or("") == ns)
         .map(|p| {
-            let ours = p
-                .metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.get(POLICY_ANNOTATION) == Some(&policy.name));
+            let ours = p.ours.policy.as_ref() == Some(&policy.name);
             if !ours {
                 return p.clone();
             }
             let mut p = (**p).clone();
-            if let Some(a) = p.metadata.annotations.as_mut() {
-                a.remove(POD_DELETION_COST);
-            }
+            p.ours.deletion_cost = None;
             Arc::new(p)
         })
         .collect();
@@ -419,18 +412,20 @@ fn billing_source(policy: &NamedPolicy) -> BillingSource {
 
 fn pod_facts(p: &PodRecord) -> PodFacts<'_> {
     PodFacts {
-        namespace: p.metadata.namespace.as_deref().unwrap_or(""),
-        name: p.metadata.name.as_deref().unwrap_or(""),
+        namespace: p.identity.namespace.as_deref().unwrap_or(""),
+        name: p.identity.name.as_deref().unwrap_or(""),
         node: node_of(p),
         active: is_pod_active(p),
-        daemon_set: controller_of(p.metadata.owner_references.as_ref())
-            .is_some_and(|o| o.kind == "DaemonSet"),
+        daemon_set: controller_of(p.owner_references()).is_some_and(|o| o.kind == "DaemonSet"),
     }
 }
 
 /// The nodes' facts, and a warning per allocatable value that is not a
 /// quantity (left out, as if absent).
-fn node_facts<'a>(source: &BillingSource, nodes: &'a [Node]) -> (Vec<NodeFacts<'a>>, Vec<String>) {
+fn node_facts<'a>(
+    source: &BillingSource,
+    nodes: &'a [Arc<Node>],
+) -> (Vec<NodeFacts<'a>>, Vec<String>) {
     let mut warnings = Vec::new();
     let facts = nodes
         .iter()

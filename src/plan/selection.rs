@@ -11,7 +11,7 @@ use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::pod::PodRecord;
+use crate::pod::{PodRecord, SharedMeta};
 use kube::core::Selector;
 use rayon::prelude::*;
 
@@ -218,7 +218,7 @@ impl<'m> Matcher<'m> {
     /// the pods of `p`'s ReplicaSet.
     fn matches(&self, p: &PodRecord, rs_picked: bool) -> bool {
         match self {
-            Matcher::Labels(sel) => selects(sel, p.metadata.labels.as_ref()),
+            Matcher::Labels(sel) => selects(sel, p.labels()),
             Matcher::ReplicaSets(_) => rs_picked,
         }
     }
@@ -233,7 +233,7 @@ impl<'m> Matcher<'m> {
 pub(super) fn select<'a>(
     policy: &NamedPolicy,
     pods: &'a [Arc<PodRecord>],
-    nodes: &'a [Node],
+    nodes: &'a [Arc<Node>],
     ns_rs: &[&'a ReplicaSet],
     excluded: &BTreeSet<String>,
     count_nodes: bool,
@@ -275,10 +275,14 @@ fn select_in<'k, 'a>(
         rs_index: HashMap::new(),
         replica_sets: Vec::new(),
     };
+    // which ReplicaSet and whether the target picks: both read only the
+    // labels and owners a record shares with its ReplicaSet's other pods,
+    // which mostly come one after another
+    let mut last: Option<(*const SharedMeta, Option<u32>, bool)> = None;
     for pod in pods {
         let active = is_pod_active(pod);
         let node_name = node_of(pod);
-        if pod.metadata.namespace.as_deref().unwrap_or("") != ns {
+        if pod.identity.namespace.as_deref().unwrap_or("") != ns {
             if count_nodes && active && !node_name.is_empty() {
                 let s = out.nodes.slot(node_name);
                 out.nodes.active_pods[s as usize] += 1;
@@ -289,19 +293,28 @@ fn select_in<'k, 'a>(
         if count_nodes && active && !node_name.is_empty() {
             out.nodes.active_pods[node as usize] += 1;
         }
-        let replica_set = pod_rs(pod).map(|r| out.replica_set(&r.name, matcher));
-        let rs_picked = replica_set.is_some_and(|r| out.replica_sets[r as usize].1);
+        let shared = Arc::as_ptr(&pod.shared);
+        let (replica_set, picked) = match last {
+            Some((s, replica_set, picked)) if s == shared => (replica_set, picked),
+            _ => {
+                let replica_set = pod_rs(pod).map(|r| out.replica_set(&r.name, matcher));
+                let rs_picked = replica_set.is_some_and(|r| out.replica_sets[r as usize].1);
+                let picked = matcher.matches(pod, rs_picked);
+                last = Some((shared, replica_set, picked));
+                (replica_set, picked)
+            }
+        };
         let p = NsPod {
             pod,
-            name: pod.metadata.name.as_deref().unwrap_or(""),
+            name: pod.identity.name.as_deref().unwrap_or(""),
             replica_set,
             node,
             active,
         };
-        if matcher.matches(pod, rs_picked) && !excluded.contains(p.name) {
+        if picked && !excluded.contains(p.name) {
             if active {
                 out.active.push(out.pods.len() as u32);
-            } else if let Some(name) = &pod.metadata.name {
+            } else if let Some(name) = &pod.identity.name {
                 out.inactive.push(name.clone());
             }
         }

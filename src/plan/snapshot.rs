@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::input::{
     check_object_limits, check_pod_name, check_unique_pods, flatten, is_version_object, item_label,
-    json_syntax, meta_within_limits, note_version, parse_objects, stream_items, InputError,
+    json_syntax, note_version, parse_objects, record_within_limits, stream_items, InputError,
     InputLimits, ItemSink, RawObject, ServerVersion, Streamed, MAX_ANNOTATIONS_BYTES,
 };
 use crate::pod::{decode_pod_item, PodRecord};
@@ -23,7 +23,7 @@ pub struct Snapshot {
     /// the operator's rounds read its cached records without copying them.
     pub pods: Vec<Arc<PodRecord>>,
     /// Nodes.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Arc<Node>>,
     /// ReplicaSets.
     pub replica_sets: Vec<ReplicaSet>,
     /// Deployments.
@@ -226,7 +226,7 @@ impl SnapshotReader {
             }
             "Node" => o.into_decoded("Node").map(|n| {
                 self.held += 2 * size;
-                self.snapshot.nodes.push(n)
+                self.snapshot.nodes.push(Arc::new(n))
             }),
             "ReplicaSet" => o.into_decoded("ReplicaSet").map(|r| {
                 self.held += 2 * size;
@@ -304,29 +304,28 @@ impl SnapshotReader {
 }
 
 /// About what a pod record holds: the record, its strings and maps, with
-/// allocator overhead.
+/// allocator overhead. Labels and owners count once, with the first record
+/// that holds them (the others share them).
 fn record_bytes(p: &PodRecord) -> u64 {
-    let m = &p.metadata;
+    let m = &p.identity;
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let map = |m: &Option<std::collections::BTreeMap<String, String>>| {
-        m.iter()
-            .flatten()
-            .map(|(k, v)| k.len() + v.len() + 64)
-            .sum::<usize>()
+    let shared = if Arc::strong_count(&p.shared) == 1 {
+        let labels = p.labels().into_iter().flatten();
+        let owners = p.owner_references().into_iter().flatten();
+        labels.map(|(k, v)| k.len() + v.len() + 64).sum::<usize>()
+            + owners
+                .map(|o| o.name.len() + o.uid.len() + o.kind.len() + o.api_version.len() + 200)
+                .sum::<usize>()
+    } else {
+        0
     };
-    let owners = m
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|o| o.name.len() + o.uid.len() + o.kind.len() + o.api_version.len() + 200)
-        .sum::<usize>();
+    let ours = [&p.ours.deletion_cost, &p.ours.policy];
     (std::mem::size_of::<PodRecord>()
         + text(&m.name)
         + text(&m.namespace)
         + text(&m.uid)
-        + map(&m.labels)
-        + map(&m.annotations)
-        + owners
+        + ours.into_iter().map(|s| text(s) + 32).sum::<usize>()
+        + shared
         + 256) as u64
 }
 
@@ -340,7 +339,7 @@ impl ItemSink for SnapshotReader {
         if fast && self.name_error.is_none() && self.decode_error.is_none() {
             let within = |p: &PodRecord| {
                 let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-                meta_within_limits(&p.metadata, node)
+                record_within_limits(p, node)
             };
             if let Some(pod) = decode_pod_item(raw).filter(within) {
                 self.objects += 1;
@@ -428,7 +427,7 @@ mod tests {
         let s = &r.snapshot;
         Ok(format!(
             "pods {} | nodes {} | rs {} | deploy {} | ignored {:?} | version {:?} | {} | {:?}",
-            names(&mut s.pods.iter().map(|p| p.metadata.name.as_ref())),
+            names(&mut s.pods.iter().map(|p| p.identity.name.as_ref())),
             names(&mut s.nodes.iter().map(|p| p.metadata.name.as_ref())),
             names(&mut s.replica_sets.iter().map(|p| p.metadata.name.as_ref())),
             names(&mut s.deployments.iter().map(|p| p.metadata.name.as_ref())),

@@ -39,15 +39,15 @@ fn owner(kind: &str, name: &str) -> OwnerReference {
     }
 }
 
-fn node(name: &str, extra: &[(&str, &str)]) -> Node {
-    Node {
+fn node(name: &str, extra: &[(&str, &str)]) -> std::sync::Arc<Node> {
+    std::sync::Arc::new(Node {
         metadata: ObjectMeta {
             name: Some(name.into()),
             labels: Some(labels(extra)),
             ..Default::default()
         },
         ..Default::default()
-    }
+    })
 }
 
 fn rs(name: &str, deployment: Option<&str>, hash: &str) -> ReplicaSet {
@@ -200,11 +200,10 @@ fn apply(snapshot: &mut Snapshot, plan: &Plan, policy: &str) {
             .pods
             .iter_mut()
             .map(std::sync::Arc::make_mut)
-            .find(|p| p.metadata.name.as_deref() == Some(&*patch.pod))
+            .find(|p| p.identity.name.as_deref() == Some(&*patch.pod))
             .unwrap();
-        let a = p.metadata.annotations.get_or_insert_with(Default::default);
-        a.insert(POD_DELETION_COST.into(), patch.cost.to_string());
-        a.insert(POLICY_ANNOTATION.into(), policy.into());
+        p.ours.deletion_cost = Some(patch.cost.to_string());
+        p.ours.policy = Some(policy.into());
     }
 }
 
@@ -313,12 +312,7 @@ fn foreign_costs_are_left_alone_unless_told() {
     );
     assert_eq!(taken.patches.len(), 1);
     // another policy's value is foreign too
-    std::sync::Arc::make_mut(&mut snap.pods[0])
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(POLICY_ANNOTATION.into(), "someone-else".into());
+    std::sync::Arc::make_mut(&mut snap.pods[0]).ours.policy = Some("someone-else".into());
     let kept = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     assert_eq!(
         kept.pods[0].owner,
@@ -524,20 +518,20 @@ fn not_ready_pods_and_pending_patches_explain_mismatches() {
         .status
         .as_mut()
         .unwrap()
-        .conditions
+        .ready
         .as_mut()
-        .unwrap()[0]
+        .unwrap()
         .status = "True".into();
     std::sync::Arc::make_mut(&mut snap.pods[1])
-        .metadata
+        .identity
         .creation_timestamp = Some(ts("2026-11-01T00:00:00Z"));
     std::sync::Arc::make_mut(&mut snap.pods[1])
         .status
         .as_mut()
         .unwrap()
-        .conditions
+        .ready
         .as_mut()
-        .unwrap()[0]
+        .unwrap()
         .last_transition_time = Some(ts("2026-11-01T00:00:00Z"));
     let live = PlanOptions {
         assume_patches_applied: false,
@@ -838,13 +832,16 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, n)| std::sync::Arc::new(PodRecord {
-                metadata: ObjectMeta {
+                identity: crate::pod::PodIdentity {
                     name: Some(n.clone()),
                     namespace: Some("shop".into()),
                     uid: Some(i.to_string()),
-                    labels: Some(BTreeMap::from([("app".into(), "web".into())])),
                     ..Default::default()
                 },
+                shared: crate::pod::SharedMeta::shared(
+                    Some(BTreeMap::from([("app".into(), "web".into())])),
+                    None,
+                ),
                 ..Default::default()
             }))
             .collect();
@@ -854,7 +851,7 @@ proptest! {
         let got: Vec<&str> = selection
             .active
             .iter()
-            .map(|&i| selection.pods[i as usize].pod.metadata.uid.as_deref().unwrap_or(""))
+            .map(|&i| selection.pods[i as usize].pod.identity.uid.as_deref().unwrap_or(""))
             .collect();
         let mut want: Vec<(&str, String)> =
             names.iter().enumerate().map(|(i, n)| (n.as_str(), i.to_string())).collect();

@@ -11,7 +11,7 @@ use kube::core::{Expression, Selector};
 
 use super::Snapshot;
 use crate::owner::{controller_of, controller_of_kind};
-use crate::pod::{PodRecord, PodView};
+use crate::pod::PodRecord;
 use crate::policy::selector::selects;
 
 /// The kind of object a command names.
@@ -234,9 +234,8 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
         );
     }
     let family_of = |pod: &'a PodRecord| -> FamilyKey<'a> {
-        let m = pod.meta();
-        let ns = m.namespace.as_deref().unwrap_or_default();
-        match controller_of(m.owner_references.as_ref()) {
+        let ns = pod.identity.namespace.as_deref().unwrap_or_default();
+        match controller_of(pod.owner_references()) {
             None => FamilyKey::Unowned,
             Some(o) => match (o.kind.as_str(), rs_owner.get(&(ns, o.name.as_str()))) {
                 ("ReplicaSet", Some(Some(d))) => FamilyKey::Owned(ns, "Deployment", d),
@@ -245,18 +244,15 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
         }
     };
     let wanted = |pod: &PodRecord| -> bool {
-        let m = pod.meta();
+        let m = &pod.identity;
         let ns = m.namespace.as_deref().unwrap_or_default();
         if query.namespace.is_some_and(|q| q != ns) {
             return false;
         }
-        if query
-            .selector
-            .is_some_and(|s| !selects(s, m.labels.as_ref()))
-        {
+        if query.selector.is_some_and(|s| !selects(s, pod.labels())) {
             return false;
         }
-        let controller = || controller_of(m.owner_references.as_ref());
+        let controller = || controller_of(pod.owner_references());
         match query.target {
             None => true,
             Some(t) => match t.kind {
@@ -300,10 +296,7 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
             f.related.push(pod);
         }
     }
-    let by_name = |p: &&PodRecord| {
-        let m = p.meta();
-        (m.namespace.clone(), m.name.clone())
-    };
+    let by_name = |p: &&PodRecord| (p.identity.namespace.clone(), p.identity.name.clone());
     Ok(families
         .into_values()
         .map(|mut f| {
@@ -322,25 +315,25 @@ fn exists(snapshot: &Snapshot, namespace: &str, t: &Target) -> bool {
 
 /// The namespaces holding an object of `t`'s kind and name.
 fn namespaces_holding<'a>(snapshot: &'a Snapshot, t: &Target) -> BTreeSet<&'a str> {
-    let named = |m: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        (m.name.as_deref() == Some(t.name.as_str()))
-            .then(|| m.namespace.as_deref().unwrap_or_default())
+    let named = |name: Option<&'a String>, namespace: Option<&'a String>| {
+        (name.map(String::as_str) == Some(t.name.as_str()))
+            .then(|| namespace.map_or("", String::as_str))
     };
     match t.kind {
         TargetKind::Pod => snapshot
             .pods
             .iter()
-            .filter_map(|p| named(&p.metadata))
+            .filter_map(|p| named(p.identity.name.as_ref(), p.identity.namespace.as_ref()))
             .collect(),
         TargetKind::ReplicaSet => snapshot
             .replica_sets
             .iter()
-            .filter_map(|r| named(&r.metadata))
+            .filter_map(|r| named(r.metadata.name.as_ref(), r.metadata.namespace.as_ref()))
             .collect(),
         TargetKind::Deployment => snapshot
             .deployments
             .iter()
-            .filter_map(|d| named(&d.metadata))
+            .filter_map(|d| named(d.metadata.name.as_ref(), d.metadata.namespace.as_ref()))
             .collect(),
     }
 }
@@ -407,7 +400,7 @@ mod tests {
 
     fn names(pods: &[&PodRecord]) -> Vec<String> {
         pods.iter()
-            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .map(|p| p.identity.name.clone().unwrap_or_default())
             .collect()
     }
 

@@ -67,7 +67,7 @@ impl<'a> Section<'a> {
     pub fn new(
         policy: &NamedPolicy,
         plan: &'a Plan,
-        snapshot_nodes: &[Node],
+        snapshot_nodes: &[std::sync::Arc<Node>],
         opts: &PlanOptions,
     ) -> Self {
         let spec = &policy.spec;

@@ -25,7 +25,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::comparator::FeatureGates;
 use deletion_cost::plan::{
     plan_excluding, Chunks, CostAction, CostOwner, NamedPolicy, Plan, PlanOptions, PodPlan,
@@ -331,7 +330,7 @@ pub fn build(name: &'static str) -> Golden {
             .iter()
             .map(|p| std::sync::Arc::new(PodRecord::from(p)))
             .collect(),
-        nodes: c.nodes.clone(),
+        nodes: c.nodes.iter().cloned().map(std::sync::Arc::new).collect(),
         replica_sets: c.replica_sets.clone(),
         deployments: vec![],
         ignored: vec![],
@@ -362,7 +361,7 @@ pub fn build(name: &'static str) -> Golden {
     let in_namespace = snapshot
         .pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(cluster::NAMESPACE))
+        .filter(|p| p.identity.namespace.as_deref() == Some(cluster::NAMESPACE))
         .count();
     let cases = specs
         .into_iter()
@@ -422,16 +421,11 @@ fn coarse_times(snap: &mut Snapshot) {
         .iter_mut()
         .map(std::sync::Arc::make_mut)
         .enumerate()
-        .filter(|(_, p)| p.metadata.namespace.as_deref() == Some(cluster::NAMESPACE))
+        .filter(|(_, p)| p.identity.namespace.as_deref() == Some(cluster::NAMESPACE))
     {
-        pod.metadata.creation_timestamp = Some(at(2 * 86_400 + (i % 2) as i64));
+        pod.identity.creation_timestamp = Some(at(2 * 86_400 + (i % 2) as i64));
         let ready_since = at([3_600, 3_601, 7_200][i % 3]);
-        for c in pod
-            .status
-            .iter_mut()
-            .flat_map(|s| s.conditions.iter_mut().flatten())
-            .filter(|c| c.type_ == "Ready")
-        {
+        for c in pod.status.iter_mut().flat_map(|s| s.ready.iter_mut()) {
             c.last_transition_time = Some(ready_since.clone());
         }
     }
@@ -448,7 +442,7 @@ fn share_uids(snap: &mut Snapshot) {
                 .iter()
                 .enumerate()
                 .filter(|(_, p)| {
-                    p.metadata.owner_references.iter().flatten().any(|o| {
+                    p.owner_references().iter().copied().flatten().any(|o| {
                         o.controller == Some(true) && o.kind == "ReplicaSet" && o.name == rs
                     })
                 })
@@ -470,14 +464,14 @@ fn share_uids(snap: &mut Snapshot) {
         if (k % 2 == 0) == (a < b) {
             snap.pods.swap(a, b);
         }
-        let uid = snap.pods[a].metadata.uid.clone();
-        std::sync::Arc::make_mut(&mut snap.pods[b]).metadata.uid = uid;
+        let uid = snap.pods[a].identity.uid.clone();
+        std::sync::Arc::make_mut(&mut snap.pods[b]).identity.uid = uid;
     }
     std::sync::Arc::make_mut(&mut snap.pods[first[10]])
-        .metadata
+        .identity
         .uid = None;
     std::sync::Arc::make_mut(&mut snap.pods[second[10]])
-        .metadata
+        .identity
         .uid = None;
 }
 
@@ -521,15 +515,11 @@ fn with_patches(snapshot: &Snapshot, plan: &Plan, policy: &NamedPolicy) -> Snaps
         .pods
         .iter_mut()
         .map(std::sync::Arc::make_mut)
-        .filter(|x| x.metadata.namespace.as_deref() == Some(policy.namespace.as_str()))
+        .filter(|x| x.identity.namespace.as_deref() == Some(policy.namespace.as_str()))
     {
-        if let Some(c) = pod.metadata.name.as_deref().and_then(|n| costs.get(n)) {
-            let a = pod
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default);
-            a.insert(POD_DELETION_COST.into(), c.to_string());
-            a.insert(POLICY_ANNOTATION.into(), policy.name.clone());
+        if let Some(c) = pod.identity.name.as_deref().and_then(|n| costs.get(n)) {
+            pod.ours.deletion_cost = Some(c.to_string());
+            pod.ours.policy = Some(policy.name.clone());
         }
     }
     landed

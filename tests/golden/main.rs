@@ -77,7 +77,7 @@ fn check(name: &'static str) {
         .snapshot
         .pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(cluster::NAMESPACE))
+        .filter(|p| p.identity.namespace.as_deref() == Some(cluster::NAMESPACE))
         .count();
     let crossing = Crossing {
         namespace_parallel: in_namespace >= PARALLEL_FROM,

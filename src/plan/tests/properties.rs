@@ -210,15 +210,11 @@ impl World {
     fn landed(&self, plan: &Plan) -> Snapshot {
         let mut s = self.snapshot.clone();
         for pod in s.pods.iter_mut().map(std::sync::Arc::make_mut) {
-            let ours = pod.metadata.namespace.as_deref() == Some("shop");
-            let name = pod.metadata.name.as_deref().unwrap_or("");
+            let ours = pod.identity.namespace.as_deref() == Some("shop");
+            let name = pod.identity.name.as_deref().unwrap_or("");
             if let Some(patch) = plan.patches.iter().find(|x| ours && &*x.pod == name) {
-                let a = pod
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                a.insert(POD_DELETION_COST.into(), patch.cost.to_string());
-                a.insert(POLICY_ANNOTATION.into(), "web".into());
+                pod.ours.deletion_cost = Some(patch.cost.to_string());
+                pod.ours.policy = Some("web".into());
             }
         }
         s
@@ -229,8 +225,8 @@ impl World {
             .pods
             .iter()
             .find(|p| {
-                p.metadata.namespace.as_deref() == Some("shop")
-                    && p.metadata.name.as_deref() == Some(name)
+                p.identity.namespace.as_deref() == Some("shop")
+                    && p.identity.name.as_deref() == Some(name)
             })
             .unwrap()
     }
@@ -532,7 +528,7 @@ proptest! {
                 prop_assert_eq!(p.intended(), p.current);
                 prop_assert!(!plan.patches.iter().any(|x| x.pod == p.name));
             }
-            let raw = w.pod(&p.name).metadata.annotations.as_ref().and_then(|a| a.get(POD_DELETION_COST));
+            let raw = w.pod(&p.name).ours.deletion_cost.as_ref();
             prop_assert_eq!(p.current, parse_deletion_cost(raw.map_or("0", String::as_str)).value);
         }
     }
@@ -597,10 +593,10 @@ proptest! {
             );
             if rs.name != "(none)" {
                 let mut owned: Vec<&str> = w.snapshot.pods.iter()
-                    .filter(|p| p.metadata.namespace.as_deref() == Some("shop"))
+                    .filter(|p| p.identity.namespace.as_deref() == Some("shop"))
                     .filter(crate::comparator::is_pod_active)
                     .filter(|p| pod_rs(p).is_some_and(|o| o.name == rs.name))
-                    .filter_map(|p| p.metadata.name.as_deref())
+                    .filter_map(|p| p.identity.name.as_deref())
                     .collect();
                 owned.sort();
                 let mut predicted: Vec<&str> = rs.predicted.iter().map(|p| &**p).collect();
@@ -665,7 +661,7 @@ proptest! {
                 if status.phase.as_deref() == Some("Pending") {
                     status.phase = Some("Running".into());
                 }
-                for c in status.conditions.iter_mut().flatten() {
+                for c in status.ready.iter_mut() {
                     c.status = "True".into();
                 }
             }
@@ -708,9 +704,9 @@ proptest! {
         let mut w = w;
         if share {
             for i in (4..w.snapshot.pods.len()).step_by(5) {
-                let uid = std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 1]).metadata.uid.clone();
-                std::sync::Arc::make_mut(&mut w.snapshot.pods[i]).metadata.uid = uid;
-                std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 3]).metadata.uid = None;
+                let uid = std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 1]).identity.uid.clone();
+                std::sync::Arc::make_mut(&mut w.snapshot.pods[i]).identity.uid = uid;
+                std::sync::Arc::make_mut(&mut w.snapshot.pods[i - 3]).identity.uid = None;
             }
         }
         let parallel = forcing(true, || w.plan());
