@@ -505,7 +505,17 @@ pub trait PodView {
 /// The [`PodView`] methods whose fields have the same names in a `Pod` and a
 /// [`PodRecord`] (their types differ, so one generic body cannot serve both).
 macro_rules! same_fields {
-    () => {
+    ($meta:ident) => {
+        fn meta(&self) -> MetaView<'_> {
+            let m = &self.$meta;
+            MetaView {
+                name: m.name.as_deref(),
+                namespace: m.namespace.as_deref(),
+                uid: m.uid.as_deref(),
+                creation_timestamp: m.creation_timestamp.as_ref(),
+                deletion_timestamp: m.deletion_timestamp.as_ref(),
+            }
+        }
         fn node_name(&self) -> Option<&str> {
             self.spec.as_ref()?.node_name.as_deref()
         }
@@ -516,7 +526,7 @@ macro_rules! same_fields {
 }
 
 impl PodView for Pod {
-    same_fields!();
+    same_fields!(metadata);
     fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
         let c = self
             .status
@@ -526,16 +536,6 @@ impl PodView for Pod {
             .iter()
             .find(|c| c.type_ == "Ready")?;
         Some((&c.status, c.last_transition_time.as_ref()))
-    }
-    fn meta(&self) -> MetaView<'_> {
-        let m = &self.metadata;
-        MetaView {
-            name: m.name.as_deref(),
-            namespace: m.namespace.as_deref(),
-            uid: m.uid.as_deref(),
-            creation_timestamp: m.creation_timestamp.as_ref(),
-            deletion_timestamp: m.deletion_timestamp.as_ref(),
-        }
     }
     fn labels(&self) -> Option<&BTreeMap<String, String>> {
         self.metadata.labels.as_ref()
@@ -578,20 +578,10 @@ impl PodView for Pod {
 }
 
 impl PodView for PodRecord {
-    same_fields!();
+    same_fields!(identity);
     fn ready_condition(&self) -> Option<(&str, Option<&Time>)> {
         let c = self.status.as_ref()?.ready.as_ref()?;
         Some((&c.status, c.last_transition_time.as_ref()))
-    }
-    fn meta(&self) -> MetaView<'_> {
-        let m = &self.identity;
-        MetaView {
-            name: m.name.as_deref(),
-            namespace: m.namespace.as_deref(),
-            uid: m.uid.as_deref(),
-            creation_timestamp: m.creation_timestamp.as_ref(),
-            deletion_timestamp: m.deletion_timestamp.as_ref(),
-        }
     }
     fn labels(&self) -> Option<&BTreeMap<String, String>> {
         PodRecord::labels(self)
