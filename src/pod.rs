@@ -33,7 +33,7 @@ pub struct PodRecord {
     pub shared: Arc<SharedMeta>,
     /// Only our two annotations.
     pub ours: OurAnnotations,
-    /// Node and sidecar names.
+    /// The node.
     pub spec: Option<RecordSpec>,
     /// Phase, Ready conditions and restart counts.
     pub status: Option<RecordStatus>,
@@ -114,16 +114,6 @@ impl PodRecord {
     /// Our two annotations.
     pub fn annotations(&self) -> &OurAnnotations {
         &self.ours
-    }
-
-    /// Sets the labels (shared with the records that have the same).
-    pub fn set_labels(&mut self, labels: Option<BTreeMap<String, String>>) {
-        self.shared = SharedMeta::shared(labels, self.shared.owner_references.clone());
-    }
-
-    /// Sets the owner references (shared likewise).
-    pub fn set_owner_references(&mut self, owners: Option<Vec<OwnerReference>>) {
-        self.shared = SharedMeta::shared(self.shared.labels.clone(), owners);
     }
 }
 
@@ -312,18 +302,6 @@ impl OurAnnotations {
         if let Some(v) = self.slot_mut(key) {
             *v = Some(value);
         }
-    }
-
-    /// Both as a map, the way the API shows them (`None` when neither is set).
-    pub fn to_map(&self) -> Option<BTreeMap<String, String>> {
-        let map: BTreeMap<String, String> = [
-            (POD_DELETION_COST, &self.deletion_cost),
-            (POLICY_ANNOTATION, &self.policy),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
-        .collect();
-        (!map.is_empty()).then_some(map)
     }
 
     fn slot(&self, key: &str) -> Option<&Option<String>> {
@@ -696,7 +674,8 @@ mod tests {
         let record: PodRecord = serde_json::from_value(full_pod_json()).unwrap();
         assert_eq!(RankKey::from_pod(&full), RankKey::from_pod(&record));
         assert_eq!(PodRecord::from(&full), record);
-        assert_eq!(record.ours.to_map().map(|a| a.len()), Some(2));
+        assert_eq!(record.ours.deletion_cost.as_deref(), Some("7"));
+        assert_eq!(record.ours.policy.as_deref(), Some("web"));
         assert_eq!(record.identity.resource_version.as_deref(), Some("42"));
         assert_eq!(record.labels(), full.metadata.labels.as_ref());
         assert_eq!(

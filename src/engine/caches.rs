@@ -134,7 +134,7 @@ impl Lookup for PodRecord {
 /// A pod as the pod watch decodes it: the record, and the `ObjectMeta` the
 /// watch reads (the resource version it resumes from). Turned into the
 /// record before the cache stores it ([`WatchedPod::into_record`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct WatchedPod {
     meta: ObjectMeta,
     record: PodRecord,

@@ -278,7 +278,7 @@ fn select_in<'k, 'a>(
     // which ReplicaSet and whether the target picks: both read only the
     // labels and owners a record shares with its ReplicaSet's other pods,
     // which mostly come one after another
-    let mut last: Option<(*const SharedMeta, Option<u32>, bool)> = None;
+    let mut last: Option<(&Arc<SharedMeta>, Option<u32>, bool)> = None;
     for pod in pods {
         let active = is_pod_active(pod);
         let node_name = node_of(pod);
@@ -293,14 +293,13 @@ fn select_in<'k, 'a>(
         if count_nodes && active && !node_name.is_empty() {
             out.nodes.active_pods[node as usize] += 1;
         }
-        let shared = Arc::as_ptr(&pod.shared);
         let (replica_set, picked) = match last {
-            Some((s, replica_set, picked)) if s == shared => (replica_set, picked),
+            Some((s, replica_set, picked)) if Arc::ptr_eq(s, &pod.shared) => (replica_set, picked),
             _ => {
                 let replica_set = pod_rs(pod).map(|r| out.replica_set(&r.name, matcher));
                 let rs_picked = replica_set.is_some_and(|r| out.replica_sets[r as usize].1);
                 let picked = matcher.matches(pod, rs_picked);
-                last = Some((shared, replica_set, picked));
+                last = Some((&pod.shared, replica_set, picked));
                 (replica_set, picked)
             }
         };
