@@ -64,6 +64,10 @@ const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 1
 /// answer with nothing to do to one at the end of the 10 s webhook timeout.
 const WEBHOOK_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
+/// Buckets of `deletion_cost_scale_in_writes`: pod writes per scale-in
+/// (2k + 4 at most for a scale-in by k).
+const SCALE_IN_WRITES_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+
 /// Every metric the operator exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -82,6 +86,8 @@ pub struct Metrics {
     pub scale_webhook_calls: Family<OutcomeLabel, Counter>,
     /// Scale-in webhook: the time it adds to a scale-in (its answer's latency).
     pub scale_webhook_seconds: Histogram,
+    /// Pod writes each scale-in made (its minimal correction).
+    pub scale_in_writes: Histogram,
     /// 1 while this replica holds the lease.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
@@ -192,10 +198,16 @@ impl Metrics {
         let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
         let scale_webhook_calls = Family::<OutcomeLabel, Counter>::default();
         let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
+        let scale_in_writes = Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, planner_failed, writes_failed, not_scale_in)",
+            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in)",
             scale_webhook_calls.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_in_writes",
+            "Pod writes each scale-in made (the hook's and the webhook's minimal correction)",
+            scale_in_writes.clone(),
         );
         registry.register(
             "deletion_cost_scale_webhook_seconds",
@@ -250,6 +262,7 @@ impl Metrics {
             hook_patch_observed,
             scale_webhook_calls,
             scale_webhook_seconds,
+            scale_in_writes,
             leader,
             comparator_info,
         }
@@ -296,6 +309,11 @@ impl Metrics {
             })
             .inc();
         self.scale_webhook_seconds.observe(seconds);
+    }
+
+    /// Counts the pod writes one scale-in made.
+    pub fn scale_in_writes(&self, writes: u64) {
+        self.scale_in_writes.observe(writes as f64);
     }
 
     /// The OpenMetrics text.

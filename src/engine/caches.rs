@@ -91,6 +91,11 @@ impl Caches {
         self.pods.get(&ObjectRef::new(name).within(ns))
     }
 
+    /// One cached ReplicaSet.
+    pub fn replica_set(&self, ns: &str, name: &str) -> Option<Arc<ReplicaSet>> {
+        self.replica_sets.get(&ObjectRef::new(name).within(ns))
+    }
+
     /// Every cached policy.
     pub fn policies(&self) -> Vec<Arc<DeletionCostPolicy>> {
         self.policies.state()

@@ -183,6 +183,7 @@ async fn apply_policy(
         generation: policy.metadata.generation,
         scale_ins: round.scale_ins.clone(),
         refresh_interval: resolved.spec.refresh_interval,
+        on_scale_in: resolved.spec.writes == crate::policy::Writes::OnScaleIn,
     };
     let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());

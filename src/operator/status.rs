@@ -58,6 +58,8 @@ pub struct Observed {
     pub scale_ins: ScaleIns,
     /// How old costs may be at a scale-in nobody made fresh.
     pub refresh_interval: std::time::Duration,
+    /// The policy writes costs only at scale-ins (`writes: OnScaleIn`).
+    pub on_scale_in: bool,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -200,7 +202,7 @@ pub fn build(
             format!("older policies win shared pods: {}", list.join(", ")),
         )
     };
-    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval);
+    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval, obs.on_scale_in);
     let managed = plan
         .pods
         .iter()
@@ -232,15 +234,28 @@ pub fn build(
 /// Which scalers get fresh costs: `True` once the scale-in webhook made a
 /// scale-in fresh (it covers every scaler), `False` when only the hook did,
 /// `Unknown` before any scale-in. The message says how old costs may be
-/// for a scaler nobody covers.
-fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration) -> Condition {
+/// for a scaler nobody covers. A policy that writes only at scale-ins
+/// (`writes: OnScaleIn`) and has seen none is `False`: nothing was written.
+fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: bool) -> Condition {
     let last = s.last.as_ref().map_or(String::new(), |(at, by, workload)| {
         format!("; last at {at}, {workload}, by {by}")
     });
-    let stale = format!(
-        "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on costs up to {}s old (refreshInterval)",
-        refresh.as_secs()
-    );
+    let stale = if on_scale_in {
+        "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on whatever costs the pods carry (spec.writes is OnScaleIn: nothing is written in the background)".to_string()
+    } else {
+        format!(
+            "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on costs up to {}s old (refreshInterval)",
+            refresh.as_secs()
+        )
+    };
+    if on_scale_in && s.by_webhook == 0 && s.by_hook == 0 {
+        return condition(
+            SCALE_INS_FRESH,
+            false,
+            "NoScaleInCallSeen",
+            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen since the operator started: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
+        );
+    }
     if s.by_webhook > 0 {
         condition(
             SCALE_INS_FRESH,
@@ -512,6 +527,22 @@ mod tests {
             ("Unknown", "NoScaleInSeen")
         );
         assert!(c.message.contains("up to 300s old"), "{}", c.message);
+        // writing only at scale-ins, none seen: nothing was ever written
+        let idle = build(
+            None,
+            &plan,
+            &Observed {
+                on_scale_in: true,
+                ..with(ScaleIns::default())
+            },
+            &t(0),
+        );
+        let c = cond(&idle, SCALE_INS_FRESH);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "NoScaleInCallSeen")
+        );
+        assert!(c.message.contains("no cost is written"), "{}", c.message);
         let last = Some((
             "2026-11-25T10:00:00Z".into(),
             FreshBy::Hook,

@@ -4,6 +4,7 @@
 //! against the order the policy intends. It never talks to the API.
 
 pub mod check;
+pub mod correction;
 mod costing;
 mod prediction;
 pub mod previous;
@@ -29,6 +30,7 @@ use rayon::prelude::*;
 use selection::NsPod;
 
 pub use check::{Mismatch, MismatchReason, Verdict};
+pub use correction::{ReplicaSetCorrection, ScaleInTarget};
 pub use previous::PreviousValues;
 pub use resolve::{default_value, NamedPolicy, ResolveError};
 pub use snapshot::{ReadSnapshot, Snapshot, SnapshotReader};
@@ -387,6 +389,40 @@ pub fn plan_excluding(
     opts: &PlanOptions,
     excluded: &BTreeSet<String>,
 ) -> Plan {
+    plan_for(policy, snapshot, samples, previous, opts, excluded, None).0
+}
+
+/// [`plan_excluding`] for a scale-in: also the minimal correction of each
+/// ReplicaSet it scales ([`correction`]), over the live costs.
+pub fn plan_scale_in(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
+    target: &ScaleInTarget,
+) -> (Plan, Vec<ReplicaSetCorrection>) {
+    plan_for(
+        policy,
+        snapshot,
+        samples,
+        previous,
+        opts,
+        excluded,
+        Some(target),
+    )
+}
+
+fn plan_for(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
+    scale_in: Option<&ScaleInTarget>,
+) -> (Plan, Vec<ReplicaSetCorrection>) {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
     let ns_rs = namespace_replica_sets(policy, snapshot);
@@ -438,8 +474,9 @@ pub fn plan_excluding(
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
-    let replica_sets = prediction::check_replica_sets(keyed, &costed.plans, opts);
-    Plan {
+    let (replica_sets, corrections) =
+        prediction::check_replica_sets(keyed, &costed.plans, opts, scale_in);
+    let plan = Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: costed.plans,
         patches: costed.patches,
@@ -448,7 +485,8 @@ pub fn plan_excluding(
         inactive,
         warnings,
         savings: None,
-    }
+    };
+    (plan, corrections)
 }
 
 #[cfg(test)]

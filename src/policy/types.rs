@@ -70,6 +70,12 @@ pub struct DeletionCostPolicySpec {
     /// Never overwrite a cost this policy did not write (default true).
     #[serde(default = "default_true")]
     pub respect_foreign_costs: bool,
+    /// When costs are written: `Continuous` (default) keeps every pod's
+    /// cost current in the background; `OnScaleIn` writes only what a
+    /// scale-in needs, when the scale-in webhook or the pre-scale-down hook
+    /// sees it (API writes follow scale-ins, not signal changes).
+    #[serde(default, skip_serializing_if = "Writes::is_continuous")]
+    pub writes: Writes,
 }
 
 fn default_true() -> bool {
@@ -290,6 +296,25 @@ pub struct RateLimit {
     /// Patches allowed at once.
     #[schemars(range(min = 1))]
     pub burst: u32,
+}
+
+/// When a policy's costs are written.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Writes {
+    /// Every pod's cost is kept current in the background, and a scale-in
+    /// corrects what it needs on top.
+    #[default]
+    Continuous,
+    /// Nothing in the background: only the costs a scale-in needs, when the
+    /// scale-in webhook or the pre-scale-down hook sees it.
+    OnScaleIn,
+}
+
+impl Writes {
+    /// Whether this is the default.
+    pub fn is_continuous(&self) -> bool {
+        *self == Writes::Continuous
+    }
 }
 
 /// Behaviour for a pod whose signal value is missing, NaN, stale or duplicated.

@@ -367,6 +367,18 @@ impl Patcher {
         in_flight
     }
 
+    /// Drops the values of `pods` not sent yet (see [`Queue::cancel_pods`]);
+    /// returns the values in flight.
+    pub fn cancel_pods(&self, pods: &std::collections::HashSet<PodRef>) -> Vec<PatchRequest> {
+        let shared = self.shared();
+        let mut st = shared.lock();
+        let in_flight = st.queue.cancel_pods(pods);
+        let depth = st.queue.depth();
+        drop(st);
+        shared.stats.set_queue_gauges(depth.pods, depth.retrying);
+        in_flight
+    }
+
     /// Whether nothing is queued, in flight or waiting to retry. For tests
     /// and benches: the operator asks [`Patcher::pending_for`] per policy.
     #[doc(hidden)]

@@ -23,6 +23,7 @@ use crate::cluster::{labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
 use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
+mod exact_at_size;
 mod scale_series;
 
 type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
@@ -67,6 +68,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("n_scale_series_four_scalers_webhook_off_then_on", |e| {
         scale_series::n_scale_series(e).boxed()
+    }),
+    ("p_exact_at_any_size_utilisation_20_and_300", |e| {
+        exact_at_size::p_exact_at_size(e).boxed()
     }),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()
@@ -425,6 +429,17 @@ fn plan_victims_as_of(
     by: usize,
     now: Option<&str>,
 ) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    plan_victims_with(policy_file, snapshot, by, now, &[])
+}
+
+/// [`plan_victims_as_of`] with more flags (`--prometheus URL`).
+fn plan_victims_with(
+    policy_file: &Path,
+    snapshot: &Path,
+    by: usize,
+    now: Option<&str>,
+    extra: &[&str],
+) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
     let (policy, snap, by_text) = (
         policy_file.to_string_lossy(),
         snapshot.to_string_lossy(),
@@ -444,6 +459,7 @@ fn plan_victims_as_of(
     if let Some(now) = now {
         args.extend(["--now", now]);
     }
+    args.extend(extra);
     let out = run_cli(&args);
     let plans: Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("plan -o json: {e}\n{out}"));
