@@ -586,6 +586,21 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
         p.blocked_nodes[0].to_string(),
         "od-a cannot be removed: jobs/batch-x has cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\""
     );
+    // and Karpenter's node annotation keeps od-c
+    let karpenter_node = pinned_nodes(&[], &[(KARPENTER_DO_NOT_DISRUPT, "true")]);
+    let p = plan(
+        &consolidation(),
+        &karpenter_node,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert_eq!(cost_of(&p, "web-c"), Some(110));
+    assert_eq!(cost_of(&p, "web-a"), Some(2));
+    assert_eq!(
+        p.blocked_nodes[0].to_string(),
+        "od-c cannot be removed: the node has karpenter.sh/do-not-disrupt"
+    );
     // values that keep nothing change nothing
     let loose = pinned_nodes(
         &[
