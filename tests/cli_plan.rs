@@ -1,5 +1,6 @@
 //! `deletion-cost plan` as a user runs it: the bundled example, every example
-//! policy, a live Prometheus, and bad input.
+//! policy, a live Prometheus, bad input, and a cluster beside an autoscaler
+//! (with `explain` and the page over it).
 
 use std::process::{Command, Output};
 
@@ -1782,4 +1783,131 @@ fn an_ambiguous_order_names_ten_pods_then_a_count() {
         .unwrap_or_else(|| panic!("no ambiguous order:\n{out}"));
     assert!(line.contains(" and 5 more"), "{line}");
     assert_eq!(line.matches("twin-").count(), 10, "{line}");
+}
+
+/// The snapshot (`tests/fixtures/plan/autoscalers.yaml`): od-a held
+/// by another namespace's `do-not-disrupt` pod, od-c `scale-down-disabled`,
+/// od-b three web pods, one with Karpenter's cost.
+const AUTOSCALERS: [&str; 4] = [
+    "--policy",
+    "tests/fixtures/plan/autoscalers-policy.yaml",
+    "--snapshot",
+    "tests/fixtures/plan/autoscalers.yaml",
+];
+
+#[test]
+fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([NOW, "-q", "--scale-down-by", "2"]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("scale down by 2: deletes web-7d9f8c6b5-b3, web-7d9f8c6b5-b1"),
+        "od-b is drained, not od-a and od-c:\n{out}"
+    );
+    for why in [
+        "    od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt\n",
+        "    od-c cannot be removed: the node has cluster-autoscaler.kubernetes.io/scale-down-disabled\n",
+        "2 pods on node, cannot be removed [110]",
+    ] {
+        assert!(out.contains(why), "{why:?} missing:\n{out}");
+    }
+    // respectForeignCosts: false, and Karpenter's cost stays
+    assert!(
+        out.contains("-1000 (Karpenter's)  -       keep (Karpenter's)"),
+        "{out}"
+    );
+
+    // by 5, every pod goes: od-b is freed, od-c emptied but kept, od-a still
+    // holds batch-x
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([
+        NOW,
+        "-q",
+        "--scale-down-by",
+        "5",
+        "--prices",
+        "tests/fixtures/plan/autoscalers-prices.yaml",
+        "-o",
+        "json",
+    ]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &v[0];
+    assert_eq!(p["blockedNodes"][0]["node"], "od-a");
+    assert_eq!(p["blockedNodes"][0]["blockers"][0]["pod"], "jobs/batch-x");
+    assert_eq!(
+        p["blockedNodes"][1]["blockers"][0]["annotation"],
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    );
+    let policy = &p["savings"]["policy"];
+    assert_eq!(policy["freedNodes"][0]["name"], "od-b");
+    assert_eq!(policy["freedNodes"].as_array().unwrap().len(), 1);
+    assert_eq!(policy["notRemovable"][0]["node"], "od-c");
+    let b3 = p["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "web-7d9f8c6b5-b3")
+        .unwrap();
+    assert_eq!(b3["owner"], "karpenter");
+    assert_eq!(b3["action"]["action"], "keepKarpenter");
+
+    // the page says the same
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([
+        NOW,
+        "-q",
+        "--scale-down-by",
+        "5",
+        "--prices",
+        "tests/fixtures/plan/autoscalers-prices.yaml",
+        "-o",
+        "html",
+    ]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    for said in [
+        "<li class=\"warn\">od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt</li>",
+        "<svg class=\"node blocked\" data-node=\"od-c\"",
+        "policy: emptied but not freed: od-c cannot be removed",
+        "<span class=\"tag foreign\">Karpenter's cost</span>",
+    ] {
+        assert!(page.contains(said), "{said:?} missing from the page");
+    }
+}
+
+#[test]
+fn explain_names_what_keeps_the_node_and_karpenters_cost() {
+    let run = |pod: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args(["explain", pod, "-n", "shop", NOW, "-q"])
+            .args(AUTOSCALERS)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let out = run("pod/web-7d9f8c6b5-a1");
+    assert!(
+        out.contains(
+            "  autoscaler: od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("nodeConsolidation 2 pods on node, cannot be removed [110]"),
+        "{out}"
+    );
+    let out = run("pod/web-7d9f8c6b5-b3");
+    assert!(
+        out.contains("  from:       Karpenter's deletion-cost controller (karpenter.sh/managed-deletion-cost)"),
+        "{out}"
+    );
+    assert!(out.contains("keep (Karpenter's)"), "{out}");
+    assert!(!out.contains("autoscaler:"), "od-b may go:\n{out}");
 }

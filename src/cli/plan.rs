@@ -870,7 +870,12 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             .as_deref()
             .is_some_and(|raw| parse_deletion_cost(raw).problem.is_some());
         r.push(match (&pod.current_raw, &pod.owner, invalid) {
+            (None, CostOwner::Karpenter, _) => "- (Karpenter's)".into(),
             (None, _, _) => "-".into(),
+            (Some(raw), CostOwner::Karpenter, true) => {
+                format!("{} (Karpenter's; invalid: read as 0)", shortened(raw))
+            }
+            (Some(raw), CostOwner::Karpenter, false) => format!("{raw} (Karpenter's)"),
             (Some(raw), CostOwner::Foreign(_), true) => {
                 format!("{} (foreign; invalid: read as 0)", shortened(raw))
             }
@@ -898,6 +903,20 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             format!(", {} inactive left out", p.inactive.len())
         }
     );
+    if !p.blocked_nodes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n  Nodes no autoscaler may remove (draining them frees nothing{}):",
+            if kinds.contains(&"nodeConsolidation") {
+                "; nodeConsolidation drains them last"
+            } else {
+                ""
+            }
+        );
+        for n in &p.blocked_nodes {
+            let _ = writeln!(out, "    {n}");
+        }
+    }
     for rs in &p.replica_sets {
         let owner = rs
             .deployment
@@ -1082,6 +1101,9 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
                 "  {label}: a cut falls inside a tie: upstream may delete other pods it ranks equal, and free other nodes"
             );
         }
+        for n in &c.not_removable {
+            let _ = writeln!(out, "  {label}: emptied but not freed: {n}");
+        }
     }
     let _ = writeln!(
         out,
@@ -1089,7 +1111,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "  a node counts as freed when no active pod but DaemonSet pods stays on it; the autoscaler decides whether it goes"
+        "  a node counts as freed when no active pod but DaemonSet pods stays on it and no annotation keeps it; the autoscaler decides whether it goes"
     );
     out
 }

@@ -141,6 +141,11 @@ pub fn build(
             format!("pods deleted before cheaper ones: {}", summary.join(", ")),
         )
     };
+    let karpenter_pods = plan
+        .pods
+        .iter()
+        .filter(|p| p.owner == CostOwner::Karpenter)
+        .count();
     let signals = match &obs.signals {
         None => condition(
             SIGNALS_AVAILABLE,
@@ -171,12 +176,17 @@ pub fn build(
             ),
         )
     } else {
+        let karpenter = if karpenter_pods > 0 {
+            format!("; {karpenter_pods} carry Karpenter's costs (left alone)")
+        } else {
+            String::new()
+        };
         condition(
             READY,
             true,
             "Reconciled",
             format!(
-                "{} pods selected, {} patches pending",
+                "{} pods selected, {} patches pending{karpenter}",
                 plan.pods.len(),
                 obs.pending_patches
             ),
@@ -212,6 +222,7 @@ pub fn build(
         conditions: merge_conditions(prev, vec![ready, order, signals, conflict, scale_ins], now),
         observed_generation: obs.generation,
         managed_pods: u32::try_from(managed).unwrap_or(u32::MAX),
+        karpenter_pods: u32::try_from(karpenter_pods).unwrap_or(u32::MAX),
         pending_patches: u32::try_from(obs.pending_patches).unwrap_or(u32::MAX),
         last_refresh: obs
             .last_refresh
@@ -489,6 +500,7 @@ mod tests {
             values: Default::default(),
             inactive: vec![],
             warnings: vec![],
+            blocked_nodes: vec![],
             savings: None,
         }
     }
@@ -721,6 +733,38 @@ mod tests {
             &Default::default(),
             &opts,
         )
+    }
+
+    #[test]
+    fn karpenters_costs_are_counted_and_named() {
+        let mut plan = planned(|_| "2026-11-20T00:00:00Z".into());
+        for p in plan.pods.iter_mut().take(2) {
+            p.owner = CostOwner::Karpenter;
+            p.action = CostAction::KeepKarpenter;
+            p.desired = None;
+        }
+        let s = build(None, &plan, &Observed::default(), &t(0));
+        assert_eq!(s.karpenter_pods, 2);
+        assert_eq!(s.managed_pods, 0);
+        let ready = &cond(&s, READY).message;
+        assert!(
+            ready.ends_with("; 2 carry Karpenter's costs (left alone)"),
+            "{ready}"
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap()["karpenterPods"], 2);
+        // none: no key, no words
+        let none = build(
+            None,
+            &planned(|_| "2026-11-20T00:00:00Z".into()),
+            &Observed::default(),
+            &t(0),
+        );
+        assert_eq!(none.karpenter_pods, 0);
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("karpenterPods")
+            .is_none());
+        assert!(!cond(&none, READY).message.contains("Karpenter"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! needed, and per ReplicaSet the order upstream will use with the check
 //! against the order the policy intends. It never talks to the API.
 
+pub mod blockers;
 pub mod check;
 pub mod correction;
 mod costing;
@@ -29,6 +30,7 @@ use crate::signals::SignalSamples;
 use rayon::prelude::*;
 use selection::NsPod;
 
+pub use blockers::{BlockedNode, Blocker};
 pub use check::{Mismatch, MismatchReason, Verdict};
 pub use correction::{ReplicaSetCorrection, ScaleInTarget};
 pub use previous::PreviousValues;
@@ -94,6 +96,11 @@ pub enum CostOwner {
     Ours,
     /// Someone else (another policy, a person, another tool).
     Foreign(Option<String>),
+    /// Karpenter's deletion-cost controller: the pod carries
+    /// `karpenter.sh/managed-deletion-cost`, with or without a cost now.
+    /// Never overwritten, whatever `respectForeignCosts` says: the two
+    /// controllers would fight over the pod.
+    Karpenter,
 }
 
 /// One signal's contribution to a pod's cost.
@@ -123,17 +130,21 @@ pub enum CostAction {
     Patch(i32),
     /// A cost someone else wrote; left alone (`respectForeignCosts`).
     KeepForeign,
+    /// A cost Karpenter manages; always left alone.
+    KeepKarpenter,
     /// A signal is missing and `onSignalMissing: keepLastValue`.
     KeepLastValue(String),
 }
 
 impl std::fmt::Display for CostAction {
-    /// `unchanged`, `set 20`, `keep (not ours)`, `keep (<why>)`.
+    /// `unchanged`, `set 20`, `keep (not ours)`, `keep (Karpenter's)`,
+    /// `keep (<why>)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CostAction::Unchanged => f.write_str("unchanged"),
             CostAction::Patch(c) => write!(f, "set {c}"),
             CostAction::KeepForeign => f.write_str("keep (not ours)"),
+            CostAction::KeepKarpenter => f.write_str("keep (Karpenter's)"),
             CostAction::KeepLastValue(why) => write!(f, "keep ({why})"),
         }
     }
@@ -237,6 +248,11 @@ pub struct Plan {
     pub inactive: Vec<String>,
     /// Things the user should know (missing nodes, missing ReplicaSets).
     pub warnings: Vec<String>,
+    /// The nodes of the selected pods that no autoscaler may remove, and
+    /// why, by node name: draining them frees nothing, so consolidation
+    /// drains them last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_nodes: Vec<BlockedNode>,
     /// What the scale-down is worth against upstream's own choice (`plan
     /// --prices`); the planner leaves it empty.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -450,6 +466,7 @@ fn plan_for(
         .iter()
         .map(|&i| &selection.pods[i as usize])
         .collect();
+    let blocked_nodes = blocked_nodes_of(&pods, &selection.nodes.blocked);
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
@@ -484,9 +501,28 @@ fn plan_for(
         values: costed.values,
         inactive,
         warnings,
+        blocked_nodes,
         savings: None,
     };
     (plan, corrections)
+}
+
+/// The blocked nodes `pods` run on, by name.
+fn blocked_nodes_of(
+    pods: &[&NsPod],
+    blocked: &foldhash::HashMap<u32, BlockedNode>,
+) -> Vec<BlockedNode> {
+    if blocked.is_empty() {
+        return Vec::new();
+    }
+    let slots: BTreeSet<u32> = pods
+        .iter()
+        .map(|p| p.node)
+        .filter(|s| blocked.contains_key(s))
+        .collect();
+    let mut out: Vec<BlockedNode> = slots.iter().map(|s| blocked[s].clone()).collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    out
 }
 
 #[cfg(test)]

@@ -366,8 +366,11 @@ fn correct_replica_set(
         .zip(plans)
         .map(|(k, plan)| PodCosts {
             intended: plan.map_or(k.cost.value, |p| p.intended()),
-            // a foreign value the policy leaves alone, or a pod it does not manage
-            writable: plan.is_some_and(|p| p.action != CostAction::KeepForeign),
+            // a foreign or Karpenter's value the policy leaves alone, or a
+            // pod it does not manage
+            writable: plan.is_some_and(|p| {
+                !matches!(p.action, CostAction::KeepForeign | CostAction::KeepKarpenter)
+            }),
             in_flight: target.in_flight.get(&*k.name).copied(),
         })
         .collect();

@@ -344,6 +344,10 @@ pub struct DeletionCostPolicyStatus {
     /// Pods carrying a cost this policy wrote.
     #[serde(default)]
     pub managed_pods: u32,
+    /// Selected pods whose cost Karpenter manages
+    /// (`karpenter.sh/managed-deletion-cost`): left alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub karpenter_pods: u32,
     /// Patches computed but not yet observed.
     #[serde(default)]
     pub pending_patches: u32,
@@ -356,6 +360,10 @@ pub struct DeletionCostPolicyStatus {
     /// First differences between intended and predicted order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<MismatchStatus>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The schema of `status.conditions`: `metav1.Condition`'s, as the API
