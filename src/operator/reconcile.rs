@@ -29,10 +29,13 @@ pub const FINALIZER: &str = "deletioncost.dev/cleanup";
 
 /// Shared by every reconcile.
 pub struct Context {
+    /// Every write it sends (finalizer, status) waits for a token of the
+    /// operator-wide write budget.
     client: Client,
     /// The engine (caches, policies' state, leadership, patcher), shared
     /// with the hook and the policy pages.
     engine: Arc<Engine>,
+    /// Events, through the same budget.
     recorder: Recorder,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     health: Arc<WatchHealth>,
