@@ -211,6 +211,7 @@ pub async fn run_with_client(
         engine.clone(),
         leadership.events(),
         health.clone(),
+        config.qps,
     ));
     let server = server::serve(
         config.metrics_addr,
