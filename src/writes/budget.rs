@@ -4,9 +4,9 @@
 //! as client-go's one limiter covers every request of a component.
 //!
 //! [`budgeted_client`] wraps a kube `Client`: each write it sends first
-//! waits for a [`Permit`](super::Permit) of the current leadership term's patcher (reads go
-//! straight through), and reports its outcome back for the metrics and, on a
-//! 429, the pause every write honours. The patcher grants permits after the
+//! waits for a [`Permit`](super::Permit) of the current leadership term's
+//! patcher (reads go straight through), and reports its outcome back for
+//! the metrics and, on a 429, the pause every write honours. The patcher grants permits after the
 //! pod writes of a scale-in (`Priority::Urgent`) and alternately with
 //! background pod writes, so neither starves the other.
 
