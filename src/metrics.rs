@@ -11,8 +11,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::comparator::GateChoice;
-use crate::writes::stats::{ERROR_REASONS, WAIT_BUCKETS};
-use crate::writes::StatsSnapshot;
+use crate::writes::stats::{ERROR_REASONS, OUTCOMES, WAIT_BUCKETS};
+use crate::writes::{StatsSnapshot, WriteKind};
 
 /// Label `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,6 +41,15 @@ pub struct PolicyReason {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     /// Outcome.
+    pub outcome: String,
+}
+
+/// Labels `kind`, `outcome` of `deletion_cost_api_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOutcome {
+    /// What the write changed: `pods`, `status`, `events`, `other`.
+    pub kind: String,
+    /// `ok`, or why it failed.
     pub outcome: String,
 }
 
@@ -147,6 +156,29 @@ impl Collector for PatcherCollector {
             };
             ConstCounter::new(v).encode(errors.encode_family(&labels)?)?;
         }
+        let mut writes = encoder.encode_descriptor(
+            "deletion_cost_api_writes",
+            "Writes sent to the API server, every kind but the Lease's, all within the one --qps/--burst budget: by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (kind, counts) in WriteKind::ALL.iter().zip(stats.writes) {
+            for (outcome, v) in OUTCOMES.iter().zip(counts) {
+                let labels = KindOutcome {
+                    kind: kind.label().into(),
+                    outcome: (*outcome).into(),
+                };
+                ConstCounter::new(v).encode(writes.encode_family(&labels)?)?;
+            }
+        }
+        ConstGauge::new(i64::try_from(stats.permits_waiting).unwrap_or(i64::MAX)).encode(
+            encoder.encode_descriptor(
+                "deletion_cost_api_writes_waiting",
+                "Writes other than pod patches (status, Events, the finalizer) waiting for their turn in the write budget",
+                None,
+                MetricType::Gauge,
+            )?,
+        )?;
         ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX)).encode(
             encoder.encode_descriptor(
                 "deletion_cost_patch_queue_depth",
@@ -332,7 +364,16 @@ mod tests {
 
     #[test]
     fn exposition_names_match_the_dashboard() {
-        let m = Metrics::new(5.0, Box::new(StatsSnapshot::default));
+        let m = Metrics::new(
+            5.0,
+            Box::new(|| {
+                let mut s = StatsSnapshot::default();
+                s.writes[1][0] = 7;
+                s.writes[2][2] = 1;
+                s.permits_waiting = 2;
+                s
+            }),
+        );
         m.reconciled("ok");
         m.order_mismatches
             .get_or_create(&PolicyReason {
@@ -359,6 +400,11 @@ mod tests {
             "deletion_cost_patch_queue_depth 0",
             "deletion_cost_configured_qps 5.0",
             "deletion_cost_rate_limit_wait_seconds_bucket{le=\"+Inf\"} 0",
+            "deletion_cost_api_writes_total{kind=\"pods\",outcome=\"ok\"} 0",
+            "deletion_cost_api_writes_total{kind=\"status\",outcome=\"ok\"} 7",
+            "deletion_cost_api_writes_total{kind=\"events\",outcome=\"too_many_requests\"} 1",
+            "deletion_cost_api_writes_total{kind=\"other\",outcome=\"rejected\"} 0",
+            "deletion_cost_api_writes_waiting 2",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -185,6 +185,21 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         },
     )
     .await;
+    // it went through the write budget, as every Event does: the operator
+    // counted each one the server got
+    eventually(
+        Duration::from_secs(10),
+        "every Event counted in the write budget",
+        || async {
+            let series = "deletion_cost_api_writes_total{kind=\"events\",outcome=\"ok\"} ";
+            let counted = op.metrics().await.lines().find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            });
+            counted == Some(fake.writes_to("events").len() as f64)
+        },
+    )
+    .await;
 
     // the nodes swap their billing class: the next scale-in wants an
     // on-demand pod of before, and writes that one pod only

@@ -40,20 +40,13 @@ pub(crate) struct HookState {
     pub(crate) config: HookConfig,
     in_flight: Mutex<HashSet<String>>,
     slots: Arc<Semaphore>,
-    /// Events on scaled workloads (the scale-in webhook's predicted victims).
-    pub(crate) recorder: kube::runtime::events::Recorder,
 }
 
 impl HookState {
     pub(crate) fn new(engine: Arc<Engine>, client: Client, config: HookConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
-        let reporter = kube::runtime::events::Reporter {
-            controller: crate::MANAGER.into(),
-            instance: None,
-        };
         HookState {
             engine,
-            recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
             client,
             config,
             in_flight: Mutex::new(HashSet::new()),

@@ -29,11 +29,17 @@ pub const FINALIZER: &str = "deletioncost.dev/cleanup";
 
 /// Shared by every reconcile.
 pub struct Context {
+    /// Every write it sends (finalizer, status) waits for a token of the
+    /// operator-wide write budget.
     client: Client,
     /// The engine (caches, policies' state, leadership, patcher), shared
     /// with the hook and the policy pages.
     engine: Arc<Engine>,
+    /// Events, through the same budget.
     recorder: Recorder,
+    /// When each policy's status was last written (progress is written at
+    /// a bounded cadence).
+    cadence: status::Cadence,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     health: Arc<WatchHealth>,
     /// Consecutive failed reconciles per policy (retry backoff).
@@ -41,17 +47,20 @@ pub struct Context {
 }
 
 impl Context {
-    /// What every reconcile shares.
+    /// What every reconcile shares; `qps` is the operator-wide write rate
+    /// (the statuses' progress takes a part of it at most).
     pub fn new(
         client: Client,
         engine: Arc<Engine>,
         recorder: Recorder,
         health: Arc<WatchHealth>,
+        qps: f64,
     ) -> Self {
         Context {
             client,
             engine,
             recorder,
+            cadence: status::Cadence::new(qps),
             health,
             failures: Mutex::default(),
         }
@@ -67,25 +76,29 @@ impl Context {
         self.engine.leadership().patcher()
     }
 
-    /// Writes the status when it changed (not with `--dry-run`), with its
-    /// Events.
+    /// Writes the status when it is due (not with `--dry-run`), with its
+    /// Events; returns how soon a progress change held back is due.
     async fn write_status(
         &self,
         api: &Api<DeletionCostPolicy>,
         policy: &DeletionCostPolicy,
         prev: Option<&DeletionCostPolicyStatus>,
         new: DeletionCostPolicyStatus,
-    ) -> Result<(), OperatorError> {
-        status::write(
+    ) -> Result<Option<Duration>, OperatorError> {
+        let due = status::write(
             &self.recorder,
             self.engine.dry_run(),
+            &self.cadence,
             api,
             policy,
             prev,
             new,
         )
         .await?;
-        Ok(())
+        Ok(match due {
+            status::Due::After(d) => Some(d),
+            status::Due::Now | status::Due::Unchanged => None,
+        })
     }
 }
 
@@ -154,9 +167,10 @@ async fn apply_policy(
                 policy.metadata.generation,
                 &now(),
             );
-            ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+            let held = ctx
+                .write_status(&api, &policy, prev_status.as_ref(), st)
                 .await?;
-            return Ok(Action::await_change());
+            return Ok(held.map_or_else(Action::await_change, Action::requeue));
         }
     };
 
@@ -187,7 +201,8 @@ async fn apply_policy(
     };
     let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());
-    ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+    let held = ctx
+        .write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
     ctx.engine.metrics().reconciled("ok");
     // failed writes are sent again by the next round: soon, not at the refresh
@@ -198,7 +213,8 @@ async fn apply_policy(
     } else {
         resolved.spec.refresh_interval
     };
-    Ok(Action::requeue(again))
+    // a progress change held back is written by the reconcile it is due at
+    Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
 }
 
 /// How soon a policy with failed writes is planned again (they are sent
@@ -246,6 +262,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
     if ours.is_empty() {
         ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
+        ctx.cadence.forget(&format!("{ns}/{name}"));
         return Ok(Action::await_change());
     }
     let Some(patcher) = ctx.patcher() else {
@@ -262,6 +279,7 @@ async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Actio
     let report = batch.wait().await;
     if report.all_done() {
         ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
+        ctx.cadence.forget(&format!("{ns}/{name}"));
         Ok(Action::await_change())
     } else {
         let remaining = report

@@ -501,6 +501,13 @@ impl Queue {
         earliest.map_or(Candidate::Idle, Candidate::BlockedUntil)
     }
 
+    /// Whether a priority write (a scale-in's) is queued: it goes before
+    /// every other write.
+    pub fn urgent_ready(&mut self) -> bool {
+        self.compact();
+        !self.priority.is_empty()
+    }
+
     /// Take the next write: the priority FIFO first (bound only by the
     /// global limiter), then the policies in round-robin order, each
     /// admitted by its own limiter. `Err` carries the earliest instant a

@@ -25,6 +25,7 @@ use crate::operator::{Operator, Options};
 
 mod exact_at_size;
 mod scale_series;
+mod write_budget;
 
 type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
 
@@ -74,6 +75,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()
+    }),
+    ("p_one_write_budget_for_twenty_policies", |e| {
+        write_budget::p_write_budget(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
