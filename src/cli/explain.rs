@@ -311,7 +311,24 @@ fn policy_view(
         Some(path) => {
             let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
                 .map_err(CliError::bad_input)?;
-            super::samples_input::load(&name, &text, policy, Some((now / 1_000_000_000) as f64))?
+            let samples = super::samples_input::load(
+                &name,
+                &text,
+                policy,
+                Some((now / 1_000_000_000) as f64),
+            )?;
+            // as `plan` says it, so the two never disagree in silence
+            let now_from = match args.now {
+                Some(_) => super::samples_input::NowFrom::Flag,
+                None => super::samples_input::NowFrom::Clock,
+            };
+            let now_text = settings.now.to_string();
+            for w in
+                super::samples_input::stale_warnings(&name, policy, &samples, &now_text, now_from)
+            {
+                super::stderr::warn(&format!("policy {}: {w}", policy.key()));
+            }
+            samples
         }
         None => SignalSamples::default(),
     };
