@@ -63,9 +63,21 @@ pub fn default_gates_note(choice: &GateChoice, input: &str) -> Option<String> {
 pub fn parse_now(now: Option<&str>, default: Timestamp) -> Result<Timestamp, CliError> {
     match now {
         None => Ok(default),
-        Some(s) => s.trim().parse::<Timestamp>().map_err(|e| {
+        Some(s) => s.trim().parse::<Timestamp>().map_err(|_| {
+            // the parser's own words name its internals ("four digit
+            // integer as year"); say what is missing instead
+            use k8s_openapi::jiff::civil;
+            let t = s.trim();
+            let has_time = t.contains(['T', 't', ' ']);
+            let why = if !has_time && t.parse::<civil::Date>().is_ok() {
+                "a date without a time of day"
+            } else if t.parse::<civil::DateTime>().is_ok() {
+                "no UTC offset (add Z for UTC, or one such as +01:00)"
+            } else {
+                "not a date and time"
+            };
             CliError::bad_input(format!(
-                "--now {s:?}: expected an RFC 3339 time such as 2025-01-31T12:00:00Z: {e}"
+                "--now {s:?}: {why}; expected an RFC 3339 time such as 2025-01-31T12:00:00Z"
             ))
         }),
     }

@@ -168,8 +168,9 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     if let Some(path) = &args.kubeconfig {
         if let Err(e) = std::fs::File::open(path) {
             return Err(CliError::bad_input(format!(
-                "--kubeconfig {}: cannot read: {e}",
-                path.display()
+                "--kubeconfig {}: cannot read: {}",
+                path.display(),
+                crate::input::io_error_text(&e)
             )));
         }
     }
