@@ -525,3 +525,29 @@ fn messages_name_no_library_internals() {
     );
     no_internals("predict < bomb", &err);
 }
+
+/// Issue 41, item 4: `run` takes `-n` as every other command does; `explain`
+/// offers no `-A`, which it would refuse (a pod's name needs one namespace).
+#[test]
+fn run_takes_n_and_explain_offers_no_all_namespaces() {
+    use clap::Parser;
+    use deletion_cost::cli::{Cli, Command as Sub};
+    let cli = Cli::try_parse_from(["deletion-cost", "run", "-n", "shop"]).unwrap();
+    match cli.command {
+        Sub::Run(args) => assert_eq!(args.namespace.as_deref(), Some("shop")),
+        other => panic!("parsed as {other:?}"),
+    }
+    let help = stdout(&run(&["explain", "--help"]));
+    assert!(help.contains("-n, --namespace"), "{help}");
+    assert!(
+        !help.contains("-A") && !help.contains("--all-namespaces"),
+        "{help}"
+    );
+    let o = run(&["explain", "pod/web-1", "-A"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unexpected argument '-A'"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1279,7 +1279,7 @@ fn the_snapshot_s_version_sets_the_gates() {
     assert!(!stdout(&o).contains(gate_off), "{}", stdout(&o));
     assert!(
         stderr(&o).contains("note: no Kubernetes version in")
-            && stderr(&o).contains("newest defaults"),
+            && stderr(&o).contains("1.22+ gate defaults apply"),
         "{}",
         stderr(&o)
     );

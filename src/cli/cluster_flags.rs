@@ -47,14 +47,14 @@ impl GateFlags {
     }
 }
 
-/// The stderr note when no version was known: which defaults apply.
+/// The stderr note when no version was known: one short line. The newest
+/// defaults are those of every version from 1.22 on, so only an older
+/// cluster orders otherwise.
 pub fn default_gates_note(choice: &GateChoice, input: &str) -> Option<String> {
     choice.version.is_none().then(|| {
         format!(
-            "no Kubernetes version in {input} and no --kubernetes-version: the comparator starts \
-             from the newest defaults; in force: PodDeletionCost={}, LogarithmicScaleDown={} \
-             (add what `kubectl version -o json` prints to the input, or pass --kubernetes-version)",
-            choice.gates.pod_deletion_cost, choice.gates.logarithmic_scale_down
+            "no Kubernetes version in {input}: 1.22+ gate defaults apply \
+             (--kubernetes-version X.Y if older)"
         )
     })
 }

@@ -136,11 +136,16 @@ pub(crate) fn load_snapshot(
     let p = Path::new(path);
     if path == "-" {
         reader
-            .read("<stdin>", std::io::stdin().lock(), 0)
+            .read("<stdin>", super::source::stdin(), 0)
             .map_err(CliError::bad_input)?;
     } else if p.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(p)
-            .map_err(|e| CliError::bad_input(format!("{path}: cannot read directory: {e}")))?
+            .map_err(|e| {
+                CliError::bad_input(format!(
+                    "{path}: cannot read directory: {}",
+                    crate::input::io_error_text(&e)
+                ))
+            })?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|f| {
