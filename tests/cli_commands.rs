@@ -551,3 +551,66 @@ fn run_takes_n_and_explain_offers_no_all_namespaces() {
         stderr(&o)
     );
 }
+
+/// Issue 41, item 7: `--metrics-addr 127.0.0.1:0` logs the port it bound,
+/// which then answers.
+#[cfg(unix)]
+#[test]
+fn run_logs_the_metrics_port_it_bound() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    // nothing listens on the discard port: the operator starts, never syncs
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {server: \"http://127.0.0.1:9\"}\n\
+         users:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: dead, user: u}\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["run", "--no-leader-election", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0", "--shutdown-grace", "1"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("stderr ended without the metrics line:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("serving /metrics") {
+            let addr = line
+                .split("addr=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("no addr= in {line}"))
+                .to_string();
+            break addr;
+        }
+    };
+    let socket: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+    assert_ne!(socket.port(), 0, "{line}");
+    let mut s = std::net::TcpStream::connect(socket).unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    // SAFETY: signalling our own child process by its pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let _ = child.wait();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"),
+        "{answer}"
+    );
+}
