@@ -118,7 +118,8 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
         if !answer.shared {
             let uid = req.object.as_ref().and_then(|o| o.metadata.uid.clone());
             let event = victims_event(&scale, &answer, warning.as_deref());
-            let (recorder, reference) = (st.engine.leadership().events(), workload_ref(&scale, uid));
+            let (recorder, reference) =
+                (st.engine.leadership().events(), workload_ref(&scale, uid));
             // after the answer: the scale-in does not wait for it
             tokio::spawn(async move {
                 if let Err(e) = recorder.publish(&event, &reference).await {
