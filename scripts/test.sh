@@ -99,5 +99,7 @@ if [ -z "${KUBECONFIG:-}" ]; then
     log "the e2e suite (tests/e2e) shows as ignored: KUBECONFIG is not set (it needs a real cluster)"
 fi
 # --workspace: the product's tests and the test kit's own (testkit/)
-log "cargo test --workspace"
-cargo test --workspace --locked --all-features -- --color never
+# --no-fail-fast: every test binary runs and every failure is reported,
+# not only the first failing binary's
+log "cargo test --workspace --no-fail-fast"
+cargo test --workspace --locked --all-features --no-fail-fast -- --color never

@@ -16,6 +16,7 @@
 //! wiring knows both.
 
 pub mod caches;
+mod cleanup;
 pub mod leadership;
 mod round;
 mod scale_in;
@@ -32,6 +33,7 @@ use tokio::sync::Semaphore;
 
 use caches::Caches;
 use leadership::Leadership;
+pub use cleanup::CleanupError;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
 pub use scale_in::{ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
 pub use scale_ins::{FreshBy, ScaleIns};
