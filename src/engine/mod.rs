@@ -32,8 +32,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use caches::Caches;
-use leadership::Leadership;
 pub use cleanup::CleanupError;
+use leadership::Leadership;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
 pub use scale_in::{ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
 pub use scale_ins::{FreshBy, ScaleIns};
@@ -295,6 +295,12 @@ impl Engine {
         // the status says so at the next reconcile: ask for one, as a
         // round that wrote nothing makes no pod event that would
         let _ = self.status_due.unbounded_send(key);
+    }
+
+    /// Takes in the scale-ins a policy's status kept (see
+    /// [`scale_ins::ScaleInLog`]): a restart or a new leader counts on.
+    pub fn remember_scale_ins(&self, resolved: &NamedPolicy, kept: &ScaleIns) {
+        self.scale_ins.remember(&key_of(resolved), kept);
     }
 
     /// The policy became invalid: it has no order to report.
