@@ -1,50 +1,21 @@
 //! deletion-cost-operator: decides which pods a workload loses on scale-in.
 //!
-//! The pure core (`annotations`, `comparator`, `policy`, `signals`, `plan`,
-//! `report`) takes plain data and returns decisions; the shell (`apply`, `operator`, `hook`, `prometheus`,
-//! `metrics`, `cli`) talks to the API server and Prometheus.
+//! The layers are crates: the pure core (`deletion-cost-core`: the
+//! comparator, pod records, policies, signals, the planner, the report,
+//! input parsing), the write path (`deletion-cost-writes`), the runtime
+//! (`deletion-cost-runtime`: the engine, the operator, the hook and the
+//! scale-in webhook, metrics, the Prometheus client). This package is the
+//! CLI (`cli`) and the binary; it re-exports the layers under one name so a
+//! test or a bench reads `deletion_cost::plan` wherever a module lives.
 //!
 //! Test doubles (the fake API server and the tests' shared harnesses) are not
-//! part of this crate: they live in the dev-only test kit, `testkit/`.
+//! part of the product: they live in the dev-only test kit, `testkit/`.
 
-/// `User-Agent` of every request the binary sends (API server, Prometheus,
-/// the hook), so audit logs and API Priority and Fairness can tell who calls.
-pub const USER_AGENT: &str = concat!("deletion-cost/", env!("CARGO_PKG_VERSION"));
+pub use deletion_cost_core::{
+    annotations, comparator, error_chain, input, owner, plan, pod, policy, report, signals,
+    MANAGER, USER_AGENT,
+};
+pub use deletion_cost_runtime::{engine, hook, metrics, operator, prometheus};
+pub use deletion_cost_writes as writes;
 
-/// Name of the operator in the API server: field manager of its writes,
-/// reporter of its Events, prefix of its lease identity.
-pub const MANAGER: &str = "deletion-cost-operator";
-
-/// An error with its sources, `: `-joined, outermost first (a cause already
-/// in the text is not repeated): reqwest, kube and rustls hide the useful
-/// part ("connection refused", "UnknownIssuer") a level or two down.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    input::without_os_error(&out)
-}
-
-pub mod annotations;
 pub mod cli;
-pub mod comparator;
-pub mod engine;
-pub mod hook;
-pub mod input;
-pub mod metrics;
-pub mod operator;
-pub mod owner;
-pub mod plan;
-pub mod pod;
-pub mod policy;
-pub mod prometheus;
-pub mod report;
-pub mod signals;
-pub mod writes;

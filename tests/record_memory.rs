@@ -8,6 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
+use deletion_cost::engine::caches::CachedPod;
 use deletion_cost::pod::PodRecord;
 use kube::runtime::{reflector, watcher};
 
@@ -79,10 +80,10 @@ fn bytes_per_cached_pod() {
         .collect();
     let per_record = (held() - before) as f64 / n as f64 - 8.0; // less the Vec's pointer
 
-    let (store, mut writer) = reflector::store::<PodRecord>();
+    let (store, mut writer) = reflector::store::<CachedPod>();
     let before = held();
     for r in &records {
-        writer.apply_watcher_event(&watcher::Event::Apply((**r).clone()));
+        writer.apply_watcher_event(&watcher::Event::Apply(CachedPod(Arc::new((**r).clone()))));
     }
     let per_cached = (held() - before) as f64 / n as f64;
     drop(records);
@@ -93,5 +94,5 @@ fn bytes_per_cached_pod() {
         std::mem::size_of::<PodRecord>()
     );
     println!("a decoded record (in an Arc): {per_record:.0} bytes");
-    println!("a record in the reflector store, with its key: {per_cached:.0} bytes");
+    println!("a record in the reflector store, with its key and its handle: {per_cached:.0} bytes");
 }

@@ -1,6 +1,6 @@
 //! The CustomResourceDefinition generated from the Rust types.
 
-use kube::CustomResourceExt;
+use kube_core::CustomResourceExt;
 
 use super::DeletionCostPolicy;
 

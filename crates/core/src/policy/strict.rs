@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use kube::CustomResourceExt;
+use kube_core::CustomResourceExt;
 use serde_json::{Map, Value};
 
 use super::validate::ValidationError;

@@ -11,6 +11,9 @@
 //! turns with background ones. `queue` and `backoff` are pure; the worker
 //! in `patcher` is the thin async shell around them.
 
+// the core's items this crate uses, under the names the modules know them by
+use deletion_cost_core::{annotations, MANAGER};
+
 pub mod backoff;
 pub mod budget;
 pub mod gate;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, KubeSchema};
+use kube_derive::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +17,9 @@ pub const MAX_SIGNALS: usize = 16;
 
 /// Which pods a policy manages and how their deletion cost is computed.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[kube(
+    crates(kube_core = "::kube_core"),
     doc = "A DeletionCostPolicy sets controller.kubernetes.io/pod-deletion-cost on the pods it selects, from node billing class, utilisation, node consolidation and zone balance.",
     group = "deletioncost.dev",
     version = "v1alpha1",
@@ -130,6 +132,7 @@ pub enum TargetKind {
 
 /// One signal. Exactly one field is set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(validation = Rule::new("(has(self.billingClass) ? 1 : 0) + (has(self.utilization) ? 1 : 0) + (has(self.nodeConsolidation) ? 1 : 0) + (has(self.zoneBalance) ? 1 : 0) == 1").message("each signal sets exactly one of billingClass, utilization, nodeConsolidation, zoneBalance"))]
 #[serde(rename_all = "camelCase")]
 pub struct Signal {
@@ -167,6 +170,7 @@ pub enum BillingPreset {
 
 /// Billing-class signal.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(validation = Rule::new("!(has(self.nodeLabel) && has(self.preset))").message("set nodeLabel or preset, not both"))]
 #[serde(rename_all = "camelCase")]
 pub struct BillingClassSignal {
@@ -212,6 +216,7 @@ pub struct PrometheusQuery {
 
 /// The value range a utilisation maps onto buckets.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(validation = Rule::new("self.max > self.min").message("range.max must be greater than range.min"))]
 pub struct ValueRange {
     /// Values at or below go to bucket 0.
@@ -222,6 +227,7 @@ pub struct ValueRange {
 
 /// Utilisation signal.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[serde(rename_all = "camelCase")]
 pub struct UtilizationSignal {
     /// One query per refresh for all the policy's pods.
@@ -289,6 +295,7 @@ pub enum Combine {
 
 /// Per-policy write limit.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, KubeSchema)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 pub struct RateLimit {
     /// Sustained patches per second.
     #[x_kube(validation = Rule::new("self > 0.0").message("rateLimit.qps must be greater than 0"))]

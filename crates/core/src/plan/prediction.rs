@@ -11,7 +11,7 @@ use std::sync::Arc;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::core::Selector;
+use kube_core::Selector;
 use rayon::prelude::*;
 
 use super::selection::{NsPod, Selection};

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::core::{Expression, Selector, SelectorExt};
+use kube_core::{Expression, Selector, SelectorExt};
 
 use super::types::LabelSelector;
 

@@ -27,7 +27,7 @@ use super::server::{self, ServerState};
 use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
-use crate::engine::caches::{self, Caches};
+use crate::engine::caches::{self, CachedPod, Caches};
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
@@ -136,7 +136,7 @@ pub async fn run_with_client(
     // the watcher then looped on 410 with a stale store (a policy's new spec
     // never seen after an API server restart, on 1.36 with etcd 3.4).
     let wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
-    let (pods, pods_w) = reflector::store::<PodRecord>();
+    let (pods, pods_w) = reflector::store::<CachedPod>();
     // decoded with the `ObjectMeta` the watch reads, cached without it
     let pod_events = reflector(
         pods_w,
@@ -282,7 +282,7 @@ pub async fn run_with_client(
         status_due,
         pod_events
             .filter_map(|e| async move { e.ok() })
-            .flat_map(move |pod: PodRecord| futures::stream::iter(policies_for_pod(&p1, &pod)))
+            .flat_map(move |pod: CachedPod| futures::stream::iter(policies_for_pod(&p1, &pod.0)))
             .boxed(),
         rs_events
             .filter_map(|e| async move { e.ok() })

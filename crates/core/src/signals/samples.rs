@@ -767,17 +767,14 @@ fn parse_response_value(value: &Value) -> Result<QueryResponse, ResponseError> {
             result_type: data.result_type,
         });
     }
-    let vector: Vec<prometheus_http_query::response::InstantVector> =
+    let vector: Vec<InstantSeries> =
         serde_path_to_error::deserialize(&data.result).map_err(|e| path_err("data.result", e))?;
     let series = vector
         .into_iter()
-        .map(|v| {
-            let (labels, sample) = v.into_inner();
-            PromSeries {
-                labels: labels.into_iter().collect(),
-                value: sample.value(),
-                timestamp: sample.timestamp(),
-            }
+        .map(|v| PromSeries {
+            labels: v.metric.into_iter().collect(),
+            value: v.value.value,
+            timestamp: v.value.timestamp,
         })
         .collect();
     let warnings = warnings
@@ -788,6 +785,33 @@ fn parse_response_value(value: &Value) -> Result<QueryResponse, ResponseError> {
         })
         .collect();
     Ok(QueryResponse { series, warnings })
+}
+
+/// One series of an instant vector as Prometheus's HTTP API answers it:
+/// `{"metric": {...}, "value": [timestamp, "value"]}` (the layout
+/// prometheus-http-query's `InstantVector` reads, read here without the
+/// HTTP client that crate brings).
+#[derive(serde::Deserialize)]
+struct InstantSeries {
+    metric: std::collections::HashMap<String, String>,
+    value: InstantSample,
+}
+
+/// `[timestamp, "value"]`: the value is a float inside a quoted string
+/// (`"0.42"`, `"NaN"`, `"+Inf"`).
+#[derive(serde::Deserialize)]
+struct InstantSample {
+    timestamp: f64,
+    #[serde(deserialize_with = "quoted_f64")]
+    value: f64,
+}
+
+fn quoted_f64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::de::{Error, Unexpected};
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    s.parse::<f64>().map_err(|_| {
+        D::Error::invalid_value(Unexpected::Str(&s), &"a float value inside a quoted JSON string")
+    })
 }
 
 /// Short description of a JSON value for messages.
@@ -803,7 +827,7 @@ fn describe(v: &Value) -> String {
 }
 
 /// The start of a body, for messages.
-pub(crate) fn snippet(body: &str) -> String {
+pub fn snippet(body: &str) -> String {
     const MAX: usize = 200;
     let trimmed = body.trim();
     match trimmed.char_indices().nth(MAX) {

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::pod::{PodRecord, SharedMeta};
-use kube::core::Selector;
+use kube_core::Selector;
 use rayon::prelude::*;
 
 use crate::owner;

@@ -29,7 +29,7 @@ use crate::policy::DeletionCostPolicy;
 /// planning can take them to the blocking pool.
 #[derive(Clone)]
 pub struct Caches {
-    pods: Store<PodRecord>,
+    pods: Store<CachedPod>,
     nodes: Store<Node>,
     replica_sets: Store<ReplicaSet>,
     policies: Store<DeletionCostPolicy>,
@@ -42,7 +42,7 @@ impl Caches {
     /// Handles on the reflectors' stores; `pods_of`: the one namespace
     /// whose pods the pod store holds, if it holds only one.
     pub fn new(
-        pods: Store<PodRecord>,
+        pods: Store<CachedPod>,
         nodes: Store<Node>,
         replica_sets: Store<ReplicaSet>,
         policies: Store<DeletionCostPolicy>,
@@ -70,7 +70,7 @@ impl Caches {
     pub fn snapshot(&self, ns: &str) -> Snapshot {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
-            pods: self.pods.state(),
+            pods: self.pods(),
             nodes: self.nodes.state(),
             replica_sets: self
                 .replica_sets
@@ -86,12 +86,14 @@ impl Caches {
 
     /// Every cached pod.
     pub fn pods(&self) -> Vec<Arc<PodRecord>> {
-        self.pods.state()
+        self.pods.state().iter().map(|c| c.0.clone()).collect()
     }
 
     /// One cached pod.
     pub fn pod(&self, ns: &str, name: &str) -> Option<Arc<PodRecord>> {
-        self.pods.get(&ObjectRef::new(name).within(ns))
+        self.pods
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|c| c.0.clone())
     }
 
     /// One cached ReplicaSet.
@@ -110,8 +112,14 @@ impl Caches {
     }
 }
 
+/// A pod as the store keeps it: its record, shared with every snapshot.
+/// (The record is the core's type and the store's key trait kube's: this
+/// crate can name one for the other only through a type of its own.)
+#[derive(Clone, Debug)]
+pub struct CachedPod(pub Arc<PodRecord>);
+
 /// A record names its pod for kube's stores and object references.
-impl Lookup for PodRecord {
+impl Lookup for CachedPod {
     type DynamicType = ();
     fn kind(_: &()) -> Cow<'_, str> {
         <Pod as k8s_openapi::Resource>::KIND.into()
@@ -126,16 +134,16 @@ impl Lookup for PodRecord {
         <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT.into()
     }
     fn name(&self) -> Option<Cow<'_, str>> {
-        self.identity.name.as_deref().map(Cow::Borrowed)
+        self.0.identity.name.as_deref().map(Cow::Borrowed)
     }
     fn namespace(&self) -> Option<Cow<'_, str>> {
-        self.identity.namespace.as_deref().map(Cow::Borrowed)
+        self.0.identity.namespace.as_deref().map(Cow::Borrowed)
     }
     fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.identity.resource_version.as_deref().map(Cow::Borrowed)
+        self.0.identity.resource_version.as_deref().map(Cow::Borrowed)
     }
     fn uid(&self) -> Option<Cow<'_, str>> {
-        self.identity.uid.as_deref().map(Cow::Borrowed)
+        self.0.identity.uid.as_deref().map(Cow::Borrowed)
     }
 }
 
@@ -150,8 +158,8 @@ pub struct WatchedPod {
 
 impl WatchedPod {
     /// The record, for the cache.
-    fn into_record(self) -> PodRecord {
-        self.record
+    fn into_record(self) -> CachedPod {
+        CachedPod(Arc::new(self.record))
     }
 }
 
@@ -190,7 +198,7 @@ impl k8s_openapi::Metadata for WatchedPod {
 }
 
 /// A pod watch's event with the pod as the cache holds it.
-pub fn record_event(e: watcher::Event<WatchedPod>) -> watcher::Event<PodRecord> {
+pub fn record_event(e: watcher::Event<WatchedPod>) -> watcher::Event<CachedPod> {
     use watcher::Event;
     match e {
         Event::Apply(p) => Event::Apply(p.into_record()),

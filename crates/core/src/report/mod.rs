@@ -130,7 +130,7 @@ mod tests {
     fn nodes_carry_the_class_the_policy_reads_and_their_zone() {
         let policy = parse_policies(
             "p.yaml",
-            include_str!("../../config/examples/combined.yaml"),
+            include_str!("../../../../config/examples/combined.yaml"),
         )
         .unwrap()
         .remove(0);
@@ -141,7 +141,7 @@ mod tests {
         };
         let objects = crate::input::parse_objects(
             "cluster.yaml",
-            include_str!("../../config/examples/cluster.yaml"),
+            include_str!("../../../../config/examples/cluster.yaml"),
         )
         .unwrap();
         let snapshot = Snapshot::from_objects(objects).unwrap();

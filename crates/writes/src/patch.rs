@@ -139,7 +139,7 @@ pub fn patch_body(req: &PatchRequest) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparator::parse_deletion_cost;
+    use deletion_cost_core::comparator::parse_deletion_cost;
 
     #[test]
     fn set_writes_cost_string_and_owner() {

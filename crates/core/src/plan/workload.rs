@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
 
-use kube::core::{Expression, Selector};
+use kube_core::{Expression, Selector};
 
 use super::Snapshot;
 use crate::owner::{controller_of, controller_of_kind};
