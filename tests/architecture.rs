@@ -1,214 +1,149 @@
-//! The layering of `src/`, enforced: every path a source file names (its
-//! `use` trees, flattened, and the paths written inline in code) is checked
-//! against the rules of ARCHITECTURE.md, so an import across a layer fails
-//! here instead of slipping in.
+//! The layering, enforced. The crates are the layers and Cargo keeps them:
+//! `deletion-cost-core` (pure) cannot name the write path or the runtime,
+//! `deletion-cost-writes` cannot name the runtime. What Cargo does not see
+//! is checked here:
 //!
-//! - the pure core (`annotations`, `comparator`, `policy`, `plan`, `signals`,
-//!   `report`, `input`, `pod`, `owner`) names nothing from the shell and no I/O
-//!   or runtime crate (the Prometheus client's `response` types, plain data,
-//!   excepted);
-//! - `writes` names only the core;
-//! - `metrics` and `prometheus` name only the core and `writes`;
-//! - `engine` names those; `hook` names them and the engine, never the
-//!   operator;
-//! - `operator` names the engine and the hook, and only its `run` (which
-//!   starts the hook), `config` (which carries its settings) and `error`
-//!   (which maps its errors) name `crate::hook`;
-//! - only `cli` (and `main.rs`) names `cli`; nothing in `src/` names the
-//!   fake API server (`testing`).
+//! - the core's dependencies, direct and transitive, hold no I/O or async
+//!   runtime crate (`cargo metadata`);
+//! - inside `deletion-cost-runtime`, `metrics` and `prometheus` name none of
+//!   `engine`, `hook` and `operator`; the engine names neither the hook nor
+//!   the operator; the hook never the operator; within the operator only its
+//!   `run` wiring, its `config` and its `error` name the hook;
+//! - of the CLI (`src/cli/`), only `live.rs` names kube's client side.
 //!
-//! Comments and string literals are skipped; `super::`/`self::` paths and a
-//! `mod.rs`'s child modules are resolved to full paths.
+//! Paths are read with `syn` from `use` trees and from code, `super::` and
+//! `self::` resolved, so a comment or a string never counts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-/// Top-level modules of the pure core.
-const CORE: &[&str] = &[
-    "annotations",
-    "comparator",
-    "policy",
-    "plan",
-    "signals",
-    "report",
-    "input",
-    "pod",
-    "owner",
-];
+use syn::visit::Visit;
 
-/// Crates that do I/O or run async work: the core names none of them.
+/// Crates that do I/O or run async work: the core depends on none of them.
 const IO_CRATES: &[&str] = &[
+    "kube",
+    "kube-client",
+    "kube-runtime",
     "tokio",
-    "futures",
-    "reqwest",
-    "prometheus_http_query",
-    "prometheus_client",
-    "axum",
     "hyper",
-    "hyper_util",
+    "hyper-util",
+    "reqwest",
+    "axum",
     "tower",
-    "http",
     "rustls",
-    "tokio_rustls",
-    "rcgen",
+    "tokio-rustls",
+    "prometheus-http-query",
+    "prometheus-client",
     "governor",
-    "libc",
-    "json_patch",
+    "futures",
     "clap",
-    "tracing_subscriber",
 ];
 
-/// Parts of `kube` that talk to an API server: the core may use its
-/// derive and schema types (`CustomResource`, `CustomResourceExt`,
-/// `KubeSchema`, `core`), never these.
+/// Parts of `kube` that talk to an API server.
 const KUBE_IO: &[&str] = &[
     "api", "Api", "client", "Client", "config", "Config", "runtime", "Error",
 ];
 
-/// The operator's run/reconcile side, which the hook must not reach.
-struct Source {
-    /// Relative to the crate root, e.g. `src/operator/round.rs`.
-    file: String,
-    /// The file's module path, e.g. `["operator", "round"]`.
-    module: Vec<String>,
-    /// Every path it names, fully resolved (`crate::...` or `extern::...`).
-    paths: BTreeSet<String>,
-}
-
 #[test]
-fn the_pure_core_names_no_shell_module_and_no_io_crate() {
-    let mut violations = Vec::new();
-    for src in sources() {
-        if !CORE.contains(&top(&src)) {
-            continue;
-        }
-        for path in &src.paths {
-            let seg: Vec<&str> = path.split("::").collect();
-            let shell = seg[0] == "crate" && seg.len() > 1 && !CORE.contains(&seg[1]);
-            // the Prometheus client's answer types are plain data
-            let answer_types = seg[0] == "prometheus_http_query" && seg.get(1) == Some(&"response");
-            let io_crate = IO_CRATES.contains(&seg[0]) && !answer_types;
-            let kube_io = seg[0] == "kube" && seg.len() > 1 && KUBE_IO.contains(&seg[1]);
-            // the CLI opens files and stdin (`cli::source`); the core reads
-            // what it is handed
-            let opens = path.starts_with("std::fs") || path.starts_with("std::io::stdin");
-            if shell || io_crate || kube_io || opens {
-                violations.push(format!("{}: {path}", src.file));
-            }
+fn the_core_depends_on_no_io_crate() {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let name_of: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let nodes: BTreeMap<&str, Vec<&str>> = meta["resolve"]["nodes"]
+        .as_array()
+        .expect("resolve.nodes")
+        .iter()
+        .map(|n| {
+            // normal dependencies only: the core's tests may use anything
+            let deps = n["deps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| {
+                    d["dep_kinds"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|k| k["kind"].is_null())
+                })
+                .map(|d| d["pkg"].as_str().unwrap())
+                .collect();
+            (n["id"].as_str().unwrap(), deps)
+        })
+        .collect();
+    let core = name_of
+        .iter()
+        .find(|(_, name)| **name == "deletion-cost-core")
+        .map(|(id, _)| *id)
+        .expect("deletion-cost-core is a workspace member");
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![core];
+    while let Some(id) = todo.pop() {
+        if seen.insert(id) {
+            todo.extend(nodes.get(id).into_iter().flatten().copied());
         }
     }
+    let names: BTreeSet<&str> = seen.iter().map(|id| name_of[id]).collect();
+    let io: Vec<&&str> = IO_CRATES.iter().filter(|c| names.contains(**c)).collect();
     assert!(
-        violations.is_empty(),
-        "the pure core (annotations, comparator, policy, plan, signals, report, input, pod, owner) must name only \
-         itself and non-I/O crates:\n{}",
-        violations.join("\n")
+        io.is_empty(),
+        "deletion-cost-core reaches I/O crates: {io:?}"
     );
+    // the check sees the graph: the core's own dependencies are there
+    assert!(names.contains("kube-core") && names.contains("k8s-openapi"));
 }
 
 #[test]
-fn each_shell_layer_names_only_the_layers_below_it() {
+fn inside_the_runtime_each_layer_names_only_the_layers_below_it() {
     let mut violations = Vec::new();
-    for src in sources() {
-        let top = top(&src);
-        // what each layer may name inside the crate, besides the core and
-        // the crate root's items (USER_AGENT, MANAGER, error_chain)
-        let allowed: &[&str] = match top {
-            "writes" => &[],
-            "metrics" | "prometheus" => &["writes"],
-            "engine" => &["writes", "metrics", "prometheus"],
-            "hook" => &["writes", "metrics", "prometheus", "engine"],
-            "operator" => &["writes", "metrics", "prometheus", "engine", "hook"],
-            "cli" | "main.rs" => &[
-                "writes",
-                "metrics",
-                "prometheus",
-                "engine",
-                "operator",
-                "hook",
-                "cli",
-            ],
+    for src in sources("crates/runtime/src") {
+        let top = src.module.first().map(String::as_str).unwrap_or("");
+        let forbidden: &[&str] = match top {
+            "metrics" | "prometheus" => &["engine", "hook", "operator"],
+            "engine" => &["hook", "operator"],
+            "hook" => &["operator"],
+            // only the run wiring, and the settings and errors it carries
+            "operator" if !["run", "config", "error"].contains(&module_at(&src, 1)) => &["hook"],
             _ => continue,
         };
         for path in &src.paths {
             let seg: Vec<&str> = path.split("::").collect();
-            if seg[0] != "crate" || seg.len() < 2 {
-                continue;
-            }
-            let module_named = is_module(seg[1]);
-            let own = seg[1] == top;
-            if module_named && !own && !CORE.contains(&seg[1]) && !allowed.contains(&seg[1]) {
+            if seg[0] == "crate" && seg.len() > 1 && forbidden.contains(&seg[1]) {
                 violations.push(format!("{}: {path}", src.file));
             }
         }
     }
     assert!(
         violations.is_empty(),
-        "layer rules (writes -> core; metrics, prometheus -> writes; engine -> those; \
-         hook -> engine; operator -> engine, hook; cli -> all) broken:\n{}",
+        "runtime layers (metrics, prometheus -> engine -> hook -> operator; only \
+         operator::run, config and error name the hook) broken:\n{}",
         violations.join("\n")
     );
 }
 
-/// The operator and the hook both build on the engine; within the operator
-/// only the run wiring (and the settings and errors it carries) knows the
-/// hook, and the engine knows neither (the layer rule above).
-#[test]
-fn only_the_run_wiring_knows_both_the_operator_and_the_hook() {
-    let mut violations = Vec::new();
-    for src in sources() {
-        if top(&src) != "operator" {
-            continue;
-        }
-        let file_module = src.module.get(1).map(String::as_str).unwrap_or("");
-        for path in &src.paths {
-            let seg: Vec<&str> = path.split("::").collect();
-            let names_hook = seg.len() >= 2 && seg[0] == "crate" && seg[1] == "hook";
-            if names_hook && !["run", "config", "error"].contains(&file_module) {
-                violations.push(format!(
-                    "{}: {path} (only operator::run, config and error name the hook)",
-                    src.file
-                ));
-            }
-        }
-    }
-    assert!(violations.is_empty(), "{}", violations.join("\n"));
-}
-
-#[test]
-fn nothing_in_src_names_the_cli_or_the_fake_api_server() {
-    let mut violations = Vec::new();
-    for src in sources() {
-        let top = top(&src);
-        for path in &src.paths {
-            let seg: Vec<&str> = path.split("::").collect();
-            if seg.len() < 2 || seg[0] != "crate" {
-                continue;
-            }
-            let cli = seg[1] == "cli" && top != "cli" && top != "main.rs";
-            let testing = seg[1] == "testing" && top != "testing";
-            if cli || testing {
-                violations.push(format!("{}: {path}", src.file));
-            }
-        }
-    }
-    assert!(
-        violations.is_empty(),
-        "only the CLI names crate::cli, and no product module names crate::testing:\n{}",
-        violations.join("\n")
-    );
-}
-
-/// The CLI's reads of the cluster are one thin shell: of `src/cli/`, only
-/// `live.rs` names kube's client side (`Api`, `Client`, `Config`, `config`,
-/// `api`...); the commands hand it flags and get back the snapshot a file
-/// would give, so their answers from a file and from the cluster agree.
+/// The CLI's reads of the cluster are one thin shell: the commands hand
+/// `live.rs` flags and get back the snapshot a file would give, so their
+/// answers from a file and from the cluster agree.
 #[test]
 fn only_the_cli_s_live_module_talks_to_the_api_server() {
+    let cli = sources("src");
     let mut violations = Vec::new();
-    for src in sources() {
-        if top(&src) != "cli" || src.file == "src/cli/live.rs" {
-            continue;
-        }
+    for src in cli.iter().filter(|s| s.file != "src/cli/live.rs") {
         for path in &src.paths {
             let seg: Vec<&str> = path.split("::").collect();
             if seg[0] == "kube" && seg.len() > 1 && KUBE_IO.contains(&seg[1]) {
@@ -221,62 +156,58 @@ fn only_the_cli_s_live_module_talks_to_the_api_server() {
         "only src/cli/live.rs reads the cluster for the CLI:\n{}",
         violations.join("\n")
     );
-    let live = sources()
-        .into_iter()
+    let live = cli
+        .iter()
         .find(|s| s.file == "src/cli/live.rs")
-        .expect("src/cli/live.rs scanned");
+        .expect("src/cli/live.rs read");
     assert!(live.paths.iter().any(|p| p.starts_with("kube::")));
 }
 
-/// The scanner sees what it must: the known imports are found, so the rules
-/// above are not passing on an empty scan.
+/// The reading sees what it must, so the rules above do not pass on an
+/// empty scan.
 #[test]
-fn the_scan_finds_the_known_imports() {
-    let all = sources();
-    assert!(all.len() > 50, "only {} source files found", all.len());
+fn the_scan_finds_the_known_paths() {
+    let all = sources("crates/runtime/src");
+    assert!(all.len() > 30, "only {} source files found", all.len());
     let names = |file: &str, path: &str| {
         all.iter()
             .find(|s| s.file == file)
-            .unwrap_or_else(|| panic!("{file} not scanned"))
+            .unwrap_or_else(|| panic!("{file} not read"))
             .paths
             .contains(path)
     };
-    assert!(names("src/hook/handler.rs", "crate::engine::Engine"));
-    // a `super::` path in a nested module, resolved
     assert!(names(
-        "src/engine/round.rs",
+        "crates/runtime/src/hook/handler.rs",
+        "crate::engine::Engine"
+    ));
+    // a `super::` path, resolved
+    assert!(names(
+        "crates/runtime/src/engine/round.rs",
         "crate::engine::caches::Caches"
     ));
-    // a bare child module in a mod.rs, resolved
+    // a path in code, not in a `use`
     assert!(names(
-        "src/operator/mod.rs",
-        "crate::operator::run::run_with_client"
+        "crates/runtime/src/operator/run.rs",
+        "crate::hook::serve"
     ));
-    // an inline path in code, not in a `use`
-    assert!(names("src/operator/run.rs", "crate::hook::serve"));
 }
 
 #[test]
-fn use_trees_are_flattened_and_comments_and_strings_skipped() {
-    let code = strip(
-        r##"
-        //! crate::cli::in_a_doc_comment
+fn use_trees_and_code_paths_are_resolved_and_strings_skipped() {
+    let code = r##"
+        //! crate::operator::in_a_doc_comment
         use crate::operator::{round::{self, Rounds}, leadership::*};
         use kube::{Api as KubeApi, ResourceExt};
         pub(crate) use super::x;
-        /* crate::cli::in_a_block_comment */
-        fn f() -> char {
-            let _ = "crate::cli::in_a_string \" still";
-            let _ = r#"crate::testing::in_a_raw_string"#;
-            let _: &'static str = "x";
+        fn f() {
+            let _ = "crate::operator::in_a_string";
             let _ = tokio::time::sleep;
-            '"'
+            mod inner { use super::super::y; }
         }
-        "##,
-    );
+    "##;
     let module = vec!["hook".to_string(), "handler".to_string()];
-    let paths = paths_of(&code, &module, false, Path::new("."));
-    let expected: BTreeSet<String> = [
+    let paths = paths_of(code, &module);
+    for want in [
         "crate::operator::round",
         "crate::operator::round::Rounds",
         "crate::operator::leadership::*",
@@ -284,49 +215,44 @@ fn use_trees_are_flattened_and_comments_and_strings_skipped() {
         "kube::ResourceExt",
         "crate::hook::x",
         "tokio::time::sleep",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(paths, expected);
+    ] {
+        assert!(paths.contains(want), "{want} not in {paths:?}");
+    }
+    assert!(!paths.iter().any(|p| p.contains("in_a_")), "{paths:?}");
 }
 
-// ---- the scanner ----
+// ---- reading the sources ----
 
-fn top(src: &Source) -> &str {
-    src.module.first().map(String::as_str).unwrap_or("")
+/// One source file and every path it names, resolved.
+struct Source {
+    /// Relative to the workspace root, e.g. `crates/runtime/src/hook/handler.rs`.
+    file: String,
+    /// Its module path below the crate root, e.g. `["hook", "handler"]`.
+    module: Vec<String>,
+    /// Every path it names: `crate::...` or an outside crate's.
+    paths: BTreeSet<String>,
 }
 
-fn crate_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn module_at(src: &Source, depth: usize) -> &str {
+    src.module.get(depth).map(String::as_str).unwrap_or("")
 }
 
-/// Whether `name` is a top-level module of the crate (not an item of
-/// lib.rs such as `USER_AGENT` or `error_chain`).
-fn is_module(name: &str) -> bool {
-    let src = crate_root().join("src");
-    src.join(format!("{name}.rs")).is_file() || src.join(name).join("mod.rs").is_file()
-}
-
-fn sources() -> Vec<Source> {
-    let root = crate_root();
+fn sources(root: &str) -> Vec<Source> {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    collect(&root.join("src"), &mut files);
-    files.sort();
+    collect(&base.join(root), &mut files);
     files
         .into_iter()
         .map(|path| {
             let rel = path
-                .strip_prefix(&root)
-                .unwrap_or(&path)
+                .strip_prefix(base)
+                .unwrap()
                 .to_string_lossy()
                 .replace('\\', "/");
-            let module = module_of(&rel);
-            let text =
-                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {rel}: {e}"));
-            let is_mod_root = rel.ends_with("/mod.rs") || rel == "src/lib.rs";
-            let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let paths = paths_of(&strip(&text), &module, is_mod_root, &dir);
+            let in_crate = rel.strip_prefix(root).unwrap().trim_start_matches('/');
+            let module = module_of(in_crate);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let paths = paths_of(&text, &module);
             Source {
                 file: rel,
                 module,
@@ -337,9 +263,8 @@ fn sources() -> Vec<Source> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries.flatten() {
-        let path = entry.path();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
         if path.is_dir() {
             collect(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -348,335 +273,101 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/operator/round.rs` -> `[operator, round]`; `src/operator/mod.rs` ->
-/// `[operator]`; `src/main.rs` -> `[main.rs]` (the binary, its own crate).
+/// `hook/handler.rs` -> `[hook, handler]`; `hook/mod.rs` -> `[hook]`;
+/// `lib.rs` -> `[]`.
 fn module_of(rel: &str) -> Vec<String> {
-    let inner = rel.trim_start_matches("src/");
-    if inner == "main.rs" {
-        return vec!["main.rs".into()];
-    }
-    if inner == "lib.rs" {
-        return Vec::new();
-    }
-    let inner = inner.trim_end_matches(".rs");
-    let mut parts: Vec<String> = inner.split('/').map(str::to_string).collect();
-    if parts.last().is_some_and(|p| p == "mod") {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
         parts.pop();
     }
     parts
 }
 
-/// The code without comments, string literals and char literals (each
-/// replaced by a space), so only real paths remain.
-fn strip(text: &str) -> String {
-    let b: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        let next = b.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < b.len() && b[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(' ');
-        } else if c == 'r'
-            && (next == Some('"') || next == Some('#'))
-            && !b
-                .get(i.wrapping_sub(1))
-                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
-        {
-            // raw string: r"..." or r#"..."#
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b.get(j) == Some(&'#') {
-                hashes += 1;
-                j += 1;
-            }
-            if b.get(j) != Some(&'"') {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            j += 1;
-            loop {
-                if j >= b.len() {
-                    break;
-                }
-                if b[j] == '"' && (0..hashes).all(|k| b.get(j + 1 + k) == Some(&'#')) {
-                    j += 1 + hashes;
-                    break;
-                }
-                j += 1;
-            }
-            i = j;
-            out.push(' ');
-        } else if c == '"' {
-            i += 1;
-            while i < b.len() && b[i] != '"' {
-                if b[i] == '\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push(' ');
-        } else if c == '\'' {
-            // a char literal ('x', '\n', '\u{1F600}', '"'), else a lifetime
-            if next == Some('\\') {
-                // skip the escaped char, then up to the closing quote
-                let mut j = i + 3;
-                while j < b.len() && b[j] != '\'' {
-                    j += 1;
-                }
-                i = j + 1;
-                out.push(' ');
-            } else if b.get(i + 2) == Some(&'\'') {
-                i += 3;
-                out.push(' ');
-            } else {
-                out.push(c);
-                i += 1;
-            }
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// Every path named in `code` (already stripped), resolved against the
-/// file's `module` (and the inline `mod x { .. }` around it): `use` trees
-/// flattened, then inline `a::b::c` paths.
-fn paths_of(code: &str, module: &[String], is_mod_root: bool, dir: &Path) -> BTreeSet<String> {
-    let chars: Vec<char> = code.chars().collect();
-    let inline = inline_mods(&chars);
-    // the module at a position, and whether it is the file's own
-    let module_at = |pos: usize| {
-        let mut m = module.to_vec();
-        let nested: Vec<String> = inline
-            .iter()
-            .filter(|(start, end, _)| *start < pos && pos < *end)
-            .map(|(_, _, name)| name.clone())
-            .collect();
-        let top_level = nested.is_empty();
-        m.extend(nested);
-        (m, top_level)
+/// Every path `code` names, resolved against its `module`.
+fn paths_of(code: &str, module: &[String]) -> BTreeSet<String> {
+    let file = syn::parse_file(code).unwrap_or_else(|e| panic!("does not parse: {e}"));
+    let mut paths = Paths {
+        module: module.to_vec(),
+        found: BTreeSet::new(),
     };
-    let mut paths = BTreeSet::new();
-    let word_at = |k: usize, w: &str| {
-        let n = w.chars().count();
-        (k == 0 || !is_ident(chars[k - 1]))
-            && chars
-                .get(k..k + n)
-                .is_some_and(|s| s.iter().copied().eq(w.chars()))
-    };
-    let mut k = 0;
-    while k < chars.len() {
-        if word_at(k, "use ") {
-            // a `use` item, up to its `;`
-            let end = (k..chars.len())
-                .find(|&e| chars[e] == ';')
-                .unwrap_or(chars.len());
-            let tree: String = chars[k + 4..end].iter().collect();
-            let (m, top_level) = module_at(k);
-            for p in flatten(tree.trim()) {
-                paths.insert(resolve(&p, &m, is_mod_root && top_level, dir));
-            }
-            k = end + 1;
-            continue;
-        }
-        // an inline path: ident(::ident)+
-        let starts = is_ident(chars[k])
-            && !chars[k].is_ascii_digit()
-            && (k == 0 || !(is_ident(chars[k - 1]) || chars[k - 1] == ':'));
-        if !starts {
-            k += 1;
-            continue;
-        }
-        let mut segs = Vec::new();
-        let mut j = k;
-        loop {
-            let s = j;
-            while j < chars.len() && is_ident(chars[j]) {
-                j += 1;
-            }
-            segs.push(chars[s..j].iter().collect::<String>());
-            if chars.get(j) == Some(&':')
-                && chars.get(j + 1) == Some(&':')
-                && chars.get(j + 2).is_some_and(|c| is_ident(*c))
-            {
-                j += 2;
-            } else {
-                break;
-            }
-        }
-        if segs.len() > 1 {
-            let (m, top_level) = module_at(k);
-            paths.insert(resolve(&segs.join("::"), &m, is_mod_root && top_level, dir));
-        }
-        k = j.max(k + 1);
-    }
-    paths
+    paths.visit_file(&file);
+    paths.found
 }
 
-/// Inline modules (`mod tests { .. }`): (start, end, name) in char positions.
-fn inline_mods(chars: &[char]) -> Vec<(usize, usize, String)> {
-    let mut out = Vec::new();
-    for k in 0..chars.len() {
-        let is_mod =
-            chars[k..].starts_with(&['m', 'o', 'd', ' ']) && (k == 0 || !is_ident(chars[k - 1]));
-        if !is_mod {
-            continue;
-        }
-        let mut j = k + 4;
-        while chars.get(j).is_some_and(|c| c.is_whitespace()) {
-            j += 1;
-        }
-        let name_start = j;
-        while chars.get(j).is_some_and(|c| is_ident(*c)) {
-            j += 1;
-        }
-        let name: String = chars[name_start..j].iter().collect();
-        while chars.get(j).is_some_and(|c| c.is_whitespace()) {
-            j += 1;
-        }
-        if name.is_empty() || chars.get(j) != Some(&'{') {
-            continue; // `mod x;`
-        }
-        let mut depth = 0;
-        let mut end = chars.len();
-        for (e, c) in chars.iter().enumerate().skip(j) {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = e;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        out.push((j, end, name));
-    }
-    out
+struct Paths {
+    /// The module the visitor is in (inline `mod x { .. }` pushed).
+    module: Vec<String>,
+    found: BTreeSet<String>,
 }
 
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// `a::{b, c::{d as e, self}, f::*}` -> `a::b`, `a::c::d`, `a::c`, `a::f::*`.
-fn flatten(tree: &str) -> Vec<String> {
-    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
-    let tree = tree.trim().trim_start_matches("::");
-    match tree.find('{') {
-        None => {
-            let path = tree.split(" as ").next().unwrap_or("").trim();
-            if path.is_empty() {
-                Vec::new()
-            } else {
-                vec![path.replace(' ', "")]
-            }
-        }
-        Some(open) => {
-            let prefix = tree[..open].trim().trim_end_matches("::").replace(' ', "");
-            let close = tree.rfind('}').unwrap_or(tree.len());
-            let inner = &tree[open + 1..close];
-            let mut out = Vec::new();
-            for part in split_top(inner) {
-                for sub in flatten(&part) {
-                    if sub == "self" {
-                        out.push(prefix.clone());
-                    } else if prefix.is_empty() {
-                        out.push(sub);
-                    } else {
-                        out.push(format!("{prefix}::{sub}"));
-                    }
+impl Paths {
+    /// `super::x` / `self::x` -> `crate::...`; other paths as written.
+    fn add(&mut self, segments: Vec<String>) {
+        let mut module = self.module.clone();
+        let mut rest = segments.as_slice();
+        match rest.first().map(String::as_str) {
+            Some("self") => rest = &rest[1..],
+            Some("super") => {
+                while rest.first().map(String::as_str) == Some("super") {
+                    module.pop();
+                    rest = &rest[1..];
                 }
             }
-            out
-        }
-    }
-}
-
-/// Splits on commas outside braces.
-fn split_top(s: &str) -> Vec<String> {
-    let (mut parts, mut depth, mut cur) = (Vec::new(), 0, String::new());
-    for c in s.chars() {
-        match c {
-            '{' => {
-                depth += 1;
-                cur.push(c);
+            _ => {
+                self.found.insert(segments.join("::"));
+                return;
             }
-            '}' => {
-                depth -= 1;
-                cur.push(c);
-            }
-            ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
         }
-    }
-    parts.push(cur);
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
-/// `super::x` / `self::x` / a `mod.rs`'s `child::x` -> `crate::...`.
-fn resolve(path: &str, module: &[String], is_mod_root: bool, dir: &Path) -> String {
-    let mut segs: Vec<&str> = path.split("::").collect();
-    let mut base: Vec<String> = module.to_vec();
-    if base.first().is_some_and(|m| m == "main.rs") {
-        // the binary names the library as `deletion_cost::`
-        base.clear();
-    }
-    let mut relative = false;
-    while let Some(first) = segs.first() {
-        match *first {
-            "super" => {
-                base.pop();
-                relative = true;
-            }
-            "self" => relative = true,
-            _ => break,
-        }
-        segs.remove(0);
-    }
-    let first = segs.first().copied().unwrap_or("");
-    if first == "deletion_cost" {
-        segs[0] = "crate";
-        return segs.join("::");
-    }
-    let child_module = is_mod_root
-        && !relative
-        && (dir.join(format!("{first}.rs")).is_file() || dir.join(first).join("mod.rs").is_file());
-    if relative || child_module {
         let mut full = vec!["crate".to_string()];
-        full.extend(base);
-        full.extend(segs.iter().map(|s| s.to_string()));
-        return full.join("::");
+        full.extend(module);
+        full.extend(rest.iter().cloned());
+        self.found.insert(full.join("::"));
     }
-    segs.join("::")
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) if n.ident == "self" => self.add(prefix.clone()),
+            syn::UseTree::Name(n) => self.add([prefix.clone(), vec![n.ident.to_string()]].concat()),
+            syn::UseTree::Rename(r) => {
+                self.add([prefix.clone(), vec![r.ident.to_string()]].concat())
+            }
+            syn::UseTree::Glob(_) => self.add([prefix.clone(), vec!["*".into()]].concat()),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(prefix, t);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        self.module.push(item.ident.to_string());
+        syn::visit::visit_item_mod(self, item);
+        self.module.pop();
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.segments.len() > 1 {
+            self.add(path.segments.iter().map(|s| s.ident.to_string()).collect());
+        }
+        syn::visit::visit_path(self, path);
+    }
 }

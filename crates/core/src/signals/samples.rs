@@ -810,7 +810,10 @@ fn quoted_f64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     use serde::de::{Error, Unexpected};
     let s = <String as serde::Deserialize>::deserialize(d)?;
     s.parse::<f64>().map_err(|_| {
-        D::Error::invalid_value(Unexpected::Str(&s), &"a float value inside a quoted JSON string")
+        D::Error::invalid_value(
+            Unexpected::Str(&s),
+            &"a float value inside a quoted JSON string",
+        )
     })
 }
 

@@ -140,7 +140,11 @@ impl Lookup for CachedPod {
         self.0.identity.namespace.as_deref().map(Cow::Borrowed)
     }
     fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.0.identity.resource_version.as_deref().map(Cow::Borrowed)
+        self.0
+            .identity
+            .resource_version
+            .as_deref()
+            .map(Cow::Borrowed)
     }
     fn uid(&self) -> Option<Cow<'_, str>> {
         self.0.identity.uid.as_deref().map(Cow::Borrowed)
