@@ -393,18 +393,18 @@ def kustomize(dir_: Path) -> list[dict]:
 COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook"]
 
 
-def overlay_objects(overlay: str, with_components: bool, scratch: Path) -> list[dict]:
-    if not with_components:
+def overlay_objects(overlay: str, components: list[str], scratch: Path) -> list[dict]:
+    if not components:
         return kustomize(REPO / "deploy" / "overlays" / overlay)
     base = kustomize(REPO / "deploy" / "overlays" / overlay)
     namespace = next(o["metadata"]["namespace"] for o in base if o["kind"] == "ServiceAccount")
-    d = scratch / f"{overlay}-components"
+    d = scratch / f"{overlay}-{'-'.join(components)}"
     d.mkdir(parents=True, exist_ok=True)
     up = os.path.relpath(REPO, d)
     (d / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
         f"namespace: {namespace}\nresources:\n  - {up}/deploy/overlays/{overlay}\ncomponents:\n"
-        + "".join(f"  - {up}/deploy/components/{c}\n" for c in COMPONENTS)
+        + "".join(f"  - {up}/deploy/components/{c}\n" for c in components)
     )
     return kustomize(d)
 
@@ -473,6 +473,12 @@ def intended(release: str, namespace: str, version: str) -> list[tuple[str, str,
             r"metadata\.labels\.app\.kubernetes\.io/part-of",
             MISSING,
             "deletion-cost-operator",
+        ),
+        (
+            "the scale-in webhook's cert-manager annotation only with certManager.enabled (the component always carries it; without cert-manager nothing reads it)",
+            r"metadata\.annotations\.cert-manager\.io/inject-ca-from",
+            f"{namespace}/deletion-cost-hook",
+            MISSING,
         ),
         (
             "no namespace on the cluster-scoped FlowSchema and PriorityLevelConfiguration (kustomize sets one, not knowing their scope; the API server ignores it)",
@@ -637,8 +643,8 @@ BAD_VALUES = [
     ("a shutdown grace not below the termination grace", {"operator": {"shutdownGrace": 30}}, "shutdownGrace"),
     ("a PDB that blocks every drain", {"podDisruptionBudget": {"minAvailable": 2}}, "minAvailable"),
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
-    ("the scale-in webhook without cert-manager", {"scaleWebhook": {"enabled": True}}, "needs certManager.enabled=true"),
-    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}, "certManager": {"enabled": True}}, "timeoutSeconds"),
+    ("the scale-in webhook without the hook", {"scaleWebhook": {"enabled": True}, "hook": {"enabled": False}}, "scaleWebhook.enabled=true needs hook.enabled=true"),
+    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}}, "timeoutSeconds"),
 ]
 
 
@@ -681,14 +687,20 @@ def run_tests(args: argparse.Namespace) -> int:
     scratch.mkdir(parents=True)
     crd_text = (REPO / "deploy" / "crd" / "crd.yaml").read_text()
     crd = yaml.safe_load(crd_text)
+    # (what is added to the overlay, its components, the chart's values for them)
+    cases = [
+        ("", [], {}),
+        (" + every component", COMPONENTS, ALL_ON),
+        # the webhook without cert-manager: the operator fills its caBundle
+        (" + scale-webhook", ["scale-webhook"], {"scaleWebhook": {"enabled": True}}),
+    ]
     for overlay, scope, namespace in [("cluster-wide", "cluster", "deletion-cost-system"), ("namespace-scoped", "namespace", "my-app")]:
-        for with_components in (False, True):
-            what = f"{overlay}{' + every component' if with_components else ''}"
-            values = {"scope": scope}
-            if with_components:
-                values = merge(values, ALL_ON)
+        for suffix, components, on in cases:
+            with_components = bool(components)
+            what = f"{overlay}{suffix}"
+            values = merge({"scope": scope}, on)
             render = template("deletion-cost", namespace, values)
-            problems = compare(what, overlay_objects(overlay, with_components, scratch), render.objects, "deletion-cost", namespace, version, seen)
+            problems = compare(what, overlay_objects(overlay, components, scratch), render.objects, "deletion-cost", namespace, version, seen)
             if [c for c in render.crds if c != crd]:
                 problems.append(f"{what}: the CRD Helm installs from crds/ is not deploy/crd/crd.yaml")
             if not render.crds:

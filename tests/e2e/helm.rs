@@ -288,6 +288,8 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
             "certManager",
             served(&env.client, "cert-manager.io", "v1", "Certificate").await,
         ),
+        // without cert-manager too: the operator fills the caBundle
+        ("scaleWebhook", true),
     ] {
         if on {
             upgraded[key] = json!({"enabled": true});
@@ -307,9 +309,26 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         .unwrap_or_else(|e| panic!("upgrade with every switch refused: {e}"));
     assert_eq!((r2.revision, r2.status.as_str()), (2, "deployed"));
     assert_present(&install, &r2, "upgrade").await;
-    for kind in ["NetworkPolicy", "FlowSchema", "PriorityLevelConfiguration"] {
+    for kind in [
+        "NetworkPolicy",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
         assert!(kinds(&r2).contains(kind), "no {kind} after the upgrade");
     }
+    let webhook = r2
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .cloned()
+        .unwrap_or_default();
+    let cert_manager = upgraded["certManager"]["enabled"] == json!(true);
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_string(),
+        cert_manager,
+        "the CA injector's annotation only with cert-manager: {webhook}"
+    );
     let d = deployments.get("deletion-cost").await.unwrap();
     assert_eq!(d.spec.replicas, Some(3));
     let args = deployment_args(&d);
@@ -320,6 +339,8 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         "--renew-deadline=12.5",
         "--shutdown-grace=25",
         "--hook-token-audience=deletion-cost",
+        // the operator keeps the webhook's caBundle (with cert-manager, it does nothing)
+        "--scale-webhook-ca",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
     }

@@ -56,8 +56,8 @@ cluster: refused here, with the reason.
 {{- if and $v.certManager.enabled (not $v.hook.enabled) -}}
 {{- fail "certManager.enabled=true needs hook.enabled=true: the certificate is the hook's" -}}
 {{- end -}}
-{{- if and $v.scaleWebhook.enabled (not $v.certManager.enabled) -}}
-{{- fail "scaleWebhook.enabled=true needs certManager.enabled=true: its CA injector fills the webhook's caBundle" -}}
+{{- if and $v.scaleWebhook.enabled (not $v.hook.enabled) -}}
+{{- fail "scaleWebhook.enabled=true needs hook.enabled=true: the hook's listener answers the webhook" -}}
 {{- end -}}
 {{- if and $v.scaleWebhook.enabled (le (float64 $v.scaleWebhook.timeoutSeconds) (float64 $v.hook.scaleWebhookBudget)) -}}
 {{- fail (printf "scaleWebhook.timeoutSeconds (%v) must be above hook.scaleWebhookBudget (%v): the webhook answers within its budget, before the API server gives up" $v.scaleWebhook.timeoutSeconds $v.hook.scaleWebhookBudget) -}}
