@@ -7,7 +7,10 @@
 //!
 //! A new term gets a new patcher; a lost term drops the old one's queue, so a
 //! follower never writes. Within a term the patcher checks the election's
-//! [`Gate`] right before each write: leadership is known in one place.
+//! [`Gate`] right before each write: leadership is known in one place. The
+//! patcher starts only once the pod cache is as new as a quorum read
+//! ([`super::catch_up`]): a new leader never plans its first writes on a
+//! cache that misses the old leader's last ones.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -17,6 +20,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use super::catch_up::CatchUp;
 use crate::metrics::Metrics;
 use crate::writes::{
     Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate, StatsSnapshot, WriteGate,
@@ -78,6 +82,8 @@ pub struct Leadership {
     /// Whether this replica holds a term (the gate is not closed); changes
     /// only when that flips, not at every renewal.
     leader: watch::Receiver<bool>,
+    /// Counts the terms whose writer started (after their catch-up).
+    writers: Arc<watch::Sender<u64>>,
     patcher: TermPatcher,
     lease: LeaseName,
 }
@@ -99,6 +105,7 @@ impl Leadership {
         Leadership {
             gate,
             leader,
+            writers: Arc::new(watch::channel(0).0),
             patcher,
             lease,
         }
@@ -125,11 +132,23 @@ impl Leadership {
         &self.lease
     }
 
-    /// A stream that yields once per leadership change.
+    /// A stream that yields when this replica stops leading and when a
+    /// term's writer starts (its pod cache caught up): rounds planned in
+    /// between are held (`WriterStarting`), so every policy is due again
+    /// then.
     pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send {
-        futures::stream::unfold(self.leader.clone(), |mut rx| async move {
+        let stopped = futures::stream::unfold(self.leader.clone(), |mut rx| async move {
+            loop {
+                rx.changed().await.ok()?;
+                if !*rx.borrow_and_update() {
+                    return Some(((), rx));
+                }
+            }
+        });
+        let writing = futures::stream::unfold(self.writers.subscribe(), |mut rx| async move {
             rx.changed().await.ok().map(|_| ((), rx))
-        })
+        });
+        futures::stream::select(stopped, writing)
     }
 
     /// Ends the current term's writer for good (shutdown): the patcher is
@@ -141,7 +160,9 @@ impl Leadership {
 
     /// Follows the terms until the election ends: a patcher writing at
     /// `qps`/`burst` while leading, none otherwise; the leader gauge and the
-    /// leader label on this replica's pod follow too.
+    /// leader label on this replica's pod follow too. A term's patcher
+    /// starts after `catch_up` ran: the pod cache is then as new as a
+    /// quorum read (or its time ran out).
     pub async fn follow(
         self,
         client: Client,
@@ -149,6 +170,7 @@ impl Leadership {
         burst: u32,
         identity: String,
         metrics: Arc<Metrics>,
+        catch_up: CatchUp,
     ) {
         let mut leader = self.leader.clone();
         loop {
@@ -157,11 +179,23 @@ impl Leadership {
             match (leading, current) {
                 (true, None) => match Rate::new("--qps/--burst", qps, burst) {
                     Ok(rate) => {
+                        // the term may end while the cache catches up (without
+                        // election the gate never changes: its sender is gone)
+                        let flipped = async {
+                            if leader.changed().await.is_err() {
+                                std::future::pending::<()>().await;
+                            }
+                        };
+                        tokio::select! {
+                            _ = catch_up.run() => {}
+                            _ = flipped => continue,
+                        }
                         let mut config = PatcherConfig::new(rate);
                         config.gate = self.gate();
                         config.stats = Arc::clone(&self.patcher.stats);
                         let patcher = Patcher::start(KubePodWriter::new(client.clone()), config);
                         self.patcher.set(Some(patcher));
+                        self.writers.send_modify(|n| *n += 1);
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");
                         mark_own_pod(&client, true).await;

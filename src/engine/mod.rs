@@ -16,6 +16,7 @@
 //! wiring knows both.
 
 pub mod caches;
+pub mod catch_up;
 pub mod leadership;
 mod round;
 pub mod scale_ins;

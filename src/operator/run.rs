@@ -28,6 +28,7 @@ use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::engine::caches::{self, Caches};
+use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
@@ -111,13 +112,6 @@ pub async fn run_with_client(
             name: config.lease_name.clone(),
         },
     );
-    let following = tokio::spawn(leadership.clone().follow(
-        client.clone(),
-        config.qps,
-        config.burst,
-        config.identity.clone(),
-        metrics.clone(),
-    ));
 
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
@@ -184,14 +178,24 @@ pub async fn run_with_client(
         controller: crate::MANAGER.into(),
         instance: Some(config.identity.clone()),
     };
+    let caches = Caches::new(
+        pods.clone(),
+        nodes,
+        replica_sets,
+        policies.clone(),
+        ns.map(str::to_string),
+    );
+    // each term writes only once its pod cache is as new as a quorum read
+    let following = tokio::spawn(leadership.clone().follow(
+        client.clone(),
+        config.qps,
+        config.burst,
+        config.identity.clone(),
+        metrics.clone(),
+        CatchUp::new(client.clone(), caches.clone()),
+    ));
     let engine = Arc::new(Engine::new(
-        Caches::new(
-            pods.clone(),
-            nodes,
-            replica_sets,
-            policies.clone(),
-            ns.map(str::to_string),
-        ),
+        caches,
         leadership.clone(),
         metrics.clone(),
         SignalSource {
