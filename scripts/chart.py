@@ -814,6 +814,24 @@ def print_release(result: dict, as_json: bool) -> None:
         print(info["notes"])
 
 
+def crd_conflict_hint(error: str, args: argparse.Namespace) -> str:
+    """What to do when Helm's server-side apply of the CRD conflicts with
+    another field manager ('' for any other error)."""
+    m = re.search(r'failed to install CRD .*conflicts? with "([^"]+)"', error)
+    if not m:
+        return ""
+    manager = m.group(1)
+    earlier = " (an earlier `kubectl apply`, client-side)" if manager == "kubectl-client-side-apply" else ""
+    return (
+        f"\nThe DeletionCostPolicy CRD is already in the cluster, set by the field manager {manager!r}{earlier}, "
+        "with other values than this chart's (another version of the operator). Helm 4 applies the chart's CRD "
+        "server-side at install and does not take over fields another manager set unless told to. To install the "
+        "chart's CRD over it (policies are kept), run the same command with --force-conflicts:\n"
+        f"    scripts/chart.sh install {args.release} -n {args.namespace} ... --force-conflicts\n"
+        f"    helm install {args.release} charts/deletion-cost-operator -n {args.namespace} ... --force-conflicts   (Helm 4)"
+    )
+
+
 def release_action(args: argparse.Namespace) -> int:
     h = helm()
     config = h.Configuration(namespace=args.namespace, kubeconfig=kubeconfig())
@@ -823,7 +841,13 @@ def release_action(args: argparse.Namespace) -> int:
             print(json.dumps(result) if args.json else f'release "{args.release}" uninstalled')
             return 0
         values = user_values(args.values, args.set)
-        common = dict(values=values or None, wait=args.wait, timeout=args.timeout, disable_openapi_validation=False)
+        common = dict(
+            values=values or None,
+            wait=args.wait,
+            timeout=args.timeout,
+            disable_openapi_validation=False,
+            force_conflicts=args.force_conflicts,
+        )
         if args.command == "install":
             result = asyncio.run(
                 h.Install(config).run(args.release, args.chart, create_namespace=args.create_namespace, server_side_apply=True, **common)
@@ -831,7 +855,7 @@ def release_action(args: argparse.Namespace) -> int:
         else:
             result = asyncio.run(h.Upgrade(config).run(args.release, args.chart, server_side_apply="auto", install=args.install, **common))
     except h.HelmError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"Error: {e}{crd_conflict_hint(str(e), args)}", file=sys.stderr)
         return 1
     print_release(result, args.json)
     return 0
@@ -864,6 +888,12 @@ def main() -> int:
             p.add_argument("--chart", default=str(CHART), help="chart directory or .tgz (default: this checkout's)")
             p.add_argument("-f", "--values", action="append", default=[])
             p.add_argument("--set", action="append", default=[])
+            p.add_argument(
+                "--force-conflicts",
+                action="store_true",
+                help="server-side apply takes over fields another field manager set (as Helm 4's flag): "
+                "installs the chart's CRD over one an earlier `kubectl apply` left",
+            )
         if name == "install":
             p.add_argument("--create-namespace", action="store_true")
         if name == "upgrade":
