@@ -160,9 +160,11 @@ impl Leadership {
 
     /// Follows the terms until the election ends: a patcher writing at
     /// `qps`/`burst` while leading, none otherwise; the leader gauge and the
-    /// leader label on this replica's pod follow too. A term's patcher
-    /// starts after `catch_up` ran: the pod cache is then as new as a
-    /// quorum read (or its time ran out).
+    /// leader label on this replica's pod follow too. With leader election,
+    /// a term's patcher starts after `catch_up` ran: the pod cache is then
+    /// as new as a quorum read (or its time ran out). Without (`None`: one
+    /// replica, leading from the start on a cache its first list filled)
+    /// it starts at once.
     pub async fn follow(
         self,
         client: Client,
@@ -170,7 +172,7 @@ impl Leadership {
         burst: u32,
         identity: String,
         metrics: Arc<Metrics>,
-        catch_up: CatchUp,
+        catch_up: Option<CatchUp>,
     ) {
         let mut leader = self.leader.clone();
         loop {
@@ -179,23 +181,28 @@ impl Leadership {
             match (leading, current) {
                 (true, None) => match Rate::new("--qps/--burst", qps, burst) {
                     Ok(rate) => {
-                        // the term may end while the cache catches up (without
-                        // election the gate never changes: its sender is gone)
-                        let flipped = async {
-                            if leader.changed().await.is_err() {
-                                std::future::pending::<()>().await;
+                        if let Some(catch_up) = &catch_up {
+                            // the term may end while the cache catches up; a
+                            // gate whose sender is gone changes no more
+                            let flipped = async {
+                                if leader.changed().await.is_err() {
+                                    std::future::pending::<()>().await;
+                                }
+                            };
+                            tokio::select! {
+                                _ = catch_up.run() => {}
+                                _ = flipped => continue,
                             }
-                        };
-                        tokio::select! {
-                            _ = catch_up.run() => {}
-                            _ = flipped => continue,
                         }
                         let mut config = PatcherConfig::new(rate);
                         config.gate = self.gate();
                         config.stats = Arc::clone(&self.patcher.stats);
                         let patcher = Patcher::start(KubePodWriter::new(client.clone()), config);
                         self.patcher.set(Some(patcher));
-                        self.writers.send_modify(|n| *n += 1);
+                        if catch_up.is_some() {
+                            // rounds held meanwhile are due again
+                            self.writers.send_modify(|n| *n += 1);
+                        }
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");
                         mark_own_pod(&client, true).await;

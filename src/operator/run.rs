@@ -185,15 +185,20 @@ pub async fn run_with_client(
         policies.clone(),
         ns.map(str::to_string),
     );
-    // each term writes only once its pod cache is as new as a quorum read
-    let following = tokio::spawn(leadership.clone().follow(
-        client.clone(),
-        config.qps,
-        config.burst,
-        config.identity.clone(),
-        metrics.clone(),
-        CatchUp::new(client.clone(), caches.clone()),
-    ));
+    // with election, each term writes only once its pod cache is as new as
+    // a quorum read: an old leader's last writes are not written again
+    let following = tokio::spawn(
+        leadership.clone().follow(
+            client.clone(),
+            config.qps,
+            config.burst,
+            config.identity.clone(),
+            metrics.clone(),
+            config
+                .leader_election
+                .then(|| CatchUp::new(client.clone(), caches.clone())),
+        ),
+    );
     let engine = Arc::new(Engine::new(
         caches,
         leadership.clone(),
