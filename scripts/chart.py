@@ -119,7 +119,8 @@ def default_values() -> dict:
 # Every optional piece on: the overlays with every component.
 ALL_ON = {
     "serviceMonitor": {"enabled": True},
-    "networkPolicy": {"enabled": True},
+    # the networkpolicy component's placeholder: the API server's addresses
+    "networkPolicy": {"enabled": True, "apiServerCIDRs": ["192.0.2.1/32"]},
     "flowControl": {"enabled": True},
     "certManager": {"enabled": True},
     "podDisruptionBudget": {"enabled": True},
@@ -163,7 +164,12 @@ EVERY_SWITCH = merge(
         "commonLabels": {"example.com/owner": "platform"},
         "podDisruptionBudget": {"minAvailable": 2},
         "serviceMonitor": {"interval": "15s", "labels": {"release": "prometheus"}},
-        "networkPolicy": {"prescaleClientLabels": {"example.com/scaler": "yes"}, "metricsNamespace": "observability"},
+        "networkPolicy": {
+            "prescaleClientLabels": {"example.com/scaler": "yes"},
+            "metricsNamespace": "observability",
+            "apiServerCIDRs": ["10.0.0.10/32", "fd00::10/128"],
+        },
+        "scaleWebhook": {"port": 9444, "clientCA": {"configMap": "apiserver-webhook-ca", "names": ["kube-apiserver", "apiserver.example"]}},
         "flowControl": {
             "matchingPrecedence": 800,
             "nominalConcurrencyShares": 20,
@@ -454,6 +460,8 @@ EXPLICIT_DEFAULT_FLAGS = [
     "--shutdown-grace=20",
     "--hook-settle-delay=1",
     "--hook-max-concurrent=4",
+    "--hook-source-qps=10",
+    "--hook-source-burst=20",
     "--scale-webhook-budget=8",
 ]
 
@@ -645,6 +653,10 @@ BAD_VALUES = [
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
     ("the scale-in webhook without the hook", {"scaleWebhook": {"enabled": True}, "hook": {"enabled": False}}, "scaleWebhook.enabled=true needs hook.enabled=true"),
     ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}}, "timeoutSeconds"),
+    ("the webhook's NetworkPolicy without the API server's addresses", {"scaleWebhook": {"enabled": True}, "networkPolicy": {"enabled": True}}, "networkPolicy.apiServerCIDRs"),
+    ("the webhook's port on the hook's", {"scaleWebhook": {"enabled": True, "port": 8443}}, "scaleWebhook.port"),
+    ("client names without their CA", {"scaleWebhook": {"enabled": True, "clientCA": {"names": ["kube-apiserver"]}}}, "scaleWebhook.clientCA.configMap"),
+    ("a malformed API server CIDR", {"networkPolicy": {"apiServerCIDRs": ["10.0.0.1"]}}, "apiServerCIDRs"),
 ]
 
 
@@ -723,7 +735,17 @@ def run_tests(args: argparse.Namespace) -> int:
     dep = next(o for o in render.objects if o["kind"] == "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     problems = []
-    for flag in ["--burst=100000", "--qps=7.5", "--renew-deadline=12.5", "--dry-run", "--hook-token-audience=other", "--metrics-addr=0.0.0.0:9090"]:
+    for flag in [
+        "--burst=100000",
+        "--qps=7.5",
+        "--renew-deadline=12.5",
+        "--dry-run",
+        "--hook-token-audience=other",
+        "--metrics-addr=0.0.0.0:9090",
+        "--scale-webhook-addr=0.0.0.0:9444",
+        "--scale-webhook-client-ca=/etc/deletion-cost/webhook-clients/ca.crt",
+        "--scale-webhook-client-name=apiserver.example",
+    ]:
         if flag not in args:
             problems.append(f"{flag} not in {args}")
     if dep["spec"]["template"]["spec"]["containers"][0]["image"] != "registry.example/deletion-cost-operator@sha256:" + "ab" * 32:

@@ -82,7 +82,7 @@ pub struct Metrics {
     pub scale_webhook_calls: Family<OutcomeLabel, Counter>,
     /// Scale-in webhook: the time it adds to a scale-in (its answer's latency).
     pub scale_webhook_seconds: Histogram,
-    /// 1 while this replica holds the lease.
+    /// 1 while this replica leads and writes.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
     pub comparator_info: Family<ComparatorLabels, Gauge>,
@@ -194,7 +194,7 @@ impl Metrics {
         let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, planner_failed, writes_failed, not_scale_in)",
+            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, planner_failed, writes_failed, not_scale_in, rate_limited, unauthenticated, forbidden)",
             scale_webhook_calls.clone(),
         );
         registry.register(
@@ -229,7 +229,7 @@ impl Metrics {
         );
         registry.register(
             "deletion_cost_leader",
-            "1 while this replica holds the leader lease",
+            "1 while this replica leads and writes (with leader election: from the end of its term's catch-up, a quorum read of the pods)",
             leader.clone(),
         );
         registry.register(

@@ -383,6 +383,8 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
             skipped.push(key);
         }
     }
+    // the webhook's NetworkPolicy rule needs the API server's addresses
+    upgraded["networkPolicy"]["apiServerCIDRs"] = json!(["127.0.0.1/32"]);
     upgraded["replicaCount"] = json!(3);
     upgraded["podDisruptionBudget"]["minAvailable"] = json!(2);
     upgraded["operator"] = json!({"qps": 7.5, "logFormat": "text", "shutdownGrace": 25});
@@ -427,6 +429,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         "--hook-token-audience=deletion-cost",
         // the operator keeps the webhook's caBundle (with cert-manager, it does nothing)
         "--scale-webhook-ca",
+        "--scale-webhook-addr=0.0.0.0:9443",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
     }

@@ -71,6 +71,10 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("n_scale_series_four_scalers_webhook_off_then_on", |e| {
         scale_series::n_scale_series(e).boxed()
     }),
+    (
+        "q_scale_webhook_answers_only_the_api_servers_certificate",
+        |e| q_webhook_callers(e).boxed(),
+    ),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()
     }),
@@ -2179,6 +2183,93 @@ async fn n_scale_webhook(env: &'static Env) {
     })
     .await;
     finished("n");
+}
+
+/// q. The scale-in webhook on its own listener (`--scale-webhook-addr`, as
+/// the component ships it) answering only the API server's client
+/// certificate (`--scale-webhook-client-ca`), called by the real API server
+/// for a `kubectl scale`-style scale-in. A cluster whose API server presents
+/// no client certificate to webhooks (the usual one): the TLS handshake is
+/// refused, no round runs, and the scale-in goes through anyway
+/// (`failurePolicy: Ignore`). With `E2E_WEBHOOK_CLIENT_CA` naming the CA of
+/// the certificate the API server presents (its admission configuration,
+/// docs/development.md; `E2E_WEBHOOK_CLIENT_NAME`, a name it carries), the
+/// call is answered and the costs are made fresh.
+async fn q_webhook_callers(env: &'static Env) {
+    env.scenario("q", |ns| async move {
+        nodes(env, &ns, 2, 2).await;
+        spread_deployment(env, &ns, "web", 4).await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let presented = std::env::var_os("E2E_WEBHOOK_CLIENT_CA").map(std::path::PathBuf::from);
+        let clients_ca = match &presented {
+            Some(file) => file.clone(),
+            None => {
+                // a CA that issued nothing the API server has
+                let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+                let mut params = rcgen::CertificateParams::default();
+                params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+                let pem = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}")).pem();
+                let file = dir.path().join("clients-ca.crt");
+                std::fs::write(&file, pem).unwrap_or_else(|e| panic!("{e}"));
+                file
+            }
+        };
+        let webhook = deletion_cost_testkit::free_addr();
+        let mut opts = Options::new("q-operator");
+        opts.args = vec![
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+            "--scale-webhook-addr".into(),
+            webhook.to_string(),
+            "--scale-webhook-client-ca".into(),
+            clients_ca.to_string_lossy().into_owned(),
+        ];
+        if let Some(name) = std::env::var("E2E_WEBHOOK_CLIENT_NAME").ok().filter(|n| !n.is_empty()) {
+            opts.args.extend(["--scale-webhook-client-name".into(), name]);
+        }
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        let registered =
+            scale_series::Registered::create(env, &scale_series::shipped_webhook(&ns, webhook, &ca))
+                .await;
+        set_capacity(env, &ns, &["od-0", "od-1"], &["spot-0", "spot-1"]).await;
+        let before = terminating(env, &ns, "web").await;
+        let deployments = Api::<Deployment>::namespaced(env.client.clone(), &ns);
+        let mut scale = deployments.get_scale("web").await.unwrap_or_else(|e| panic!("{e}"));
+        scale.spec.get_or_insert_with(Default::default).replicas = Some(3);
+        deployments
+            .replace_scale("web", &PostParams::default(), &scale)
+            .await
+            .unwrap_or_else(|e| panic!("setting the scale: {e}"));
+        eventually(Duration::from_secs(30), "the scale-in went through", || async {
+            terminating(env, &ns, "web").await.len() > before.len()
+        })
+        .await;
+        let fresh = op
+            .metric("deletion_cost_scale_webhook_calls_total{outcome=\"fresh\"}")
+            .await
+            .unwrap_or(0.0);
+        let handshakes_refused = op.log_lines("hook TLS handshake failed").len();
+        registered.remove(env).await;
+        eprintln!(
+            "q: API server's client certificate {}: handshakes refused {handshakes_refused}, webhook calls answered fresh {fresh}",
+            if presented.is_some() { "presented (E2E_WEBHOOK_CLIENT_CA)" } else { "not configured" }
+        );
+        if presented.is_some() {
+            assert!(fresh >= 1.0, "the API server's certificate was not accepted");
+        } else {
+            assert!(handshakes_refused >= 1, "the API server was not refused at the handshake");
+            assert_eq!(fresh, 0.0, "a caller without a certificate made costs fresh");
+        }
+        drop(op);
+    })
+    .await;
+    finished("q");
 }
 
 /// `predict deployment/web -n NS`, `plan -n NS` and `explain pod/NAME -n NS`
