@@ -4,11 +4,14 @@
 //! first rounds would write some of them again. So before the term's writer
 //! starts, the new leader lists the pods from the API server with a quorum
 //! read (no resourceVersion: what etcd holds now) and waits until its cache
-//! is at least as new for every pod listed, within [`WAIT_AT_MOST`].
+//! is at least as new for every pod listed, within [`WAIT_AT_MOST`] in all.
+//! Only the namespaces that hold a policy are listed: pods elsewhere are
+//! never written.
 //!
 //! [`caught_up`] is the pure judgement of one pod; [`CatchUp::run`] is the
 //! shell that lists, pages and waits.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -109,61 +112,74 @@ pub struct CatchUp {
 }
 
 impl CatchUp {
-    /// Lists pods with `client`, in the scope the pod cache of `caches`
-    /// watches, and compares them with that cache.
+    /// Lists pods with `client`, in the namespaces of the policies `caches`
+    /// holds, and compares them with its pod cache.
     pub fn new(client: Client, caches: Caches) -> Self {
         CatchUp { client, caches }
     }
 
-    fn api(&self) -> Api<Pod> {
-        match self.caches.pods_of() {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
+    /// The namespaces whose pods a round may write: those holding a policy
+    /// (within the one the pod cache watches, for a namespace-scoped install).
+    fn namespaces(&self) -> BTreeSet<String> {
+        self.caches
+            .policies()
+            .iter()
+            .filter_map(|p| p.metadata.namespace.clone())
+            .filter(|ns| self.caches.pods_of().is_none_or(|only| only == ns))
+            .collect()
     }
 
-    /// Lists every pod with a quorum read, keeping those the cache does not
-    /// show as new yet.
+    /// Lists the pods of the policies' namespaces with a quorum read,
+    /// keeping those the cache does not show as new yet.
     async fn lagging(&self) -> Result<(usize, Vec<Listed>), kube::Error> {
-        let api = self.api();
-        let mut params = ListParams::default().limit(PAGE);
         let (mut listed, mut behind) = (0, Vec::new());
-        loop {
-            let page = api.list_metadata(&params).await?;
-            for meta in &page.items {
-                let Some(pod) = Listed::of(meta) else {
-                    continue;
-                };
-                listed += 1;
-                if !caught_up(&pod, self.caches.pod(&pod.namespace, &pod.name).as_deref()) {
-                    behind.push(pod);
+        for ns in self.namespaces() {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            let mut params = ListParams::default().limit(PAGE);
+            loop {
+                let page = api.list_metadata(&params).await?;
+                for meta in &page.items {
+                    let Some(pod) = Listed::of(meta) else {
+                        continue;
+                    };
+                    listed += 1;
+                    if !caught_up(&pod, self.caches.pod(&pod.namespace, &pod.name).as_deref()) {
+                        behind.push(pod);
+                    }
+                }
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params = params.continue_token(&token),
+                    None => break,
                 }
             }
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => return Ok((listed, behind)),
-            }
         }
+        Ok((listed, behind))
     }
 
     /// Lists the pods (retrying until [`WAIT_AT_MOST`] is spent), then waits
     /// until the cache shows each at least as new as listed, or the time is
-    /// spent. Never fails: the term writes anyway, and says what it found.
+    /// spent: a list that is not done by then is given up. Never fails: the
+    /// term writes anyway, and says what it found.
     pub async fn run(&self) -> CaughtUp {
         let started = Instant::now();
         let deadline = started + WAIT_AT_MOST;
         let mut pause = RETRY_FIRST;
         let (listed, mut behind) = loop {
-            match self.lagging().await {
+            let give_up = |message: String| {
+                tracing::warn!(error = %message, "the new term's quorum list of pods failed: writing on the cache as it is");
+                CaughtUp {
+                    listed: 0,
+                    lagging: 0,
+                    list_error: Some(message),
+                }
+            };
+            let Ok(found) = tokio::time::timeout_at(deadline, self.lagging()).await else {
+                return give_up(format!("not done within {} s", WAIT_AT_MOST.as_secs()));
+            };
+            match found {
                 Ok(found) => break found,
                 Err(e) if Instant::now() + pause >= deadline => {
-                    let message = crate::error_chain(&e);
-                    tracing::warn!(error = %message, "the new term's quorum list of pods failed: writing on the cache as it is");
-                    return CaughtUp {
-                        listed: 0,
-                        lagging: 0,
-                        list_error: Some(message),
-                    };
+                    return give_up(crate::error_chain(&e));
                 }
                 Err(e) => {
                     tracing::debug!(error = %crate::error_chain(&e), "the new term's quorum list of pods failed; retrying");
@@ -234,6 +250,46 @@ mod tests {
         pod.ours.deletion_cost = cost.map(String::from);
         pod.ours.policy = cost.map(|_| "web".to_string());
         pod
+    }
+
+    fn caches_with_policies_in(namespaces: &[&str], pods_of: Option<&str>) -> Caches {
+        use kube::runtime::{reflector, watcher};
+        let (pods, _) = reflector::store::<PodRecord>();
+        let (nodes, _) = reflector::store();
+        let (replica_sets, _) = reflector::store();
+        let (policies, mut writer) = reflector::store::<crate::policy::DeletionCostPolicy>();
+        for (i, ns) in namespaces.iter().enumerate() {
+            let policy: crate::policy::DeletionCostPolicy =
+                serde_json::from_value(serde_json::json!({
+                "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+                "metadata": {"name": format!("p{i}"), "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"app": "web"}},
+                         "signals": [{"billingClass": {"costs": {"spot": 0}}}]}}))
+                .unwrap();
+            writer.apply_watcher_event(&watcher::Event::Apply(policy));
+        }
+        Caches::new(
+            pods,
+            nodes,
+            replica_sets,
+            policies,
+            pods_of.map(str::to_string),
+        )
+    }
+
+    #[tokio::test]
+    async fn only_the_namespaces_holding_a_policy_are_listed() {
+        // a client that is never used: the namespaces come from the caches
+        crate::prometheus::install_crypto_provider();
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let client_free = |caches: Caches| CatchUp::new(client.clone(), caches).namespaces();
+        let all = client_free(caches_with_policies_in(&["shop", "shop", "ops"], None));
+        assert_eq!(all, BTreeSet::from(["ops".to_string(), "shop".to_string()]));
+        let scoped = client_free(caches_with_policies_in(&["shop", "ops"], Some("shop")));
+        assert_eq!(scoped, BTreeSet::from(["shop".to_string()]));
+        assert!(client_free(caches_with_policies_in(&[], None)).is_empty());
     }
 
     #[test]
