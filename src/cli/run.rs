@@ -94,9 +94,9 @@ pub struct RunArgs {
     /// Prescale requests worked on at once; more get 429.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub hook_max_concurrent: usize,
-    /// Seconds the scale-in webhook (POST /v1/admit-scale-in on the hook's
-    /// listener) spends making costs fresh before it allows anyway; keep it
-    /// under the webhook's timeoutSeconds (10).
+    /// Seconds the scale-in webhook (POST /v1/admit-scale-in, on the hook's
+    /// listener or --scale-webhook-addr) spends making costs fresh before it
+    /// allows anyway; keep it under the webhook's timeoutSeconds (10).
     #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
     pub scale_webhook_budget: f64,
     /// With the self-issued hook certificate, keep the caBundle of the
