@@ -11,8 +11,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::comparator::GateChoice;
-use crate::writes::stats::{ERROR_REASONS, WAIT_BUCKETS};
-use crate::writes::StatsSnapshot;
+use crate::writes::stats::{ERROR_REASONS, OUTCOMES, WAIT_BUCKETS};
+use crate::writes::{StatsSnapshot, WriteKind};
 
 /// Label `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -44,6 +44,15 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+/// Labels `kind`, `outcome` of `deletion_cost_api_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindOutcome {
+    /// What the write changed: `pods`, `status`, `events`, `other`.
+    pub kind: String,
+    /// `ok`, or why it failed.
+    pub outcome: String,
+}
+
 /// Labels of `deletion_cost_comparator_info`: the gates the comparator uses and why.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComparatorLabels {
@@ -64,6 +73,10 @@ const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 1
 /// answer with nothing to do to one at the end of the 10 s webhook timeout.
 const WEBHOOK_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
+/// Buckets of `deletion_cost_scale_in_writes`: pod writes per scale-in
+/// (2k + 4 at most for a scale-in by k).
+const SCALE_IN_WRITES_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+
 /// Every metric the operator exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -82,6 +95,8 @@ pub struct Metrics {
     pub scale_webhook_calls: Family<OutcomeLabel, Counter>,
     /// Scale-in webhook: the time it adds to a scale-in (its answer's latency).
     pub scale_webhook_seconds: Histogram,
+    /// Pod writes each scale-in made (its minimal correction).
+    pub scale_in_writes: Histogram,
     /// 1 while this replica leads and writes.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
@@ -141,6 +156,29 @@ impl Collector for PatcherCollector {
             };
             ConstCounter::new(v).encode(errors.encode_family(&labels)?)?;
         }
+        let mut writes = encoder.encode_descriptor(
+            "deletion_cost_api_writes",
+            "Writes sent to the API server, every kind but the Lease's, all within the one --qps/--burst budget: by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (kind, counts) in WriteKind::ALL.iter().zip(stats.writes) {
+            for (outcome, v) in OUTCOMES.iter().zip(counts) {
+                let labels = KindOutcome {
+                    kind: kind.label().into(),
+                    outcome: (*outcome).into(),
+                };
+                ConstCounter::new(v).encode(writes.encode_family(&labels)?)?;
+            }
+        }
+        ConstGauge::new(i64::try_from(stats.permits_waiting).unwrap_or(i64::MAX)).encode(
+            encoder.encode_descriptor(
+                "deletion_cost_api_writes_waiting",
+                "Writes other than pod patches (status, Events, the finalizer) waiting for their turn in the write budget",
+                None,
+                MetricType::Gauge,
+            )?,
+        )?;
         ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX)).encode(
             encoder.encode_descriptor(
                 "deletion_cost_patch_queue_depth",
@@ -192,10 +230,16 @@ impl Metrics {
         let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
         let scale_webhook_calls = Family::<OutcomeLabel, Counter>::default();
         let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
+        let scale_in_writes = Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, budget_exceeded, no_policy, dry_run, follower, signals_unavailable, planner_failed, writes_failed, not_scale_in, rate_limited, unauthenticated, forbidden)",
+            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in, rate_limited, unauthenticated, forbidden)",
             scale_webhook_calls.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_in_writes",
+            "Pod writes each scale-in made (the hook's and the webhook's minimal correction)",
+            scale_in_writes.clone(),
         );
         registry.register(
             "deletion_cost_scale_webhook_seconds",
@@ -250,6 +294,7 @@ impl Metrics {
             hook_patch_observed,
             scale_webhook_calls,
             scale_webhook_seconds,
+            scale_in_writes,
             leader,
             comparator_info,
         }
@@ -298,6 +343,11 @@ impl Metrics {
         self.scale_webhook_seconds.observe(seconds);
     }
 
+    /// Counts the pod writes one scale-in made.
+    pub fn scale_in_writes(&self, writes: u64) {
+        self.scale_in_writes.observe(writes as f64);
+    }
+
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -314,7 +364,16 @@ mod tests {
 
     #[test]
     fn exposition_names_match_the_dashboard() {
-        let m = Metrics::new(5.0, Box::new(StatsSnapshot::default));
+        let m = Metrics::new(
+            5.0,
+            Box::new(|| {
+                let mut s = StatsSnapshot::default();
+                s.writes[1][0] = 7;
+                s.writes[2][2] = 1;
+                s.permits_waiting = 2;
+                s
+            }),
+        );
         m.reconciled("ok");
         m.order_mismatches
             .get_or_create(&PolicyReason {
@@ -341,6 +400,11 @@ mod tests {
             "deletion_cost_patch_queue_depth 0",
             "deletion_cost_configured_qps 5.0",
             "deletion_cost_rate_limit_wait_seconds_bucket{le=\"+Inf\"} 0",
+            "deletion_cost_api_writes_total{kind=\"pods\",outcome=\"ok\"} 0",
+            "deletion_cost_api_writes_total{kind=\"status\",outcome=\"ok\"} 7",
+            "deletion_cost_api_writes_total{kind=\"events\",outcome=\"too_many_requests\"} 1",
+            "deletion_cost_api_writes_total{kind=\"other\",outcome=\"rejected\"} 0",
+            "deletion_cost_api_writes_waiting 2",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -1,6 +1,6 @@
 //! A pod as the planner and the comparator read it ([`PodRecord`]): identity,
-//! labels, owners, times, our two annotations, node, phase, `Ready`
-//! conditions and restart counts. Deserialised straight from the API's JSON,
+//! labels, owners, times, our two annotations (and the autoscalers' as
+//! flags), node, phase, `Ready` conditions and restart counts. Deserialised straight from the API's JSON,
 //! it skips every other field without allocating it: a `Pod` from
 //! k8s-openapi is 2.4 KB before its strings, this ~0.5 KB. Labels and owner
 //! references, alike for every pod of a ReplicaSet, are stored once and
@@ -17,7 +17,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 
-use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
+use crate::annotations::{
+    CA_SAFE_TO_EVICT, KARPENTER_DO_NOT_DISRUPT, KARPENTER_MANAGED_COST, POD_DELETION_COST,
+    POLICY_ANNOTATION,
+};
 
 mod shared;
 pub use shared::SharedMeta;
@@ -31,7 +34,7 @@ pub struct PodRecord {
     /// Labels and owner references, shared with every record that has the
     /// same ones.
     pub shared: Arc<SharedMeta>,
-    /// Only our two annotations.
+    /// Our two annotations, and the autoscalers' as flags.
     pub ours: OurAnnotations,
     /// The node.
     pub spec: Option<RecordSpec>,
@@ -272,36 +275,66 @@ struct WireMeta {
     deletion_timestamp: Option<Time>,
 }
 
-/// A pod's values of the two annotations this project reads (a map of two
-/// keys would hold a 0.5 KB node per pod).
+/// A pod's values of the two annotations this project writes, and the
+/// autoscalers' annotations it reads as flags (a map of a few keys would
+/// hold a 0.5 KB node per pod).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OurAnnotations {
     /// `controller.kubernetes.io/pod-deletion-cost`.
     pub deletion_cost: Option<String>,
     /// The policy that wrote the cost.
     pub policy: Option<String>,
+    /// What the autoscalers' annotations say about the pod.
+    pub autoscaler: AutoscalerMarks,
+}
+
+/// The autoscalers' pod annotations this project reads, each as the one
+/// fact it needs: three flags, not the values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoscalerMarks {
+    /// `karpenter.sh/do-not-disrupt: "true"`.
+    pub do_not_disrupt: bool,
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`.
+    pub not_safe_to_evict: bool,
+    /// `karpenter.sh/managed-deletion-cost` (any value): the cost is
+    /// Karpenter's.
+    pub karpenter_cost: bool,
+}
+
+impl AutoscalerMarks {
+    /// Notes the annotation `key` with `value`, if it is one of these.
+    fn read(&mut self, key: &str, value: &str) {
+        match key {
+            KARPENTER_DO_NOT_DISRUPT => self.do_not_disrupt = value == "true",
+            CA_SAFE_TO_EVICT => self.not_safe_to_evict = value == "false",
+            KARPENTER_MANAGED_COST => self.karpenter_cost = true,
+            _ => {}
+        }
+    }
 }
 
 impl OurAnnotations {
     /// Only the annotations this project reads, of a whole map.
     pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Self {
-        let get = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
-        OurAnnotations {
-            deletion_cost: get(POD_DELETION_COST),
-            policy: get(POLICY_ANNOTATION),
+        let mut kept = OurAnnotations::default();
+        for (k, v) in annotations.into_iter().flatten() {
+            kept.read(k, v);
+        }
+        kept
+    }
+
+    /// Keeps `key`'s value if this project reads it: ours as they are, the
+    /// autoscalers' as flags.
+    fn read(&mut self, key: &str, value: &str) {
+        match self.slot_mut(key) {
+            Some(v) => *v = Some(value.to_string()),
+            None => self.autoscaler.read(key, value),
         }
     }
 
     /// The value of `key`, when it is one of ours and set.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.slot(key).and_then(|v| v.as_deref())
-    }
-
-    /// Sets `key` (one of ours; others are not kept).
-    pub fn set(&mut self, key: &str, value: String) {
-        if let Some(v) = self.slot_mut(key) {
-            *v = Some(value);
-        }
     }
 
     fn slot(&self, key: &str) -> Option<&Option<String>> {
@@ -322,8 +355,9 @@ impl OurAnnotations {
 }
 
 /// `metadata.annotations` as [`OurAnnotations`] keeps them: each other
-/// value is checked and dropped as it is read (`last-applied-configuration`
-/// alone can be kilobytes), never gathered into a map.
+/// value is checked, noted if it is an autoscaler's, and dropped as it is
+/// read (`last-applied-configuration` alone can be kilobytes), never
+/// gathered into a map.
 fn our_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<OurAnnotations, D::Error> {
     struct Ours;
     impl<'de> serde::de::Visitor<'de> for Ours {
@@ -348,7 +382,10 @@ fn our_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<OurAnnotations, D:
             while let Some(key) = map.next_key::<String>()? {
                 // every value is type-checked, as a map of strings is
                 let value: String = map.next_value()?;
-                kept.set(&key, value);
+                match kept.slot_mut(&key) {
+                    Some(slot) => *slot = Some(value),
+                    None => kept.autoscaler.read(&key, &value),
+                }
             }
             Ok(kept)
         }
@@ -686,6 +723,45 @@ mod tests {
         assert_eq!(status.ready.as_ref().unwrap().status, "True");
         assert_eq!(full.max_restarts(), (3, 2));
         assert_eq!(record.max_restarts(), (3, 2));
+    }
+
+    #[test]
+    fn keeps_the_autoscalers_annotations_as_flags() {
+        let with = |annotations: serde_json::Value| {
+            let v = serde_json::json!({"metadata": {"name": "p", "annotations": annotations}});
+            let full: Pod = serde_json::from_value(v.clone()).unwrap();
+            let record: PodRecord = serde_json::from_value(v).unwrap();
+            assert_eq!(PodRecord::from(&full), record, "both paths keep the same");
+            record.ours
+        };
+        let ours = with(serde_json::json!({
+            KARPENTER_DO_NOT_DISRUPT: "true",
+            CA_SAFE_TO_EVICT: "false",
+            KARPENTER_MANAGED_COST: "true",
+            POD_DELETION_COST: "-1000",
+        }));
+        assert_eq!(
+            ours.autoscaler,
+            AutoscalerMarks {
+                do_not_disrupt: true,
+                not_safe_to_evict: true,
+                karpenter_cost: true,
+            }
+        );
+        assert_eq!(ours.deletion_cost.as_deref(), Some("-1000"));
+        // only the values the autoscalers act on count
+        let ours = with(serde_json::json!({
+            KARPENTER_DO_NOT_DISRUPT: "false",
+            CA_SAFE_TO_EVICT: "true",
+        }));
+        assert_eq!(ours.autoscaler, AutoscalerMarks::default());
+        // Karpenter reads its marker's presence, whatever the value
+        assert!(
+            with(serde_json::json!({KARPENTER_MANAGED_COST: ""}))
+                .autoscaler
+                .karpenter_cost
+        );
+        assert_eq!(with(serde_json::json!({})), OurAnnotations::default());
     }
 
     #[test]

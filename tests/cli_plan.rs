@@ -1,5 +1,6 @@
 //! `deletion-cost plan` as a user runs it: the bundled example, every example
-//! policy, a live Prometheus, and bad input.
+//! policy, a live Prometheus, bad input, and a cluster beside an autoscaler
+//! (with `explain` and the page over it).
 
 use std::process::{Command, Output};
 
@@ -86,13 +87,13 @@ fn samples_are_judged_as_of_now_and_an_unusable_file_is_named() {
         plan(&a)
     };
     let warning = "spec.signals[1] (utilization): all 8 samples in config/examples/samples.json are older than maxAge (600s)";
-    // taken at 02:00: fresh at 02:05, stale at 03:00 and today
-    let fresh = args(Some("--now=2026-11-22T02:05:00Z"));
+    // taken at 03:00: fresh at 03:05, stale at 03:11 and today
+    let fresh = args(Some("--now=2026-11-22T03:05:00Z"));
     assert!(fresh.status.success(), "{}", stderr(&fresh));
     assert!(!stderr(&fresh).contains(warning), "{}", stderr(&fresh));
-    let late = args(Some(NOW));
+    let late = args(Some("--now=2026-11-22T03:11:00Z"));
     assert!(
-        stderr(&late).contains(&format!("{warning} as of 2026-11-22T03:00:00Z (--now)")),
+        stderr(&late).contains(&format!("{warning} as of 2026-11-22T03:11:00Z (--now)")),
         "{}",
         stderr(&late)
     );
@@ -110,6 +111,146 @@ fn samples_are_judged_as_of_now_and_an_unusable_file_is_named() {
     };
     assert_eq!(patches(&late), patches(&today));
     assert_ne!(patches(&fresh), patches(&today));
+}
+
+/// The files `plan --help` names as the bundled example's, given explicitly.
+const EXAMPLE_FILES: [&str; 8] = [
+    "--policy",
+    "config/examples/combined.yaml",
+    "--snapshot",
+    "config/examples/cluster.yaml",
+    "--samples",
+    "config/examples/samples.json",
+    "--scale-down-by",
+    "2",
+];
+
+/// The warning lines of a run's stderr.
+fn warnings(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 41, item 1: the bundled example is the run `plan --help` says it
+/// is. With no files, with the README's --now, and with the same files
+/// given explicitly, the plan is the one the README prints, byte for byte,
+/// with no warning (the explicit files once judged every sample stale and
+/// planned every pod `keep`); the example's samples are fresh at its time.
+#[test]
+fn the_bundled_example_is_the_files_given_explicitly() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let shown = readme
+        .split("$ cargo run -q -- plan --now 2026-11-22T03:00:00Z\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows the bundled plan");
+    let help = stdout(&plan(&["--help"]));
+    let said = format!("{} --now 2026-11-22T03:00:00Z", EXAMPLE_FILES.join(" "));
+    assert!(
+        help.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(&said),
+        "plan --help names the bundled run as `{said}`:\n{help}"
+    );
+    let runs = [
+        plan(&[]),
+        plan(&[NOW]),
+        plan(&[&EXAMPLE_FILES[..], &[NOW]].concat()),
+    ];
+    for o in &runs {
+        assert!(o.status.success(), "{}", stderr(o));
+        assert_eq!(stdout(o), shown, "the README's plan");
+        assert_eq!(warnings(o), Vec::<String>::new());
+        assert!(stdout(o).contains("8 pods selected, 7 patches"));
+    }
+    // and as JSON, alike
+    let json = |extra: &[&str]| stdout(&plan(&[extra, &["-o", "json"]].concat()));
+    assert_eq!(json(&[]), json(&[&EXAMPLE_FILES[..], &[NOW]].concat()));
+    // at another --now both judge the samples as of it, and agree
+    let late = "--now=2026-11-22T04:00:00Z";
+    let (bundled, explicit) = (plan(&[late]), plan(&[&EXAMPLE_FILES[..], &[late]].concat()));
+    assert_eq!(stdout(&bundled), stdout(&explicit));
+    assert_eq!(warnings(&bundled), warnings(&explicit));
+    assert!(
+        warnings(&bundled)
+            .iter()
+            .any(|w| w.contains("are older than maxAge (600s) as of 2026-11-22T04:00:00Z (--now)")),
+        "{}",
+        stderr(&bundled)
+    );
+}
+
+/// Issue 41, item 1: `explain` with the example's files says of each pod
+/// what `plan` says: its signals, the cost it wants and the patch.
+#[test]
+fn explain_agrees_with_plan_on_every_pod() {
+    let o = plan(&[&EXAMPLE_FILES[..], &[NOW, "-o", "json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let table = stdout(&plan(&[NOW]));
+    let pods = v[0]["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 8);
+    for pod in pods {
+        let name = pod["name"].as_str().unwrap();
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not in\n{table}"));
+        let patch = row.rsplit("  ").next().unwrap().trim();
+        let e = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args([
+                "explain",
+                &format!("pod/{name}"),
+                "-n",
+                "shop",
+                NOW,
+                "-o",
+                "json",
+            ])
+            .args(&EXAMPLE_FILES[..6])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(e.status.success(), "{name}: {}", stderr(&e));
+        assert!(warnings(&e).is_empty(), "{name}: {}", stderr(&e));
+        let x: serde_json::Value = serde_json::from_slice(&e.stdout).unwrap();
+        let view = &x["policy"];
+        assert_eq!(view["wanted"], pod["desired"], "{name}");
+        assert_eq!(view["action"], patch, "{name}: plan says {patch:?}");
+        let values = |signals: &serde_json::Value| -> Vec<serde_json::Value> {
+            signals
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["value"].clone())
+                .collect()
+        };
+        assert_eq!(values(&view["signals"]), values(&pod["signals"]), "{name}");
+    }
+    // stale samples: explain warns as plan does
+    let e = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "explain",
+            "pod/web-7d9f8c6b5-f8jls",
+            "-n",
+            "shop",
+            "--now=2026-11-22T04:00:00Z",
+        ])
+        .args(&EXAMPLE_FILES[..6])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&e)
+            .contains("warning: policy shop/web: spec.signals[1] (utilization): all 8 samples"),
+        "{}",
+        stderr(&e)
+    );
 }
 
 #[test]
@@ -797,7 +938,7 @@ const PRICES: &str = "config/examples/prices.yaml";
 
 /// The time of the example samples: with --samples FILE and --now, older
 /// samples are stale.
-const SAMPLES_NOW: &str = "--now=2026-11-22T02:00:00Z";
+const SAMPLES_NOW: &str = NOW;
 
 /// The `savings` of the first plan; `args` include `--now`.
 fn savings_json(args: &[&str]) -> serde_json::Value {
@@ -1139,7 +1280,7 @@ fn the_snapshot_s_version_sets_the_gates() {
     assert!(!stdout(&o).contains(gate_off), "{}", stdout(&o));
     assert!(
         stderr(&o).contains("note: no Kubernetes version in")
-            && stderr(&o).contains("newest defaults"),
+            && stderr(&o).contains("1.22+ gate defaults apply"),
         "{}",
         stderr(&o)
     );
@@ -1782,4 +1923,131 @@ fn an_ambiguous_order_names_ten_pods_then_a_count() {
         .unwrap_or_else(|| panic!("no ambiguous order:\n{out}"));
     assert!(line.contains(" and 5 more"), "{line}");
     assert_eq!(line.matches("twin-").count(), 10, "{line}");
+}
+
+/// The issue's snapshot (`tests/fixtures/plan/autoscalers.yaml`): od-a held
+/// by another namespace's `do-not-disrupt` pod, od-c `scale-down-disabled`,
+/// od-b three web pods, one with Karpenter's cost.
+const AUTOSCALERS: [&str; 4] = [
+    "--policy",
+    "tests/fixtures/plan/autoscalers-policy.yaml",
+    "--snapshot",
+    "tests/fixtures/plan/autoscalers.yaml",
+];
+
+#[test]
+fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([NOW, "-q", "--scale-down-by", "2"]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("scale down by 2: deletes web-7d9f8c6b5-b3, web-7d9f8c6b5-b1"),
+        "od-b is drained, not od-a and od-c:\n{out}"
+    );
+    for why in [
+        "    od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt\n",
+        "    od-c cannot be removed: the node has cluster-autoscaler.kubernetes.io/scale-down-disabled\n",
+        "2 pods on node, cannot be removed [110]",
+    ] {
+        assert!(out.contains(why), "{why:?} missing:\n{out}");
+    }
+    // respectForeignCosts: false, and Karpenter's cost stays
+    assert!(
+        out.contains("-1000 (Karpenter's)  -       keep (Karpenter's)"),
+        "{out}"
+    );
+
+    // by 5, every pod goes: od-b is freed, od-c emptied but kept, od-a still
+    // holds batch-x
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([
+        NOW,
+        "-q",
+        "--scale-down-by",
+        "5",
+        "--prices",
+        "tests/fixtures/plan/autoscalers-prices.yaml",
+        "-o",
+        "json",
+    ]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &v[0];
+    assert_eq!(p["blockedNodes"][0]["node"], "od-a");
+    assert_eq!(p["blockedNodes"][0]["blockers"][0]["pod"], "jobs/batch-x");
+    assert_eq!(
+        p["blockedNodes"][1]["blockers"][0]["annotation"],
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    );
+    let policy = &p["savings"]["policy"];
+    assert_eq!(policy["freedNodes"][0]["name"], "od-b");
+    assert_eq!(policy["freedNodes"].as_array().unwrap().len(), 1);
+    assert_eq!(policy["notRemovable"][0]["node"], "od-c");
+    let b3 = p["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "web-7d9f8c6b5-b3")
+        .unwrap();
+    assert_eq!(b3["owner"], "karpenter");
+    assert_eq!(b3["action"]["action"], "keepKarpenter");
+
+    // the page says the same
+    let mut args = AUTOSCALERS.to_vec();
+    args.extend([
+        NOW,
+        "-q",
+        "--scale-down-by",
+        "5",
+        "--prices",
+        "tests/fixtures/plan/autoscalers-prices.yaml",
+        "-o",
+        "html",
+    ]);
+    let o = plan(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    for said in [
+        "<li class=\"warn\">od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt</li>",
+        "<svg class=\"node blocked\" data-node=\"od-c\"",
+        "policy: emptied but not freed: od-c cannot be removed",
+        "<span class=\"tag foreign\">Karpenter's cost</span>",
+    ] {
+        assert!(page.contains(said), "{said:?} missing from the page");
+    }
+}
+
+#[test]
+fn explain_names_what_keeps_the_node_and_karpenters_cost() {
+    let run = |pod: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args(["explain", pod, "-n", "shop", NOW, "-q"])
+            .args(AUTOSCALERS)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let out = run("pod/web-7d9f8c6b5-a1");
+    assert!(
+        out.contains(
+            "  autoscaler: od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("nodeConsolidation 2 pods on node, cannot be removed [110]"),
+        "{out}"
+    );
+    let out = run("pod/web-7d9f8c6b5-b3");
+    assert!(
+        out.contains("  from:       Karpenter's deletion-cost controller (karpenter.sh/managed-deletion-cost)"),
+        "{out}"
+    );
+    assert!(out.contains("keep (Karpenter's)"), "{out}");
+    assert!(!out.contains("autoscaler:"), "od-b may go:\n{out}");
 }

@@ -3,7 +3,10 @@
 //! `deletion-cost plan` over a snapshot of the same objects (and the same
 //! Prometheus) agree pod by pod. The cluster has three namespaces whose pods
 //! share nodes, so a node kept busy by another team's pods must count as
-//! busy for `nodeConsolidation` in both.
+//! busy for `nodeConsolidation` in both; and the annotations the autoscalers
+//! read (a node's `scale-down-disabled`, another team's `do-not-disrupt`
+//! pod, a cost Karpenter manages), which the operator's trimmed caches must
+//! keep for both to agree.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -11,7 +14,9 @@ use std::time::Duration;
 
 mod support;
 
-use deletion_cost::annotations::POD_DELETION_COST;
+use deletion_cost::annotations::{
+    CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_MANAGED_COST, POD_DELETION_COST,
+};
 use deletion_cost_testkit::fake_api::FakeApi;
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_addr, http_get, wait_until};
@@ -62,16 +67,26 @@ fn others() -> Vec<(String, String, &'static str)> {
     out
 }
 
+/// The node the cluster-autoscaler may not remove.
+const KEPT_NODE: &str = "spot-b";
+/// Another team's pod that Karpenter must not disrupt (on spot-a).
+const KEPT_BY: &str = "job-0";
+/// The shop's pod whose cost Karpenter manages, and that cost.
+const KARPENTERS: (&str, &str) = ("web-2", "-1000");
+
 /// Every object of the cluster, as the API server lists them.
 fn objects() -> Vec<Value> {
     let mut out = Vec::new();
     for (name, capacity, class, zone) in NODES {
-        out.push(
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        let mut node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
             "karpenter.sh/capacity-type": capacity,
             "billing.example.com/class": class,
-            "topology.kubernetes.io/zone": zone}}}),
-        );
+            "topology.kubernetes.io/zone": zone},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"}}});
+        if *name == KEPT_NODE {
+            node["metadata"]["annotations"][CA_SCALE_DOWN_DISABLED] = json!("true");
+        }
+        out.push(node);
     }
     out.push(json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -92,17 +107,20 @@ fn objects() -> Vec<Value> {
         })
     };
     for (name, node, _) in WEB {
-        out.push(pod(NS, name, node, json!({"app": "web"}), Some("web-abc")));
+        let mut p = pod(NS, name, node, json!({"app": "web"}), Some("web-abc"));
+        if *name == KARPENTERS.0 {
+            p["metadata"]["annotations"] =
+                json!({POD_DELETION_COST: KARPENTERS.1, KARPENTER_MANAGED_COST: "true"});
+        }
+        out.push(p);
     }
     for (ns, name, node) in others() {
         // the same labels as the shop's pods: only the namespace tells them apart
-        out.push(pod(
-            &ns,
-            &name,
-            node,
-            json!({"app": "web"}),
-            Some("other-rs"),
-        ));
+        let mut p = pod(&ns, &name, node, json!({"app": "web"}), Some("other-rs"));
+        if name == KEPT_BY {
+            p["metadata"]["annotations"] = json!({KARPENTER_DO_NOT_DISRUPT: "true"});
+        }
+        out.push(p);
     }
     out
 }
@@ -208,6 +226,15 @@ async fn the_operator_writes_the_costs_plan_shows_for_every_example_policy() {
             want.values().any(Option::is_some),
             "{path}: plan writes something: {want:?}"
         );
+        assert_eq!(want[KARPENTERS.0], None, "{path}: Karpenter's cost is kept");
+        if path.ends_with("consolidation.yaml") {
+            // spot-a (by job-0) and spot-b (by its annotation) cannot go:
+            // their pods take a full node's value, maxPods
+            for pod in ["web-0", "web-1", "web-3", "web-4"] {
+                assert_eq!(want[pod], Some(110), "{path}: {pod}: {want:?}");
+            }
+            assert_eq!(want["web-7"], Some(2), "{path}: {want:?}");
+        }
 
         let fake = FakeApi::start().await;
         for o in objects() {
@@ -250,9 +277,15 @@ async fn the_operator_writes_the_costs_plan_shows_for_every_example_policy() {
         assert!(!changed, "{path}: costs still changing after the round");
         op.stop().await;
 
+        // a pod the plan leaves alone keeps the cost it had
         let expected: BTreeMap<String, Option<i64>> = want
             .iter()
-            .map(|(pod, cost)| (pod.clone(), *cost))
+            .map(|(pod, cost)| {
+                let kept = (pod == KARPENTERS.0)
+                    .then(|| KARPENTERS.1.parse().ok())
+                    .flatten();
+                (pod.clone(), cost.or(kept))
+            })
             .collect();
         if settled != expected {
             disagreements.push(format!(

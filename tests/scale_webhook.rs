@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost::hook::{HookConfig, HookTls};
-use deletion_cost_testkit::fake_api::FakeApi;
+use deletion_cost_testkit::fake_api::{FakeApi, Fault, Verb};
+use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_addr};
 use serde_json::{json, Value};
 use support::operator::{http_client, Operator, NS};
@@ -138,7 +139,6 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     let http = http_client();
     let admit = |body: Value| post_review(&http, hook, body);
 
-    let want = |c: [&str; 4]| c.map(|c| Some(c.to_string())).to_vec();
     // a scale-in of a managed workload (the reconcile is throttled for an
     // hour: what is written here, the webhook wrote)
     let answer = admit(review("u-1", "web", 4, 2, false)).await;
@@ -146,10 +146,23 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     assert_eq!(r["uid"], "u-1");
     assert_eq!(r["allowed"], true, "{answer}");
     assert!(r["warnings"].is_null(), "no warning when fresh: {answer}");
+    // the two spot pods go: written below the others' cost (none: 0), and
+    // nothing else is written
+    let c = costs(&fake, "web");
     assert_eq!(
-        costs(&fake, "web"),
-        want(["10", "10", "100", "100"]),
-        "the webhook wrote the costs before it answered"
+        (c[2].clone(), c[3].clone()),
+        (None, None),
+        "only the victims are written: {c:?}"
+    );
+    let written = |i: usize| c[i].as_deref().and_then(|v| v.parse::<i32>().ok());
+    assert!(
+        written(0).is_some_and(|v| v < 0) && written(1).is_some_and(|v| v < 0),
+        "the victims go first: {c:?}"
+    );
+    assert_eq!(
+        fake.writes_to("pods").len(),
+        2,
+        "two writes for a scale-in by two"
     );
     assert_eq!(r["auditAnnotations"]["policy"], format!("{NS}/web"));
     // the two spot pods tie (same cost, node and age): in either order
@@ -172,8 +185,24 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         },
     )
     .await;
+    // it went through the write budget, as every Event does: the operator
+    // counted each one the server got
+    eventually(
+        Duration::from_secs(10),
+        "every Event counted in the write budget",
+        || async {
+            let series = "deletion_cost_api_writes_total{kind=\"events\",outcome=\"ok\"} ";
+            let counted = op.metrics().await.lines().find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            });
+            counted == Some(fake.writes_to("events").len() as f64)
+        },
+    )
+    .await;
 
-    // the nodes swap their billing class: the next scale-in gets the new costs
+    // the nodes swap their billing class: the next scale-in wants an
+    // on-demand pod of before, and writes that one pod only
     for (node, class) in [("spot-1", "on-demand"), ("od-1", "spot")] {
         fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": node, "labels": {"karpenter.sh/capacity-type": class}}}))
@@ -184,17 +213,28 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     let before = fake.writes_to("pods").len();
     let answer = admit(review("u-2", "web", 4, 3, false)).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
-    assert_eq!(costs(&fake, "web"), want(["100", "100", "10", "10"]));
-    assert_eq!(fake.writes_to("pods").len(), before + 4);
-    // web-2 and web-3 tie: either goes
+    assert_eq!(
+        fake.writes_to("pods").len(),
+        before + 1,
+        "one write for a scale-in by one"
+    );
+    // web-2 and web-3 tie: either goes, and it is the one now written lowest
     let victim = victims(&answer);
     assert!(
         victim == ["web-rs/web-2"] || victim == ["web-rs/web-3"],
         "{answer}"
     );
+    let c = costs(&fake, "web");
+    let cost = |i: usize| c[i].as_deref().map_or(0, |v| v.parse::<i32>().unwrap_or(0));
+    let gone = if victim == ["web-rs/web-2"] { 2 } else { 3 };
+    assert!(
+        (0..4).filter(|&i| i != gone).all(|i| cost(gone) < cost(i)),
+        "{c:?}"
+    );
 
     // the second call of the same scale-in (the ReplicaSet the Deployment
-    // controller resizes) finds nothing to write
+    // controller resizes) shares the first one's answer: nothing written,
+    // nothing read
     let writes = fake.writes_to("pods").len();
     let again = admit(review("u-6", "web", 4, 3, false)).await;
     assert_eq!(again["response"]["allowed"], true);
@@ -203,12 +243,7 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
         writes,
         "nothing written twice"
     );
-    // and still names the victims (from the plan of its own round)
-    let victim = victims(&again);
-    assert!(
-        victim == ["web-rs/web-2"] || victim == ["web-rs/web-3"],
-        "{again}"
-    );
+    assert_eq!(victims(&again), victim, "{again}");
     assert_eq!(
         again["response"]["auditAnnotations"]["policy"],
         format!("{NS}/web")
@@ -233,7 +268,7 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
     assert_eq!(fake.writes_to("pods").len(), writes, "nothing written");
 
     let metrics = op.metrics().await;
-    for outcome in ["fresh", "not_scale_in", "dry_run", "no_policy"] {
+    for outcome in ["fresh", "shared", "not_scale_in", "dry_run", "no_policy"] {
         assert!(
             metrics.contains(&format!(
                 "deletion_cost_scale_webhook_calls_total{{outcome=\"{outcome}\"}}"
@@ -305,5 +340,303 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
     let (_, message) = status(&fake).unwrap_or_default();
     assert!(message.contains("for 1 scale-in(s)"), "{message}");
     assert!(message.contains("by the scale-in webhook"), "{message}");
+    op.stop().await;
+}
+
+/// Five pods of `util` whose utilisation the exporter serves, a policy that
+/// deletes the least utilised first (10 buckets of 0..1, no hysteresis).
+fn seed_utilisation(fake: &FakeApi) {
+    fake.apply_json(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n-1"}}))
+        .expect("a node");
+    fake.apply_json(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "util-rs", "namespace": NS, "uid": "util-rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "util",
+                "uid": "util-uid", "controller": true}]},
+        "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "util"}}}}))
+        .expect("a ReplicaSet");
+    for i in 0..5 {
+        add_util_pod(fake, i);
+    }
+    fake.apply_json(
+        json!({"apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "util", "namespace": NS},
+        "spec": {"targetRef": {"kind": "Deployment", "name": "util"},
+            "signals": [{"utilization": {"prometheus": {"query": "pod_util", "podLabel": "pod"},
+                "range": {"min": 0, "max": 1}, "buckets": 10, "hysteresis": 0}}]}}),
+    )
+    .expect("a policy");
+}
+
+fn add_util_pod(fake: &FakeApi, i: usize) {
+    fake.apply_json(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("util-{i}"), "namespace": NS, "uid": format!("util-{i}-uid"),
+            "labels": {"app": "util"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "util-rs",
+                "uid": "util-rs-uid", "controller": true}]},
+        "spec": {"nodeName": "n-1", "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}}))
+    .expect("a pod");
+}
+
+/// The exporter's text: `pod_util{pod="util-i"} v` for each value.
+fn utilisation(values: &[(usize, f64)]) -> String {
+    values
+        .iter()
+        .map(|(i, v)| format!("pod_util{{pod=\"util-{i}\"}} {v}\n"))
+        .collect()
+}
+
+/// Waits until Prometheus answers `pod_util` of `util-{i}` with `v`.
+async fn prometheus_shows(prom: &PrometheusServer, i: usize, v: f64) {
+    let url = format!("{}/api/v1/query?query=pod_util", prom.url());
+    let http = http_client();
+    eventually(
+        Duration::from_secs(20),
+        "Prometheus shows the new values",
+        || {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let Ok(resp) = http.get(&url).send().await else {
+                    return false;
+                };
+                let body: Value = resp.json().await.unwrap_or_default();
+                body["data"]["result"].as_array().is_some_and(|r| {
+                    r.iter().any(|s| {
+                        s["metric"]["pod"] == format!("util-{i}")
+                            && s["value"][1].as_str().and_then(|x| x.parse::<f64>().ok()) == Some(v)
+                    })
+                })
+            }
+        },
+    )
+    .await;
+}
+
+/// An AdmissionReview of the Deployment controller resizing ReplicaSet `rs`.
+fn follow_up(uid: &str, rs: &str, from: i64, to: i64) -> Value {
+    let mut r = review(uid, rs, from, to, false);
+    r["request"]["resource"] = json!({"group": "apps", "version": "v1", "resource": "replicasets"});
+    r["request"]["subResource"] = Value::Null;
+    r["request"]["userInfo"] =
+        json!({"username": "system:serviceaccount:kube-system:deployment-controller"});
+    r
+}
+
+/// Each scale-in reads utilisation anew, however close to the one before
+/// (no reuse of recent values); the Deployment controller's follow-up call
+/// shares the first call's answer without reading or writing; a scale-in
+/// with the same numbers once the last one's pods went is a new one; each
+/// deletes the least utilised pods as they are now, with at most 2k + 4
+/// writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scale_in_reads_signals_once_and_its_follow_up_shares_the_answer() {
+    let exporter = Exporter::start(&utilisation(&[
+        (0, 0.1),
+        (1, 0.2),
+        (2, 0.3),
+        (3, 0.4),
+        (4, 0.5),
+    ]));
+    let prom = PrometheusServer::scraping(exporter.addr());
+    prometheus_shows(&prom, 4, 0.5).await;
+    let fake = FakeApi::start().await;
+    seed_utilisation(&fake);
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.prometheus_url = Some(prom.url());
+    cfg.metrics_addr = free_addr();
+    // background rounds run, but leave the pods a scale-in holds alone and
+    // read signals only every refreshInterval (5 minutes)
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let http = http_client();
+    eventually(
+        Duration::from_secs(20),
+        "the first round wrote every cost",
+        || std::future::ready(fake.writes_to("pods").len() >= 5),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // the utilisation of the whole workload changes: util-4 is now the least
+    exporter.set(&utilisation(&[
+        (0, 0.9),
+        (1, 0.8),
+        (2, 0.7),
+        (3, 0.6),
+        (4, 0.0),
+    ]));
+    prometheus_shows(&prom, 4, 0.0).await;
+    let (queries, writes) = (prom.queries(), fake.writes_to("pods").len());
+    let first = post_review(&http, hook, review("u-1", "util", 5, 4, false)).await;
+    assert_eq!(victims(&first), ["util-rs/util-4"], "{first}");
+    assert!(first["response"]["warnings"].is_null(), "{first}");
+    assert_eq!(prom.queries(), queries + 1, "one query for the scale-in");
+    let w = fake.writes_to("pods").len() - writes;
+    assert!((1..=6).contains(&w), "{w} writes for a scale-in by 1");
+
+    // the Deployment controller's ReplicaSet update: the same scale-in
+    let (queries, writes) = (prom.queries(), fake.writes_to("pods").len());
+    let second = post_review(&http, hook, follow_up("u-2", "util-rs", 5, 4)).await;
+    assert_eq!(victims(&second), ["util-rs/util-4"], "{second}");
+    assert_eq!(prom.queries(), queries, "the follow-up reads nothing");
+    assert_eq!(fake.writes_to("pods").len(), writes, "and writes nothing");
+
+    // the controller deletes util-4; a second later the utilisation
+    // changes again and the next scale-in comes
+    fake.delete_json("Pod", NS, "util-4")
+        .expect("util-4 deleted");
+    exporter.set(&utilisation(&[(0, 0.05), (1, 0.8), (2, 0.7), (3, 0.6)]));
+    prometheus_shows(&prom, 0, 0.05).await;
+    let queries = prom.queries();
+    let third = post_review(&http, hook, review("u-3", "util", 4, 3, false)).await;
+    assert_eq!(victims(&third), ["util-rs/util-0"], "{third}");
+    assert_eq!(prom.queries(), queries + 1, "read anew: {third}");
+
+    // util-0 goes, a new pod comes (a scale-out), and a scale-in with the
+    // same numbers follows at once: a new scale-in, not the last one's answer
+    fake.delete_json("Pod", NS, "util-0")
+        .expect("util-0 deleted");
+    add_util_pod(&fake, 5);
+    exporter.set(&utilisation(&[(1, 0.8), (2, 0.1), (3, 0.6), (5, 0.9)]));
+    prometheus_shows(&prom, 2, 0.1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let queries = prom.queries();
+    let fourth = post_review(&http, hook, review("u-4", "util", 4, 3, false)).await;
+    assert_eq!(victims(&fourth), ["util-rs/util-2"], "{fourth}");
+    assert_eq!(prom.queries(), queries + 1, "{fourth}");
+
+    let metrics = op.metrics().await;
+    assert!(
+        metrics.contains("deletion_cost_scale_webhook_calls_total{outcome=\"shared\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deletion_cost_scale_webhook_calls_total{outcome=\"fresh\"} 3"),
+        "{metrics}"
+    );
+    op.stop().await;
+}
+
+/// Over budget, the answer, the audit annotation and the Event still name
+/// the pods that will go (from the costs as they stand), and the warning
+/// says how many writes were missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_budget_the_answer_still_names_the_pods_that_go() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.debounce = Duration::from_secs(3600);
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        webhook_budget: Duration::from_millis(800),
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    // every pod write takes 3 s from now on
+    fake.inject(
+        Fault::delay(Duration::from_secs(3))
+            .on(Verb::Patch, "pods")
+            .always(),
+    );
+    let http = http_client();
+    let answer = post_review(&http, hook, review("u-1", "web", 4, 3, false)).await;
+    let r = &answer["response"];
+    assert_eq!(r["allowed"], true, "{answer}");
+    let warning = r["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("1 write(s) missing"), "{answer}");
+    assert!(
+        warning.contains("predicted from the costs as they stand"),
+        "{answer}"
+    );
+    // no cost landed: the costs as they stand (none) leave the four pods
+    // tied, and the controller takes the first of its list
+    assert_eq!(victims(&answer).len(), 1, "{answer}");
+    eventually(
+        Duration::from_secs(10),
+        "a Warning Event names the victim",
+        || async {
+            victim_events(&fake, "web").iter().any(|e| {
+                e["type"] == "Warning"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("predicted victims web-rs/web-"))
+            })
+        },
+    )
+    .await;
+    let metrics = op.metrics().await;
+    assert!(
+        metrics.contains("deletion_cost_scale_webhook_calls_total{outcome=\"budget_exceeded\"} 1"),
+        "{metrics}"
+    );
+    fake.clear_faults();
+    op.stop().await;
+}
+
+/// `writes: OnScaleIn`: no cost in the background, a status that says so
+/// until a scale-in call comes, then only what that scale-in needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_scale_in_writes_nothing_until_a_scale_in_needs_it() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut policy = fake
+        .get_json("DeletionCostPolicy", NS, "web")
+        .expect("the policy");
+    policy["spec"]["writes"] = json!("OnScaleIn");
+    fake.apply_json(policy).expect("OnScaleIn");
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let scale_ins = |fake: &FakeApi| {
+        support::operator::condition(fake, "web", "ScaleInsFresh")
+            .map(|c| (c["status"].clone(), c["reason"].clone()))
+    };
+    eventually(
+        Duration::from_secs(20),
+        "the status says nothing is written",
+        || {
+            std::future::ready(
+                scale_ins(&fake) == Some((json!("False"), json!("NoScaleInCallSeen"))),
+            )
+        },
+    )
+    .await;
+    assert!(
+        fake.writes_to("pods").is_empty(),
+        "nothing in the background"
+    );
+    let answer = post_review(&http_client(), hook, review("u-1", "web", 4, 3, false)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert_eq!(
+        fake.writes_to("pods").len(),
+        1,
+        "one write for a scale-in by one"
+    );
+    let v = victims(&answer);
+    assert!(v == ["web-rs/web-0"] || v == ["web-rs/web-1"], "{answer}");
+    eventually(
+        Duration::from_secs(20),
+        "the status counts the scale-in",
+        || std::future::ready(scale_ins(&fake).is_some_and(|(s, _)| s == "True")),
+    )
+    .await;
+    // the reconciles that followed wrote nothing more
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(fake.writes_to("pods").len(), 1);
     op.stop().await;
 }

@@ -11,8 +11,9 @@ use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::writes::patcher::Priority;
 use deletion_cost::writes::stats::ERROR_REASONS;
 use deletion_cost::writes::{
-    BackoffConfig, Gate, PatchRequest, Patcher, PatcherConfig, PodRef, PodWriter, PolicyKey, Rate,
-    SubmitError, WriteError, WriteGate, WriteOutcome, WriteState,
+    budgeted_client, BackoffConfig, BudgetError, Gate, PatchRequest, Patcher, PatcherConfig,
+    PodRef, PodWriter, PolicyKey, Rate, SubmitError, WriteError, WriteGate, WriteKind,
+    WriteOutcome, WriteState,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -88,6 +89,44 @@ impl FakeApi {
     fn calls_for(&self, pod: &str) -> Vec<Call> {
         self.calls().into_iter().filter(|c| c.pod == pod).collect()
     }
+
+    /// Records a write that is not a pod patch (a status, an Event) as it
+    /// is sent, in the same log as the pod writes.
+    fn record(&self, name: &str) {
+        let mut st = self.0.lock().unwrap();
+        let at = Instant::now() - st.start;
+        st.calls.push(Call {
+            at,
+            pod: name.to_owned(),
+            namespace: String::new(),
+            body: Value::Null,
+        });
+    }
+}
+
+/// Starts `n` writes of `kind` named `{prefix}{i}`: each waits for its
+/// permit, is recorded as sent, and ends with `answer`. Resolves to their
+/// permits' refusals, if any.
+fn other_writes(
+    patcher: &Patcher,
+    api: &FakeApi,
+    kind: WriteKind,
+    prefix: &str,
+    n: usize,
+    answer: Result<(), WriteError>,
+) -> tokio::task::JoinSet<Result<(), BudgetError>> {
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let wait = patcher.permit(kind);
+        let (api, name, answer) = (api.clone(), format!("{prefix}{i}"), answer.clone());
+        set.spawn(async move {
+            let permit = wait?.await?;
+            api.record(&name);
+            permit.finish(&answer);
+            Ok(())
+        });
+    }
+    set
 }
 
 impl PodWriter for FakeApi {
@@ -799,4 +838,259 @@ async fn cancelling_a_policy_drops_its_queued_values_only() {
     assert!(patcher
         .pending_for(&PolicyKey::new("shop", "old"))
         .is_empty());
+}
+
+/// Status writes and Events draw from the operator-wide limit with the pod
+/// writes: together they never pass it, and while both wait they take
+/// turns, so neither starves.
+#[tokio::test(start_paused = true)]
+async fn status_and_events_share_the_limit_with_pod_writes_and_take_turns() {
+    let api = FakeApi::new();
+    let (qps, burst) = (10, 1);
+    let patcher = Patcher::start(api.clone(), config(qps as f64, burst));
+    let pods: Vec<_> = (0..100)
+        .map(|i| set("shop", "web", &format!("pod-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(pods, Priority::Background).unwrap();
+    let mut status = other_writes(&patcher, &api, WriteKind::Status, "status-", 30, Ok(()));
+    let mut events = other_writes(&patcher, &api, WriteKind::Events, "event-", 10, Ok(()));
+    assert!(batch.wait().await.all_done());
+    while let Some(done) = status.join_next().await {
+        assert_eq!(done.unwrap(), Ok(()));
+    }
+    while let Some(done) = events.join_next().await {
+        assert_eq!(done.unwrap(), Ok(()));
+    }
+    let calls = api.calls();
+    assert_eq!(calls.len(), 140);
+    let times: Vec<Duration> = calls.iter().map(|c| c.at).collect();
+    assert!(max_in_window(&times, SECOND, Duration::ZERO) <= (qps + burst) as usize);
+    assert!(max_in_window(&times, SECOND, SECOND) <= qps as usize);
+    assert!(
+        max_in_window(&times, 10 * SECOND, Duration::ZERO) <= (10 * qps + burst) as usize,
+        "every kind together within the limit"
+    );
+    // while both wait, every other write is a pod's
+    let kinds: String = calls[..80]
+        .iter()
+        .map(|c| if c.pod.starts_with("pod-") { 'p' } else { 'o' })
+        .collect();
+    assert!(!kinds.contains("pp") && !kinds.contains("oo"), "{kinds}");
+    // the other writes wait their turn in arrival order
+    let order: Vec<&str> = calls
+        .iter()
+        .filter(|c| !c.pod.starts_with("pod-"))
+        .map(|c| c.pod.as_str())
+        .collect();
+    let expected: Vec<String> = (0..30)
+        .map(|i| format!("status-{i}"))
+        .chain((0..10).map(|i| format!("event-{i}")))
+        .collect();
+    assert_eq!(order, expected);
+    let stats = patcher.stats();
+    assert_eq!(stats.writes_of(WriteKind::Pods), 100);
+    assert_eq!(stats.writes_of(WriteKind::Status), 30);
+    assert_eq!(stats.writes_of(WriteKind::Events), 10);
+    assert_eq!(stats.permits_waiting, 0);
+}
+
+/// A scale-in's pod writes go before status writes and Events already
+/// waiting, as before background pod writes.
+#[tokio::test(start_paused = true)]
+async fn urgent_pod_writes_go_ahead_of_status_and_events() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(10.0, 1));
+    for i in 0..50 {
+        submit(&patcher, set("batch", "crunch", &format!("bg-{i}"), i)).unwrap();
+    }
+    let mut others = other_writes(&patcher, &api, WriteKind::Status, "status-", 40, Ok(()));
+    // between two tokens (one every 100 ms), so none is granted as it comes
+    tokio::time::sleep(Duration::from_millis(2050)).await;
+    let before = api.calls().len();
+    let urgent: Vec<_> = (0..5)
+        .map(|i| set("shop", "web", &format!("urgent-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(urgent, Priority::Urgent).unwrap();
+    assert!(batch.wait().await.all_done());
+    let calls = api.calls();
+    let positions: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pod.starts_with("urgent-"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(positions, (before..before + 5).collect::<Vec<_>>());
+    while let Some(done) = others.join_next().await {
+        assert_eq!(done.unwrap(), Ok(()));
+    }
+}
+
+/// No permit outside a term; one still waiting when the term ends is
+/// refused (nothing sent), and so is one asked of a stopped patcher.
+#[tokio::test(start_paused = true)]
+async fn other_writes_wait_for_the_term_and_are_refused_when_it_ends() {
+    let api = FakeApi::new();
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(Gate::Closed);
+    let mut cfg = config(10.0, 1);
+    cfg.gate = WriteGate::new(gate_rx);
+    let patcher = Patcher::start(api.clone(), cfg);
+    let mut waiting = other_writes(&patcher, &api, WriteKind::Status, "status-", 3, Ok(()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(api.calls().is_empty(), "written outside a term");
+    assert_eq!(patcher.stats().permits_waiting, 3);
+    gate_tx.send_replace(Gate::Open);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!api.calls().is_empty(), "the term's writes went");
+    gate_tx.send_replace(Gate::Closed);
+    let mut late = other_writes(&patcher, &api, WriteKind::Events, "event-", 2, Ok(()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let report = patcher.drain(Duration::ZERO).await;
+    assert!(report.completed());
+    while let Some(done) = late.join_next().await {
+        assert_eq!(
+            done.unwrap(),
+            Err(BudgetError::TermEnded { kind: "events" })
+        );
+    }
+    while let Some(done) = waiting.join_next().await {
+        assert_eq!(done.unwrap(), Ok(()));
+    }
+    assert!(api.calls().iter().all(|c| c.pod.starts_with("status-")));
+    assert!(matches!(
+        patcher.permit(WriteKind::Status).map(drop),
+        Err(BudgetError::TermEnded { kind: "status" })
+    ));
+}
+
+/// A 429 on a status write holds every write for the server's delay, as
+/// one on a pod write does.
+#[tokio::test(start_paused = true)]
+async fn too_many_requests_on_a_status_write_holds_the_pod_writes_too() {
+    let api = FakeApi::new();
+    let patcher = Patcher::start(api.clone(), config(100.0, 10));
+    let busy = Err(WriteError::TooManyRequests {
+        retry_after: Some(Duration::from_secs(5)),
+    });
+    let mut status = other_writes(&patcher, &api, WriteKind::Status, "status-", 1, busy);
+    assert_eq!(status.join_next().await.unwrap().unwrap(), Ok(()));
+    let refused_at = api.calls()[0].at;
+    let batch = patcher
+        .submit_batch(vec![set("shop", "web", "p", 1)], Priority::Background)
+        .unwrap();
+    assert!(batch.wait().await.all_done());
+    let p = api.calls_for("p");
+    assert!(
+        p[0].at >= refused_at + Duration::from_secs(5),
+        "a pod write at {:?}, the 429 at {refused_at:?}",
+        p[0].at
+    );
+    let stats = patcher.stats();
+    let busy_index = 2; // OUTCOMES: ok, gone, too_many_requests, ...
+    assert_eq!(stats.writes[1][busy_index], 1);
+}
+
+/// The budgeted client: every write waits for a permit of the term's
+/// patcher and is counted by kind and outcome; reads go straight through;
+/// without a term a write is refused and nothing is sent.
+#[tokio::test(start_paused = true)]
+async fn the_budgeted_client_sends_every_write_within_the_limit() {
+    use deletion_cost::policy::DeletionCostPolicy;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let sent: Arc<Mutex<Vec<(Duration, String, String)>>> = Arc::default();
+    let start = Instant::now();
+    let log = Arc::clone(&sent);
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let log = Arc::clone(&log);
+        async move {
+            log.lock().unwrap().push((
+                Instant::now() - start,
+                req.method().to_string(),
+                req.uri().path().to_owned(),
+            ));
+            let (code, body) = if req.uri().path().ends_with("/status") {
+                (
+                    429,
+                    serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                    "status": "Failure", "code": 429, "reason": "TooManyRequests"}),
+                )
+            } else {
+                (
+                    200,
+                    serde_json::json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": "e", "namespace": "shop"}, "eventTime": null}),
+                )
+            };
+            http::Response::builder()
+                .status(code)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::RETRY_AFTER, "2")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+        }
+    });
+    let raw = kube::Client::new(service, "default");
+    let patcher = Patcher::start(FakeApi::new(), config(2.0, 1));
+    let term: Arc<Mutex<Option<Patcher>>> = Arc::new(Mutex::new(Some(patcher.clone())));
+    let slot = Arc::clone(&term);
+    let client = budgeted_client(raw, Arc::new(move || slot.lock().unwrap().clone()));
+
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), "shop");
+    for i in 0..4 {
+        let mut e = Event::default();
+        e.metadata.name = Some(format!("e{i}"));
+        events.create(&PostParams::default(), &e).await.unwrap();
+    }
+    // a read goes at once, whatever the budget
+    let _ = events.get("e0").await;
+    let policies: kube::Api<DeletionCostPolicy> = kube::Api::namespaced(client.clone(), "shop");
+    let status = serde_json::json!({"status": {}});
+    let refused = policies
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 429),
+        "{refused:?}"
+    );
+    let calls = sent.lock().unwrap().clone();
+    let writes: Vec<Duration> = calls
+        .iter()
+        .filter(|(_, m, _)| m != "GET")
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert_eq!(writes.len(), 5);
+    // 2 a second after a burst of 1: 0, 0.5, 1.0, 1.5, 2.0 s
+    assert!(
+        writes
+            .windows(2)
+            .all(|w| w[1] - w[0] >= Duration::from_millis(499)),
+        "{writes:?}"
+    );
+    let get = calls.iter().find(|(_, m, _)| m == "GET").unwrap();
+    assert_eq!(get.0, writes[3], "the read did not wait: {calls:?}");
+    // the 429 holds the next write for its Retry-After (2 s)
+    let again = Instant::now();
+    events
+        .create(&PostParams::default(), &Event::default())
+        .await
+        .unwrap();
+    let last = sent.lock().unwrap().last().unwrap().0;
+    assert!(
+        last >= writes[4] + Duration::from_secs(2),
+        "{last:?} vs {writes:?}"
+    );
+    assert!(Instant::now() - again >= Duration::from_millis(1500));
+    let stats = patcher.stats();
+    assert_eq!(stats.writes_of(WriteKind::Events), 5);
+    assert_eq!(stats.writes[1][2], 1, "the status write's 429");
+
+    // without a term: refused, nothing sent
+    *term.lock().unwrap() = None;
+    let before = sent.lock().unwrap().len();
+    let refused = events
+        .create(&PostParams::default(), &Event::default())
+        .await;
+    let text = refused.unwrap_err().to_string();
+    assert!(text.contains("does not lead"), "{text}");
+    assert_eq!(sent.lock().unwrap().len(), before);
 }

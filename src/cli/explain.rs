@@ -13,11 +13,13 @@ use serde::Serialize;
 use super::predict::{human_age, predict, GroupPrediction, PodPrediction, Settings};
 use super::source::read_source_limited;
 use super::{print_out, CliError};
+use crate::annotations::KARPENTER_MANAGED_COST;
 use crate::comparator::{Rule, SlimPod};
 use crate::engine::wins_over;
 use crate::input::{Expect, InputLimits, RawObject};
+use crate::plan::blockers::{node_blockers, pod_blocker};
 use crate::plan::workload::{select, Query, Target, TargetKind};
-use crate::plan::{self, PlanOptions, Snapshot};
+use crate::plan::{self, BlockedNode, PlanOptions, Snapshot};
 use crate::pod::PodRecord;
 use crate::signals::SignalSamples;
 
@@ -62,9 +64,17 @@ pub struct ExplainArgs {
     /// The cluster's feature gates.
     #[command(flatten)]
     pub gates: super::cluster_flags::GateFlags,
-    /// The cluster to read and the pod's namespace.
-    #[command(flatten)]
-    pub cluster: super::live::ClusterArgs,
+    /// The pod's namespace (default: the kubeconfig context's, else
+    /// `default`; with --snapshot, `default`): a pod's name is looked up in
+    /// one namespace.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: the files in $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Stop with exit 2 on an input larger than this: bytes, or with a unit.
     #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
@@ -109,6 +119,9 @@ pub enum CostOrigin {
         /// The policy it was written for, when the operator wrote it.
         written_for: Option<String>,
     },
+    /// Karpenter's deletion-cost controller (the pod carries
+    /// `karpenter.sh/managed-deletion-cost`): no policy overwrites it.
+    Karpenter,
 }
 
 /// One signal of the policy, as it reads for this pod.
@@ -165,6 +178,9 @@ pub struct Explanation {
     pub cost_annotation: Option<String>,
     /// Where it came from.
     pub cost_origin: CostOrigin,
+    /// Why no autoscaler may remove the pod's node, when none may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_removal: Option<BlockedNode>,
     /// The policy that selects the pod, if one of those read does.
     pub policy: Option<PolicyView>,
     /// The `now` used.
@@ -186,9 +202,15 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         bytes: args.max_input_bytes,
         pods: args.max_pods,
     };
+    let cluster = super::live::ClusterArgs {
+        namespace: args.namespace.clone(),
+        all_namespaces: false,
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
     let read = super::predict::read_selected(
         args.snapshot.as_deref(),
-        &args.cluster,
+        &cluster,
         true,
         limits,
         super::live::Wants {
@@ -242,7 +264,11 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         pod,
         &settings,
     )?;
-    let explanation = explain(&settings, pod, &family.related, view);
+    let mut explanation = explain(&settings, pod, &family.related, view);
+    explanation.node_removal = blocked_node(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        &read.snapshot,
+    );
     let text = match args.output {
         ExplainFormat::Text => render_text(&explanation),
         ExplainFormat::Json => {
@@ -311,7 +337,24 @@ fn policy_view(
         Some(path) => {
             let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
                 .map_err(CliError::bad_input)?;
-            super::samples_input::load(&name, &text, policy, Some((now / 1_000_000_000) as f64))?
+            let samples = super::samples_input::load(
+                &name,
+                &text,
+                policy,
+                Some((now / 1_000_000_000) as f64),
+            )?;
+            // as `plan` says it, so the two never disagree in silence
+            let now_from = match args.now {
+                Some(_) => super::samples_input::NowFrom::Flag,
+                None => super::samples_input::NowFrom::Clock,
+            };
+            let now_text = settings.now.to_string();
+            for w in
+                super::samples_input::stale_warnings(&name, policy, &samples, &now_text, now_from)
+            {
+                super::stderr::warn(&format!("policy {}: {w}", policy.key()));
+            }
+            samples
         }
         None => SignalSamples::default(),
     };
@@ -342,6 +385,27 @@ fn policy_view(
         }))
 }
 
+/// Why no autoscaler may remove the node `name` of the snapshot: its own
+/// annotations, and the pods on it of every namespace the snapshot holds.
+fn blocked_node(name: Option<&str>, snapshot: &Snapshot) -> Option<BlockedNode> {
+    let name = name.filter(|n| !n.is_empty())?;
+    let mut out = BlockedNode::new(name);
+    let on_node = |n: Option<&str>| n == Some(name);
+    for node in snapshot
+        .nodes
+        .iter()
+        .filter(|n| on_node(n.metadata.name.as_deref()))
+    {
+        node_blockers(node).into_iter().for_each(|b| out.push(b));
+    }
+    for pod in &snapshot.pods {
+        if on_node(pod.spec.as_ref().and_then(|s| s.node_name.as_deref())) {
+            pod_blocker(pod).into_iter().for_each(|b| out.push(b));
+        }
+    }
+    (!out.blockers.is_empty()).then_some(out)
+}
+
 /// The explanation of `pod`, ordered among the pods of its controller in
 /// `related` (its family: every ReplicaSet of its Deployment). Pure.
 pub fn explain(
@@ -356,6 +420,7 @@ pub fn explain(
     let written_for = pod.ours.policy.clone();
     let cost_origin = match (&me.cost_annotation, &policy) {
         (None, _) => CostOrigin::None,
+        (Some(_), _) if pod.ours.autoscaler.karpenter_cost => CostOrigin::Karpenter,
         (Some(_), Some(view)) if written_for.as_deref() == view.policy.split('/').nth(1) => {
             CostOrigin::Policy {
                 policy: view.policy.clone(),
@@ -376,6 +441,7 @@ pub fn explain(
         cost: me.cost.value,
         cost_annotation: me.cost_annotation.as_deref().map(str::to_string),
         cost_origin,
+        node_removal: None,
         policy,
         now: settings.now.to_string(),
         kubernetes_version: settings.kubernetes_version.map(|v| v.to_string()),
@@ -509,8 +575,14 @@ pub fn render_text(e: &Explanation) -> String {
         CostOrigin::Foreign { written_for: None } => {
             "foreign: set by someone else (not by a policy)".to_string()
         }
+        CostOrigin::Karpenter => format!(
+            "Karpenter's deletion-cost controller ({KARPENTER_MANAGED_COST}): no policy overwrites it"
+        ),
     };
     let _ = writeln!(out, "  from:       {origin}");
+    if let Some(n) = &e.node_removal {
+        let _ = writeln!(out, "  autoscaler: {n}");
+    }
     match &e.policy {
         None => {
             let _ = writeln!(

@@ -173,6 +173,28 @@ impl<'a> RankKey<'a> {
         self.created_bucket = bucket(now, self.created);
         self
     }
+
+    /// The same key owning its strings (kept past the pod it was read from).
+    pub fn into_owned(self) -> RankKey<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        RankKey {
+            namespace: own(self.namespace),
+            name: own(self.name),
+            uid: own(self.uid),
+            node_name: own(self.node_name),
+            phase: self.phase.map(own),
+            phase_ordinal: self.phase_ordinal,
+            ready: self.ready,
+            cost: self.cost,
+            rank: self.rank,
+            ready_time: self.ready_time,
+            restarts: self.restarts,
+            sidecar_restarts: self.sidecar_restarts,
+            created: self.created,
+            ready_bucket: self.ready_bucket,
+            created_bucket: self.created_bucket,
+        }
+    }
 }
 
 /// The log2 bucket of `now - t` (-1 when either is Go's zero time).

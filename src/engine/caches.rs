@@ -6,7 +6,9 @@
 //! the API's JSON. Fields it does not name (container specs, managedFields,
 //! foreign annotations' values aside) are skipped by the parser and never
 //! allocated, which keeps a 10,000-pod cache and its initial list small. Nodes and ReplicaSets are
-//! trimmed after parsing ([`trim_node`], [`trim_replica_set`]).
+//! trimmed after parsing ([`trim_node`], [`trim_replica_set`]); a node keeps
+//! its labels and the two annotations that say whether an autoscaler may
+//! remove it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
+use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::plan::Snapshot;
 use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;
@@ -89,6 +92,11 @@ impl Caches {
     /// One cached pod.
     pub fn pod(&self, ns: &str, name: &str) -> Option<Arc<PodRecord>> {
         self.pods.get(&ObjectRef::new(name).within(ns))
+    }
+
+    /// One cached ReplicaSet.
+    pub fn replica_set(&self, ns: &str, name: &str) -> Option<Arc<ReplicaSet>> {
+        self.replica_sets.get(&ObjectRef::new(name).within(ns))
     }
 
     /// Every cached policy.
@@ -193,13 +201,29 @@ pub fn record_event(e: watcher::Event<WatchedPod>) -> watcher::Event<PodRecord> 
     }
 }
 
-/// Keeps a node's labels (billing class, zone) and nothing else.
+/// Keeps a node's labels (billing class, zone) and the annotations that
+/// keep an autoscaler from removing it ([`NODE_ANNOTATIONS_KEPT`]), nothing
+/// else.
 pub fn trim_node(node: &mut Node) {
     node.metadata.managed_fields = None;
-    node.metadata.annotations = None;
+    if let Some(a) = node.metadata.annotations.as_mut() {
+        a.retain(|k, _| NODE_ANNOTATIONS_KEPT.contains(&k.as_str()));
+    }
+    if node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.is_empty())
+    {
+        node.metadata.annotations = None;
+    }
     node.spec = None;
     node.status = None;
 }
+
+/// The node annotations the planner reads: whether Karpenter or the
+/// cluster-autoscaler may remove the node.
+pub const NODE_ANNOTATIONS_KEPT: [&str; 2] = [KARPENTER_DO_NOT_DISRUPT, CA_SCALE_DOWN_DISABLED];
 
 /// Keeps a ReplicaSet's owner and selector.
 pub fn trim_replica_set(rs: &mut ReplicaSet) {
@@ -207,4 +231,45 @@ pub fn trim_replica_set(rs: &mut ReplicaSet) {
     rs.metadata.annotations = None;
     rs.spec.template = None;
     rs.status = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trimmed_node_keeps_labels_and_the_autoscalers_annotations() {
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "od-c",
+                "labels": {"karpenter.sh/capacity-type": "on-demand"},
+                "annotations": {
+                    CA_SCALE_DOWN_DISABLED: "true",
+                    KARPENTER_DO_NOT_DISRUPT: "true",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+                },
+                "managedFields": [{"manager": "kubelet"}]
+            },
+            "spec": {"podCIDR": "10.0.0.0/24"},
+            "status": {"allocatable": {"cpu": "2"}}
+        }))
+        .unwrap();
+        trim_node(&mut node);
+        let a = node.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            a.keys().map(String::as_str).collect::<Vec<_>>(),
+            [CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT]
+        );
+        assert!(node.metadata.labels.is_some());
+        assert!(node.metadata.managed_fields.is_none() && node.spec.is_none());
+
+        // a node with none of them holds no map
+        let mut plain: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "od-b", "annotations": {"node.alpha.kubernetes.io/ttl": "0"}}
+        }))
+        .unwrap();
+        trim_node(&mut plain);
+        assert!(plain.metadata.annotations.is_none());
+    }
 }

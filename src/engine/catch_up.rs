@@ -68,7 +68,8 @@ impl Listed {
 /// list's, for what a round reads and writes of it:
 /// - not cached: no round plans it, so none writes it (the watch adds it);
 /// - another pod of that name cached (an older UID): not yet;
-/// - the same resourceVersion, or our two annotations the same: yes;
+/// - the same resourceVersion, or the annotations this project reads the
+///   same (our two, the autoscalers' marks): yes;
 /// - else the newer resourceVersion, when both are numbers (etcd
 ///   revisions, as Kubernetes compares them); a version that is not a number
 ///   is not compared: not yet.
@@ -232,6 +233,7 @@ mod tests {
             ours: OurAnnotations {
                 deletion_cost: cost.map(String::from),
                 policy: cost.map(|_| "web".to_string()),
+                ..Default::default()
             },
         }
     }

@@ -7,8 +7,11 @@
 //!
 //! A new term gets a new patcher; a lost term drops the old one's queue, so a
 //! follower never writes. Within a term the patcher checks the election's
-//! [`Gate`] right before each write: leadership is known in one place. The
-//! patcher starts only once the pod cache is as new as a quorum read
+//! [`Gate`] right before each write: leadership is known in one place. Every
+//! other write of a term (status, Events, the finalizer, the leader label)
+//! goes through [`Leadership::writes`], a client whose writes wait for a
+//! token of the same patcher: one budget for all of them.
+//! The patcher starts only once the pod cache is as new as a quorum read
 //! ([`super::catch_up`]): a new leader never plans its first writes on a
 //! cache that misses the old leader's last ones.
 
@@ -17,13 +20,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
 use super::catch_up::CatchUp;
 use crate::metrics::Metrics;
 use crate::writes::{
-    Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate, StatsSnapshot, WriteGate,
+    budgeted_client, Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate,
+    StatsSnapshot, WriteGate,
 };
 
 /// Label the leader puts on its own pod: the hook's Service selects it, so
@@ -73,9 +78,9 @@ pub struct LeaseName {
     pub name: String,
 }
 
-/// Whether this replica leads, and its writer while it does. Cheap to clone;
-/// every clone sees the same term.
-#[derive(Debug, Clone)]
+/// Whether this replica leads, and its writers while it does. Cheap to
+/// clone; every clone sees the same term.
+#[derive(Clone)]
 pub struct Leadership {
     /// The election's write gate (open for good without election).
     gate: watch::Receiver<Gate>,
@@ -86,13 +91,36 @@ pub struct Leadership {
     writers: Arc<watch::Sender<u64>>,
     patcher: TermPatcher,
     lease: LeaseName,
+    /// Every write but the pod patches and the Lease, through the term's
+    /// budget.
+    writes: Client,
+    /// Events, written through `writes`.
+    events: Recorder,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership")
+            .field("leader", &*self.leader.borrow())
+            .field("patcher", &self.patcher)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Leadership {
     /// A handle on the terms `gate` announces ([`Gate::Open`] for good
-    /// without election), writing through `patcher`'s slot. Call within the
-    /// runtime: a task follows the gate.
-    pub fn new(gate: watch::Receiver<Gate>, patcher: TermPatcher, lease: LeaseName) -> Self {
+    /// without election), writing pod patches through `patcher`'s slot and
+    /// every other write through `client` under that patcher's budget
+    /// (Events reported as `reporter`). Call within the runtime: a task
+    /// follows the gate.
+    pub fn new(
+        gate: watch::Receiver<Gate>,
+        patcher: TermPatcher,
+        lease: LeaseName,
+        client: Client,
+        reporter: Reporter,
+    ) -> Self {
         let holds = |g: &Gate| *g != Gate::Closed;
         let (tx, leader) = watch::channel(holds(&gate.borrow()));
         let mut terms = gate.clone();
@@ -102,12 +130,17 @@ impl Leadership {
                 tx.send_if_modified(|v| std::mem::replace(v, now) != now);
             }
         });
+        let term = patcher.clone();
+        let writes = budgeted_client(client, Arc::new(move || term.get()));
+        let events = Recorder::new(writes.clone(), reporter);
         Leadership {
             gate,
             leader,
             writers: Arc::new(watch::channel(0).0),
             patcher,
             lease,
+            writes,
+            events,
         }
     }
 
@@ -125,6 +158,20 @@ impl Leadership {
     /// The patcher of the current leadership term.
     pub fn patcher(&self) -> Option<Patcher> {
         self.patcher.get()
+    }
+
+    /// A client for every write of this replica's terms but the pod
+    /// patches (the patcher's) and the Lease (the election's): each write
+    /// waits for a token of the term's patcher, after a scale-in's pod
+    /// writes; refused while following. Reads go straight through.
+    pub fn writes(&self) -> Client {
+        self.writes.clone()
+    }
+
+    /// Publishes Events through [`Leadership::writes`]: they count against
+    /// the operator-wide limit like every other write.
+    pub fn events(&self) -> Recorder {
+        self.events.clone()
     }
 
     /// The Lease the replicas compete for.
@@ -205,7 +252,8 @@ impl Leadership {
                         }
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");
-                        mark_own_pod(&client, true).await;
+                        // a write of the term: inside its budget
+                        mark_own_pod(&self.writes, true).await;
                     }
                     Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
                 },

@@ -7,9 +7,9 @@
 //! Its callers use a few named operations and never its internals:
 //! - the reconcile: [`Engine::reconcile`] (a round: plan, write, report),
 //!   [`Engine::invalid`], [`Engine::forget`];
-//! - the hook: [`Engine::managing`] (which policy manages a workload),
-//!   [`Engine::prescale`] (that workload's patches ahead of background
-//!   work), [`Engine::check`] (the order once they landed);
+//! - a scale-in, from the hook or the webhook: [`Engine::scale_in`] (the
+//!   workload's minimal correction written ahead of everything, the wait,
+//!   the settle, the pods that go; `scale_in.rs`);
 //! - the policy page: [`Engine::preview`] (what the next round would plan).
 //!
 //! `operator` and `hook` both build on the engine; only the operator's run
@@ -17,8 +17,10 @@
 
 pub mod caches;
 pub mod catch_up;
+mod cleanup;
 pub mod leadership;
 mod round;
+mod scale_in;
 pub mod scale_ins;
 mod state;
 pub mod workload;
@@ -31,8 +33,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use caches::Caches;
+pub use cleanup::CleanupError;
 use leadership::Leadership;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
+pub use scale_in::{ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
 pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
 pub use workload::{Managed, NotManaged, WorkloadRef};
@@ -42,7 +46,7 @@ use crate::metrics::Metrics;
 use crate::plan::{self, NamedPolicy, PlanOptions, Snapshot};
 use crate::policy::DeletionCostPolicy;
 use crate::prometheus::PrometheusClient;
-use crate::writes::{PatchRequest, PolicyKey, Priority, SubmitError};
+use crate::writes::{PatchRequest, PolicyKey, Priority};
 
 /// Where rounds read utilisation.
 #[derive(Debug, Clone)]
@@ -118,23 +122,6 @@ pub struct Reconciled {
     pub scale_ins: ScaleIns,
 }
 
-/// What a workload's round sent ahead of background work.
-#[derive(Debug)]
-pub struct Prescaled {
-    /// The workload's patches (its new costs and releases).
-    pub requests: Vec<PatchRequest>,
-    /// What became of them.
-    pub submission: Result<Submission, SubmitError>,
-    /// Why signals are unavailable (writes are held meanwhile).
-    pub signals: Option<SignalProblem>,
-    /// The plan's warnings.
-    pub warnings: Vec<String>,
-    /// The plan's first victims per ReplicaSet, over the costs the cache
-    /// showed as it planned: the costs of the scale-in itself only when
-    /// `requests` is empty.
-    pub victims: Vec<(String, Vec<Arc<str>>)>,
-}
-
 /// Why a policy's page cannot be planned now.
 #[derive(Debug, thiserror::Error)]
 pub enum PreviewError {
@@ -179,6 +166,8 @@ pub struct Engine {
     /// once on two cores are no faster than two, and hold fifty views.
     planners: Arc<Semaphore>,
     scale_ins: scale_ins::ScaleInLog,
+    /// Scale-ins of the last moments, so the calls of one share its answer.
+    scale_in_calls: scale_in::ScaleInCalls,
     /// Policies whose status has news the next reconcile reports (a
     /// scale-in made fresh); the run wiring turns them into reconciles.
     status_due: futures::channel::mpsc::UnboundedSender<PolicyKey>,
@@ -207,6 +196,7 @@ impl Engine {
             policies: Policies::default(),
             planners: Arc::new(Semaphore::new(planner_slots())),
             scale_ins: Default::default(),
+            scale_in_calls: Default::default(),
             status_due,
             status_due_rx: std::sync::Mutex::new(Some(status_due_rx)),
         }
@@ -264,7 +254,7 @@ impl Engine {
             )
             .await?;
         let (mut sent, mut held, mut rejected) = (0, None, 0);
-        match self.submit_round(&mut state, &round, Priority::Background, None) {
+        match self.submit_round(&mut state, &round) {
             Ok(Submission::Sent { batch, .. }) => sent = batch.len(),
             Ok(Submission::NothingToSend { .. }) => {}
             Ok(Submission::Held(hold)) => held = Some(hold),
@@ -334,72 +324,6 @@ impl Engine {
         .await
         .map_err(|e| ManagingError::Planner(e.to_string()))?
         .map_err(ManagingError::NotManaged)
-    }
-
-    /// A round for one workload about to be scaled in by `scale_down_by`:
-    /// signals read now unless they were read within `signal_max_age`, the
-    /// policy's plan, and the workload's patches sent ahead of background
-    /// work. The policy's other pods are left to its reconcile, and what was
-    /// sent for them is kept.
-    pub async fn prescale(
-        &self,
-        managed: &Managed,
-        scale_down_by: usize,
-        signal_max_age: Duration,
-    ) -> Result<Prescaled, RoundError> {
-        let key = key_of(&managed.resolved);
-        let mut state = self.policies.lock(&key).await;
-        let stale = state
-            .last_fetch
-            .is_none_or(|t| t.elapsed() >= signal_max_age);
-        let round = self
-            .plan_round(
-                &mut state,
-                &managed.policy,
-                &managed.resolved,
-                stale,
-                Some(scale_down_by),
-                Priority::Urgent,
-            )
-            .await?;
-        let mine = round.only(&managed.pods);
-        let submission =
-            self.submit_round(&mut state, &mine, Priority::Urgent, Some(&managed.pods));
-        let victims = round
-            .plan
-            .replica_sets
-            .iter()
-            .map(|r| (r.name.clone(), r.victims.clone()))
-            .collect();
-        Ok(Prescaled {
-            requests: mine.requests(),
-            submission,
-            signals: round.signals,
-            warnings: round.plan.warnings,
-            victims,
-        })
-    }
-
-    /// The policy's plan over the pods as the cache shows them now (signals
-    /// as last read), for the order check after a workload's patches
-    /// landed. Writes nothing.
-    pub async fn check(
-        &self,
-        managed: &Managed,
-        scale_down_by: usize,
-    ) -> Result<plan::Plan, RoundError> {
-        let mut state = self.policies.lock(&key_of(&managed.resolved)).await;
-        let round = self
-            .plan_round(
-                &mut state,
-                &managed.policy,
-                &managed.resolved,
-                false,
-                Some(scale_down_by),
-                Priority::Urgent,
-            )
-            .await?;
-        Ok(round.plan)
     }
 
     /// Whether the pod cache shows what `req` writes (or the pod is gone or

@@ -17,9 +17,11 @@ use super::state::PolicyState;
 use super::{key_of, Engine};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::PolicyReason;
-use crate::plan::{self, NamedPolicy, PlanOptions, PreviousValues, Snapshot};
+use crate::plan::{
+    self, NamedPolicy, PlanOptions, PreviousValues, ReplicaSetCorrection, ScaleInTarget, Snapshot,
+};
 use crate::pod::PodRecord;
-use crate::policy::DeletionCostPolicy;
+use crate::policy::{DeletionCostPolicy, Writes};
 use crate::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
 use crate::writes::{PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState};
@@ -119,6 +121,8 @@ pub(super) struct PolicyRound {
     pub last_refresh: Option<String>,
     /// resourceVersion of each pod the round wants to write, as cached.
     pub versions: HashMap<String, Option<String>>,
+    /// A scale-in's minimal correction of each ReplicaSet it scales.
+    pub corrections: Vec<ReplicaSetCorrection>,
 }
 
 impl PolicyRound {
@@ -138,32 +142,6 @@ impl PolicyRound {
         );
         reqs
     }
-
-    /// Only the share of `pods` (one workload's): their patches and
-    /// releases; the order check stays the whole policy's.
-    pub fn only(&self, pods: &BTreeSet<String>) -> PolicyRound {
-        let mut plan = self.plan.clone();
-        plan.patches.retain(|p| pods.contains(&*p.pod));
-        PolicyRound {
-            resolved: self.resolved.clone(),
-            plan,
-            releases: self
-                .releases
-                .iter()
-                .filter(|r| pods.contains(&r.pod))
-                .cloned()
-                .collect(),
-            conflicts: Vec::new(),
-            signals: self.signals.clone(),
-            last_refresh: self.last_refresh.clone(),
-            versions: self
-                .versions
-                .iter()
-                .filter(|(name, _)| pods.contains(*name))
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect(),
-        }
-    }
 }
 
 /// What a planned round carries back from the blocking pool.
@@ -172,6 +150,7 @@ pub(super) struct Planned {
     pub releases: Vec<Release>,
     pub versions: HashMap<String, Option<String>>,
     pub conflicts: Vec<Conflict>,
+    pub corrections: Vec<ReplicaSetCorrection>,
 }
 
 /// The CPU-bound part of a round (off the async runtime): overlaps, plan,
@@ -181,13 +160,22 @@ pub(super) fn plan_over(
     others: &[Arc<DeletionCostPolicy>],
     policy: &DeletionCostPolicy,
     resolved: &NamedPolicy,
-    samples: &SignalSamples,
-    previous: &PreviousValues,
+    memory: (&SignalSamples, &PreviousValues),
     opts: &PlanOptions,
+    scale_in: Option<&ScaleInTarget>,
 ) -> Planned {
+    let (samples, previous) = memory;
     let name = &resolved.name;
     let (excluded, conflicts) = overlaps(snapshot, others, policy, resolved);
-    let planned = plan::plan_excluding(resolved, snapshot, samples, previous, opts, &excluded);
+    let (planned, corrections) = match scale_in {
+        Some(target) => plan::plan_scale_in(
+            resolved, snapshot, samples, previous, opts, &excluded, target,
+        ),
+        None => (
+            plan::plan_excluding(resolved, snapshot, samples, previous, opts, &excluded),
+            Vec::new(),
+        ),
+    };
 
     // pods of the namespace carrying our cost that we no longer manage
     let in_ns = |p: &PodRecord| p.identity.namespace.as_deref() == Some(&resolved.namespace);
@@ -223,6 +211,7 @@ pub(super) fn plan_over(
         releases,
         versions,
         conflicts,
+        corrections,
     }
 }
 
@@ -317,7 +306,7 @@ impl Engine {
         policy: &DeletionCostPolicy,
         resolved: &NamedPolicy,
         force_refresh: bool,
-        scale_down_by: Option<usize>,
+        scale_in: Option<ScaleInTarget>,
         priority: Priority,
     ) -> Result<PolicyRound, RoundError> {
         if force_refresh {
@@ -327,7 +316,7 @@ impl Engine {
         self.churn.note();
         let caches: Caches = self.caches.clone();
         let others = self.caches.policies();
-        let opts = self.plan_options(scale_down_by);
+        let opts = self.plan_options(scale_in.as_ref().map(|t| t.by));
         let (policy, resolved_owned) = (policy.clone(), resolved.clone());
         // moved into the planner and back: the lock keeps everyone else out
         let slot = match priority {
@@ -344,9 +333,9 @@ impl Engine {
                 &others,
                 &policy,
                 &resolved_owned,
-                &samples,
-                &previous,
+                (&samples, &previous),
                 &opts,
+                scale_in.as_ref(),
             );
             (planned, samples)
         })
@@ -370,6 +359,7 @@ impl Engine {
             signals: state.signal_problem.clone(),
             last_refresh: state.last_refresh.clone(),
             versions: planned.versions,
+            corrections: planned.corrections,
         })
     }
 
@@ -377,22 +367,17 @@ impl Engine {
     /// the round wants that the cache does not show is sent, unless the
     /// patcher has it on its way already or landed it a moment ago (the
     /// watch has not caught up). A value that failed or was dropped (a term
-    /// that ended, a drain) is therefore sent again by the next round.
-    /// Urgent rounds (the hook) also re-submit values already queued: they
-    /// move ahead of background work and the batch reports their outcome.
-    /// `scope`: the pods the round speaks for (one workload's), or all of
-    /// the policy's; what is remembered of other pods is kept.
+    /// that ended, a drain) is therefore sent again by the next round. Pods
+    /// a scale-in just corrected are left alone until the controller acted;
+    /// under `writes: OnScaleIn` only removals are sent.
     pub(super) fn submit_round(
         &self,
         state: &mut PolicyState,
         round: &PolicyRound,
-        priority: Priority,
-        scope: Option<&BTreeSet<String>>,
     ) -> Result<Submission, SubmitError> {
-        let outside = |pod: &str| scope.is_some_and(|s| !s.contains(pod));
         state
             .submitted
-            .retain(|pod, _| round.versions.contains_key(pod) || outside(pod));
+            .retain(|pod, _| round.versions.contains_key(pod));
         if self.dry_run {
             return Ok(Submission::Held(Hold::DryRun));
         }
@@ -406,17 +391,19 @@ impl Engine {
             return Ok(Submission::Held(Hold::WriterStarting));
         };
         let key = key_of(&round.resolved);
-        let requests = round.requests();
+        let on_scale_in = round.resolved.spec.writes == Writes::OnScaleIn;
+        let mut requests = round.requests();
+        requests.retain(|r| !(state.is_held(&r.pod.name) || on_scale_in && r.cost.is_some()));
         // failures of pods the policy no longer wants to write are history
         let wanted: HashSet<&PodRef> = requests.iter().map(|r| &r.pod).collect();
-        patcher.retain_failed(&key, |pod| wanted.contains(pod) || outside(&pod.name));
+        patcher.retain_failed(&key, |pod| wanted.contains(pod));
         let known = patcher.write_states(requests.iter().map(|r| &r.pod));
         let mut send = Vec::new();
         let mut landed = Vec::new();
         for (req, known) in requests.into_iter().zip(known) {
             let seen = round.versions.get(&req.pod.name).cloned().flatten();
             match known {
-                Some(WriteState::Pending(p)) if p == req && priority == Priority::Background => {}
+                Some(WriteState::Pending(p)) if p == req => {}
                 Some(WriteState::Landed(p, _))
                     if p == req && state.submitted.get(&req.pod.name) == Some(&seen) =>
                 {
@@ -438,7 +425,8 @@ impl Engine {
             .iter()
             .map(|(r, seen)| (r.pod.name.clone(), seen.clone()))
             .collect();
-        let batch = patcher.submit_batch(send.into_iter().map(|(r, _)| r).collect(), priority)?;
+        let reqs = send.into_iter().map(|(r, _)| r).collect();
+        let batch = patcher.submit_batch(reqs, Priority::Background)?;
         state.submitted.extend(seen);
         Ok(Submission::Sent { batch, landed })
     }

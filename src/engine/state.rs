@@ -35,6 +35,32 @@ pub(super) struct PolicyState {
     /// has not caught up); a value that failed, was dropped or was never
     /// sent is sent again, whatever this says.
     pub submitted: HashMap<String, Option<String>>,
+    /// Pods a scale-in corrected, and until when background rounds leave
+    /// them alone: a background write landing between the correction and
+    /// the ReplicaSet controller's deletions could move the cut.
+    pub held: HashMap<String, tokio::time::Instant>,
+}
+
+impl PolicyState {
+    /// Keeps background rounds off `pods` until `until`.
+    pub fn hold<'a>(
+        &mut self,
+        pods: impl IntoIterator<Item = &'a String>,
+        until: tokio::time::Instant,
+    ) {
+        let now = tokio::time::Instant::now();
+        self.held.retain(|_, t| *t > now);
+        for pod in pods {
+            self.held.insert(pod.clone(), until);
+        }
+    }
+
+    /// Whether background rounds leave `pod` alone now.
+    pub fn is_held(&self, pod: &str) -> bool {
+        self.held
+            .get(pod)
+            .is_some_and(|t| *t > tokio::time::Instant::now())
+    }
 }
 
 /// A policy's state, held for the length of one round.

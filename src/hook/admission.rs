@@ -1,36 +1,26 @@
 //! The scale-in admission webhook, `POST /v1/admit-scale-in`: the API server
 //! calls it when a Deployment or ReplicaSet (or its `scale` subresource) is
 //! updated to fewer replicas, whoever does it (the HPA, KEDA, `kubectl
-//! scale`, a GitOps sync). Before it answers it runs the workload's round
-//! (the hook's: fresh signals, its patches ahead of background work) and
-//! waits until the pod cache shows them, within a budget under the webhook's
-//! timeout. It never mutates and never denies: it allows, with warnings
-//! (the API server hands them to the client) when the costs could not be made fresh, and the
+//! scale`, a GitOps sync). Before it answers, the engine makes the scale-in
+//! exact ([`crate::engine::Engine::scale_in`]: fresh signals, the fewest
+//! cost writes that put the policy's pods first, the wait until the cache
+//! shows them), within a budget under the webhook's timeout. It never
+//! mutates and never denies: it allows, with a warning (the API server
+//! hands it to the client) when the costs could not be made fresh, and the
 //! predicted victims in the answer's `auditAnnotations` and in an Event
 //! (`ScaleInVictims`) on the workload.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::DynamicObject;
 use kube::runtime::events::{Event, EventType};
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::handler::HookState;
-use crate::engine::{Engine, FreshBy, Managed, ManagingError, Submission, WorkloadRef};
+use crate::engine::{FreshBy, ScaleInAnswer, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
-use crate::writes::{PatchRequest, WriteOutcome};
-
-/// Signals read this recently are not read again: the second call of one
-/// scale-in (the Deployment, then the ReplicaSet its controller resizes)
-/// and a hook call's own scale update cost no second query.
-const SIGNALS_FRESH_FOR: Duration = Duration::from_secs(5);
-
-/// How often the pod cache is polled while waiting for the patches.
-const POLL: Duration = Duration::from_millis(20);
 
 /// A replica count going down, as the webhook reads it from the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,46 +68,6 @@ pub fn scale_in_of(req: &AdmissionRequest<DynamicObject>) -> Option<ScaleIn> {
     })
 }
 
-/// What the webhook did before it allowed, as counted in the metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// Not a scale-in (the API server's match conditions let it through).
-    NotScaleIn,
-    /// A dry run: nothing written.
-    DryRun,
-    /// This replica does not lead.
-    Follower,
-    /// No policy manages the workload.
-    NoPolicy,
-    /// The costs are in place and the cache shows them.
-    Fresh,
-    /// Signals could not be read: nothing written.
-    SignalsUnavailable,
-    /// The planner failed (finding the workload's policy or planning it):
-    /// nothing written.
-    PlannerFailed,
-    /// Some writes failed, or were held.
-    WritesFailed,
-    /// The budget ran out first.
-    BudgetExceeded,
-}
-
-impl Outcome {
-    fn label(self) -> &'static str {
-        match self {
-            Outcome::NotScaleIn => "not_scale_in",
-            Outcome::DryRun => "dry_run",
-            Outcome::Follower => "follower",
-            Outcome::NoPolicy => "no_policy",
-            Outcome::Fresh => "fresh",
-            Outcome::SignalsUnavailable => "signals_unavailable",
-            Outcome::PlannerFailed => "planner_failed",
-            Outcome::WritesFailed => "writes_failed",
-            Outcome::BudgetExceeded => "budget_exceeded",
-        }
-    }
-}
-
 /// Answers one AdmissionReview (its JSON body): always an allowing answer
 /// when the review can be read.
 pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<DynamicObject> {
@@ -133,27 +83,43 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
         Err(e) => return AdmissionResponse::invalid(e.to_string()).into_review(),
     };
     let mut resp = AdmissionResponse::from(&req);
-    let scale = scale_in_of(&req);
-    // the Deployment controller's ReplicaSet update follows a Deployment
-    // update the webhook was called for already: one scale-in, not two
-    let follow_up = req.user_info.username.as_deref() == Some(DEPLOYMENT_CONTROLLER);
-    let (outcome, warnings, audit) = match &scale {
-        None => (Outcome::NotScaleIn, Vec::new(), HashMap::new()),
-        Some(_) if req.dry_run => (Outcome::DryRun, Vec::new(), HashMap::new()),
-        Some(scale) => {
-            let deadline = started + st.config.webhook_budget;
-            let settle = st.config.settle_delay;
-            make_fresh(&st.engine, scale, deadline, settle, !follow_up).await
-        }
+    let Some(scale) = scale_in_of(&req) else {
+        // the API server's match conditions let only scale-ins through
+        st.engine
+            .metrics()
+            .scale_webhook_call("not_scale_in", started.elapsed().as_secs_f64());
+        return resp.into_review();
     };
+    if req.dry_run {
+        st.engine
+            .metrics()
+            .scale_webhook_call("dry_run", started.elapsed().as_secs_f64());
+        return resp.into_review();
+    }
+    let call = ScaleInCall {
+        workload: scale.workload.clone(),
+        from: scale.from,
+        to: scale.to,
+        caller: FreshBy::Webhook,
+        // the Deployment controller's ReplicaSet update follows a Deployment
+        // update the webhook was called for already: one scale-in, not two
+        follow_up: req.user_info.username.as_deref() == Some(DEPLOYMENT_CONTROLLER),
+        deadline: started + st.config.webhook_budget,
+        settle_cap: st.config.settle_delay,
+    };
+    let answer = st.engine.scale_in(&call).await;
     let took = started.elapsed();
-    if let (Some(scale), Some(victims)) = (&scale, audit.get("victims")) {
-        // the Deployment's own call already said it for the ReplicaSet its
-        // controller resizes
-        if !follow_up {
+    let warning = answer.outcome.warning();
+    let mut audit = HashMap::new();
+    if let Some(policy) = answer.policy() {
+        audit.insert("policy".to_string(), policy);
+        audit.insert("victims".to_string(), answer.victims_list());
+        // the scale-in's first call said it; the calls that share its answer do not repeat it
+        if !answer.shared {
             let uid = req.object.as_ref().and_then(|o| o.metadata.uid.clone());
-            let event = victims_event(scale, outcome, victims, &warnings);
-            let (recorder, reference) = (st.recorder.clone(), workload_ref(scale, uid));
+            let event = victims_event(&scale, &answer, warning.as_deref());
+            let (recorder, reference) =
+                (st.engine.leadership().events(), workload_ref(&scale, uid));
             // after the answer: the scale-in does not wait for it
             tokio::spawn(async move {
                 if let Err(e) = recorder.publish(&event, &reference).await {
@@ -164,20 +130,24 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
     }
     st.engine
         .metrics()
-        .scale_webhook_call(outcome.label(), took.as_secs_f64());
-    if outcome != Outcome::NotScaleIn {
-        tracing::info!(
-            namespace = req.namespace.as_deref().unwrap_or(""),
-            name = %req.name,
-            resource = %req.resource.resource,
-            sub_resource = req.sub_resource.as_deref().unwrap_or(""),
-            outcome = outcome.label(),
-            millis = took.as_millis() as u64,
-            "scale-in admitted"
-        );
-    }
-    if !warnings.is_empty() {
-        resp.warnings = Some(warnings);
+        .scale_webhook_call(answer.label(), took.as_secs_f64());
+    tracing::info!(
+        namespace = req.namespace.as_deref().unwrap_or(""),
+        name = %req.name,
+        resource = %req.resource.resource,
+        sub_resource = req.sub_resource.as_deref().unwrap_or(""),
+        from = scale.from,
+        to = scale.to,
+        outcome = answer.label(),
+        writes = answer.writes,
+        landed = answer.landed,
+        settle_millis = answer.settled.as_millis() as u64,
+        victims = %answer.victims_list(),
+        millis = took.as_millis() as u64,
+        "scale-in admitted"
+    );
+    if let Some(w) = warning {
+        resp.warnings = Some(vec![w]);
     }
     resp.audit_annotations = audit;
     resp.into_review()
@@ -189,23 +159,24 @@ const DEPLOYMENT_CONTROLLER: &str = "system:serviceaccount:kube-system:deploymen
 
 /// The Event that tells the workload's readers which pods this scale-in is
 /// predicted to delete and whether their costs were fresh.
-fn victims_event(scale: &ScaleIn, outcome: Outcome, victims: &str, warnings: &[String]) -> Event {
-    let fresh = outcome == Outcome::Fresh;
+fn victims_event(scale: &ScaleIn, answer: &ScaleInAnswer, warning: Option<&str>) -> Event {
+    let victims = answer.victims_list();
     let mut note = format!(
-        "scale-in {} -> {}: predicted victims {}",
+        "scale-in {} -> {}: predicted victims {} ({} cost write(s))",
         scale.from,
         scale.to,
         if victims.is_empty() {
             "(none)"
         } else {
-            victims
-        }
+            &victims
+        },
+        answer.writes,
     );
-    if !fresh {
-        note.push_str(&format!(" ({})", warnings.join("; ")));
+    if let Some(w) = warning {
+        note.push_str(&format!(" ({w})"));
     }
     Event {
-        type_: if fresh {
+        type_: if warning.is_none() {
             EventType::Normal
         } else {
             EventType::Warning
@@ -234,158 +205,6 @@ fn workload_ref(scale: &ScaleIn, uid: Option<String>) -> ObjectReference {
         uid,
         ..Default::default()
     }
-}
-
-/// The workload's round and the wait for its costs, within `deadline`.
-async fn make_fresh(
-    engine: &Engine,
-    scale: &ScaleIn,
-    deadline: Instant,
-    settle_delay: Duration,
-    counted: bool,
-) -> (Outcome, Vec<String>, HashMap<String, String>) {
-    let warn = |what: &str| {
-        vec![format!(
-            "deletion-cost: {what}; the pods deleted may not be the ones the policy intends"
-        )]
-    };
-    if !engine.leadership().is_leader() {
-        return (
-            Outcome::Follower,
-            warn("reached a replica that does not lead, costs not refreshed"),
-            HashMap::new(),
-        );
-    }
-    let managed = match engine.managing(&scale.workload).await {
-        Ok(m) => m,
-        Err(ManagingError::NotManaged(_)) => {
-            return (Outcome::NoPolicy, Vec::new(), HashMap::new())
-        }
-        Err(e) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
-    };
-    let by = usize::try_from(scale.from - scale.to).unwrap_or(0);
-    let over_budget = |what: &str| {
-        (
-            Outcome::BudgetExceeded,
-            warn(&format!(
-                "costs not fresh within the webhook's budget ({what})"
-            )),
-            HashMap::new(),
-        )
-    };
-    let round = match timeout_at(deadline, engine.prescale(&managed, by, SIGNALS_FRESH_FOR)).await {
-        Err(_) => return over_budget("planning"),
-        Ok(Err(e)) => return (Outcome::PlannerFailed, warn(&e.to_string()), HashMap::new()),
-        Ok(Ok(r)) => r,
-    };
-    if let Some(problem) = &round.signals {
-        return (
-            Outcome::SignalsUnavailable,
-            warn(&format!(
-                "signals unavailable ({}), costs not refreshed",
-                problem.reason
-            )),
-            HashMap::new(),
-        );
-    }
-    let (batch, mut expected) = match round.submission {
-        Ok(Submission::Sent { batch, landed }) => (Some(batch), landed),
-        Ok(Submission::NothingToSend { landed }) => (None, landed),
-        Ok(Submission::Held(hold)) => {
-            return (
-                Outcome::WritesFailed,
-                warn(&hold.to_string()),
-                HashMap::new(),
-            )
-        }
-        Err(e) => return (Outcome::WritesFailed, warn(&e.to_string()), HashMap::new()),
-    };
-    let (mut failed, mut wrote) = (0, false);
-    if let Some(batch) = batch {
-        let Ok(report) = timeout_at(deadline, batch.wait()).await else {
-            return over_budget("writing");
-        };
-        for (pod, outcome) in &report.outcomes {
-            match outcome {
-                WriteOutcome::Applied => {
-                    wrote = true;
-                    expected.extend(round.requests.iter().filter(|r| r.pod == *pod).cloned())
-                }
-                WriteOutcome::Gone => {}
-                _ => failed += 1,
-            }
-        }
-    }
-    if !cache_shows_all(engine, &expected, deadline).await {
-        return over_budget("waiting for the pod cache");
-    }
-    // Costs written just now reach the ReplicaSet controller's informer a
-    // moment after ours (a cost 0.6 s old was ignored in k/k #126138): the
-    // hook's settle delay, within the budget. Costs already in place need none.
-    if wrote {
-        let left = deadline.saturating_duration_since(Instant::now());
-        tokio::time::sleep(settle_delay.min(left)).await;
-    }
-    // nothing to write (the second call of a scale-in, the hook's own scale
-    // update): the round planned over the costs as they stay
-    let planned = round.requests.is_empty().then_some(round.victims);
-    let audit = victims(engine, &managed, by, deadline, planned).await;
-    if failed > 0 {
-        return (
-            Outcome::WritesFailed,
-            warn(&format!("{failed} cost write(s) failed")),
-            audit,
-        );
-    }
-    if counted {
-        engine.note_scale_in(&managed, FreshBy::Webhook);
-    }
-    (Outcome::Fresh, Vec::new(), audit)
-}
-
-/// Waits until the pod cache shows every value in `expected`.
-async fn cache_shows_all(engine: &Engine, expected: &[PatchRequest], deadline: Instant) -> bool {
-    timeout_at(deadline, async {
-        while !expected.iter().all(|r| engine.cache_shows(r)) {
-            tokio::time::sleep(POLL).await;
-        }
-    })
-    .await
-    .is_ok()
-}
-
-/// The victims the order check predicts, for the audit log (keys are
-/// prefixed with the webhook's name by the API server): `planned` when the
-/// round already planned over the costs in place, else a plan made now.
-async fn victims(
-    engine: &Engine,
-    managed: &Managed,
-    by: usize,
-    deadline: Instant,
-    planned: Option<Vec<(String, Vec<Arc<str>>)>>,
-) -> HashMap<String, String> {
-    let mut audit = HashMap::from([("policy".to_string(), managed.resolved.key())]);
-    let planned = match planned {
-        Some(p) => Some(p),
-        None => match timeout_at(deadline, engine.check(managed, by)).await {
-            Ok(Ok(plan)) => Some(
-                plan.replica_sets
-                    .into_iter()
-                    .map(|r| (r.name, r.victims))
-                    .collect(),
-            ),
-            _ => None,
-        },
-    };
-    if let Some(planned) = planned {
-        let names: Vec<String> = planned
-            .iter()
-            .filter(|(rs, _)| managed.replica_sets.contains(rs))
-            .flat_map(|(rs, v)| v.iter().map(move |v| format!("{rs}/{v}")))
-            .collect();
-        audit.insert("victims".into(), names.join(","));
-    }
-    audit
 }
 
 #[cfg(test)]

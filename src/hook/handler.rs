@@ -25,8 +25,8 @@ use super::auth;
 use super::compare::compare_victims;
 use super::error::HookError;
 use super::HookConfig;
-use crate::engine::{Engine, FreshBy, Managed, ManagingError, Submission};
-use crate::writes::WriteOutcome;
+use crate::engine::{Engine, FreshBy, Hold, Managed, ScaleInAnswer, ScaleInCall, ScaleInOutcome};
+use crate::plan::Verdict;
 
 /// How often the pod cache is polled while waiting for patches or deletions.
 const POLL: Duration = Duration::from_millis(20);
@@ -40,20 +40,13 @@ pub(crate) struct HookState {
     pub(crate) config: HookConfig,
     in_flight: Mutex<HashSet<String>>,
     slots: Arc<Semaphore>,
-    /// Events on scaled workloads (the scale-in webhook's predicted victims).
-    pub(crate) recorder: kube::runtime::events::Recorder,
 }
 
 impl HookState {
     pub(crate) fn new(engine: Arc<Engine>, client: Client, config: HookConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
-        let reporter = kube::runtime::events::Reporter {
-            controller: crate::MANAGER.into(),
-            instance: None,
-        };
         HookState {
             engine,
-            recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
             client,
             config,
             in_flight: Mutex::new(HashSet::new()),
@@ -254,134 +247,51 @@ async fn prescale(
     }
     let scale_down_by = usize::try_from(current - req.replicas).unwrap_or(0);
 
-    let managed = engine
-        .managing(&req.workload_ref())
-        .await
-        .map_err(|e| match e {
-            ManagingError::NotManaged(e) => HookError::NotFound(e.to_string()),
-            other => HookError::Internal(other.to_string()),
-        })?;
-
-    // fresh signals, the workload's patches ahead of background work; the
-    // policy's state stays locked from planning to submitting, so a
-    // reconcile of the same policy cannot interleave
-    let round = timeout_at(
+    // the engine makes the scale-in exact: fresh signals, the fewest writes
+    // that put the policy's pods first, ahead of every other write, the wait
+    // until the cache shows them and the settle
+    let call = ScaleInCall {
+        workload: req.workload_ref(),
+        from: current,
+        to: req.replicas,
+        caller: FreshBy::Hook,
+        follow_up: false,
         deadline,
-        engine.prescale(&managed, scale_down_by, Duration::ZERO),
-    )
-    .await
-    .map_err(|_| timeout(req, "querying signals and planning"))?
-    .map_err(|e| HookError::Internal(e.to_string()))?;
-    let requests = round.requests;
-    let mut patches = PatchSummary {
-        planned: requests.len(),
-        observed: true,
-        ..Default::default()
+        settle_cap: st.config.settle_delay,
     };
-    let mut warnings = round.warnings;
-    if engine.dry_run() {
-        patches.held = Some(
-            "the operator runs with --dry-run: nothing was written; victims are predicted on the pods as they are"
-                .into(),
-        );
-    } else if let Some(problem) = &round.signals {
-        patches.held = Some(format!(
-            "signals unavailable ({}): {}; no cost was written",
-            problem.reason, problem.message
-        ));
-    }
-    let started = Instant::now();
-    // values that landed a moment ago count as applied: the cache must show them too
-    let (batch, mut expected) = match round.submission {
-        Ok(Submission::Sent { batch, landed }) => (Some(batch), landed),
-        Ok(Submission::NothingToSend { landed }) => (None, landed),
-        Ok(Submission::Held(hold)) => {
-            if !requests.is_empty() && patches.held.is_none() {
-                patches.held = Some(hold.to_string());
-            }
-            patches.observed = requests.is_empty();
-            (None, Vec::new())
+    let answer = engine.scale_in(&call).await;
+    let (managed, plan) = match (&answer.outcome, &answer.managed, &answer.plan) {
+        (ScaleInOutcome::NoPolicy(e), _, _) => return Err(HookError::NotFound(e.clone())),
+        (ScaleInOutcome::NotLeader, _, _) | (ScaleInOutcome::Held(Hold::NotLeader), _, _) => {
+            return Err(HookError::NotLeader {
+                leader: lease_holder(st).await,
+            })
         }
-        Err(e) => {
+        (ScaleInOutcome::PlannerFailed(e), _, _) => return Err(HookError::Internal(e.clone())),
+        (ScaleInOutcome::OverBudget { phase, missing }, _, _) => {
+            return Err(timeout(
+                req,
+                &format!("{phase}; {missing} cost write(s) had not shown in the pod cache"),
+            ))
+        }
+        (_, Some(m), Some(p)) => (m.clone(), p.clone()),
+        (other, _, _) => {
             return Err(HookError::Internal(format!(
-                "the patcher refused the workload's patches: {e}"
+                "the scale-in ended without a plan ({})",
+                other.label()
             )))
         }
     };
-    patches.applied += expected.len();
-    let sent = batch.is_some();
-    if let Some(batch) = batch {
-        let report = timeout_at(deadline, batch.wait())
-            .await
-            .map_err(|_| timeout(req, "waiting for the patches to land"))?;
-        for (pod, outcome) in &report.outcomes {
-            match outcome {
-                WriteOutcome::Applied => {
-                    patches.applied += 1;
-                    if let Some(r) = requests.iter().find(|r| r.pod == *pod) {
-                        expected.push(r.clone());
-                    }
-                }
-                WriteOutcome::Gone => patches.gone += 1,
-                other => patches.failed.push(FailedPatch {
-                    pod: pod.name.clone(),
-                    error: format!("{other:?}"),
-                }),
-            }
-        }
+    let patches = patch_summary(&answer);
+    if let Some(took) = answer.observed_after {
+        engine
+            .metrics()
+            .hook_patch_observed
+            .observe(took.as_secs_f64());
     }
-    if patches.held.is_none() && (sent || !expected.is_empty()) {
-        // read-your-writes: the order check must see what was written
-        let waited = timeout_at(deadline, async {
-            while !expected.iter().all(|r| engine.cache_shows(r)) {
-                tokio::time::sleep(POLL).await;
-            }
-        })
-        .await;
-        if waited.is_err() {
-            return Err(timeout(
-                req,
-                &format!(
-                    "waiting for the pod cache to show {} patched values",
-                    expected.len()
-                ),
-            ));
-        }
-        let took = started.elapsed().as_secs_f64();
-        engine.metrics().hook_patch_observed.observe(took);
-        patches.observed_after_seconds = Some(took);
-    }
-    if patches.held.is_none() && patches.failed.is_empty() {
-        engine.note_scale_in(&managed, FreshBy::Hook);
-    }
-
-    // the order check on the pods as the cache now shows them
-    let checked = timeout_at(deadline, engine.check(&managed, scale_down_by))
-        .await
-        .map_err(|_| timeout(req, "re-planning"))?
-        .map_err(|e| HookError::Internal(e.to_string()))?;
-    let replica_sets: Vec<ReplicaSetAnswer> = checked
-        .replica_sets
-        .iter()
-        .filter(|r| managed.replica_sets.contains(&r.name))
-        .map(|r| ReplicaSetAnswer {
-            name: r.name.clone(),
-            victims: r
-                .victims
-                .iter()
-                .enumerate()
-                .map(|(i, pod)| Victim {
-                    pod: pod.to_string(),
-                    replica_set: r.name.clone(),
-                    cost: r.live_costs.get(i).copied().unwrap_or(0),
-                    intended_cost: r.intended_costs.get(i).copied().unwrap_or(0),
-                })
-                .collect(),
-            verdict: r.verdict,
-            mismatches: r.mismatches.clone(),
-            tie_at_cut: r.tie_at_cut,
-        })
-        .collect();
+    let mut warnings = plan.warnings.clone();
+    warnings.extend(answer.outcome.warning());
+    let replica_sets = replica_set_answers(&answer, &plan);
     if replica_sets.len() > 1 {
         warnings.push(format!(
             "{} ReplicaSets of {} have pods (a rollout?): the controller splits the scale-in between them; victims are shown per ReplicaSet for the whole amount",
@@ -428,7 +338,87 @@ async fn prescale(
     })
 }
 
-/// `scale: true`: settle, set the scale subresource, watch the deletions.
+/// What became of the scale-in's writes.
+fn patch_summary(answer: &ScaleInAnswer) -> PatchSummary {
+    let held = match &answer.outcome {
+        ScaleInOutcome::Held(Hold::DryRun) => Some(
+            "the operator runs with --dry-run: nothing was written; victims are predicted on the pods as they are"
+                .to_string(),
+        ),
+        ScaleInOutcome::Held(hold) => Some(hold.to_string()),
+        _ => None,
+    };
+    let planned: usize = answer.corrections.iter().map(|c| c.writes.len()).sum();
+    PatchSummary {
+        planned,
+        applied: answer.landed,
+        gone: answer.gone,
+        failed: answer
+            .failed
+            .iter()
+            .map(|(pod, error)| FailedPatch {
+                pod: pod.clone(),
+                error: error.clone(),
+            })
+            .collect(),
+        observed: held.is_none() || planned == 0,
+        observed_after_seconds: answer.observed_after.map(|d| d.as_secs_f64()),
+        held,
+    }
+}
+
+/// Per ReplicaSet of the workload: the pods that go, with the cost the
+/// controller reads once the writes landed and the one the policy intends,
+/// and whether they are the policy's. The verdict speaks of the victims:
+/// the rest of the order follows in the background.
+fn replica_set_answers(answer: &ScaleInAnswer, plan: &crate::plan::Plan) -> Vec<ReplicaSetAnswer> {
+    answer
+        .corrections
+        .iter()
+        .map(|c| {
+            let victims: Vec<Arc<str>> = answer
+                .victims
+                .iter()
+                .find(|(rs, _)| *rs == c.replica_set)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let checked = plan.replica_sets.iter().find(|r| r.name == c.replica_set);
+            let exact = answer.outcome == ScaleInOutcome::Fresh;
+            let (verdict, mismatches) = match checked {
+                _ if exact => (Verdict::AsIntended, Vec::new()),
+                Some(r) => (
+                    r.verdict,
+                    r.mismatches
+                        .iter()
+                        .filter(|m| victims.iter().any(|v| **v == *m.pod))
+                        .cloned()
+                        .collect(),
+                ),
+                None => (Verdict::NotAsIntended, Vec::new()),
+            };
+            ReplicaSetAnswer {
+                name: c.replica_set.clone(),
+                victims: victims
+                    .iter()
+                    .map(|pod| {
+                        let (cost, intended_cost) = c.costs_of(pod).unwrap_or((0, 0));
+                        Victim {
+                            pod: pod.to_string(),
+                            replica_set: c.replica_set.clone(),
+                            cost,
+                            intended_cost,
+                        }
+                    })
+                    .collect(),
+                verdict,
+                mismatches,
+                tie_at_cut: !exact && checked.is_some_and(|r| r.tie_at_cut),
+            }
+        })
+        .collect()
+}
+
+/// `scale: true`: set the scale subresource, watch the deletions.
 async fn scale_in(
     st: &HookState,
     req: &PrescaleRequest,
@@ -454,12 +444,7 @@ async fn scale_in(
             patches.failed.len()
         )));
     }
-    // let every informer (the ReplicaSet controller's too) catch up
-    if Instant::now() + st.config.settle_delay >= deadline {
-        return Err(timeout(req, "the settle delay before scaling"));
-    }
-    tokio::time::sleep(st.config.settle_delay).await;
-
+    // the engine waited for the cache and settled already
     let before = engine.active_pods(managed);
     let set = timeout_at(deadline, async {
         // one retry on a conflict (someone else touched the scale meanwhile)

@@ -18,22 +18,27 @@ use kube::{Api, Client, ResourceExt};
 use super::error::OperatorError;
 use super::status;
 use super::sync::WatchHealth;
-use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
-use crate::engine::Engine;
+use crate::engine::{CleanupError, Engine};
 use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
-use crate::writes::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
+use crate::writes::PolicyKey;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
 
 /// Shared by every reconcile.
 pub struct Context {
+    /// Every write it sends (finalizer, status) waits for a token of the
+    /// operator-wide write budget.
     client: Client,
     /// The engine (caches, policies' state, leadership, patcher), shared
     /// with the hook and the policy pages.
     engine: Arc<Engine>,
+    /// Events, through the same budget.
     recorder: Recorder,
+    /// When each policy's status was last written (progress is written at
+    /// a bounded cadence).
+    cadence: status::Cadence,
     /// Which caches have synced (plans over half-listed pods would be wrong).
     health: Arc<WatchHealth>,
     /// Consecutive failed reconciles per policy (retry backoff).
@@ -41,17 +46,20 @@ pub struct Context {
 }
 
 impl Context {
-    /// What every reconcile shares.
+    /// What every reconcile shares; `qps` is the operator-wide write rate
+    /// (the statuses' progress takes a part of it at most).
     pub fn new(
         client: Client,
         engine: Arc<Engine>,
         recorder: Recorder,
         health: Arc<WatchHealth>,
+        qps: f64,
     ) -> Self {
         Context {
             client,
             engine,
             recorder,
+            cadence: status::Cadence::new(qps),
             health,
             failures: Mutex::default(),
         }
@@ -62,30 +70,29 @@ impl Context {
         self.engine.leadership().is_leader()
     }
 
-    /// The patcher of the current leadership term.
-    fn patcher(&self) -> Option<Patcher> {
-        self.engine.leadership().patcher()
-    }
-
-    /// Writes the status when it changed (not with `--dry-run`), with its
-    /// Events.
+    /// Writes the status when it is due (not with `--dry-run`), with its
+    /// Events; returns how soon a progress change held back is due.
     async fn write_status(
         &self,
         api: &Api<DeletionCostPolicy>,
         policy: &DeletionCostPolicy,
         prev: Option<&DeletionCostPolicyStatus>,
         new: DeletionCostPolicyStatus,
-    ) -> Result<(), OperatorError> {
-        status::write(
+    ) -> Result<Option<Duration>, OperatorError> {
+        let due = status::write(
             &self.recorder,
             self.engine.dry_run(),
+            &self.cadence,
             api,
             policy,
             prev,
             new,
         )
         .await?;
-        Ok(())
+        Ok(match due {
+            status::Due::After(d) => Some(d),
+            status::Due::Now | status::Due::Unchanged => None,
+        })
     }
 }
 
@@ -154,9 +161,10 @@ async fn apply_policy(
                 policy.metadata.generation,
                 &now(),
             );
-            ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+            let held = ctx
+                .write_status(&api, &policy, prev_status.as_ref(), st)
                 .await?;
-            return Ok(Action::await_change());
+            return Ok(held.map_or_else(Action::await_change, Action::requeue));
         }
     };
 
@@ -183,10 +191,12 @@ async fn apply_policy(
         generation: policy.metadata.generation,
         scale_ins: round.scale_ins.clone(),
         refresh_interval: resolved.spec.refresh_interval,
+        on_scale_in: resolved.spec.writes == crate::policy::Writes::OnScaleIn,
     };
     let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());
-    ctx.write_status(&api, &policy, prev_status.as_ref(), st)
+    let held = ctx
+        .write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
     ctx.engine.metrics().reconciled("ok");
     // failed writes are sent again by the next round: soon, not at the refresh
@@ -197,81 +207,30 @@ async fn apply_policy(
     } else {
         resolved.spec.refresh_interval
     };
-    Ok(Action::requeue(again))
+    // a progress change held back is written by the reconcile it is due at
+    Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
 }
 
 /// How soon a policy with failed writes is planned again (they are sent
 /// again then).
 const RESEND_FAILED_AFTER: Duration = Duration::from_secs(15);
 
-/// Removes this policy's costs (through the limiter) before the finalizer
-/// goes. Its values not sent yet are dropped first: a deleted policy writes
-/// nothing more but the removals.
+/// How long a cleanup waits for its removals before it is tried again.
+const CLEANUP_WAIT: Duration = Duration::from_secs(60);
+
+/// Removes this policy's costs (through the limiter, under the policy's
+/// lock: see [`crate::engine::Engine::cleanup`]) before the finalizer goes.
 async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Action, OperatorError> {
-    let ns = policy.namespace().unwrap_or_default();
-    let name = policy.name_any();
-    let in_flight: Vec<PodRef> = match ctx.patcher() {
-        Some(patcher) => {
-            let in_flight = patcher.cancel_policy(&PolicyKey::new(&ns, &name));
-            tracing::info!(policy = %format!("{ns}/{name}"), in_flight = in_flight.len(), "policy deleted: its queued writes were dropped");
-            in_flight
+    let key = PolicyKey::new(policy.namespace().unwrap_or_default(), policy.name_any());
+    match ctx.engine.cleanup(&key, CLEANUP_WAIT).await {
+        Ok(_) => {
+            ctx.cadence.forget(&key.to_string());
+            Ok(Action::await_change())
         }
-        None => Vec::new(),
-    };
-    let mut ours: Vec<(String, String)> = ctx
-        .engine
-        .caches()
-        .pods()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.annotations().get(POLICY_ANNOTATION) == Some(name.as_str())
-                && p.annotations().get(POD_DELETION_COST).is_some()
-        })
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect();
-    // a value in flight may land after the cache was read: removed behind it
-    for pod in in_flight {
-        if !ours.iter().any(|(n, _)| *n == pod.name) {
-            let uid = ctx
-                .engine
-                .caches()
-                .pod(&ns, &pod.name)
-                .and_then(|p| p.uid())
-                .unwrap_or_default();
-            ours.push((pod.name, uid));
+        Err(CleanupError::Incomplete { policy, remaining }) => {
+            Err(OperatorError::CleanupIncomplete { policy, remaining })
         }
-    }
-    tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
-    if ours.is_empty() {
-        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
-        return Ok(Action::await_change());
-    }
-    let Some(patcher) = ctx.patcher() else {
-        return Err(OperatorError::CleanupIncomplete {
-            policy: format!("{ns}/{name}"),
-            remaining: ours.len(),
-        });
-    };
-    let reqs: Vec<PatchRequest> = ours
-        .iter()
-        .map(|(pod, uid)| PatchRequest::remove(PodRef::new(&ns, pod), &name).with_uid(uid))
-        .collect();
-    let batch = patcher.submit_batch(reqs, Priority::Background)?;
-    let report = batch.wait().await;
-    if report.all_done() {
-        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
-        Ok(Action::await_change())
-    } else {
-        let remaining = report
-            .outcomes
-            .iter()
-            .filter(|(_, o)| !matches!(o, WriteOutcome::Applied | WriteOutcome::Gone))
-            .count();
-        Err(OperatorError::CleanupIncomplete {
-            policy: format!("{ns}/{name}"),
-            remaining,
-        })
+        Err(CleanupError::Submit(e)) => Err(e.into()),
     }
 }
 

@@ -12,7 +12,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{predicates, reflector::reflector, watcher, WatchStreamExt};
@@ -104,6 +104,12 @@ pub async fn run_with_client(
     } else {
         (watch::channel(crate::writes::Gate::Open).1, None)
     };
+    // every write but the pod patches and the Lease goes through the
+    // leadership's budgeted client: status, Events, finalizer, leader label
+    let reporter = Reporter {
+        controller: crate::MANAGER.into(),
+        instance: Some(config.identity.clone()),
+    };
     let leadership = Leadership::new(
         leader_rx,
         term_patcher,
@@ -111,6 +117,8 @@ pub async fn run_with_client(
             namespace: config.lease_namespace(),
             name: config.lease_name.clone(),
         },
+        client.clone(),
+        reporter,
     );
 
     // Watches with trimmed objects; each reports its API errors to `health`
@@ -174,10 +182,6 @@ pub async fn run_with_client(
     let stop = CancellationToken::new();
     let stop_on_return = stop.clone().drop_guard();
 
-    let reporter = Reporter {
-        controller: crate::MANAGER.into(),
-        instance: Some(config.identity.clone()),
-    };
     let caches = Caches::new(
         pods.clone(),
         nodes,
@@ -210,11 +214,13 @@ pub async fn run_with_client(
         gates,
         config.dry_run,
     ));
+    // the reconcile writes (finalizer, status, Events) within the budget
     let ctx = Arc::new(Context::new(
-        client.clone(),
+        leadership.writes(),
         engine.clone(),
-        Recorder::new(client.clone(), reporter),
+        leadership.events(),
         health.clone(),
+        config.qps,
     ));
     let server = server::serve(
         config.metrics_addr,

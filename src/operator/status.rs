@@ -1,14 +1,22 @@
 //! The policy status, built purely from a plan and what the reconcile saw
 //! ([`build`], [`invalid`]), and written with one Event per condition
-//! transition ([`write`]).
+//! transition ([`write`]). News (a condition's transition, a new spec, the
+//! end of a batch) is written at once; progress alone (pending counts,
+//! victims, mismatches) at most every [`PROGRESS_EVERY`] per policy, less
+//! often when many policies batch on a small budget ([`due`],
+//! [`progress_interval`]). Both the status and its Events go through the operator-wide
+//! write budget (the reconcile's client waits for a token of it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
+use tokio::time::Instant;
 
 use crate::engine::{Conflict, ScaleIns, SignalProblem, WriteFailures};
 use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
@@ -58,6 +66,8 @@ pub struct Observed {
     pub scale_ins: ScaleIns,
     /// How old costs may be at a scale-in nobody made fresh.
     pub refresh_interval: std::time::Duration,
+    /// The policy writes costs only at scale-ins (`writes: OnScaleIn`).
+    pub on_scale_in: bool,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -139,6 +149,11 @@ pub fn build(
             format!("pods deleted before cheaper ones: {}", summary.join(", ")),
         )
     };
+    let karpenter_pods = plan
+        .pods
+        .iter()
+        .filter(|p| p.owner == CostOwner::Karpenter)
+        .count();
     let signals = match &obs.signals {
         None => condition(
             SIGNALS_AVAILABLE,
@@ -169,12 +184,17 @@ pub fn build(
             ),
         )
     } else {
+        let karpenter = if karpenter_pods > 0 {
+            format!("; {karpenter_pods} carry Karpenter's costs (left alone)")
+        } else {
+            String::new()
+        };
         condition(
             READY,
             true,
             "Reconciled",
             format!(
-                "{} pods selected, {} patches pending",
+                "{} pods selected, {} patches pending{karpenter}",
                 plan.pods.len(),
                 obs.pending_patches
             ),
@@ -200,7 +220,7 @@ pub fn build(
             format!("older policies win shared pods: {}", list.join(", ")),
         )
     };
-    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval);
+    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval, obs.on_scale_in);
     let managed = plan
         .pods
         .iter()
@@ -210,6 +230,7 @@ pub fn build(
         conditions: merge_conditions(prev, vec![ready, order, signals, conflict, scale_ins], now),
         observed_generation: obs.generation,
         managed_pods: u32::try_from(managed).unwrap_or(u32::MAX),
+        karpenter_pods: u32::try_from(karpenter_pods).unwrap_or(u32::MAX),
         pending_patches: u32::try_from(obs.pending_patches).unwrap_or(u32::MAX),
         last_refresh: obs
             .last_refresh
@@ -232,15 +253,28 @@ pub fn build(
 /// Which scalers get fresh costs: `True` once the scale-in webhook made a
 /// scale-in fresh (it covers every scaler), `False` when only the hook did,
 /// `Unknown` before any scale-in. The message says how old costs may be
-/// for a scaler nobody covers.
-fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration) -> Condition {
+/// for a scaler nobody covers. A policy that writes only at scale-ins
+/// (`writes: OnScaleIn`) and has seen none is `False`: nothing was written.
+fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: bool) -> Condition {
     let last = s.last.as_ref().map_or(String::new(), |(at, by, workload)| {
         format!("; last at {at}, {workload}, by {by}")
     });
-    let stale = format!(
-        "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on costs up to {}s old (refreshInterval)",
-        refresh.as_secs()
-    );
+    let stale = if on_scale_in {
+        "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on whatever costs the pods carry (spec.writes is OnScaleIn: nothing is written in the background)".to_string()
+    } else {
+        format!(
+            "the HPA, KEDA, `kubectl scale` and GitOps syncs, which call nothing first, scale in on costs up to {}s old (refreshInterval)",
+            refresh.as_secs()
+        )
+    };
+    if on_scale_in && s.by_webhook == 0 && s.by_hook == 0 {
+        return condition(
+            SCALE_INS_FRESH,
+            false,
+            "NoScaleInCallSeen",
+            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen since the operator started: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
+        );
+    }
     if s.by_webhook > 0 {
         condition(
             SCALE_INS_FRESH,
@@ -376,6 +410,133 @@ pub fn differs(a: Option<&DeletionCostPolicyStatus>, b: &DeletionCostPolicyStatu
     a.map(strip) != Some(strip(b))
 }
 
+/// How often a policy's progress alone (pending counts, victims,
+/// mismatches) is written at most. Under 10 s so that, with a reconcile
+/// trigger within a second and a turn in the write budget, a reader sees
+/// progress at least every 10 s during a batch when the budget affords it
+/// (see [`progress_interval`]).
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(8);
+
+/// The part of the operator-wide write rate (`--qps`) the progress of all
+/// the policies batching at once may take together: the rest is for the pod
+/// writes, the news and the Events.
+pub const PROGRESS_SHARE: f64 = 0.25;
+
+/// How long a policy counts as batching after its last status said it had
+/// patches pending (one whose batch ended says so at once).
+const BATCHING_WITHIN: Duration = Duration::from_secs(60);
+
+/// How often each policy's progress is written while `batching` policies
+/// are in a batch and the operator writes at `qps` (pure): every
+/// [`PROGRESS_EVERY`], or less often when their progress together would
+/// take more than [`PROGRESS_SHARE`] of `qps` (20 policies at `--qps 5`:
+/// every 16 s).
+pub fn progress_interval(batching: usize, qps: f64) -> Duration {
+    let budget = qps * PROGRESS_SHARE;
+    let fair = if budget > 0.0 {
+        Duration::try_from_secs_f64(batching as f64 / budget).unwrap_or(Duration::MAX)
+    } else {
+        Duration::MAX
+    };
+    fair.max(PROGRESS_EVERY)
+}
+
+/// When a new status is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Nothing but transition times changed: nothing to write.
+    Unchanged,
+    /// Now: the first status, a condition's transition (status or reason),
+    /// a new `observedGeneration`, the end of a batch (no patch pending any
+    /// more), or progress whose last write is a progress interval old.
+    Now,
+    /// Only progress changed, and the policy's last write is recent: write
+    /// it after this long (the next reconcile then, at the latest).
+    After(Duration),
+}
+
+/// When `new` is written over `prev` (pure), given how long ago this
+/// policy's status was last written (None: never by this process) and how
+/// often its progress may be written (`every`, from [`progress_interval`]).
+pub fn due(
+    prev: Option<&DeletionCostPolicyStatus>,
+    new: &DeletionCostPolicyStatus,
+    since_last: Option<Duration>,
+    every: Duration,
+) -> Due {
+    if !differs(prev, new) {
+        return Due::Unchanged;
+    }
+    let Some(old) = prev else {
+        return Due::Now;
+    };
+    let news = !transitions(prev, new).is_empty()
+        || old.observed_generation != new.observed_generation
+        || (new.pending_patches == 0 && old.pending_patches > 0);
+    match since_last {
+        _ if news => Due::Now,
+        None => Due::Now,
+        Some(d) if d >= every => Due::Now,
+        Some(d) => Due::After(every - d),
+    }
+}
+
+/// What [`Cadence`] keeps of a policy's last status write.
+#[derive(Debug, Clone, Copy)]
+struct LastWrite {
+    at: Instant,
+    /// Whether it had patches pending.
+    batching: bool,
+}
+
+/// When each policy's status was last written by this process, and how
+/// many policies are batching (for [`due`] and [`progress_interval`]); a
+/// new leader starts empty, so its first write goes at once.
+#[derive(Debug)]
+pub struct Cadence {
+    qps: f64,
+    last: Mutex<HashMap<String, LastWrite>>,
+}
+
+impl Cadence {
+    /// A cadence for an operator writing at `qps` (`--qps`).
+    pub fn new(qps: f64) -> Self {
+        Cadence {
+            qps,
+            last: Mutex::default(),
+        }
+    }
+
+    /// How long ago `policy`'s status was last written, and how often its
+    /// progress may be written now.
+    fn of(&self, policy: &str, now: Instant) -> (Option<Duration>, Duration) {
+        let Ok(last) = self.last.lock() else {
+            return (None, PROGRESS_EVERY);
+        };
+        let batching = last
+            .values()
+            .filter(|w| w.batching && now.saturating_duration_since(w.at) < BATCHING_WITHIN)
+            .count();
+        let since = last
+            .get(policy)
+            .map(|w| now.saturating_duration_since(w.at));
+        (since, progress_interval(batching, self.qps))
+    }
+
+    fn wrote(&self, policy: &str, at: Instant, batching: bool) {
+        if let Ok(mut last) = self.last.lock() {
+            last.insert(policy.to_owned(), LastWrite { at, batching });
+        }
+    }
+
+    /// Forgets a deleted policy.
+    pub fn forget(&self, policy: &str) {
+        if let Ok(mut last) = self.last.lock() {
+            last.remove(policy);
+        }
+    }
+}
+
 /// The server-side apply configuration of a status: the whole status, which
 /// this manager owns. Empty lists are sent as `[]`, not left out: a status
 /// written before the operator used server-side apply has its lists owned
@@ -395,27 +556,37 @@ fn apply_body(status: &DeletionCostPolicyStatus) -> serde_json::Value {
     })
 }
 
-/// Writes the status when it changed (never with `dry_run`), by server-side
-/// apply of the status subresource, and publishes one Event per condition
-/// transition.
+/// Writes the status when it is [`due`] (never with `dry_run`), by
+/// server-side apply of the status subresource, and publishes one Event
+/// per condition transition. Returns what it did: [`Due::After`] is a
+/// progress change held back, for the caller to reconcile again by then.
 pub async fn write(
     recorder: &Recorder,
     dry_run: bool,
+    cadence: &Cadence,
     api: &Api<DeletionCostPolicy>,
     policy: &DeletionCostPolicy,
     prev: Option<&DeletionCostPolicyStatus>,
     new: DeletionCostPolicyStatus,
-) -> Result<(), kube::Error> {
-    if dry_run || !differs(prev, &new) {
-        return Ok(());
+) -> Result<Due, kube::Error> {
+    if dry_run {
+        return Ok(Due::Unchanged);
     }
     let name = policy.name_any();
+    let key = format!("{}/{name}", policy.namespace().unwrap_or_default());
+    let decided = Instant::now();
+    let (since_last, every) = cadence.of(&key, decided);
+    match due(prev, &new, since_last, every) {
+        Due::Now => {}
+        other => return Ok(other),
+    }
     api.patch_status(
         &name,
         &PatchParams::apply(crate::MANAGER).force(),
         &Patch::Apply(apply_body(&new)),
     )
     .await?;
+    cadence.wrote(&key, decided, new.pending_patches > 0);
     let reference = policy.object_ref(&());
     for c in transitions(prev, &new) {
         let good = (c.status == "True") != (c.type_ == CONFLICT);
@@ -436,10 +607,10 @@ pub async fn write(
             secondary: None,
         };
         if let Err(e) = recorder.publish(&event, &reference).await {
-            tracing::warn!(error = %e, "publishing event failed");
+            tracing::warn!(policy = %key, error = %e, "publishing event failed");
         }
     }
-    Ok(())
+    Ok(Due::Now)
 }
 
 #[cfg(test)]
@@ -474,6 +645,7 @@ mod tests {
             values: Default::default(),
             inactive: vec![],
             warnings: vec![],
+            blocked_nodes: vec![],
             savings: None,
         }
     }
@@ -512,6 +684,22 @@ mod tests {
             ("Unknown", "NoScaleInSeen")
         );
         assert!(c.message.contains("up to 300s old"), "{}", c.message);
+        // writing only at scale-ins, none seen: nothing was ever written
+        let idle = build(
+            None,
+            &plan,
+            &Observed {
+                on_scale_in: true,
+                ..with(ScaleIns::default())
+            },
+            &t(0),
+        );
+        let c = cond(&idle, SCALE_INS_FRESH);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "NoScaleInCallSeen")
+        );
+        assert!(c.message.contains("no cost is written"), "{}", c.message);
         let last = Some((
             "2026-11-25T10:00:00Z".into(),
             FreshBy::Hook,
@@ -693,6 +881,38 @@ mod tests {
     }
 
     #[test]
+    fn karpenters_costs_are_counted_and_named() {
+        let mut plan = planned(|_| "2026-11-20T00:00:00Z".into());
+        for p in plan.pods.iter_mut().take(2) {
+            p.owner = CostOwner::Karpenter;
+            p.action = CostAction::KeepKarpenter;
+            p.desired = None;
+        }
+        let s = build(None, &plan, &Observed::default(), &t(0));
+        assert_eq!(s.karpenter_pods, 2);
+        assert_eq!(s.managed_pods, 0);
+        let ready = &cond(&s, READY).message;
+        assert!(
+            ready.ends_with("; 2 carry Karpenter's costs (left alone)"),
+            "{ready}"
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap()["karpenterPods"], 2);
+        // none: no key, no words
+        let none = build(
+            None,
+            &planned(|_| "2026-11-20T00:00:00Z".into()),
+            &Observed::default(),
+            &t(0),
+        );
+        assert_eq!(none.karpenter_pods, 0);
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("karpenterPods")
+            .is_none());
+        assert!(!cond(&none, READY).message.contains("Karpenter"));
+    }
+
+    #[test]
     fn victims_name_the_ties_they_cut_through() {
         // all Ready at the same second: upstream ranks equal costs equal
         let same = planned(|_| "2026-11-20T00:00:00Z".into());
@@ -756,6 +976,114 @@ mod tests {
         // first status: only bad news is an event
         assert!(transitions(None, &a).is_empty());
         assert!(differs(None, &a));
+    }
+
+    #[test]
+    fn progress_is_written_at_a_bounded_cadence_news_at_once() {
+        let with_pending = |prev: Option<&DeletionCostPolicyStatus>, n: usize, at: i64| {
+            let obs = Observed {
+                pending_patches: n,
+                ..Default::default()
+            };
+            build(prev, &plan_with(vec![]), &obs, &t(at))
+        };
+        let every = PROGRESS_EVERY;
+        let first = with_pending(None, 30, 0);
+        // the first status goes at once, whenever the last write was
+        assert_eq!(due(None, &first, Some(Duration::ZERO), every), Due::Now);
+        let progress = with_pending(Some(&first), 20, 1);
+        let secs = Duration::from_secs;
+        assert_eq!(due(Some(&first), &progress, None, every), Due::Now);
+        assert_eq!(
+            due(Some(&first), &progress, Some(secs(3)), every),
+            Due::After(every - secs(3))
+        );
+        assert_eq!(due(Some(&first), &progress, Some(every), every), Due::Now);
+        assert_eq!(
+            due(Some(&first), &progress, Some(secs(9)), secs(16)),
+            Due::After(secs(7))
+        );
+        // nothing but transition times: nothing to write
+        assert_eq!(
+            due(
+                Some(&first),
+                &with_pending(Some(&first), 30, 5),
+                Some(secs(1)),
+                every
+            ),
+            Due::Unchanged
+        );
+        // the end of the batch goes at once
+        let done = with_pending(Some(&progress), 0, 2);
+        assert_eq!(due(Some(&progress), &done, Some(secs(1)), every), Due::Now);
+        // a condition's transition goes at once
+        let signals_down = build(
+            Some(&progress),
+            &plan_with(vec![]),
+            &Observed {
+                pending_patches: 20,
+                signals: Some(SignalProblem {
+                    reason: "Unreachable".into(),
+                    message: "connection refused".into(),
+                }),
+                ..Default::default()
+            },
+            &t(3),
+        );
+        assert_eq!(
+            due(Some(&progress), &signals_down, Some(secs(1)), every),
+            Due::Now
+        );
+        // so does a new spec
+        let mut new_spec = progress.clone();
+        new_spec.observed_generation = Some(2);
+        new_spec.pending_patches = 19;
+        assert_eq!(
+            due(Some(&progress), &new_spec, Some(secs(1)), every),
+            Due::Now
+        );
+    }
+
+    #[test]
+    fn many_policies_on_a_small_budget_show_progress_less_often() {
+        let secs = Duration::from_secs;
+        assert_eq!(progress_interval(1, 5.0), PROGRESS_EVERY);
+        assert_eq!(progress_interval(10, 5.0), PROGRESS_EVERY);
+        // 20 policies at 5/s: a quarter of the budget is 1.25 statuses a second
+        assert_eq!(progress_interval(20, 5.0), secs(16));
+        assert_eq!(progress_interval(50, 20.0), secs(10));
+        assert_eq!(progress_interval(50, 40.0), PROGRESS_EVERY);
+        assert_eq!(progress_interval(0, 0.0), Duration::MAX);
+    }
+
+    #[test]
+    fn the_cadence_is_kept_per_policy_and_counts_the_batching_ones() {
+        let cadence = Cadence::new(5.0);
+        let now = Instant::now();
+        assert_eq!(cadence.of("shop/web", now), (None, PROGRESS_EVERY));
+        for i in 0..20 {
+            cadence.wrote(&format!("shop/p{i}"), now, true);
+        }
+        cadence.wrote("shop/web", now, false);
+        let later = now + Duration::from_secs(3);
+        assert_eq!(
+            cadence.of("shop/web", later),
+            (Some(Duration::from_secs(3)), Duration::from_secs(16))
+        );
+        assert_eq!(cadence.of("shop/other", later).0, None);
+        // a batch that ended, or a policy gone, no longer counts
+        cadence.wrote("shop/p0", later, false);
+        cadence.forget("shop/p1");
+        cadence.forget("shop/web");
+        let (since, every) = cadence.of("shop/web", later);
+        assert_eq!(since, None);
+        assert_eq!(
+            every,
+            PROGRESS_EVERY.max(Duration::from_secs_f64(18.0 / 1.25))
+        );
+        // nor does one whose last write is long gone (another term's)
+        let much_later = now + BATCHING_WITHIN;
+        assert_eq!(cadence.of("shop/web", much_later).1, PROGRESS_EVERY);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum MismatchReason {
     PendingPatch,
     /// It carries a cost this policy did not write and leaves alone.
     ForeignCost,
+    /// It carries a cost Karpenter manages, which every policy leaves alone.
+    KarpenterCost,
     /// Its signal is missing; it keeps its last cost.
     SignalMissing,
     /// The pod is owned by the ReplicaSet but not selected by the policy.
@@ -52,6 +54,9 @@ impl MismatchReason {
             MismatchReason::NotReady => "not Ready (upstream deletes them before Ready pods)",
             MismatchReason::PendingPatch => "its cost patch has not landed yet",
             MismatchReason::ForeignCost => "carries a cost this policy did not write",
+            MismatchReason::KarpenterCost => {
+                "carries Karpenter's cost (karpenter.sh/managed-deletion-cost), left alone"
+            }
             MismatchReason::SignalMissing => "signal missing: kept its last cost",
             MismatchReason::NotManaged => "owned by the ReplicaSet but not selected by the policy",
             MismatchReason::FeatureGateOff => "PodDeletionCost feature gate is off",
@@ -82,6 +87,9 @@ fn cost_reason(plan: Option<&PodPlan>) -> Option<MismatchReason> {
     };
     match (&p.action, &p.owner) {
         (CostAction::Patch(_), _) => Some(MismatchReason::PendingPatch),
+        (CostAction::KeepKarpenter, _) | (_, CostOwner::Karpenter) => {
+            Some(MismatchReason::KarpenterCost)
+        }
         (CostAction::KeepForeign, _) | (_, CostOwner::Foreign(_)) => {
             Some(MismatchReason::ForeignCost)
         }

@@ -226,6 +226,8 @@ fn cost_chunk(
         };
         let writer = pod.ours.policy.as_ref();
         let owner = match (&current_raw, writer) {
+            // Karpenter's marker wins over any other
+            _ if pod.ours.autoscaler.karpenter_cost => CostOwner::Karpenter,
             (None, _) => CostOwner::None,
             (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
             (Some(_), w) => CostOwner::Foreign(w.cloned()),
@@ -264,6 +266,7 @@ fn cost_chunk(
         }
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
         let action = match (&owner, desired) {
+            (CostOwner::Karpenter, _) => CostAction::KeepKarpenter,
             (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => {
                 CostAction::KeepForeign
             }
@@ -293,7 +296,7 @@ fn cost_chunk(
             current_raw,
             current,
             owner,
-            desired: if matches!(action, CostAction::KeepForeign) {
+            desired: if matches!(action, CostAction::KeepForeign | CostAction::KeepKarpenter) {
                 None
             } else {
                 desired
@@ -395,6 +398,8 @@ struct PodNodes<'a> {
     node: Vec<Option<&'a Node>>,
     /// Active pods of the whole snapshot on each slot's node.
     pods_on: Vec<i64>,
+    /// Whether an autoscaler may not remove each slot's node.
+    blocked: Vec<bool>,
 }
 
 impl<'a> PodNodes<'a> {
@@ -403,6 +408,7 @@ impl<'a> PodNodes<'a> {
         let mut local = vec![u32::MAX; slots.names.len()];
         let mut names = Vec::new();
         let mut pods_on = Vec::new();
+        let mut blocked = Vec::new();
         let slot = pods
             .iter()
             .map(|p| {
@@ -411,6 +417,7 @@ impl<'a> PodNodes<'a> {
                     *s = names.len() as u32;
                     names.push(slots.names[p.node as usize]);
                     pods_on.push(slots.active_pods[p.node as usize]);
+                    blocked.push(slots.blocked.contains_key(&p.node));
                 }
                 *s
             })
@@ -425,6 +432,7 @@ impl<'a> PodNodes<'a> {
             names,
             node,
             pods_on,
+            blocked,
         }
     }
 }
@@ -564,17 +572,27 @@ fn evaluate_signal(
                 .collect()
         }
         ValidatedSignal::NodeConsolidation(c) => {
-            // the detail depends only on the count: formatted once per count
-            let mut details: HashMap<i64, Arc<str>> = HashMap::new();
+            // the detail depends only on the count and whether the node can
+            // go: formatted once per pair
+            let mut details: HashMap<(i64, bool), Arc<str>> = HashMap::new();
+            let full = i64::from(c.max_pods);
             pod_nodes
                 .slot
                 .iter()
                 .map(|&s| {
                     let count = pod_nodes.pods_on[s as usize];
-                    let detail = details
-                        .entry(count)
-                        .or_insert_with(|| format!("{count} pods on node").into());
-                    (Some(count.min(i64::from(c.max_pods))), detail.clone())
+                    let blocked = pod_nodes.blocked[s as usize];
+                    let detail = details.entry((count, blocked)).or_insert_with(|| {
+                        if blocked {
+                            format!("{count} pods on node, cannot be removed").into()
+                        } else {
+                            format!("{count} pods on node").into()
+                        }
+                    });
+                    // draining a node no autoscaler may remove frees nothing:
+                    // its pods go last, with the full nodes'
+                    let value = if blocked { full } else { count.min(full) };
+                    (Some(value), detail.clone())
                 })
                 .collect()
         }

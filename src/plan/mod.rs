@@ -3,7 +3,9 @@
 //! needed, and per ReplicaSet the order upstream will use with the check
 //! against the order the policy intends. It never talks to the API.
 
+pub mod blockers;
 pub mod check;
+pub mod correction;
 mod costing;
 mod prediction;
 pub mod previous;
@@ -28,7 +30,9 @@ use crate::signals::SignalSamples;
 use rayon::prelude::*;
 use selection::NsPod;
 
+pub use blockers::{BlockedNode, Blocker};
 pub use check::{Mismatch, MismatchReason, Verdict};
+pub use correction::{ReplicaSetCorrection, ScaleInTarget};
 pub use previous::PreviousValues;
 pub use resolve::{default_value, NamedPolicy, ResolveError};
 pub use snapshot::{ReadSnapshot, Snapshot, SnapshotReader};
@@ -92,6 +96,11 @@ pub enum CostOwner {
     Ours,
     /// Someone else (another policy, a person, another tool).
     Foreign(Option<String>),
+    /// Karpenter's deletion-cost controller: the pod carries
+    /// `karpenter.sh/managed-deletion-cost`, with or without a cost now.
+    /// Never overwritten, whatever `respectForeignCosts` says: the two
+    /// controllers would fight over the pod.
+    Karpenter,
 }
 
 /// One signal's contribution to a pod's cost.
@@ -121,17 +130,21 @@ pub enum CostAction {
     Patch(i32),
     /// A cost someone else wrote; left alone (`respectForeignCosts`).
     KeepForeign,
+    /// A cost Karpenter manages; always left alone.
+    KeepKarpenter,
     /// A signal is missing and `onSignalMissing: keepLastValue`.
     KeepLastValue(String),
 }
 
 impl std::fmt::Display for CostAction {
-    /// `unchanged`, `set 20`, `keep (not ours)`, `keep (<why>)`.
+    /// `unchanged`, `set 20`, `keep (not ours)`, `keep (Karpenter's)`,
+    /// `keep (<why>)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CostAction::Unchanged => f.write_str("unchanged"),
             CostAction::Patch(c) => write!(f, "set {c}"),
             CostAction::KeepForeign => f.write_str("keep (not ours)"),
+            CostAction::KeepKarpenter => f.write_str("keep (Karpenter's)"),
             CostAction::KeepLastValue(why) => write!(f, "keep ({why})"),
         }
     }
@@ -235,6 +248,11 @@ pub struct Plan {
     pub inactive: Vec<String>,
     /// Things the user should know (missing nodes, missing ReplicaSets).
     pub warnings: Vec<String>,
+    /// The nodes of the selected pods that no autoscaler may remove, and
+    /// why, by node name: draining them frees nothing, so consolidation
+    /// drains them last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_nodes: Vec<BlockedNode>,
     /// What the scale-down is worth against upstream's own choice (`plan
     /// --prices`); the planner leaves it empty.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -387,6 +405,40 @@ pub fn plan_excluding(
     opts: &PlanOptions,
     excluded: &BTreeSet<String>,
 ) -> Plan {
+    plan_for(policy, snapshot, samples, previous, opts, excluded, None).0
+}
+
+/// [`plan_excluding`] for a scale-in: also the minimal correction of each
+/// ReplicaSet it scales ([`correction`]), over the live costs.
+pub fn plan_scale_in(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
+    target: &ScaleInTarget,
+) -> (Plan, Vec<ReplicaSetCorrection>) {
+    plan_for(
+        policy,
+        snapshot,
+        samples,
+        previous,
+        opts,
+        excluded,
+        Some(target),
+    )
+}
+
+fn plan_for(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
+    scale_in: Option<&ScaleInTarget>,
+) -> (Plan, Vec<ReplicaSetCorrection>) {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
     let ns_rs = namespace_replica_sets(policy, snapshot);
@@ -414,6 +466,7 @@ pub fn plan_excluding(
         .iter()
         .map(|&i| &selection.pods[i as usize])
         .collect();
+    let blocked_nodes = blocked_nodes_of(&pods, &selection.nodes.blocked);
 
     // Costing the pods and keying their ReplicaSets for the comparator are
     // independent: on a large namespace they run side by side.
@@ -438,8 +491,9 @@ pub fn plan_excluding(
     );
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
-    let replica_sets = prediction::check_replica_sets(keyed, &costed.plans, opts);
-    Plan {
+    let (replica_sets, corrections) =
+        prediction::check_replica_sets(keyed, &costed.plans, opts, scale_in);
+    let plan = Plan {
         policy: format!("{ns}/{}", policy.name),
         pods: costed.plans,
         patches: costed.patches,
@@ -447,8 +501,28 @@ pub fn plan_excluding(
         values: costed.values,
         inactive,
         warnings,
+        blocked_nodes,
         savings: None,
+    };
+    (plan, corrections)
+}
+
+/// The blocked nodes `pods` run on, by name.
+fn blocked_nodes_of(
+    pods: &[&NsPod],
+    blocked: &foldhash::HashMap<u32, BlockedNode>,
+) -> Vec<BlockedNode> {
+    if blocked.is_empty() {
+        return Vec::new();
     }
+    let slots: BTreeSet<u32> = pods
+        .iter()
+        .map(|p| p.node)
+        .filter(|s| blocked.contains_key(s))
+        .collect();
+    let mut out: Vec<BlockedNode> = slots.iter().map(|s| blocked[s].clone()).collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    out
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use super::selection::{NsPod, Selection};
 use crate::owner::controller_of;
 
+use super::correction::{PodCosts, ReplicaSetCorrection, ScaleInTarget};
 use super::{check, map_in_order, CostAction, PlanOptions, PodPlan, ReplicaSetPlan};
 use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, RankKey};
 use crate::policy::selector::selects;
@@ -248,17 +249,20 @@ pub(super) fn key_replica_sets<'a>(
     (out, warnings)
 }
 
-/// Orders each keyed ReplicaSet with the comparator and checks the result.
-/// `plans[i]` is the plan of the i-th selected pod.
+/// Orders each keyed ReplicaSet with the comparator and checks the result;
+/// with a scale-in, corrects the ReplicaSets it scales. `plans[i]` is the
+/// plan of the i-th selected pod.
 pub(super) fn check_replica_sets(
     keyed: Vec<KeyedReplicaSet>,
     plans: &[PodPlan],
     opts: &PlanOptions,
-) -> Vec<ReplicaSetPlan> {
+    scale_in: Option<&ScaleInTarget>,
+) -> (Vec<ReplicaSetPlan>, Vec<ReplicaSetCorrection>) {
     let cmp = Comparator {
         gates: opts.gates,
         now: opts.now,
     };
+    let mut corrections = Vec::new();
     let mut out = Vec::with_capacity(keyed.len());
     for KeyedReplicaSet {
         name: rs_name,
@@ -272,6 +276,17 @@ pub(super) fn check_replica_sets(
             .iter()
             .map(|i| i.map(|i| &plans[i as usize]))
             .collect();
+        if let Some(target) =
+            scale_in.filter(|t| rs_name.is_some_and(|n| t.replica_sets.contains(n)))
+        {
+            corrections.push(correct_replica_set(
+                rs_name.unwrap_or_default(),
+                &cmp,
+                &keys,
+                &owned_plans,
+                target,
+            ));
+        }
         if opts.assume_patches_applied {
             // The cost annotation is the only thing a patch changes that the
             // comparator reads, so this equals keying a patched copy of each
@@ -305,7 +320,14 @@ pub(super) fn check_replica_sets(
             .collect();
         let victims: Vec<Arc<str>> = opts
             .scale_down_by
-            .map(|n| ordered.victims(n).into_iter().map(name).collect())
+            .map(|n| {
+                ordered
+                    .ranking
+                    .victims_in_order(n)
+                    .into_iter()
+                    .map(name)
+                    .collect()
+            })
             .unwrap_or_default();
         let tie_at_cut = opts
             .scale_down_by
@@ -333,5 +355,44 @@ pub(super) fn check_replica_sets(
             related_pods,
         });
     }
-    out
+    (out, corrections)
+}
+
+/// The minimal correction of one ReplicaSet (`keys` with live costs) for
+/// a scale-in: what the policy intends for each pod, and whether it may
+/// write it.
+fn correct_replica_set(
+    name: &str,
+    cmp: &Comparator,
+    keys: &[RankKey],
+    plans: &[Option<&PodPlan>],
+    target: &ScaleInTarget,
+) -> ReplicaSetCorrection {
+    let pods: Vec<PodCosts> = keys
+        .iter()
+        .zip(plans)
+        .map(|(k, plan)| PodCosts {
+            intended: plan.map_or(k.cost.value, |p| p.intended()),
+            // a foreign or Karpenter's value the policy leaves alone, or a
+            // pod it does not manage
+            writable: plan.is_some_and(|p| {
+                !matches!(
+                    p.action,
+                    CostAction::KeepForeign | CostAction::KeepKarpenter
+                )
+            }),
+            in_flight: target.in_flight.get(&*k.name).copied(),
+        })
+        .collect();
+    let names: Vec<Arc<str>> = keys
+        .iter()
+        .zip(plans)
+        .map(|(k, p)| p.map_or_else(|| Arc::from(&*k.name), |p| p.name.clone()))
+        .collect();
+    let uids: Vec<Arc<str>> = keys
+        .iter()
+        .zip(plans)
+        .map(|(k, p)| p.map_or_else(|| Arc::from(&*k.uid), |p| p.uid.clone()))
+        .collect();
+    ReplicaSetCorrection::new(name, cmp, keys, &pods, names, &uids, target.by)
 }

@@ -7,9 +7,11 @@
 //! The model: a node is freed when every pod the snapshot has on it is a
 //! victim, is not active (terminating or finished), or belongs to a
 //! DaemonSet (DaemonSet pods do not keep a node; the autoscaler drains them
-//! with it). Only nodes hosting a victim count. Whether the node is really
-//! removed is the autoscaler's call; PodDisruptionBudgets and other
-//! constraints are not modelled.
+//! with it), and nothing keeps an autoscaler from removing it (the rule
+//! consolidation follows, [`super::blockers`]: the node's own annotations,
+//! and the pods that stay on it). Only nodes hosting a victim count.
+//! Whether the node is really removed is the autoscaler's call;
+//! PodDisruptionBudgets and other constraints are not modelled.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::pod::PodRecord;
 
+use super::blockers::{node_blockers, pod_blocker, BlockedNode, Blocker};
 use super::prices::{Money, PriceFrom, Prices};
 use crate::owner::controller_of;
 
@@ -50,6 +53,8 @@ pub struct NodeFacts<'a> {
     pub cpu_millicores: Option<u64>,
     /// `status.allocatable.memory`, in bytes.
     pub memory_bytes: Option<u64>,
+    /// Its annotations that keep an autoscaler from removing it.
+    pub blockers: Vec<Blocker>,
 }
 
 /// A pod as the savings read it.
@@ -65,6 +70,8 @@ pub struct PodFacts<'a> {
     pub active: bool,
     /// Controlled by a DaemonSet.
     pub daemon_set: bool,
+    /// What keeps its node from an autoscaler while it stays there.
+    pub blocker: Option<Blocker>,
 }
 
 impl PodFacts<'_> {
@@ -111,8 +118,13 @@ pub struct Choice {
     /// Some ReplicaSet's cut falls inside a tie: upstream may pick other
     /// pods it ranks equal, so other nodes may be freed.
     pub tie_at_cut: bool,
-    /// Nodes left with no active pod but DaemonSet pods, by name.
+    /// Nodes left with no active pod but DaemonSet pods, that an
+    /// autoscaler may remove, by name.
     pub freed_nodes: Vec<FreedNode>,
+    /// Nodes the victims would leave so but no autoscaler may remove, and
+    /// why (not freed), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_removable: Vec<BlockedNode>,
     /// The freed nodes per billing class (classes by name, none last).
     pub by_billing_class: Vec<ClassTotal>,
     /// Hourly price of the priced freed nodes.
@@ -227,8 +239,28 @@ fn choice(
         .filter(|p| hosting.contains(p.node) && p.keeps_node() && !is_victim(p))
         .map(|p| p.node)
         .collect();
-    let freed_nodes: Vec<FreedNode> = hosting
-        .difference(&kept)
+    let emptied: BTreeSet<&str> = hosting.difference(&kept).copied().collect();
+    // what keeps an emptied node: its own annotations, then the pods staying
+    let mut blocked: BTreeMap<&str, BlockedNode> = BTreeMap::new();
+    for &name in &emptied {
+        for b in nodes.get(name).into_iter().flat_map(|n| n.blockers.iter()) {
+            blocked
+                .entry(name)
+                .or_insert_with(|| BlockedNode::new(name))
+                .push(b.clone());
+        }
+    }
+    for p in pods {
+        if let (Some(b), true) = (&p.blocker, emptied.contains(p.node) && !is_victim(p)) {
+            blocked
+                .entry(p.node)
+                .or_insert_with(|| BlockedNode::new(p.node))
+                .push(b.clone());
+        }
+    }
+    let freed_nodes: Vec<FreedNode> = emptied
+        .iter()
+        .filter(|name| !blocked.contains_key(*name))
         .map(|&name| {
             let node = nodes.get(name);
             let billing_class = node.and_then(|n| n.billing_class.clone());
@@ -290,6 +322,7 @@ fn choice(
     Choice {
         victims: victims.pods.iter().map(|(_, n)| n.to_string()).collect(),
         tie_at_cut: victims.tie_at_cut,
+        not_removable: blocked.into_values().collect(),
         unpriced_nodes: freed_nodes
             .iter()
             .filter(|n| n.hourly.is_none())
@@ -417,6 +450,7 @@ fn pod_facts(p: &PodRecord) -> PodFacts<'_> {
         node: node_of(p),
         active: is_pod_active(p),
         daemon_set: controller_of(p.owner_references()).is_some_and(|o| o.kind == "DaemonSet"),
+        blocker: pod_blocker(p),
     }
 }
 
@@ -451,6 +485,7 @@ fn node_facts<'a>(
                     .map(String::as_str),
                 cpu_millicores: read("cpu", 1000.0),
                 memory_bytes: read("memory", 1.0),
+                blockers: node_blockers(n),
             })
         })
         .collect();

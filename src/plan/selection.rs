@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use crate::owner;
 
+use super::blockers::{node_blockers, pod_blocker, BlockedNode, Blocker};
 use super::{map_chunks, map_in_order, node_of, pod_rs, NamedPolicy, Split};
 use crate::comparator::is_pod_active;
 use crate::policy::selector::selects;
@@ -47,6 +48,9 @@ pub(super) struct NodeSlots<'a> {
     /// Active pods of the whole snapshot on each slot's node (not counted
     /// unless asked, and never for the empty name).
     pub active_pods: Vec<i64>,
+    /// The slots whose node no autoscaler may remove, and why (the node's
+    /// annotations and every namespace's pods').
+    pub blocked: HashMap<u32, BlockedNode>,
 }
 
 /// Node slots while a chunk of the snapshot is scanned: the snapshot's
@@ -57,6 +61,8 @@ struct ChunkNodes<'k, 'a> {
     other: HashMap<&'a str, u32>,
     other_names: Vec<&'a str>,
     active_pods: Vec<i64>,
+    /// Pods that keep their node, by slot, in snapshot order.
+    blockers: Vec<(u32, Blocker)>,
 }
 
 impl<'k, 'a> ChunkNodes<'k, 'a> {
@@ -66,6 +72,7 @@ impl<'k, 'a> ChunkNodes<'k, 'a> {
             other: HashMap::new(),
             other_names: Vec::new(),
             active_pods: vec![0; known.len()],
+            blockers: Vec::new(),
         }
     }
 
@@ -127,8 +134,13 @@ impl<'a> ChunkSelection<'_, 'a> {
 }
 
 impl<'a> Selection<'a> {
-    /// Joins the chunks' selections in order, without sorting.
-    fn join(known_names: Vec<&'a str>, chunks: Vec<ChunkSelection<'_, 'a>>) -> Self {
+    /// Joins the chunks' selections in order, without sorting; `blocked`
+    /// holds the known nodes' own reasons, the pods' are added after them.
+    fn join(
+        known_names: Vec<&'a str>,
+        mut blocked: HashMap<u32, BlockedNode>,
+        chunks: Vec<ChunkSelection<'_, 'a>>,
+    ) -> Self {
         let first_other = known_names.len();
         let mut names = known_names;
         let mut active_pods = vec![0; first_other];
@@ -141,6 +153,7 @@ impl<'a> Selection<'a> {
             nodes: NodeSlots {
                 names: Vec::new(),
                 active_pods: Vec::new(),
+                blocked: HashMap::new(),
             },
             replica_sets: Vec::new(),
         };
@@ -165,6 +178,13 @@ impl<'a> Selection<'a> {
             for (s, count) in chunk.nodes.active_pods.iter().enumerate() {
                 active_pods[slot(s as u32) as usize] += count;
             }
+            for (s, b) in chunk.nodes.blockers {
+                let s = slot(s);
+                blocked
+                    .entry(s)
+                    .or_insert_with(|| BlockedNode::new(names[s as usize]))
+                    .push(b);
+            }
             let rs_moved: Vec<u32> = chunk
                 .replica_sets
                 .iter()
@@ -184,7 +204,11 @@ impl<'a> Selection<'a> {
             out.active.extend(chunk.active.iter().map(|i| i + offset));
             out.inactive.extend(chunk.inactive);
         }
-        out.nodes = NodeSlots { names, active_pods };
+        out.nodes = NodeSlots {
+            names,
+            active_pods,
+            blocked,
+        };
         out
     }
 }
@@ -244,16 +268,26 @@ pub(super) fn select<'a>(
     let ns = policy.namespace.as_str();
     let mut known: HashMap<&str, u32> = HashMap::with_capacity(nodes.len());
     let mut known_names = Vec::with_capacity(nodes.len());
-    for name in nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
-        known.entry(name).or_insert_with(|| {
+    let mut blocked: HashMap<u32, BlockedNode> = HashMap::new();
+    for node in nodes {
+        let Some(name) = node.metadata.name.as_deref() else {
+            continue;
+        };
+        let slot = *known.entry(name).or_insert_with(|| {
             known_names.push(name);
             (known_names.len() - 1) as u32
         });
+        for b in node_blockers(node) {
+            blocked
+                .entry(slot)
+                .or_insert_with(|| BlockedNode::new(name))
+                .push(b);
+        }
     }
     let chunks = map_chunks(parallel, pods, chunk, |part| {
         select_in(ns, part, &known, &matcher, excluded, count_nodes)
     });
-    let mut whole = Selection::join(known_names, chunks);
+    let mut whole = Selection::join(known_names, blocked, chunks);
     let active = std::mem::take(&mut whole.active);
     whole.active = sorted_by_name(&whole.pods, active, parallel, chunk);
     whole
@@ -282,6 +316,11 @@ fn select_in<'k, 'a>(
     for pod in pods {
         let active = is_pod_active(pod);
         let node_name = node_of(pod);
+        // any namespace's pod may keep its node from an autoscaler
+        if let Some(b) = pod_blocker(pod) {
+            let s = out.nodes.slot(node_name);
+            out.nodes.blockers.push((s, b));
+        }
         if pod.identity.namespace.as_deref().unwrap_or("") != ns {
             if count_nodes && active && !node_name.is_empty() {
                 let s = out.nodes.slot(node_name);

@@ -479,6 +479,222 @@ fn consolidation_prefers_emptier_nodes() {
     assert_eq!(plan.replica_sets[0].victims, vec![Arc::from("c")]);
 }
 
+/// The snapshot: od-a holds one web pod and another namespace's
+/// pod annotated do-not-disrupt; od-c carries scale-down-disabled and one
+/// web pod; od-b holds three web pods.
+fn pinned_nodes(batch: &[(&str, &str)], od_c: &[(&str, &str)]) -> Snapshot {
+    let mut batch_x = simple("batch-x", "od-a");
+    batch_x.metadata.namespace = Some("jobs".into());
+    batch_x.metadata.labels = Some(labels(&[("app", "batch")]));
+    batch_x.metadata.owner_references = Some(vec![owner("Job", "batch")]);
+    batch_x.metadata.annotations = Some(labels(batch));
+    let mut snap = cluster(vec![
+        simple("web-a", "od-a"),
+        batch_x,
+        simple("web-b1", "od-b"),
+        simple("web-b2", "od-b"),
+        simple("web-b3", "od-b"),
+        simple("web-c", "od-c"),
+    ]);
+    let mut c = (*node("od-c", &[])).clone();
+    c.metadata.annotations = Some(labels(od_c));
+    snap.nodes = vec![node("od-a", &[]), node("od-b", &[]), Arc::new(c)];
+    snap
+}
+
+fn consolidation() -> NamedPolicy {
+    policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 110}\n")
+}
+
+#[test]
+fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
+    use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+    let by_2 = PlanOptions {
+        scale_down_by: Some(2),
+        ..opts()
+    };
+    // without the annotations: the emptiest nodes go first, od-c and od-a
+    let free = pinned_nodes(&[], &[]);
+    let plan_free = plan(
+        &consolidation(),
+        &free,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    let mut victims: Vec<&str> = plan_free.replica_sets[0]
+        .victims
+        .iter()
+        .map(|v| &**v)
+        .collect();
+    victims.sort();
+    assert_eq!(victims, ["web-a", "web-c"]);
+    assert!(plan_free.blocked_nodes.is_empty());
+
+    // with them: neither can go, so od-b is drained
+    let pinned = pinned_nodes(
+        &[(KARPENTER_DO_NOT_DISRUPT, "true")],
+        &[(CA_SCALE_DOWN_DISABLED, "true")],
+    );
+    let p = plan(
+        &consolidation(),
+        &pinned,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert!(
+        p.replica_sets[0]
+            .victims
+            .iter()
+            .all(|v| v.starts_with("web-b")),
+        "{:?}",
+        p.replica_sets[0].victims
+    );
+    assert_eq!(cost_of(&p, "web-a"), Some(110));
+    assert_eq!(cost_of(&p, "web-c"), Some(110));
+    assert_eq!(cost_of(&p, "web-b1"), Some(3));
+    let why: Vec<String> = p.blocked_nodes.iter().map(|n| n.to_string()).collect();
+    assert_eq!(
+        why,
+        [
+            "od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt",
+            "od-c cannot be removed: the node has cluster-autoscaler.kubernetes.io/scale-down-disabled",
+        ]
+    );
+    let detail = |pod: &str| {
+        p.pods.iter().find(|x| &*x.name == pod).unwrap().signals[0]
+            .detail
+            .to_string()
+    };
+    assert_eq!(detail("web-a"), "2 pods on node, cannot be removed");
+    assert_eq!(detail("web-b1"), "3 pods on node");
+
+    // the cluster-autoscaler's pod annotation keeps od-a as well
+    use crate::annotations::CA_SAFE_TO_EVICT;
+    let ca = pinned_nodes(&[(CA_SAFE_TO_EVICT, "false")], &[]);
+    let p = plan(
+        &consolidation(),
+        &ca,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert_eq!(cost_of(&p, "web-a"), Some(110));
+    assert_eq!(cost_of(&p, "web-c"), Some(1));
+    assert_eq!(
+        p.blocked_nodes[0].to_string(),
+        "od-a cannot be removed: jobs/batch-x has cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\""
+    );
+    // and Karpenter's node annotation keeps od-c
+    let karpenter_node = pinned_nodes(&[], &[(KARPENTER_DO_NOT_DISRUPT, "true")]);
+    let p = plan(
+        &consolidation(),
+        &karpenter_node,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert_eq!(cost_of(&p, "web-c"), Some(110));
+    assert_eq!(cost_of(&p, "web-a"), Some(2));
+    assert_eq!(
+        p.blocked_nodes[0].to_string(),
+        "od-c cannot be removed: the node has karpenter.sh/do-not-disrupt"
+    );
+    // values that keep nothing change nothing
+    let loose = pinned_nodes(
+        &[
+            (KARPENTER_DO_NOT_DISRUPT, "false"),
+            (CA_SAFE_TO_EVICT, "true"),
+        ],
+        &[(CA_SCALE_DOWN_DISABLED, "false")],
+    );
+    let p = plan(
+        &consolidation(),
+        &loose,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert_eq!(p.pods, plan_free.pods);
+    assert!(p.blocked_nodes.is_empty());
+    // a policy without consolidation still names them, its costs unchanged
+    let spot = plan(
+        &spot_first(),
+        &pinned,
+        &Default::default(),
+        &Default::default(),
+        &by_2,
+    );
+    assert_eq!(spot.blocked_nodes.len(), 2);
+}
+
+#[test]
+fn karpenters_costs_are_never_overwritten() {
+    use crate::annotations::KARPENTER_MANAGED_COST;
+    let snap = cluster(vec![
+        pod(P {
+            name: "karpenters",
+            node: "spot-1",
+            rs: "web-abc",
+            ready: true,
+            created: "2026-11-20T00:00:00Z",
+            annotations: &[
+                (POD_DELETION_COST, "-1000"),
+                (KARPENTER_MANAGED_COST, "true"),
+            ],
+        }),
+        // marked, with no cost (yet): still Karpenter's to set
+        pod(P {
+            name: "marked",
+            node: "spot-1",
+            rs: "web-abc",
+            ready: true,
+            created: "2026-11-20T00:00:00Z",
+            annotations: &[(KARPENTER_MANAGED_COST, "true")],
+        }),
+        // the marker wins over our own annotation
+        pod(P {
+            name: "both",
+            node: "od-1",
+            rs: "web-abc",
+            ready: true,
+            created: "2026-11-20T00:00:00Z",
+            annotations: &[
+                (POD_DELETION_COST, "7"),
+                (POLICY_ANNOTATION, "web"),
+                (KARPENTER_MANAGED_COST, "true"),
+            ],
+        }),
+        simple("plain", "od-1"),
+    ]);
+    for respect in [true, false] {
+        let mut p = spot_first();
+        p.spec.respect_foreign_costs = respect;
+        let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
+        let names: Vec<&str> = plan.patches.iter().map(|x| &*x.pod).collect();
+        assert_eq!(names, ["plain"], "respectForeignCosts: {respect}");
+        for name in ["karpenters", "marked", "both"] {
+            let pp = plan.pods.iter().find(|x| &*x.name == name).unwrap();
+            assert_eq!(pp.owner, CostOwner::Karpenter, "{name}");
+            assert_eq!(pp.action, CostAction::KeepKarpenter, "{name}");
+            assert_eq!(pp.desired, None, "{name}");
+            assert_eq!(pp.action.to_string(), "keep (Karpenter's)");
+        }
+    }
+    // the order is predicted with Karpenter's value, which it keeps
+    let plan = plan(
+        &spot_first(),
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &opts(),
+    );
+    let rs = &plan.replica_sets[0];
+    assert_eq!(&*rs.predicted[0], "karpenters");
+    assert_eq!((rs.live_costs[0], rs.intended_costs[0]), (-1000, -1000));
+}
+
 #[test]
 fn target_ref_deployment_follows_ownership() {
     let mut stray = simple("stray", "spot-1");

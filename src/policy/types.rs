@@ -71,6 +71,12 @@ pub struct DeletionCostPolicySpec {
     /// Never overwrite a cost this policy did not write (default true).
     #[serde(default = "default_true")]
     pub respect_foreign_costs: bool,
+    /// When costs are written: `Continuous` (default) keeps every pod's
+    /// cost current in the background; `OnScaleIn` writes only what a
+    /// scale-in needs, when the scale-in webhook or the pre-scale-down hook
+    /// sees it (API writes follow scale-ins, not signal changes).
+    #[serde(default, skip_serializing_if = "Writes::is_continuous")]
+    pub writes: Writes,
 }
 
 fn default_true() -> bool {
@@ -336,6 +342,25 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// When a policy's costs are written.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Writes {
+    /// Every pod's cost is kept current in the background, and a scale-in
+    /// corrects what it needs on top.
+    #[default]
+    Continuous,
+    /// Nothing in the background: only the costs a scale-in needs, when the
+    /// scale-in webhook or the pre-scale-down hook sees it.
+    OnScaleIn,
+}
+
+impl Writes {
+    /// Whether this is the default.
+    pub fn is_continuous(&self) -> bool {
+        *self == Writes::Continuous
+    }
+}
+
 /// Behaviour for a pod whose signal value is missing, NaN, stale or duplicated.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -364,6 +389,10 @@ pub struct DeletionCostPolicyStatus {
     /// Pods carrying a cost this policy wrote.
     #[serde(default)]
     pub managed_pods: u32,
+    /// Selected pods whose cost Karpenter manages
+    /// (`karpenter.sh/managed-deletion-cost`): left alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub karpenter_pods: u32,
     /// Patches computed but not yet observed.
     #[serde(default)]
     pub pending_patches: u32,
@@ -376,6 +405,10 @@ pub struct DeletionCostPolicyStatus {
     /// First differences between intended and predicted order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<MismatchStatus>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The schema of `status.conditions`: `metav1.Condition`'s, as the API

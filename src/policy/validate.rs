@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::types::{
     BillingClassSignal, BillingPreset, Combine, DeletionCostPolicySpec, LabelSelector,
     NodeConsolidationSignal, OnSignalMissing, RateLimit, Signal, TargetRef, UtilizationSignal,
-    ValueRange, ZoneBalanceSignal,
+    ValueRange, Writes, ZoneBalanceSignal,
 };
 
 /// Buckets of a utilisation signal when `buckets` is unset.
@@ -297,6 +297,8 @@ pub struct ValidatedPolicy {
     pub on_signal_missing: OnSignalMissing,
     /// Never overwrite a cost this policy did not write.
     pub respect_foreign_costs: bool,
+    /// When costs are written.
+    pub writes: Writes,
     /// Per-signal factor of [`ValidatedPolicy::combine`].
     multipliers: Vec<i64>,
 }
@@ -600,6 +602,7 @@ pub fn validate(spec: &DeletionCostPolicySpec) -> Result<ValidatedPolicy, Valida
             rate_limit: spec.rate_limit,
             on_signal_missing: spec.on_signal_missing,
             respect_foreign_costs: spec.respect_foreign_costs,
+            writes: spec.writes,
             multipliers,
         }),
         _ => Err(ValidationErrors(errors)),

@@ -252,9 +252,15 @@ impl<'p> PodRow<'p> {
         }
     }
 
+    /// A cost this policy did not write and leaves alone (Karpenter's too).
     fn foreign(&self) -> bool {
         self.plan
-            .is_some_and(|p| matches!(p.owner, CostOwner::Foreign(_)))
+            .is_some_and(|p| matches!(p.owner, CostOwner::Foreign(_) | CostOwner::Karpenter))
+    }
+
+    /// A cost Karpenter manages.
+    fn karpenter(&self) -> bool {
+        self.plan.is_some_and(|p| p.owner == CostOwner::Karpenter)
     }
 
     fn missing(&self) -> bool {
@@ -370,6 +376,7 @@ fn short_reason(r: MismatchReason) -> &'static str {
         MismatchReason::NotReady => "not Ready",
         MismatchReason::PendingPatch => "patch pending",
         MismatchReason::ForeignCost => "foreign cost",
+        MismatchReason::KarpenterCost => "Karpenter's cost",
         MismatchReason::SignalMissing => "signal missing",
         MismatchReason::NotManaged => "not managed",
         MismatchReason::FeatureGateOff => "gate off",
@@ -379,7 +386,9 @@ fn short_reason(r: MismatchReason) -> &'static str {
 
 fn cost_now(p: &PodPlan) -> String {
     match (&p.current_raw, &p.owner) {
+        (None, CostOwner::Karpenter) => "- (Karpenter's)".into(),
         (None, _) => "-".into(),
+        (Some(raw), CostOwner::Karpenter) => format!("{raw} (Karpenter's)"),
         (Some(raw), CostOwner::Foreign(Some(w))) => format!("{raw} (foreign: {w})"),
         (Some(raw), CostOwner::Foreign(None)) => format!("{raw} (foreign)"),
         (Some(raw), _) => raw.to_string(),
@@ -391,6 +400,9 @@ fn hover(s: &Section, v: &PodRow) -> String {
     let mut t = String::from(v.name);
     if let Some(p) = v.plan {
         let _ = write!(t, "\nnode {}", node_label(s, &p.node));
+        if let Some(b) = s.plan.blocked_nodes.iter().find(|b| *b.node == *p.node) {
+            let _ = write!(t, "\n{b}");
+        }
     }
     if let Some(pl) = v.place {
         let rs = &s.plan.replica_sets[pl.rs];
@@ -488,6 +500,7 @@ fn section(out: &mut Page, s: &Section) {
     for w in &plan.warnings {
         let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
     }
+    blocked_nodes(out, s);
     verdicts(out, s);
     worth(out, s);
     legend(out, s);
@@ -505,6 +518,26 @@ fn section(out: &mut Page, s: &Section) {
     out.push_str("</div>\n<div class=\"side\">\n<h3>Cost breakdown</h3>\n");
     table(out, s, &views, &index);
     out.push_str("</div>\n</div>\n</section>\n");
+}
+
+/// The nodes of the plan's pods that no autoscaler may remove, and why.
+fn blocked_nodes(out: &mut Page, s: &Section) {
+    if s.plan.blocked_nodes.is_empty() {
+        return;
+    }
+    let consolidation = if s.signals.contains(&"nodeConsolidation") {
+        "; nodeConsolidation drains them last"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">Nodes no autoscaler may remove (draining them frees nothing{consolidation}):</p>\n<ul class=\"verdicts blocked\">"
+    );
+    for n in &s.plan.blocked_nodes {
+        let _ = writeln!(out, "<li class=\"warn\">{}</li>", esc(&n.to_string()));
+    }
+    out.push_str("</ul>\n");
 }
 
 fn verdicts(out: &mut Page, s: &Section) {
@@ -570,7 +603,7 @@ fn worth(out: &mut Page, s: &Section) {
     let _ = writeln!(
         out,
         "<h3>What it is worth: scale down by {n}</h3>\n<p class=\"meta\">prices: {} {currency}; a month is {} h; \
-         a node counts as freed when no active pod but DaemonSet pods stays on it, and is saved only if the autoscaler removes it</p>",
+         a node counts as freed when no active pod but DaemonSet pods stays on it and no annotation keeps it, and is saved only if the autoscaler removes it</p>",
         esc(&w.prices_file),
         w.hours_per_month
     );
@@ -612,6 +645,13 @@ fn worth(out: &mut Page, s: &Section) {
         signed(d.monthly)
     );
     for (label, c) in [("policy", &w.policy), ("upstream", &w.upstream)] {
+        for n in &c.not_removable {
+            let _ = writeln!(
+                out,
+                "<p class=\"warn\">{label}: emptied but not freed: {}</p>",
+                esc(&n.to_string())
+            );
+        }
         if !c.unpriced_nodes.is_empty() {
             let _ = writeln!(
                 out,
@@ -647,7 +687,7 @@ fn legend(out: &mut Page, s: &Section) {
         esc(&victim)
     );
     out.push_str("<span><span class=\"tag order\">! reason</span>deleted before a cheaper pod, and why</span>\n");
-    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"#ccc\" stroke=\"#555\"/><rect x=\"25\" y=\"1.5\" width=\"13.5\" height=\"19\" fill=\"url(#dc-hatch)\"/></svg>foreign cost (not this policy's; left alone)</span>\n");
+    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"#ccc\" stroke=\"#555\"/><rect x=\"25\" y=\"1.5\" width=\"13.5\" height=\"19\" fill=\"url(#dc-hatch)\"/></svg>foreign or Karpenter's cost (not this policy's; left alone)</span>\n");
     out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1.5\" y=\"1.5\" width=\"37\" height=\"19\" rx=\"3\" fill=\"#ccc\" stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/><text x=\"20\" y=\"16\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"middle\">?</text></svg>signal missing</span>\n");
     let _ = writeln!(
         out,
@@ -741,15 +781,26 @@ fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[P
     pods.sort_by_key(|&i| (views[i].place.map_or(usize::MAX, |p| p.pos), views[i].name));
     let w = POD_W + 12;
     let h = NODE_HEAD + pods.len() as u32 * (POD_H + GAP) + 4;
+    // a node no autoscaler may remove says so, and why on hover
+    let blocked = s.plan.blocked_nodes.iter().find(|b| b.node == node);
+    let (class, title, kept, ink) = match blocked {
+        Some(b) => (
+            "node blocked",
+            format!("<title>{}</title>", esc(&b.to_string())),
+            " · cannot be removed",
+            "#b42318",
+        ),
+        None => ("node", String::new(), "", "#555"),
+    };
     let _ = write!(
         out,
-        "<svg class=\"node\" data-node=\"{n}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"node {n}\">\
+        "<svg class=\"{class}\" data-node=\"{n}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"node {n}\">{title}\
          <rect x=\"0.5\" y=\"0.5\" width=\"{}\" height=\"{}\" rx=\"6\" fill=\"#fff\" stroke=\"#666\"/>\
          <text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\
-         <text x=\"{}\" y=\"18\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">{} pod(s)</text>",
+         <text x=\"{}\" y=\"18\" font-size=\"11\" fill=\"{ink}\" text-anchor=\"end\">{} pod(s){kept}</text>",
         w - 1,
         h - 1,
-        esc(&tail(node, 30)),
+        esc(&tail(node, if blocked.is_some() { 16 } else { 30 })),
         w - 8,
         pods.len(),
         n = esc(node),
@@ -828,7 +879,9 @@ fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
         (None, Some(want)) => format!("cost → {want}"),
         (None, None) => String::new(),
     };
-    if v.foreign() {
+    if v.karpenter() {
+        line2.push_str(" · Karpenter's");
+    } else if v.foreign() {
         line2.push_str(" · foreign");
     }
     if v.missing() {
@@ -961,7 +1014,9 @@ fn row(out: &mut Page, s: &Section, v: &PodRow) {
             esc(&tail(&m.before, 12))
         );
     }
-    if v.foreign() {
+    if v.karpenter() {
+        out.push_str("<span class=\"tag foreign\">Karpenter's cost</span>");
+    } else if v.foreign() {
         out.push_str("<span class=\"tag foreign\">foreign cost</span>");
     }
     if v.missing() {
@@ -1135,6 +1190,7 @@ mod tests {
             values: PreviousValues::default(),
             inactive: vec![],
             warnings: vec![],
+            blocked_nodes: vec![],
         }
     }
 

@@ -5,10 +5,14 @@
 //! fairly across policies (each also under its own limit), sends
 //! metadata-only merge patches through a [`PodWriter`], and retries until a
 //! value lands, its pod is gone or its attempts run out; it writes only
-//! while the leadership term's [`WriteGate`] is open. `queue` and `backoff` are pure; the
-//! worker in `patcher` is the thin async shell around them.
+//! while the leadership term's [`WriteGate`] is open. The same limit grants
+//! every other write (status, Events, the finalizer): [`budgeted_client`]
+//! makes each wait for a [`Permit`], after a scale-in's pod writes and in
+//! turns with background ones. `queue` and `backoff` are pure; the worker
+//! in `patcher` is the thin async shell around them.
 
 pub mod backoff;
+pub mod budget;
 pub mod gate;
 pub mod limits;
 pub mod patch;
@@ -18,10 +22,13 @@ pub mod stats;
 pub mod writer;
 
 pub use backoff::BackoffConfig;
+pub use budget::{budgeted_client, BudgetError, TermSource, WriteKind};
 pub use gate::{Gate, WriteGate};
 pub use limits::{LimitError, Rate};
 pub use patch::{patch_body, PatchRequest, PodRef, PolicyKey};
-pub use patcher::{Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Priority, SubmitError};
+pub use patcher::{
+    Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Permit, Priority, SubmitError,
+};
 pub use queue::{WriteOutcome, WriteState};
 pub use stats::{PatcherStats, StatsSnapshot};
 pub use writer::{KubePodWriter, PodWriter, WriteError, FIELD_MANAGER};

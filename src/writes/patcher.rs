@@ -1,7 +1,8 @@
 //! The patcher: a handle callers submit to, and one worker task that sends
 //! writes under the rate limits and records their results in the queue.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::backoff::{retry_delay, BackoffConfig};
+use super::budget::{BudgetError, WriteKind};
 use super::gate::WriteGate;
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
@@ -58,10 +60,12 @@ impl PatcherConfig {
 /// Whether a batch goes ahead of background work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Priority {
-    /// Regular reconcile work: fair share per policy, under its own limit.
+    /// Regular reconcile work: fair share per policy, under its own limit;
+    /// takes turns with the other writes (status, Events: [`Patcher::permit`]).
     Background,
-    /// Pre-scale-down work: ahead of background work and not held by the
-    /// policy's own limit; still inside the operator-wide limit.
+    /// Pre-scale-down work: ahead of every other write (background pod
+    /// writes, status, Events) and not held by the policy's own limit;
+    /// still inside the operator-wide limit.
     Urgent,
 }
 
@@ -162,12 +166,21 @@ struct State {
     paused_until: Option<Instant>,
     /// Since when ready work has been held back by a rate limit.
     blocked_since: Option<Instant>,
+    /// Writes other than pod patches (status, Events, the finalizer)
+    /// waiting for a token of the operator-wide limit, first come first
+    /// served; a dropped receiver is a waiter that gave up.
+    permits: VecDeque<oneshot::Sender<()>>,
+    /// Whether the next token that both a background pod write and a
+    /// waiting permit want goes to the permit (they take turns).
+    permit_turn: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
     wake: Notify,
     stats: Arc<PatcherStats>,
+    /// Pause after a 429 on a permitted write that names no delay.
+    default_retry_after: Duration,
     done: watch::Sender<Option<DrainReport>>,
 }
 
@@ -222,9 +235,12 @@ impl Patcher {
                 drain_deadline: None,
                 paused_until: None,
                 blocked_since: None,
+                permits: VecDeque::new(),
+                permit_turn: false,
             }),
             wake: Notify::new(),
             stats: Arc::clone(&config.stats),
+            default_retry_after: config.backoff.default_retry_after,
             done,
         });
         tokio::spawn(run(Arc::clone(&shared), Arc::new(writer), config));
@@ -323,6 +339,37 @@ impl Patcher {
         Ok(Batch { items })
     }
 
+    /// Asks for a token of the operator-wide limit for one write that is not
+    /// a pod patch (a status, an Event, the finalizer). The future resolves
+    /// when the write's turn comes: after the urgent pod writes, in turns
+    /// with background pod writes, only while the write gate is open, never
+    /// during a 429's pause. It holds no handle on the patcher, so a term
+    /// that ends (or a drain that runs out) refuses it instead of keeping
+    /// the patcher alive; dropping it gives the place up.
+    pub fn permit(
+        &self,
+        kind: WriteKind,
+    ) -> Result<impl Future<Output = Result<Permit, BudgetError>> + Send + 'static, BudgetError>
+    {
+        let shared = Arc::clone(&self.handle.0);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = shared.lock();
+            if !st.accepting {
+                return Err(BudgetError::TermEnded { kind: kind.label() });
+            }
+            st.permits.push_back(tx);
+            shared.stats.set_permits_waiting(st.permits.len());
+        }
+        shared.wake.notify_one();
+        Ok(async move {
+            match rx.await {
+                Ok(()) => Ok(Permit { kind, shared }),
+                Err(_) => Err(BudgetError::TermEnded { kind: kind.label() }),
+            }
+        })
+    }
+
     /// The newest value wanted for each pod of `policy` that has not landed
     /// yet (queued, in flight or waiting to retry), by pod.
     pub fn pending_for(&self, policy: &PolicyKey) -> Vec<PatchRequest> {
@@ -367,6 +414,18 @@ impl Patcher {
         in_flight
     }
 
+    /// Drops the values of `pods` not sent yet (see [`Queue::cancel_pods`]);
+    /// returns the values in flight.
+    pub fn cancel_pods(&self, pods: &std::collections::HashSet<PodRef>) -> Vec<PatchRequest> {
+        let shared = self.shared();
+        let mut st = shared.lock();
+        let in_flight = st.queue.cancel_pods(pods);
+        let depth = st.queue.depth();
+        drop(st);
+        shared.stats.set_queue_gauges(depth.pods, depth.retrying);
+        in_flight
+    }
+
     /// Whether nothing is queued, in flight or waiting to retry. For tests
     /// and benches: the operator asks [`Patcher::pending_for`] per policy.
     #[doc(hidden)]
@@ -400,6 +459,49 @@ impl Patcher {
     }
 }
 
+/// Leave to send one write that is not a pod patch, granted out of the
+/// operator-wide limit ([`Patcher::permit`]). Say what became of the write
+/// with [`Permit::finish`].
+pub struct Permit {
+    kind: WriteKind,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Permit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit").field("kind", &self.kind).finish()
+    }
+}
+
+impl Permit {
+    /// What the write changes.
+    pub fn kind(&self) -> WriteKind {
+        self.kind
+    }
+
+    /// Records what became of the write: counted by kind and outcome, and a
+    /// 429 holds every write (pods too) for the server's delay, as a 429 on
+    /// a pod write does.
+    pub fn finish(self, result: &Result<(), WriteError>) {
+        let outcome = match result {
+            Ok(()) => "ok",
+            Err(e) => e.label(),
+        };
+        self.shared.stats.add_write(self.kind, outcome);
+        if let Err(WriteError::TooManyRequests { retry_after }) = result {
+            let until = Instant::now() + retry_after.unwrap_or(self.shared.default_retry_after);
+            let mut st = self.shared.lock();
+            st.paused_until = Some(st.paused_until.map_or(until, |p| p.max(until)));
+            drop(st);
+            self.shared.wake.notify_one();
+        }
+        if let Err(e) = result {
+            // the writer reports it in its own terms (the reconcile's error)
+            tracing::debug!(kind = self.kind.label(), error = %e, "write failed");
+        }
+    }
+}
+
 fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -407,8 +509,18 @@ fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Send what the limits allow now. Returns the jobs to start and when to
-/// look again.
+/// Who gets the next token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// A pod write (an urgent one when any is ready).
+    Pod,
+    /// The first waiting permit (a status, an Event, the finalizer).
+    Permit,
+}
+
+/// Send what the limits allow now: urgent pod writes first, then waiting
+/// permits and background pod writes in turns. Returns the pod jobs to
+/// start (permits are granted here) and when to look again.
 fn dispatch(
     st: &mut State,
     now: Instant,
@@ -423,7 +535,7 @@ fn dispatch(
     if !gate.get().allows(now) {
         return (jobs, None);
     }
-    while room > 0 {
+    loop {
         if let Some(until) = st.paused_until {
             if now < until {
                 wake = earlier(wake, Some(until));
@@ -431,29 +543,57 @@ fn dispatch(
             }
             st.paused_until = None;
         }
-        let policies = &st.policies;
-        let held = |p: &PolicyKey| {
-            policies
-                .get(p)
-                .and_then(|l| l.held_until)
-                .filter(|t| *t > now)
+        // waiters that gave up lose their place
+        st.permits.retain(|tx| !tx.is_closed());
+        let pods = if room > 0 {
+            let policies = &st.policies;
+            let held = |p: &PolicyKey| {
+                policies
+                    .get(p)
+                    .and_then(|l| l.held_until)
+                    .filter(|t| *t > now)
+            };
+            Some(st.queue.candidate(held))
+        } else {
+            // every in-flight slot taken: pods wait for one, permits need none
+            None
         };
-        match st.queue.candidate(held) {
-            Candidate::Idle => {
-                st.blocked_since = None;
-                break;
+        let urgent = pods == Some(Candidate::Ready) && st.queue.urgent_ready();
+        let permit_waits = !st.permits.is_empty();
+        let next = if urgent {
+            Next::Pod
+        } else if permit_waits && (st.permit_turn || pods != Some(Candidate::Ready)) {
+            Next::Permit
+        } else {
+            match pods {
+                Some(Candidate::Ready) => Next::Pod,
+                Some(Candidate::BlockedUntil(t)) => {
+                    st.blocked_since.get_or_insert(now);
+                    wake = earlier(wake, Some(t));
+                    break;
+                }
+                Some(Candidate::Idle) => {
+                    st.blocked_since = None;
+                    break;
+                }
+                None => break,
             }
-            Candidate::BlockedUntil(t) => {
-                st.blocked_since.get_or_insert(now);
-                wake = earlier(wake, Some(t));
-                break;
-            }
-            Candidate::Ready => {}
-        }
+        };
         if let Err(t) = st.global.try_acquire() {
-            st.blocked_since.get_or_insert(now);
+            if next == Next::Pod {
+                st.blocked_since.get_or_insert(now);
+            }
             wake = earlier(wake, Some(t));
             break;
+        }
+        if next == Next::Permit {
+            if let Some(tx) = st.permits.pop_front() {
+                // a waiter gone since the check wastes the token: fewer
+                // writes, never more
+                let _ = tx.send(());
+            }
+            st.permit_turn = false;
+            continue;
         }
         let policies = &mut st.policies;
         let admit = |p: &PolicyKey| match policies.get_mut(p) {
@@ -479,6 +619,7 @@ fn dispatch(
                 }
                 jobs.push(job);
                 room -= 1;
+                st.permit_turn = true;
             }
             Err(t) => {
                 // Every policy with work was at its own limit: the global
@@ -489,6 +630,7 @@ fn dispatch(
             }
         }
     }
+    stats.set_permits_waiting(st.permits.len());
     (jobs, earlier(wake, st.queue.next_retry()))
 }
 
@@ -511,8 +653,12 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
         let step = {
             let mut st = shared.lock();
             match st.drain_deadline {
-                Some(deadline) if st.queue.is_empty() || now >= deadline => {
+                Some(deadline)
+                    if (st.queue.is_empty() && st.permits.is_empty()) || now >= deadline =>
+                {
                     st.accepting = false;
+                    // permits still waiting are refused (their senders dropped)
+                    st.permits.clear();
                     Err(st.queue.abandon_all())
                 }
                 _ => {
@@ -636,6 +782,7 @@ fn finish_drain(shared: &Shared, abandoned: Vec<PodRef>) {
         );
     }
     shared.stats.set_gauges(0, 0, 0);
+    shared.stats.set_permits_waiting(0);
     shared.done.send_replace(Some(DrainReport { abandoned }));
 }
 
@@ -662,6 +809,12 @@ fn on_done(
         Err(e) => retry_delay(&cfg.backoff, e, job.attempt, rng.f64()),
         Ok(()) => Duration::ZERO,
     };
+    match &result {
+        Ok(()) => shared.stats.add_write(WriteKind::Pods, "ok"),
+        // never sent (or cancelled as the term ended): no write
+        Err(WriteError::OutsideTerm) => {}
+        Err(e) => shared.stats.add_write(WriteKind::Pods, e.label()),
+    }
     if let Err(e) = &result {
         shared.stats.add_error(e.label());
     }

@@ -253,6 +253,25 @@ impl Queue {
     /// flight cannot be called back: those pods are returned, and a newer
     /// value queued behind one is dropped too.
     pub fn cancel_policy(&mut self, policy: &PolicyKey) -> Vec<PodRef> {
+        let in_flight = self.cancel_where(|req| &req.policy == policy);
+        self.failed.retain(|_, (req, _)| &req.policy != policy);
+        let mut pods: Vec<PodRef> = in_flight.into_iter().map(|r| r.pod).collect();
+        pods.sort();
+        pods
+    }
+
+    /// Drops the values of `pods` not sent yet (their waiters hear
+    /// `Cancelled`), a newer value queued behind one in flight included;
+    /// returns the values in flight, which cannot be called back. A
+    /// scale-in does this before it decides what to write: nothing queued
+    /// earlier lands after its own writes.
+    pub fn cancel_pods(&mut self, pods: &std::collections::HashSet<PodRef>) -> Vec<PatchRequest> {
+        self.cancel_where(|req| pods.contains(&req.pod))
+    }
+
+    /// Drops every value `cancel` accepts that is not sent yet; returns the
+    /// accepted values in flight.
+    fn cancel_where(&mut self, cancel: impl Fn(&PatchRequest) -> bool) -> Vec<PatchRequest> {
         let mut in_flight = Vec::new();
         let pods: Vec<PodRef> = self.slots.keys().cloned().collect();
         for pod in pods {
@@ -260,19 +279,19 @@ impl Queue {
                 continue;
             };
             match slot {
-                Slot::Queued(p) | Slot::Retrying(p) if &p.req.policy == policy => {
+                Slot::Queued(p) | Slot::Retrying(p) if cancel(&p.req) => {
                     p.answer(&WriteOutcome::Cancelled);
                 }
                 Slot::InFlight { current, newer } => {
                     let newer = match newer {
-                        Some(n) if &n.req.policy == policy => {
+                        Some(n) if cancel(&n.req) => {
                             n.answer(&WriteOutcome::Cancelled);
                             None
                         }
                         other => other,
                     };
-                    if &current.req.policy == policy {
-                        in_flight.push(pod.clone());
+                    if cancel(&current.req) {
+                        in_flight.push(current.req.clone());
                     }
                     self.slots.insert(pod, Slot::InFlight { current, newer });
                 }
@@ -284,8 +303,6 @@ impl Queue {
         // stale FIFO items and retry entries are skipped where they are met
         self.retries
             .retain(|_, pod| matches!(self.slots.get(pod), Some(Slot::Retrying(_))));
-        self.failed.retain(|_, (req, _)| &req.policy != policy);
-        in_flight.sort();
         in_flight
     }
 
@@ -482,6 +499,13 @@ impl Queue {
             }
         }
         earliest.map_or(Candidate::Idle, Candidate::BlockedUntil)
+    }
+
+    /// Whether a priority write (a scale-in's) is queued: it goes before
+    /// every other write.
+    pub fn urgent_ready(&mut self) -> bool {
+        self.compact();
+        !self.priority.is_empty()
     }
 
     /// Take the next write: the priority FIFO first (bound only by the

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::budget::WriteKind;
+
 /// Live counters and gauges (atomics; the patcher updates them).
 #[derive(Debug, Default)]
 pub struct PatcherStats {
@@ -21,11 +23,30 @@ pub struct PatcherStats {
     in_flight: AtomicU64,
     /// Failed attempts, per reason of [`ERROR_REASONS`].
     errors: [AtomicU64; ERROR_REASONS.len()],
+    /// Writes sent, of every kind, per [`WriteKind`] and outcome of [`OUTCOMES`].
+    writes: [[AtomicU64; OUTCOMES.len()]; WriteKind::ALL.len()],
+    /// Writes other than pod patches waiting for their permit.
+    permits_waiting: AtomicU64,
 }
 
 /// Why an attempt failed, as the `reason` label of
 /// `deletion_cost_patch_errors_total` ([`WriteError::label`](super::WriteError::label)).
 pub const ERROR_REASONS: [&str; 8] = [
+    "gone",
+    "too_many_requests",
+    "conflict",
+    "server_error",
+    "timeout",
+    "transport",
+    "unauthorized",
+    "rejected",
+];
+
+/// What became of a write, as the `outcome` label of
+/// `deletion_cost_api_writes_total`: `ok`, or the reason it failed
+/// ([`ERROR_REASONS`]).
+pub const OUTCOMES: [&str; 9] = [
+    "ok",
     "gone",
     "too_many_requests",
     "conflict",
@@ -69,12 +90,22 @@ pub struct StatsSnapshot {
     /// Failed attempts per reason of [`ERROR_REASONS`] (a 403 that persists
     /// shows as a steady rise of `unauthorized`).
     pub errors: [u64; ERROR_REASONS.len()],
+    /// Writes sent, of every kind: per [`WriteKind`] (in the order of
+    /// [`WriteKind::ALL`]) and outcome (in the order of [`OUTCOMES`]).
+    pub writes: [[u64; OUTCOMES.len()]; WriteKind::ALL.len()],
+    /// Writes other than pod patches waiting for their permit.
+    pub permits_waiting: u64,
 }
 
 impl StatsSnapshot {
     /// Writes sent to the API server (every attempt counts once).
     pub fn attempts(&self) -> u64 {
         self.applied + self.gone + self.retried + self.failed
+    }
+
+    /// Writes of `kind` sent so far, whatever their outcome.
+    pub fn writes_of(&self, kind: WriteKind) -> u64 {
+        self.writes[kind.index()].iter().sum()
     }
 }
 
@@ -109,6 +140,18 @@ impl PatcherStats {
         if let Some(i) = ERROR_REASONS.iter().position(|r| *r == label) {
             self.errors[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts one write sent, by kind and outcome (`ok` or an error label;
+    /// unknown labels are not counted).
+    pub(crate) fn add_write(&self, kind: WriteKind, outcome: &str) {
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.writes[kind.index()][i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn set_permits_waiting(&self, n: usize) {
+        self.permits_waiting.store(n as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn add_wait(&self, d: Duration) {
@@ -151,6 +194,33 @@ impl PatcherStats {
             retrying: get(&self.retrying),
             in_flight: get(&self.in_flight),
             errors: std::array::from_fn(|i| get(&self.errors[i])),
+            writes: std::array::from_fn(|k| std::array::from_fn(|o| get(&self.writes[k][o]))),
+            permits_waiting: get(&self.permits_waiting),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_are_ok_and_every_error_reason() {
+        assert_eq!(OUTCOMES[0], "ok");
+        assert_eq!(&OUTCOMES[1..], &ERROR_REASONS[..]);
+    }
+
+    #[test]
+    fn writes_are_counted_by_kind_and_outcome() {
+        let stats = PatcherStats::default();
+        stats.add_write(WriteKind::Status, "ok");
+        stats.add_write(WriteKind::Status, "conflict");
+        stats.add_write(WriteKind::Events, "ok");
+        stats.add_write(WriteKind::Events, "outside_term");
+        let s = stats.snapshot();
+        assert_eq!(s.writes_of(WriteKind::Status), 2);
+        assert_eq!(s.writes_of(WriteKind::Events), 1);
+        assert_eq!(s.writes_of(WriteKind::Pods), 0);
+        assert_eq!(s.writes[WriteKind::Status.index()][3], 1);
     }
 }

@@ -50,6 +50,33 @@ impl PrometheusServer {
     /// Backfills `openmetrics` (see [`openmetrics`]) and starts Prometheus on it.
     /// Panics, with what to do, when Prometheus is missing or does not start.
     pub fn start(openmetrics: &str) -> Self {
+        Self::start_with(openmetrics, "global:\n  scrape_interval: 1m\n")
+    }
+
+    /// Starts Prometheus scraping `target` (an [`Exporter`]) every second,
+    /// logging every query it answers ([`PrometheusServer::queries`]): a
+    /// value the exporter changes shows in instant queries within about
+    /// three seconds.
+    pub fn scraping(target: SocketAddr) -> Self {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n  query_log_file: QUERY_LOG\n\
+             scrape_configs:\n  - job_name: exporter\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        Self::start_with("", &config)
+    }
+
+    /// How many queries the query log holds (servers started by
+    /// [`PrometheusServer::scraping`]).
+    pub fn queries(&self) -> usize {
+        let log = self.log.with_file_name("queries.log");
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"query\""))
+            .count()
+    }
+
+    fn start_with(openmetrics: &str, config_text: &str) -> Self {
         require_binary("prometheus");
         require_binary("promtool");
         let dir = tempfile::tempdir().expect("temp dir");
@@ -62,7 +89,9 @@ impl PrometheusServer {
             backfill(dir.path(), &tsdb, openmetrics);
         }
         let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("write config");
+        let query_log = dir.path().join("queries.log");
+        let config_text = config_text.replace("QUERY_LOG", &query_log.display().to_string());
+        std::fs::write(&config, config_text).expect("write config");
         let log = dir.path().join("prometheus.log");
 
         // The port is free when picked but could be taken before Prometheus
@@ -131,6 +160,75 @@ impl PrometheusServer {
     /// The server's log so far, for assertion messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// A scrape target on 127.0.0.1 serving `/metrics` with whatever text was
+/// last [`Exporter::set`]; stopped on drop.
+pub struct Exporter {
+    addr: SocketAddr,
+    body: std::sync::Arc<std::sync::Mutex<String>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Starts serving `text` (Prometheus text format).
+    pub fn start(text: &str) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an exporter");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let addr = listener.local_addr().expect("its address");
+        let body = std::sync::Arc::new(std::sync::Mutex::new(text.to_string()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (b, st) = (body.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        let _ = conn.set_nonblocking(false);
+                        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                        let mut buf = [0u8; 4096];
+                        let _ = conn.read(&mut buf);
+                        let text = b.lock().map(|t| t.clone()).unwrap_or_default();
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                            text.len()
+                        );
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Exporter {
+            addr,
+            body,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Its address, for [`PrometheusServer::scraping`].
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves `text` from the next scrape on.
+    pub fn set(&self, text: &str) {
+        if let Ok(mut b) = self.body.lock() {
+            *b = text.to_string();
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 

@@ -23,7 +23,9 @@ use crate::cluster::{labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
 use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
+mod exact_at_size;
 mod scale_series;
+mod write_budget;
 
 type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
 
@@ -59,8 +61,8 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("l_two_replicas_a_paused_and_a_killed_leader", |e| {
         l_two_replicas_under_faults(e).boxed()
     }),
-    ("p_new_leader_catches_up_no_value_written_twice", |e| {
-        p_handover(e).boxed()
+    ("r_new_leader_catches_up_no_value_written_twice", |e| {
+        r_handover(e).boxed()
     }),
     ("m_operator_and_plan_agree_across_namespaces", |e| {
         m_agreement(e).boxed()
@@ -75,8 +77,14 @@ pub const ALL: &[(&str, Scenario)] = &[
         "q_scale_webhook_answers_only_the_api_servers_certificate",
         |e| q_webhook_callers(e).boxed(),
     ),
+    ("p_exact_at_any_size_utilisation_20_and_300", |e| {
+        exact_at_size::p_exact_at_size(e).boxed()
+    }),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()
+    }),
+    ("p_one_write_budget_for_twenty_policies", |e| {
+        write_budget::p_write_budget(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
@@ -432,6 +440,17 @@ fn plan_victims_as_of(
     by: usize,
     now: Option<&str>,
 ) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
+    plan_victims_with(policy_file, snapshot, by, now, &[])
+}
+
+/// [`plan_victims_as_of`] with more flags (`--prometheus URL`).
+fn plan_victims_with(
+    policy_file: &Path,
+    snapshot: &Path,
+    by: usize,
+    now: Option<&str>,
+    extra: &[&str],
+) -> BTreeMap<String, (Vec<String>, BTreeSet<String>)> {
     let (policy, snap, by_text) = (
         policy_file.to_string_lossy(),
         snapshot.to_string_lossy(),
@@ -451,6 +470,7 @@ fn plan_victims_as_of(
     if let Some(now) = now {
         args.extend(["--now", now]);
     }
+    args.extend(extra);
     let out = run_cli(&args);
     let plans: Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("plan -o json: {e}\n{out}"));
@@ -1696,25 +1716,25 @@ async fn l_two_replicas_under_faults(env: &'static Env) {
     finished("l");
 }
 
-/// p. A handover with the new leader's pod cache behind: the follower's pod
+/// r. A handover with the new leader's pod cache behind: the follower's pod
 /// watch is held in its proxy while the leader writes every pod, then the
 /// leader stops and the follower takes over with a cache that shows none of
 /// those writes (released a second later). The new leader reads the pods
 /// with a quorum list before its first round and waits for its cache, so
 /// across the leader change every pod is written once: counted per pod from
 /// both replicas' requests, 0 duplicates.
-async fn p_handover(env: &'static Env) {
-    env.scenario("p", |ns| async move {
+async fn r_handover(env: &'static Env) {
+    env.scenario("r", |ns| async move {
         let n = 12;
         nodes(env, &ns, 2, 2).await;
         deployment(env, &ns, "web", n, json!({})).await;
         wait_running(env, &ns, "web", n as usize).await;
-        let mut a = Operator::start(env, Options::new("p-a")).await;
+        let mut a = Operator::start(env, Options::new("r-a")).await;
         a.wait_ready().await;
-        eventually(Duration::from_secs(30), "p-a leads", || async { a.is_leader().await }).await;
-        let b = Operator::start(env, Options::new("p-b")).await;
+        eventually(Duration::from_secs(30), "r-a leads", || async { a.is_leader().await }).await;
+        let b = Operator::start(env, Options::new("r-b")).await;
         b.wait_ready().await;
-        // from here on p-b's pod cache sees none of the changes p-a makes
+        // from here on r-b's pod cache sees none of the changes r-a makes
         b.proxy.hold_pod_watch(true);
         apply_policy(env, &ns, "web", spot_first("web")).await;
         wait_costs_landed(env, &ns, "web", "web").await;
@@ -1722,21 +1742,21 @@ async fn p_handover(env: &'static Env) {
         a.signal(libc::SIGTERM);
         a.wait_exit(Duration::from_secs(15))
             .await
-            .unwrap_or_else(|| panic!("p-a did not exit"));
-        // the Lease says so: p-b's leader gauge waits for its writer, which
+            .unwrap_or_else(|| panic!("r-a did not exit"));
+        // the Lease says so: r-b's leader gauge waits for its writer, which
         // waits for its cache
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(env.client.clone(), &env.system_ns);
         let lease = format!("deletion-cost-{}", env.run);
-        eventually(Duration::from_secs(30), "p-b takes the Lease", || async {
+        eventually(Duration::from_secs(30), "r-b takes the Lease", || async {
             leases.get_opt(&lease).await.ok().flatten().and_then(|l| l.spec?.holder_identity).as_deref()
-                == Some("p-b")
+                == Some("r-b")
         })
         .await;
         tokio::time::sleep(SECOND).await;
-        assert!(!b.is_leader().await, "p-b writes although its cache lags");
+        assert!(!b.is_leader().await, "r-b writes although its cache lags");
         b.proxy.hold_pod_watch(false);
-        eventually(Duration::from_secs(10), "p-b writes once its cache caught up", || async {
+        eventually(Duration::from_secs(10), "r-b writes once its cache caught up", || async {
             b.is_leader().await
         })
         .await;
@@ -1750,7 +1770,7 @@ async fn p_handover(env: &'static Env) {
         let pods_path = format!("/namespaces/{ns}/pods/");
         let mut per_pod: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in env.recorder.entries().into_iter().filter(|e| {
-            (e.operator == "p-a" || e.operator == "p-b")
+            (e.operator == "r-a" || e.operator == "r-b")
                 && e.method == "PATCH"
                 && e.status == 200
                 && e.path.contains(&pods_path)
@@ -1767,20 +1787,20 @@ async fn p_handover(env: &'static Env) {
             .and_then(Value::as_u64)
             .unwrap_or_default();
         eprintln!(
-            "p: {} pods written: {} by p-a, {} by p-b; written twice: {}; p-b's cache was behind a quorum read for {behind} pods when it took over",
+            "r: {} pods written: {} by r-a, {} by r-b; written twice: {}; r-b's cache was behind a quorum read for {behind} pods when it took over",
             per_pod.len(),
-            by("p-a"),
-            by("p-b"),
+            by("r-a"),
+            by("r-b"),
             twice.len()
         );
         assert_eq!(per_pod.len(), n as usize + 2, "{per_pod:?}");
         assert!(twice.is_empty(), "written more than once across the handover: {twice:?}");
-        assert_eq!(by("p-b"), 2, "the new leader wrote other pods than the new ones: {per_pod:?}");
-        assert!(behind > 0, "p-b's cache was not behind when it took over: the scenario tested nothing");
+        assert_eq!(by("r-b"), 2, "the new leader wrote other pods than the new ones: {per_pod:?}");
+        assert!(behind > 0, "r-b's cache was not behind when it took over: the scenario tested nothing");
         drop(b);
     })
     .await;
-    finished("p");
+    finished("r");
 }
 
 /// k. The install manifests: the CRD kustomization, every overlay alone and

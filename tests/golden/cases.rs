@@ -4,7 +4,7 @@
 //! Each cluster comes from the generator in `cluster.rs` (fixed size and
 //! seed), sometimes altered (pods sharing a UID, pods won by another policy,
 //! a ReplicaSet and nodes missing from the snapshot, pods listed out of
-//! order). Each case plans it with one policy and one set of options; some
+//! order, the autoscalers' annotations). Each case plans it with one policy and one set of options; some
 //! plan a second time as the operator would on its next round: once the
 //! first plan's patches landed, with its values for hysteresis and
 //! utilisation samples that moved.
@@ -37,10 +37,11 @@ use deletion_cost::signals::{SignalSamples, UtilizationSamples};
 use super::cluster::{self, Cluster};
 
 /// The golden clusters, smallest first; each has `plans/<name>.json`.
-pub const CLUSTERS: [&str; 7] = [
+pub const CLUSTERS: [&str; 8] = [
     "small",
     "ties",
     "shared-uids",
+    "autoscalers",
     "ns-1500",
     "mixed-2000",
     "shuffled-13k",
@@ -268,6 +269,21 @@ pub fn build(name: &'static str) -> Golden {
                 .map(|&p| (p, View::Assumed(Some(5)), false))
                 .collect(),
         ),
+        "autoscalers" => (
+            300,
+            17,
+            "the annotations Karpenter and the cluster-autoscaler read: nodes 1 and 4 may not be \
+             removed (scale-down-disabled, do-not-disrupt), nodes 2 and 5 each hold a pod of \
+             another namespace that keeps them (do-not-disrupt, safe-to-evict \"false\"), nodes \
+             7 and 8 values that keep nothing; every 9th web pod carries a cost Karpenter \
+             manages, the 10th only its marker",
+            vec![
+                ("lexicographic", View::Assumed(Some(10)), true),
+                ("sum", View::Live(Some(7)), false),
+                ("overwrite-skip", View::Assumed(Some(10)), false),
+                ("no-consolidation", View::Live(Some(7)), false),
+            ],
+        ),
         "ns-1500" => (
             1500,
             3,
@@ -323,7 +339,10 @@ pub fn build(name: &'static str) -> Golden {
         ),
         other => panic!("no golden cluster {other}"),
     };
-    let c = cluster::generate(n, seed);
+    let mut c = cluster::generate(n, seed);
+    if name == "autoscalers" {
+        annotate_for_autoscalers(&mut c);
+    }
     let mut snapshot = Snapshot {
         pods: c
             .pods
@@ -400,6 +419,73 @@ fn samples(c: &Cluster, drift: f64) -> SignalSamples {
         ),
     );
     s
+}
+
+/// The annotations of the `autoscalers` cluster (see its `about`), set on
+/// the generated objects before they are read as the planner reads them.
+fn annotate_for_autoscalers(c: &mut Cluster) {
+    use deletion_cost::annotations::{
+        CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_MANAGED_COST,
+        POD_DELETION_COST,
+    };
+    let set = |a: &mut Option<std::collections::BTreeMap<String, String>>, k: &str, v: &str| {
+        a.get_or_insert_with(Default::default)
+            .insert(k.to_string(), v.to_string());
+    };
+    for (i, k, v) in [
+        (1, CA_SCALE_DOWN_DISABLED, "true"),
+        (4, KARPENTER_DO_NOT_DISRUPT, "true"),
+        (7, KARPENTER_DO_NOT_DISRUPT, "false"),
+    ] {
+        set(&mut c.nodes[i].metadata.annotations, k, v);
+    }
+    let node_name = |i: usize| c.nodes[i].metadata.name.clone();
+    for (i, k, v) in [
+        (2, KARPENTER_DO_NOT_DISRUPT, "true"),
+        (5, CA_SAFE_TO_EVICT, "false"),
+        (8, CA_SAFE_TO_EVICT, "true"),
+    ] {
+        let node = node_name(i);
+        let pod = c
+            .pods
+            .iter_mut()
+            .find(|p| {
+                p.metadata.namespace.as_deref() != Some(cluster::NAMESPACE)
+                    && p.metadata.deletion_timestamp.is_none()
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.spec.as_ref().and_then(|s| s.node_name.clone()) == node
+            })
+            .expect("an active pod of another namespace on the node");
+        set(&mut pod.metadata.annotations, k, v);
+    }
+    let web = c.pods.iter_mut().filter(|p| {
+        p.metadata.namespace.as_deref() == Some(cluster::NAMESPACE)
+            && p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .map(String::as_str)
+                == Some("web")
+    });
+    for (i, pod) in web.enumerate() {
+        if i % 9 == 0 {
+            set(
+                &mut pod.metadata.annotations,
+                KARPENTER_MANAGED_COST,
+                "true",
+            );
+            set(&mut pod.metadata.annotations, POD_DELETION_COST, "-1000");
+        } else if i == 10 {
+            set(
+                &mut pod.metadata.annotations,
+                KARPENTER_MANAGED_COST,
+                "true",
+            );
+            if let Some(a) = pod.metadata.annotations.as_mut() {
+                a.remove(POD_DELETION_COST);
+            }
+        }
+    }
 }
 
 /// Names of every `n`-th pod, the first included.
@@ -546,16 +632,19 @@ fn pod_line(p: &PodPlan) -> String {
         })
         .collect();
     let current = match (&p.current_raw, &p.owner) {
+        (None, CostOwner::Karpenter) => "none (Karpenter's)".to_string(),
         (None, _) => "none".to_string(),
         (Some(raw), CostOwner::Ours) => format!("{raw:?}"),
         (Some(raw), CostOwner::Foreign(None)) => format!("{raw:?} (foreign)"),
         (Some(raw), CostOwner::Foreign(Some(w))) => format!("{raw:?} (foreign: {w})"),
         (Some(raw), CostOwner::None) => format!("{raw:?} (no owner)"),
+        (Some(raw), CostOwner::Karpenter) => format!("{raw:?} (Karpenter's)"),
     };
     let action = match &p.action {
         CostAction::Unchanged => "unchanged".to_string(),
         CostAction::Patch(c) => format!("set {c}"),
         CostAction::KeepForeign => "keep (foreign)".to_string(),
+        CostAction::KeepKarpenter => "keep (Karpenter's)".to_string(),
         CostAction::KeepLastValue(why) => format!("keep ({why})"),
     };
     format!("{} [{}] {current} -> {action}", p.name, signals.join(" "))
@@ -569,7 +658,7 @@ fn render_plan(case: &str, plan: &Plan) -> Value {
         .map(|x| format!("{} {}", x.pod, x.cost))
         .collect();
     let replica_sets: Vec<Value> = plan.replica_sets.iter().map(render_replica_set).collect();
-    json!({
+    let mut out = json!({
         "case": case,
         "digest": digest(&everything(plan)),
         "pods": listing(pods),
@@ -578,7 +667,12 @@ fn render_plan(case: &str, plan: &Plan) -> Value {
         "inactive": listing(plan.inactive.clone()),
         "warnings": plan.warnings,
         "replicaSets": replica_sets,
-    })
+    });
+    // only plans over nodes an autoscaler may not remove carry the key
+    if !plan.blocked_nodes.is_empty() {
+        out["blockedNodes"] = plan.blocked_nodes.iter().map(|n| n.to_string()).collect();
+    }
+    out
 }
 
 fn render_replica_set(rs: &ReplicaSetPlan) -> Value {
@@ -674,6 +768,7 @@ fn everything(plan: &Plan) -> Vec<String> {
     }
     out.extend(plan.inactive.iter().map(|i| format!("inactive {i}")));
     out.extend(plan.warnings.iter().map(|w| format!("warning {w}")));
+    out.extend(plan.blocked_nodes.iter().map(|n| format!("blocked {n:?}")));
     out
 }
 

@@ -41,7 +41,7 @@ struct Crossing {
 
 fn expected_crossing(name: &str) -> Crossing {
     let (namespace_parallel, scan_parallel, scan_chunks, cost_chunks, sort_chunks) = match name {
-        "small" | "ties" | "shared-uids" => (false, false, 1, 1, 1),
+        "small" | "ties" | "shared-uids" | "autoscalers" => (false, false, 1, 1, 1),
         "ns-1500" => (true, false, 1, 1, 1),
         "mixed-2000" => (true, true, 1, 1, 1),
         "shuffled-13k" => (true, true, 2, 3, 2),
@@ -234,6 +234,11 @@ fn ties() {
 #[test]
 fn shared_uids() {
     check("shared-uids");
+}
+
+#[test]
+fn autoscalers() {
+    check("autoscalers");
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn node<'a>(name: &'a str, class: Option<&str>, instance_type: Option<&'a str>) 
         instance_type,
         cpu_millicores: Some(2000),
         memory_bytes: Some(8 << 30),
+        blockers: Vec::new(),
     }
 }
 
@@ -36,6 +37,7 @@ fn pod<'a>(namespace: &'a str, name: &'a str, node: &'a str) -> PodFacts<'a> {
         node,
         active: true,
         daemon_set: false,
+        blocker: None,
     }
 }
 
@@ -347,11 +349,13 @@ fn the_billing_class_is_read_as_the_policys_signal_reads_it() {
 }
 
 /// Facts for the property test: node `i` is `n{i}`; pods name `n6` (in no
-/// snapshot) or no node at all.
+/// snapshot) or no node at all. A node's flag: it carries an annotation
+/// that keeps it; a pod's last flag: so does the pod (counted only when it
+/// is active and scheduled, as the facts read from pods are).
 #[derive(Debug, Clone)]
 struct World {
-    nodes: Vec<(Option<&'static str>, Option<&'static str>)>,
-    pods: Vec<(usize, usize, bool, bool)>,
+    nodes: Vec<(Option<&'static str>, Option<&'static str>, bool)>,
+    pods: Vec<(usize, usize, bool, bool, bool)>,
     policy: Vec<bool>,
     upstream: Vec<bool>,
     classes: Vec<(&'static str, u32)>,
@@ -365,8 +369,17 @@ fn world() -> impl Strategy<Value = World> {
     let class = prop::option::of(prop::sample::select(vec!["spot", "on-demand", "payg"]));
     let itype = prop::option::of(prop::sample::select(vec!["a", "b"]));
     (
-        prop::collection::vec((class, itype), 0..6),
-        prop::collection::vec((0..2usize, 0..8usize, any::<bool>(), any::<bool>()), 0..16),
+        prop::collection::vec((class, itype, prop::bool::weighted(0.2)), 0..6),
+        prop::collection::vec(
+            (
+                0..2usize,
+                0..8usize,
+                any::<bool>(),
+                any::<bool>(),
+                prop::bool::weighted(0.15),
+            ),
+            0..16,
+        ),
         prop::collection::vec(
             (
                 prop::sample::select(vec!["spot", "on-demand", "payg"]),
@@ -400,26 +413,112 @@ fn world() -> impl Strategy<Value = World> {
         })
 }
 
+fn node_blocker() -> Blocker {
+    Blocker {
+        pod: None,
+        annotation: crate::annotations::CA_SCALE_DOWN_DISABLED,
+        value: "true",
+    }
+}
+
+fn pod_blocker_of(ns: &str, name: &str) -> Blocker {
+    Blocker {
+        pod: Some(format!("{ns}/{name}")),
+        annotation: crate::annotations::KARPENTER_DO_NOT_DISRUPT,
+        value: "true",
+    }
+}
+
+#[test]
+fn a_node_an_autoscaler_may_not_remove_is_not_freed() {
+    let mut kept_node = node("od-c", Some("on-demand"), None);
+    kept_node.blockers.push(node_blocker());
+    let nodes = [
+        node("od-a", Some("on-demand"), None),
+        node("od-b", Some("on-demand"), None),
+        kept_node,
+        node("od-d", Some("on-demand"), None),
+    ];
+    let mut batch = pod("jobs", "batch-x", "od-a");
+    batch.blocker = Some(pod_blocker_of("jobs", "batch-x"));
+    // a DaemonSet pod keeps no node, but its do-not-disrupt does (Karpenter)
+    let mut agent = pod("kube-system", "agent-d", "od-d");
+    agent.daemon_set = true;
+    agent.blocker = Some(pod_blocker_of("kube-system", "agent-d"));
+    // a victim that carries one takes it away with it
+    let mut leaving = pod("shop", "web-b", "od-b");
+    leaving.blocker = Some(pod_blocker_of("shop", "web-b"));
+    let pods = [
+        pod("shop", "web-a", "od-a"),
+        batch,
+        leaving,
+        pod("shop", "web-c", "od-c"),
+        pod("shop", "web-d", "od-d"),
+        agent,
+    ];
+    let p = prices("billingClasses: {on-demand: 0.40}");
+    let s = compute(
+        &nodes,
+        &pods,
+        &p,
+        &victims(&["web-a", "web-b", "web-c", "web-d"]),
+        &victims(&[]),
+    );
+    assert_eq!(freed(&s.policy), ["od-b"]);
+    assert_eq!(s.policy.hourly, money("0.40"));
+    let why: Vec<String> = s
+        .policy
+        .not_removable
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    // od-a is not emptied at all: batch-x, active, stays on it
+    assert_eq!(
+        why,
+        [
+            "od-c cannot be removed: the node has cluster-autoscaler.kubernetes.io/scale-down-disabled",
+            "od-d cannot be removed: kube-system/agent-d has karpenter.sh/do-not-disrupt",
+        ]
+    );
+    // only emptied nodes are named
+    let s = compute(&nodes, &pods, &p, &victims(&["web-c"]), &victims(&[]));
+    assert!(s.policy.freed_nodes.is_empty());
+    assert_eq!(s.policy.not_removable.len(), 1);
+    assert_eq!(s.policy.not_removable[0].node, "od-c");
+    let s = compute(&nodes, &pods, &p, &victims(&["web-d"]), &victims(&[]));
+    assert_eq!(s.policy.not_removable[0].node, "od-d");
+    let json = serde_json::to_value(&s.policy).unwrap();
+    assert_eq!(json["notRemovable"][0]["node"], "od-d");
+    assert!(serde_json::to_value(&s.upstream)
+        .unwrap()
+        .get("notRemovable")
+        .is_none());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn savings_keep_their_invariants(w in world()) {
         let names: Vec<String> = (0..w.pods.len()).map(|i| format!("p{i}")).collect();
-        let nodes: Vec<NodeFacts> = w.nodes.iter().enumerate().map(|(i, (class, itype))| NodeFacts {
+        let nodes: Vec<NodeFacts> = w.nodes.iter().enumerate().map(|(i, (class, itype, kept))| NodeFacts {
             name: NODE_NAMES[i],
             billing_class: class.map(str::to_string),
             instance_type: *itype,
             cpu_millicores: Some(1000 * i as u64),
             memory_bytes: (i % 2 == 0).then_some(1 << 30),
+            blockers: if *kept { vec![node_blocker()] } else { Vec::new() },
         }).collect();
-        let pods: Vec<PodFacts> = w.pods.iter().enumerate().map(|(i, &(ns, node, active, ds))| PodFacts {
+        let pods: Vec<PodFacts> = w.pods.iter().enumerate().map(|(i, &(ns, node, active, ds, keeps))| PodFacts {
             namespace: NAMESPACES[ns],
             name: &names[i],
             node: NODE_NAMES[node],
             active,
             daemon_set: ds,
+            blocker: (keeps && active && !NODE_NAMES[node].is_empty())
+                .then(|| pod_blocker_of(NAMESPACES[ns], &names[i])),
         }).collect();
+        let node_kept = |n: &str| nodes.iter().any(|f| f.name == n && !f.blockers.is_empty());
         // victims are active pods that are not DaemonSet pods, as upstream's are
         let pick = |mask: &[bool]| Victims {
             pods: pods.iter().zip(mask).filter(|(p, &m)| m && p.keeps_node()).map(|(p, _)| (p.namespace, p.name)).collect(),
@@ -446,11 +545,17 @@ proptest! {
             for pod in pods.iter().filter(|p| freed.contains(p.node)) {
                 prop_assert!(!pod.keeps_node() || victim.contains(&(pod.namespace, pod.name)));
             }
-            // and every node hosting a victim that nothing else keeps is freed
+            // and every node hosting a victim that nothing else keeps is
+            // freed, unless an annotation keeps it: then it is named
+            let not_removable: BTreeSet<&str> = choice.not_removable.iter().map(|n| n.node.as_str()).collect();
             for n in &hosting {
-                let kept = pods.iter().any(|p| p.node == *n && p.keeps_node() && !victim.contains(&(p.namespace, p.name)));
-                prop_assert_eq!(freed.contains(n), !kept);
+                let stays = |p: &&PodFacts| p.node == *n && !victim.contains(&(p.namespace, p.name));
+                let kept = pods.iter().filter(stays).any(|p| p.keeps_node());
+                let blocked = node_kept(n) || pods.iter().filter(stays).any(|p| p.blocker.is_some());
+                prop_assert_eq!(freed.contains(n), !kept && !blocked, "{}", n);
+                prop_assert_eq!(not_removable.contains(n), !kept && blocked, "{}", n);
             }
+            prop_assert!(not_removable.is_subset(&hosting));
             // sums: the priced nodes, the month, the classes
             let priced: Money = choice.freed_nodes.iter().filter_map(|n| n.hourly).sum();
             prop_assert_eq!(choice.hourly, priced);

@@ -6,8 +6,9 @@
 //! Each namespace mixes two ReplicaSets of Deployment `web`, one of `db`,
 //! bare pods and pods of another namespace; pods are on spot, on-demand,
 //! unlabelled, missing or no nodes, Ready or not, Running, Pending,
-//! finished or terminating, and carry no cost, this policy's, a foreign one
-//! or one that does not parse. Times come from a few values, so pods tie
+//! finished or terminating, and carry no cost, this policy's, a foreign one,
+//! Karpenter's or one that does not parse; a few carry an annotation that
+//! keeps their node from an autoscaler, and a node may carry one itself. Times come from a few values, so pods tie
 //! and share log2 buckets. Up to 150 pods: the tests' chunks (16 and 64
 //! pods) are crossed.
 
@@ -16,7 +17,10 @@ use std::cell::Cell;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
 use super::*;
-use crate::annotations::POLICY_ANNOTATION;
+use crate::annotations::{
+    CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, KARPENTER_MANAGED_COST,
+    POLICY_ANNOTATION,
+};
 use crate::comparator::{parse_deletion_cost, Rule};
 use crate::policy::OnSignalMissing;
 use deletion_cost_testkit::shuffle;
@@ -44,8 +48,11 @@ struct PodShape {
     created: usize,
     ready_since: usize,
     restarts: i32,
-    /// 0: none, 1: this policy's, 2: foreign, 3: another policy's.
+    /// 0: none, 1: this policy's, 2: foreign, 3: another policy's, 4:
+    /// Karpenter's.
     cost: u8,
+    /// 0: nothing, 1: `do-not-disrupt`, 2: `safe-to-evict: "false"`.
+    keeps_node: u8,
     value: usize,
     /// Utilisation sample (`None`: none).
     sample: Option<f64>,
@@ -61,7 +68,10 @@ fn arb_pod() -> impl Strategy<Value = PodShape> {
         0..TIMES.len(),
         0..TIMES.len(),
         prop_oneof![6 => Just(0), 1 => 1i32..4],
-        0u8..4,
+        (
+            0u8..5,
+            prop_oneof![12 => Just(0u8), 1 => Just(1), 1 => Just(2)],
+        ),
         0..COSTS.len(),
         prop_oneof![
             1 => Just(None),
@@ -79,7 +89,7 @@ fn arb_pod() -> impl Strategy<Value = PodShape> {
                 created,
                 ready_since,
                 restarts,
-                cost,
+                (cost, keeps_node),
                 value,
                 sample,
             )| PodShape {
@@ -92,6 +102,7 @@ fn arb_pod() -> impl Strategy<Value = PodShape> {
                 ready_since,
                 restarts,
                 cost,
+                keeps_node,
                 value,
                 sample,
             },
@@ -132,12 +143,18 @@ fn build_pod(i: usize, s: &PodShape) -> Pod {
         pod_labels.insert("hash".into(), rs.rsplit('-').next().unwrap().into());
     }
     let value = COSTS[s.value];
-    let annotations = match s.cost {
+    let mut annotations = match s.cost {
         0 => vec![],
         1 => vec![(POD_DELETION_COST, value), (POLICY_ANNOTATION, "web")],
         2 => vec![(POD_DELETION_COST, value)],
-        _ => vec![(POD_DELETION_COST, value), (POLICY_ANNOTATION, "other")],
+        3 => vec![(POD_DELETION_COST, value), (POLICY_ANNOTATION, "other")],
+        _ => vec![(POD_DELETION_COST, value), (KARPENTER_MANAGED_COST, "true")],
     };
+    match s.keeps_node {
+        1 => annotations.push((KARPENTER_DO_NOT_DISRUPT, "true")),
+        2 => annotations.push((CA_SAFE_TO_EVICT, "false")),
+        _ => {}
+    }
     let ready_since = NOW_SECS - 3_600 - TIMES[s.ready_since];
     Pod {
         metadata: ObjectMeta {
@@ -338,8 +355,9 @@ fn arb_world() -> impl Strategy<Value = World> {
         arb_options(),
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(specs, policy, opts, exclude, drop_old)| {
+        .prop_map(|(specs, policy, opts, exclude, drop_old, pin_od_1)| {
             let pods: Vec<Pod> = specs
                 .iter()
                 .enumerate()
@@ -375,6 +393,11 @@ fn arb_world() -> impl Strategy<Value = World> {
                     ("topology.kubernetes.io/zone", "c"),
                 ],
             );
+            if pin_od_1 {
+                let mut n = (*snapshot.nodes[2]).clone();
+                n.metadata.annotations = Some(labels(&[(CA_SCALE_DOWN_DISABLED, "true")]));
+                snapshot.nodes[2] = std::sync::Arc::new(n);
+            }
             snapshot.replica_sets = vec![
                 replica_set("web-abc", "web", "abc"),
                 replica_set("db-xyz", "db", "xyz"),
@@ -504,6 +527,10 @@ proptest! {
                     prop_assert_eq!(p.current, d);
                 }
                 CostAction::KeepForeign => prop_assert_eq!(p.desired, None),
+                CostAction::KeepKarpenter => {
+                    prop_assert_eq!(p.desired, None);
+                    prop_assert_eq!(&p.owner, &CostOwner::Karpenter);
+                }
                 CostAction::KeepLastValue(_) => {
                     prop_assert_eq!(p.desired, None);
                     prop_assert_eq!(w.policy.spec.on_signal_missing, OnSignalMissing::KeepLastValue);
@@ -517,14 +544,18 @@ proptest! {
 
     /// With `respectForeignCosts`, a cost someone else wrote (another
     /// policy included) is kept and never patched; without it, taken over.
+    /// Karpenter's is kept either way.
     #[test]
     fn foreign_costs_are_kept_when_respected(w in arb_world()) {
         let plan = w.plan();
         let respect = w.policy.spec.respect_foreign_costs;
         for p in &plan.pods {
             let foreign = matches!(p.owner, CostOwner::Foreign(_));
+            let karpenters = w.pod(&p.name).ours.autoscaler.karpenter_cost;
+            prop_assert_eq!(p.owner == CostOwner::Karpenter, karpenters, "{}", p.name);
             prop_assert_eq!(p.action == CostAction::KeepForeign, foreign && respect, "{}: {:?}", p.name, p.action);
-            if foreign && respect {
+            prop_assert_eq!(p.action == CostAction::KeepKarpenter, karpenters, "{}: {:?}", p.name, p.action);
+            if (foreign && respect) || karpenters {
                 prop_assert_eq!(p.intended(), p.current);
                 prop_assert!(!plan.patches.iter().any(|x| x.pod == p.name));
             }
@@ -691,6 +722,47 @@ proptest! {
             });
             if healthy && w.opts.gates.pod_deletion_cost && rs.ambiguous.is_empty() {
                 prop_assert_eq!(rs.verdict, Verdict::AsIntended, "{:?}", rs.mismatches);
+            }
+        }
+    }
+
+    /// A node no autoscaler may remove (its own annotation, or an active
+    /// pod of any namespace on it with one) is named with the plan when a
+    /// selected pod runs there, and `nodeConsolidation` gives its pods the
+    /// value of a full node; other nodes' pods keep their count.
+    #[test]
+    fn nodes_no_autoscaler_may_remove_are_drained_last(w in arb_world()) {
+        let plan = w.plan();
+        let kept_by_pods: BTreeSet<&str> = w.snapshot.pods.iter()
+            .filter(|p| crate::comparator::is_pod_active(*p))
+            .filter(|p| p.ours.autoscaler.do_not_disrupt || p.ours.autoscaler.not_safe_to_evict)
+            .map(|p| node_of(p))
+            .filter(|n| !n.is_empty())
+            .collect();
+        let kept_by_node: BTreeSet<&str> = w.snapshot.nodes.iter()
+            .filter(|n| n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CA_SCALE_DOWN_DISABLED)))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let blocked = |n: &str| kept_by_pods.contains(n) || kept_by_node.contains(n);
+        let expected: BTreeSet<&str> = plan.pods.iter().map(|p| &*p.node).filter(|n| blocked(n)).collect();
+        let named: Vec<&str> = plan.blocked_nodes.iter().map(|n| n.node.as_str()).collect();
+        prop_assert_eq!(named.iter().copied().collect::<BTreeSet<_>>(), expected);
+        prop_assert!(named.windows(2).all(|w| w[0] < w[1]), "by name, once each: {:?}", named);
+        for n in &plan.blocked_nodes {
+            prop_assert!(!n.blockers.is_empty());
+            prop_assert_eq!(n.blockers.iter().any(|b| b.pod.is_none()), kept_by_node.contains(n.node.as_str()));
+        }
+        let consolidation = w.policy.spec.signals.iter().position(|s| matches!(s, ValidatedSignal::NodeConsolidation(_)));
+        if let Some(k) = consolidation {
+            let ValidatedSignal::NodeConsolidation(c) = &w.policy.spec.signals[k] else { unreachable!() };
+            for p in &plan.pods {
+                let s = &p.signals[k];
+                if blocked(&p.node) {
+                    prop_assert_eq!(s.value, Some(i64::from(c.max_pods)), "{}", p.name);
+                    prop_assert!(s.detail.ends_with(", cannot be removed"), "{}", s.detail);
+                } else {
+                    prop_assert!(!s.detail.contains("cannot"), "{}", s.detail);
+                }
             }
         }
     }

@@ -619,6 +619,7 @@ fn arb_spec(combine: Combine) -> impl Strategy<Value = DeletionCostPolicySpec> {
             rate_limit: None,
             on_signal_missing: OnSignalMissing::KeepLastValue,
             respect_foreign_costs: true,
+            writes: Default::default(),
         })
 }
 
@@ -717,6 +718,7 @@ impl ValidatedSignal {
             rate_limit: None,
             on_signal_missing: OnSignalMissing::KeepLastValue,
             respect_foreign_costs: true,
+            writes: Default::default(),
         };
         validate(&one).unwrap().signals.remove(0)
     }

@@ -27,7 +27,7 @@ use deletion_cost_testkit::eventually;
 
 /// Node label that keeps each workload on nodes of its own, so swapping one
 /// workload's billing classes leaves the others' costs right.
-const GROUP_LABEL: &str = "e2e.deletioncost.dev/group";
+pub(super) const GROUP_LABEL: &str = "e2e.deletioncost.dev/group";
 /// Replicas each workload starts with; every scale-in removes one.
 const START: i32 = 12;
 /// Scale-ins per scaler and per webhook setting (4 scalers: 20 on, 20 off).
@@ -138,7 +138,7 @@ impl Drop for Registered {
 
 /// The four ways a workload gets scaled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Scaler {
+pub(super) enum Scaler {
     /// `kubectl scale deployment` (the real binary).
     KubectlDeployment,
     /// An update of `deployments/scale`, as the HPA sends it.
@@ -150,7 +150,7 @@ enum Scaler {
 }
 
 impl Scaler {
-    const ALL: [Scaler; 4] = [
+    pub(super) const ALL: [Scaler; 4] = [
         Scaler::KubectlDeployment,
         Scaler::HpaScale,
         Scaler::GitOps,
@@ -158,7 +158,7 @@ impl Scaler {
     ];
 
     /// Its workload (a Deployment, or the bare ReplicaSet).
-    fn app(self) -> &'static str {
+    pub(super) fn app(self) -> &'static str {
         match self {
             Scaler::KubectlDeployment => "kubectl",
             Scaler::HpaScale => "hpa",
@@ -167,14 +167,14 @@ impl Scaler {
         }
     }
 
-    fn kind(self) -> &'static str {
+    pub(super) fn kind(self) -> &'static str {
         match self {
             Scaler::KubectlBareReplicaSet => "ReplicaSet",
             _ => "Deployment",
         }
     }
 
-    fn describe(self) -> &'static str {
+    pub(super) fn describe(self) -> &'static str {
         match self {
             Scaler::KubectlDeployment => "kubectl scale deployment",
             Scaler::HpaScale => "PUT deployments/scale (HPA)",
@@ -185,7 +185,7 @@ impl Scaler {
 }
 
 /// Runs the real `kubectl` with the suite's KUBECONFIG; its stdout.
-async fn kubectl(args: &[&str]) -> String {
+pub(super) async fn kubectl(args: &[&str]) -> String {
     let out = tokio::process::Command::new("kubectl")
         .args(args)
         .output()
@@ -205,7 +205,7 @@ fn is_conflict(e: &kube::Error) -> bool {
 
 /// Scales `scaler`'s workload to `replicas`: the time of the request that
 /// scales (for kubectl the whole command, its start included).
-async fn scale_with(env: &Env, ns: &str, scaler: Scaler, replicas: i32) -> Duration {
+pub(super) async fn scale_with(env: &Env, ns: &str, scaler: Scaler, replicas: i32) -> Duration {
     let app = scaler.app();
     let deployments = Api::<Deployment>::namespaced(env.client.clone(), ns);
     let to = format!("--replicas={replicas}");
@@ -304,7 +304,7 @@ async fn workload_nodes(env: &Env, ns: &str, app: &str) -> (Vec<String>, Vec<Str
 }
 
 /// `app`'s pods: on its own nodes, spread over them (one more on a node at most).
-fn spread_template(ns: &str, app: &str) -> Value {
+pub(super) fn spread_template(ns: &str, app: &str) -> Value {
     let mut template = pod_template(ns, app);
     template["spec"]["nodeSelector"] = json!({POOL_LABEL: ns, GROUP_LABEL: app});
     template["spec"]["topologySpreadConstraints"] = json!([{
@@ -517,7 +517,7 @@ async fn scale_in(env: &Env, ns: &str, w: &mut Workload, webhook: bool) -> Round
 }
 
 /// Nearest-rank percentile of `xs` (sorted here), in milliseconds.
-fn percentile_ms(xs: &[Duration], p: f64) -> f64 {
+pub(super) fn percentile_ms(xs: &[Duration], p: f64) -> f64 {
     let mut v: Vec<f64> = xs.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     v.sort_by(f64::total_cmp);
     if v.is_empty() {

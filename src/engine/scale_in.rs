@@ -1,0 +1,604 @@
+//! A scale-in made exact, end to end, behind one call
+//! ([`Engine::scale_in`]): signals read now, the minimal correction
+//! ([`crate::plan::correction`]) written ahead of every other write, the
+//! wait until the pod cache shows it, a settle as long as the cache took,
+//! and the pods that will go. The hook and the webhook parse their request,
+//! make this one call and map its answer.
+//!
+//! One scale-in reaches the operator more than once: a Deployment's new
+//! scale is followed by the Deployment controller's update of its
+//! ReplicaSet, and a hook caller's own scale update follows the hook's
+//! answer. Those calls get the first call's answer at once (outcome
+//! `shared`): one signal read, one wait, whatever the number of calls.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{timeout_at, Instant};
+
+use super::round::Hold;
+use super::{key_of, Engine, FreshBy, Managed, ManagingError, WorkloadRef};
+use crate::comparator::is_pod_active;
+use crate::owner::controller_of_kind;
+use crate::plan::correction::Unreachable;
+use crate::plan::{Plan, ReplicaSetCorrection, ScaleInTarget};
+use crate::policy::TargetKind;
+use crate::writes::{PatchRequest, PodRef, Priority, WriteOutcome, WriteState};
+
+/// How long a scale-in's answer serves the calls that belong to it (the
+/// Deployment controller's ReplicaSet update, a hook caller's own scale
+/// update), as long as none of its victims has gone yet.
+pub const SHARED_FOR: Duration = Duration::from_secs(30);
+
+/// How long background rounds leave a scale-in's pods alone: a background
+/// write landing between the correction and the ReplicaSet controller's
+/// deletions could move the cut. The controller acts within a second or
+/// two of the answer; the rest is margin for a busy control plane.
+pub const HOLD: Duration = Duration::from_secs(15);
+
+/// The shortest settle after writes: two informers of one watch cache
+/// receive an event within milliseconds of each other.
+const SETTLE_FLOOR: Duration = Duration::from_millis(20);
+
+/// Time kept at the end of a call's budget to compose its answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(100);
+
+/// How often the pod cache is read while waiting for the writes.
+const POLL: Duration = Duration::from_millis(5);
+
+/// One call that scales a workload in.
+#[derive(Debug, Clone)]
+pub struct ScaleInCall {
+    /// The workload.
+    pub workload: WorkloadRef,
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas after.
+    pub to: i32,
+    /// Who asks.
+    pub caller: FreshBy,
+    /// The Deployment controller resizing a ReplicaSet: the second call of
+    /// a Deployment's scale-in when one was just seen.
+    pub follow_up: bool,
+    /// When the answer is due.
+    pub deadline: Instant,
+    /// The longest settle after the cache shows the writes.
+    pub settle_cap: Duration,
+}
+
+/// What a scale-in call achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleInOutcome {
+    /// Signals were read now and the writes the scale-in needed (none when
+    /// the costs already put the right pods first) landed and are in the
+    /// cache: the pods named go.
+    Fresh,
+    /// This replica does not lead.
+    NotLeader,
+    /// No policy manages the workload.
+    NoPolicy(String),
+    /// Nothing written, and why (dry run, signals unavailable, writer
+    /// starting).
+    Held(Hold),
+    /// Finding the workload's policy or planning it failed.
+    PlannerFailed(String),
+    /// Some writes were refused.
+    WritesFailed {
+        /// How many.
+        failed: usize,
+    },
+    /// The deadline came first.
+    OverBudget {
+        /// What it was doing.
+        phase: &'static str,
+        /// Writes that had not landed (or not shown in the cache).
+        missing: usize,
+    },
+    /// No writes can make exactly the policy's pods go (foreign costs,
+    /// the feature gate): the best effort landed.
+    Unreachable(Unreachable),
+}
+
+impl ScaleInOutcome {
+    /// The metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ScaleInOutcome::Fresh => "fresh",
+            ScaleInOutcome::NotLeader => "follower",
+            ScaleInOutcome::NoPolicy(_) => "no_policy",
+            ScaleInOutcome::Held(Hold::DryRun) => "dry_run",
+            ScaleInOutcome::Held(Hold::SignalsUnavailable(_)) => "signals_unavailable",
+            ScaleInOutcome::Held(Hold::NotLeader) => "follower",
+            ScaleInOutcome::Held(Hold::WriterStarting) => "writer_starting",
+            ScaleInOutcome::PlannerFailed(_) => "planner_failed",
+            ScaleInOutcome::WritesFailed { .. } => "writes_failed",
+            ScaleInOutcome::OverBudget { .. } => "budget_exceeded",
+            ScaleInOutcome::Unreachable(_) => "unreachable",
+        }
+    }
+
+    /// Why the pods deleted may not be the ones the policy wants, if so.
+    pub fn warning(&self) -> Option<String> {
+        let why = match self {
+            ScaleInOutcome::Fresh | ScaleInOutcome::NoPolicy(_) => {
+                return None
+            }
+            ScaleInOutcome::NotLeader => {
+                "reached a replica that does not lead, costs not refreshed".to_string()
+            }
+            ScaleInOutcome::Held(hold) => hold.to_string(),
+            ScaleInOutcome::PlannerFailed(e) => e.clone(),
+            ScaleInOutcome::WritesFailed { failed } => format!("{failed} cost write(s) failed"),
+            ScaleInOutcome::OverBudget { phase, missing } => format!(
+                "costs not fresh within the budget ({phase}; {missing} write(s) missing); the pods named are predicted from the costs as they stand"
+            ),
+            ScaleInOutcome::Unreachable(u) => format!("no cost write can make it exact: {u}"),
+        };
+        Some(format!(
+            "deletion-cost: {why}; the pods deleted may not be the ones the policy intends"
+        ))
+    }
+}
+
+/// A scale-in call's answer. Calls of one scale-in share it (`shared`).
+#[derive(Debug, Clone)]
+pub struct ScaleInAnswer {
+    /// What happened.
+    pub outcome: ScaleInOutcome,
+    /// The answer is the scale-in's first call's, shared with this call.
+    pub shared: bool,
+    /// The workload, its policy, ReplicaSets and pods (when one manages it).
+    pub managed: Option<Managed>,
+    /// The pods predicted to go, per ReplicaSet of the workload: the
+    /// policy's once its writes landed, else those the costs as they stand
+    /// pick.
+    pub victims: Vec<(String, Vec<Arc<str>>)>,
+    /// The correction of each ReplicaSet.
+    pub corrections: Vec<ReplicaSetCorrection>,
+    /// The policy's plan over the pods as they were (fresh signals).
+    pub plan: Option<Arc<Plan>>,
+    /// Writes sent.
+    pub writes: usize,
+    /// Writes that landed.
+    pub landed: usize,
+    /// Writes whose pod was gone.
+    pub gone: usize,
+    /// Writes refused: pod and error.
+    pub failed: Vec<(String, String)>,
+    /// From sending the writes to the cache showing them.
+    pub observed_after: Option<Duration>,
+    /// The settle waited after that.
+    pub settled: Duration,
+}
+
+impl ScaleInAnswer {
+    fn bare(outcome: ScaleInOutcome) -> Self {
+        ScaleInAnswer {
+            outcome,
+            shared: false,
+            managed: None,
+            victims: Vec::new(),
+            corrections: Vec::new(),
+            plan: None,
+            writes: 0,
+            landed: 0,
+            gone: 0,
+            failed: Vec::new(),
+            observed_after: None,
+            settled: Duration::ZERO,
+        }
+    }
+
+    /// The metric label: `shared` for a call that shares the first's
+    /// answer, else the outcome's.
+    pub fn label(&self) -> &'static str {
+        if self.shared {
+            "shared"
+        } else {
+            self.outcome.label()
+        }
+    }
+
+    /// The policy, as `namespace/name`.
+    pub fn policy(&self) -> Option<String> {
+        self.managed.as_ref().map(|m| m.resolved.key())
+    }
+
+    /// The victims as `replicaset/pod`, comma-separated.
+    pub fn victims_list(&self) -> String {
+        self.victims
+            .iter()
+            .flat_map(|(rs, v)| v.iter().map(move |p| format!("{rs}/{p}")))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// A scale-in being made exact or just made so, and its answer.
+struct Entry {
+    from: i32,
+    to: i32,
+    at: Instant,
+    answer: watch::Receiver<Option<Arc<ScaleInAnswer>>>,
+}
+
+/// The scale-ins of the last [`SHARED_FOR`], by workload.
+#[derive(Default)]
+pub(super) struct ScaleInCalls {
+    by_workload: Mutex<HashMap<String, Entry>>,
+}
+
+/// How a call joins the scale-ins in progress.
+enum Joined {
+    /// It starts one: send its answer here.
+    First(watch::Sender<Option<Arc<ScaleInAnswer>>>),
+    /// It belongs to this one.
+    Shared(watch::Receiver<Option<Arc<ScaleInAnswer>>>),
+}
+
+impl Engine {
+    /// Makes a scale-in exact (see the module docs) and answers by
+    /// `call.deadline`; the work goes on past it when it must (writes that
+    /// are queued still land).
+    pub async fn scale_in(self: &Arc<Self>, call: &ScaleInCall) -> Arc<ScaleInAnswer> {
+        if !self.leadership.is_leader() {
+            return Arc::new(ScaleInAnswer::bare(ScaleInOutcome::NotLeader));
+        }
+        let (tx, mut rx) = match self.join_scale_in(call) {
+            Joined::Shared(rx) => (None, rx),
+            Joined::First(tx) => {
+                let rx = tx.subscribe();
+                (Some(tx), rx)
+            }
+        };
+        let deadline = call.deadline;
+        if let Some(tx) = tx {
+            let (engine, mut call) = (self.clone(), call.clone());
+            // the work stops a moment early: its over-budget answer, which
+            // still names the pods the costs as they stand pick, is ready
+            // by the caller's deadline
+            call.deadline = deadline.checked_sub(ANSWER_MARGIN).unwrap_or(deadline);
+            // on its own task: a caller that goes away (the API server gave
+            // up) does not leave the writes half done
+            tokio::spawn(async move {
+                let answer = Arc::new(engine.make_exact(&call).await);
+                engine.after_scale_in(&call, &answer);
+                let _ = tx.send(Some(answer));
+            });
+            let got = timeout_at(deadline, rx.wait_for(Option::is_some)).await;
+            return match got {
+                Ok(Ok(a)) => (*a).clone().unwrap_or_else(over_budget),
+                _ => over_budget(),
+            };
+        }
+        let got = timeout_at(deadline, rx.wait_for(Option::is_some)).await;
+        let first = match got {
+            Ok(Ok(a)) => (*a).clone(),
+            _ => None,
+        };
+        match first {
+            Some(first) => Arc::new(ScaleInAnswer {
+                shared: true,
+                ..(*first).clone()
+            }),
+            None => Arc::new(ScaleInAnswer::bare(ScaleInOutcome::OverBudget {
+                phase: "waiting for the scale-in's first call",
+                missing: 0,
+            })),
+        }
+    }
+
+    /// Whether `call` starts a scale-in or belongs to one in progress.
+    fn join_scale_in(&self, call: &ScaleInCall) -> Joined {
+        let Ok(mut calls) = self.scale_in_calls.by_workload.lock() else {
+            return Joined::First(watch::channel(None).0);
+        };
+        let now = Instant::now();
+        calls.retain(|_, e| now.saturating_duration_since(e.at) < SHARED_FOR);
+        let key = call.workload.to_string();
+        let same = calls
+            .get(&key)
+            .filter(|e| e.from == call.from && e.to == call.to);
+        let followed = || {
+            let ns = &call.workload.namespace;
+            let rs = self.caches.replica_set(ns, &call.workload.name)?;
+            let dep = controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")?;
+            calls.get(&format!("Deployment {ns}/{}", dep.name))
+        };
+        let joined = same.or_else(|| {
+            (call.follow_up && call.workload.kind == TargetKind::ReplicaSet)
+                .then(followed)
+                .flatten()
+        });
+        if let Some(e) = joined.filter(|e| self.victims_still_here(e)) {
+            return Joined::Shared(e.answer.clone());
+        }
+        let (tx, rx) = watch::channel(None);
+        calls.insert(
+            key,
+            Entry {
+                from: call.from,
+                to: call.to,
+                at: now,
+                answer: rx,
+            },
+        );
+        Joined::First(tx)
+    }
+
+    /// Whether a scale-in has not deleted any of its pods yet: a call after
+    /// that is a new scale-in, even with the same numbers.
+    fn victims_still_here(&self, e: &Entry) -> bool {
+        let Some(answer) = e.answer.borrow().clone() else {
+            return true;
+        };
+        let Some(ns) = answer
+            .managed
+            .as_ref()
+            .map(|m| m.workload.namespace.clone())
+        else {
+            return true;
+        };
+        answer.victims.iter().flat_map(|(_, v)| v).all(|pod| {
+            self.caches
+                .pod(&ns, pod)
+                .is_some_and(|p| is_pod_active(&*p))
+        })
+    }
+
+    /// Counts and notes a finished scale-in.
+    fn after_scale_in(&self, call: &ScaleInCall, answer: &ScaleInAnswer) {
+        self.metrics.scale_in_writes(answer.writes as u64);
+        if answer.outcome == ScaleInOutcome::Fresh {
+            if let Some(managed) = &answer.managed {
+                self.note_scale_in(managed, call.caller);
+            }
+        }
+    }
+
+    /// The scale-in's work: the policy's round with fresh signals and the
+    /// correction, the writes, the wait, the settle.
+    async fn make_exact(&self, call: &ScaleInCall) -> ScaleInAnswer {
+        let managed = match self.managing(&call.workload).await {
+            Ok(m) => m,
+            Err(ManagingError::NotManaged(e)) => {
+                return ScaleInAnswer::bare(ScaleInOutcome::NoPolicy(e.to_string()))
+            }
+            Err(e) => return ScaleInAnswer::bare(ScaleInOutcome::PlannerFailed(e.to_string())),
+        };
+        let mut answer = ScaleInAnswer::bare(ScaleInOutcome::Fresh);
+        answer.managed = Some(managed.clone());
+        let over = |phase, missing| ScaleInOutcome::OverBudget { phase, missing };
+        let key = key_of(&managed.resolved);
+        let Ok(mut state) = timeout_at(call.deadline, self.policies.lock(&key)).await else {
+            answer.outcome = over("waiting for the policy's running round", 0);
+            return answer;
+        };
+        state.hold(&managed.pods, Instant::now() + HOLD);
+        let target = ScaleInTarget {
+            replica_sets: managed.replica_sets.clone(),
+            by: usize::try_from(call.from - call.to).unwrap_or(0),
+            in_flight: self.values_on_their_way(&managed),
+        };
+        let planned = self.plan_round(
+            &mut state,
+            &managed.policy,
+            &managed.resolved,
+            true,
+            Some(target),
+            Priority::Urgent,
+        );
+        let round = match timeout_at(call.deadline, planned).await {
+            Err(_) => {
+                answer.outcome = over("reading signals and planning", 0);
+                return answer;
+            }
+            Ok(Err(e)) => {
+                answer.outcome = ScaleInOutcome::PlannerFailed(e.to_string());
+                return answer;
+            }
+            Ok(Ok(r)) => r,
+        };
+        answer.victims = round
+            .corrections
+            .iter()
+            .map(|c| (c.replica_set.clone(), c.victims_if(|_| false)))
+            .collect();
+        answer.corrections = round.corrections.clone();
+        answer.plan = Some(Arc::new(round.plan.clone()));
+        let (ns, policy) = (&managed.resolved.namespace, &managed.resolved.name);
+        let requests: Vec<PatchRequest> = round
+            .corrections
+            .iter()
+            .flat_map(|c| &c.writes)
+            .map(|w| PatchRequest::set(PodRef::new(ns, &*w.pod), policy, w.cost).with_uid(&*w.uid))
+            .collect();
+        let batch = match self.submit_correction(&round, requests.clone()) {
+            Ok(b) => b,
+            Err(hold) => {
+                answer.outcome = ScaleInOutcome::Held(hold);
+                return answer;
+            }
+        };
+        drop(state);
+        answer.writes = requests.len();
+        let sent_at = Instant::now();
+        let mut landed_at = sent_at;
+        let mut shown: Vec<&PatchRequest> = Vec::new();
+        if let Some(batch) = batch {
+            let Ok(report) = timeout_at(call.deadline, batch.wait()).await else {
+                return self.over_budget(answer, "writing", &requests);
+            };
+            landed_at = Instant::now();
+            for ((pod, outcome), req) in report.outcomes.iter().zip(&requests) {
+                match outcome {
+                    WriteOutcome::Applied => {
+                        answer.landed += 1;
+                        shown.push(req);
+                    }
+                    WriteOutcome::Gone => answer.gone += 1,
+                    other => answer.failed.push((pod.name.clone(), format!("{other:?}"))),
+                }
+            }
+        }
+        let waited = timeout_at(call.deadline, async {
+            while !shown.iter().all(|r| self.cache_shows(r)) {
+                tokio::time::sleep(POLL).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            return self.over_budget(answer, "waiting for the pod cache", &requests);
+        }
+        if answer.writes > 0 {
+            answer.observed_after = Some(sent_at.elapsed());
+            let left = call.deadline.saturating_duration_since(Instant::now());
+            answer.settled = settle(landed_at.elapsed(), call.settle_cap, left);
+            tokio::time::sleep(answer.settled).await;
+        }
+        let all_landed = answer.failed.is_empty();
+        answer.victims = answer
+            .corrections
+            .iter()
+            .map(|c| {
+                let v = if all_landed {
+                    c.after()
+                } else {
+                    c.victims_if(|w| self.shows(ns, w))
+                };
+                (c.replica_set.clone(), v)
+            })
+            .collect();
+        answer.outcome = if !answer.failed.is_empty() {
+            ScaleInOutcome::WritesFailed {
+                failed: answer.failed.len(),
+            }
+        } else if let Some(u) = answer
+            .corrections
+            .iter()
+            .find_map(|c| c.correction.unreachable)
+        {
+            ScaleInOutcome::Unreachable(u)
+        } else {
+            ScaleInOutcome::Fresh
+        };
+        answer
+    }
+
+    /// Over budget: the pods the costs as they stand pick, and how many of
+    /// the writes had not shown.
+    fn over_budget(
+        &self,
+        mut answer: ScaleInAnswer,
+        phase: &'static str,
+        requests: &[PatchRequest],
+    ) -> ScaleInAnswer {
+        let missing = requests.iter().filter(|r| !self.cache_shows(r)).count();
+        let ns = answer
+            .managed
+            .as_ref()
+            .map(|m| m.workload.namespace.clone())
+            .unwrap_or_default();
+        answer.victims = answer
+            .corrections
+            .iter()
+            .map(|c| (c.replica_set.clone(), c.victims_if(|w| self.shows(&ns, w))))
+            .collect();
+        answer.outcome = ScaleInOutcome::OverBudget { phase, missing };
+        answer
+    }
+
+    /// Whether the pod cache shows a correction's write.
+    fn shows(&self, ns: &str, w: &crate::plan::correction::CorrectionWrite) -> bool {
+        self.caches
+            .pod(ns, &w.pod)
+            .is_some_and(|p| p.ours.deletion_cost.as_deref() == Some(w.cost.to_string().as_str()))
+    }
+
+    /// Drops the values queued for the workload's pods (the correction
+    /// decides what they need) and returns those that may still land: in
+    /// flight, or landed but not yet in the cache.
+    fn values_on_their_way(&self, managed: &Managed) -> HashMap<String, i32> {
+        let Some(patcher) = self.leadership.patcher() else {
+            return HashMap::new();
+        };
+        let ns = &managed.workload.namespace;
+        let pods: HashSet<PodRef> = managed.pods.iter().map(|p| PodRef::new(ns, p)).collect();
+        let mut out: HashMap<String, i32> = patcher
+            .cancel_pods(&pods)
+            .into_iter()
+            .map(|r| (r.pod.name, r.cost.unwrap_or(0)))
+            .collect();
+        for (pod, state) in pods.iter().zip(patcher.write_states(pods.iter())) {
+            if let Some(WriteState::Landed(req, _)) = state {
+                if !self.cache_shows(&req) {
+                    out.entry(pod.name.clone()).or_insert(req.cost.unwrap_or(0));
+                }
+            }
+        }
+        out
+    }
+
+    /// Hands the correction's writes to the patcher ahead of everything.
+    fn submit_correction(
+        &self,
+        round: &super::round::PolicyRound,
+        requests: Vec<PatchRequest>,
+    ) -> Result<Option<crate::writes::Batch>, Hold> {
+        if self.dry_run {
+            return Err(Hold::DryRun);
+        }
+        if let Some(problem) = &round.signals {
+            return Err(Hold::SignalsUnavailable(problem.clone()));
+        }
+        if !self.leadership.is_leader() {
+            return Err(Hold::NotLeader);
+        }
+        let Some(patcher) = self.leadership.patcher() else {
+            return Err(Hold::WriterStarting);
+        };
+        if requests.is_empty() {
+            return Ok(None);
+        }
+        patcher
+            .submit_batch(requests, Priority::Urgent)
+            .map(Some)
+            // the queue is full or stopping: as good as no writer
+            .map_err(|_| Hold::WriterStarting)
+    }
+}
+
+/// The settle after a scale-in's writes, once the cache showed them `lag`
+/// after they landed: the ReplicaSet controller's informer is fed by the
+/// same watch cache as ours, so it lags about as much; waiting that long
+/// again (at least [`SETTLE_FLOOR`], at most `cap` and what is `left` of
+/// the budget) covers one twice as slow.
+fn settle(lag: Duration, cap: Duration, left: Duration) -> Duration {
+    lag.max(SETTLE_FLOOR).min(cap).min(left)
+}
+
+fn over_budget() -> Arc<ScaleInAnswer> {
+    Arc::new(ScaleInAnswer::bare(ScaleInOutcome::OverBudget {
+        phase: "making the costs fresh",
+        missing: 0,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settle_is_the_cache_lag_within_floor_cap_and_budget() {
+        let ms = Duration::from_millis;
+        let cap = ms(1000);
+        assert_eq!(settle(ms(3), cap, ms(5000)), SETTLE_FLOOR);
+        assert_eq!(settle(ms(240), cap, ms(5000)), ms(240));
+        assert_eq!(settle(ms(4000), cap, ms(5000)), cap);
+        assert_eq!(settle(ms(240), cap, ms(100)), ms(100));
+        // `--hook-settle-delay 0`: no settle at all
+        assert_eq!(settle(ms(240), Duration::ZERO, ms(5000)), Duration::ZERO);
+    }
+}
