@@ -392,3 +392,45 @@ async fn a_source_over_its_budget_gets_no_round() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_servers_certificate_is_not_counted_against_the_budget() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let dir = tempfile::tempdir().unwrap();
+    let (server_ca, clients_ca) = (ca("hook CA"), ca("webhook clients"));
+    let ca_file = dir.path().join("clients-ca.crt");
+    std::fs::write(&ca_file, &clients_ca.pem).unwrap();
+    // one call, then one every 100 s
+    let hook = HookConfig {
+        per_source: Some(Rate::new("test", 0.01, 1).unwrap()),
+        webhook_clients: Some(WebhookClients {
+            ca: ca_file,
+            names: Vec::new(),
+        }),
+        ..HookConfig::default()
+    };
+    let (op, addr) = start(&fake, serving_files(dir.path(), &server_ca), hook).await;
+    let apiserver = issue(
+        &clients_ca,
+        "kube-apiserver",
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let api = https(&server_ca, Some(&apiserver));
+    let url = format!("https://{addr}/v1/admit-scale-in");
+    for (uid, from, to) in [("u-1", 4, 3), ("u-2", 3, 2), ("u-3", 2, 1)] {
+        let (status, body) = post(&api, &url, &review(uid, from, to)).await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(body["response"]["warnings"].is_null(), "{body}");
+    }
+    // the same address without the certificate is counted
+    let prescale = format!("https://{addr}/v1/prescale");
+    let plain = https(&server_ca, None);
+    let (first, _) = post(&plain, &prescale, &json!({})).await.unwrap();
+    let (second, _) = post(&plain, &prescale, &json!({})).await.unwrap();
+    assert_eq!((first, second), (401, 429));
+    let m = op.metrics().await;
+    assert_eq!(calls(&m, "rate_limited"), 0.0, "{m}");
+    op.stop().await;
+}

@@ -126,7 +126,9 @@ pub struct RunArgs {
     pub scale_webhook_client_name: Vec<String>,
     /// Calls a second one source address may make to the hook and the
     /// scale-in webhook; over it the hook answers 429 and the webhook allows
-    /// the scale-in without making costs fresh, with a warning. 0: no limit.
+    /// the scale-in without making costs fresh, with a warning. Webhook calls
+    /// with the client certificate of --scale-webhook-client-ca are not
+    /// counted. 0: no limit.
     #[arg(long, value_name = "QPS", default_value_t = crate::hook::DEFAULT_PER_SOURCE.0)]
     pub hook_source_qps: f64,
     /// Calls one source address may make at once (see --hook-source-qps).
