@@ -168,6 +168,13 @@ async fn apply_policy(
         }
     };
 
+    // what an earlier process or leader counted goes on from the status
+    let kept = prev_status
+        .as_ref()
+        .and_then(|s| s.scale_ins.as_ref())
+        .map(status::scale_ins_from)
+        .unwrap_or_default();
+    ctx.engine.remember_scale_ins(&resolved, &kept);
     let round = ctx.engine.reconcile(&policy, &resolved).await?;
     tracing::info!(
         policy = %key,

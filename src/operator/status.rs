@@ -18,10 +18,11 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use tokio::time::Instant;
 
-use crate::engine::{Conflict, ScaleIns, SignalProblem, WriteFailures};
+use crate::engine::{Conflict, FreshBy, ScaleIns, SignalProblem, WriteFailures};
 use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
+    DeletionCostPolicy, DeletionCostPolicyStatus, LastScaleIn, MismatchStatus, ReplicaSetVictims,
+    ScaleInsStatus, VictimTie,
 };
 
 /// Condition types.
@@ -237,6 +238,7 @@ pub fn build(
             .clone()
             .or_else(|| prev.and_then(|p| p.last_refresh.clone())),
         victims: plan.replica_sets.iter().map(victims).collect(),
+        scale_ins: scale_ins_status(&obs.scale_ins),
         mismatches: plan
             .replica_sets
             .iter()
@@ -247,6 +249,31 @@ pub fn build(
                 reason: format!("{:?}", m.reason),
             })
             .collect(),
+    }
+}
+
+/// The scale-ins counted, as the status keeps them (none before the first).
+fn scale_ins_status(s: &ScaleIns) -> Option<ScaleInsStatus> {
+    (s.by_hook > 0 || s.by_webhook > 0 || s.last.is_some()).then(|| ScaleInsStatus {
+        by_hook: s.by_hook,
+        by_webhook: s.by_webhook,
+        last: s.last.as_ref().map(|(at, by, workload)| LastScaleIn {
+            at: at.clone(),
+            by: by.as_str().into(),
+            workload: workload.clone(),
+        }),
+    })
+}
+
+/// What a status kept of the scale-ins, for the engine to count on from.
+pub fn scale_ins_from(kept: &ScaleInsStatus) -> ScaleIns {
+    ScaleIns {
+        by_hook: kept.by_hook,
+        by_webhook: kept.by_webhook,
+        last: kept
+            .last
+            .as_ref()
+            .and_then(|l| Some((l.at.clone(), FreshBy::parse(&l.by)?, l.workload.clone()))),
     }
 }
 
@@ -272,7 +299,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             SCALE_INS_FRESH,
             false,
             "NoScaleInCallSeen",
-            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen since the operator started: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
+            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
         );
     }
     if s.by_webhook > 0 {
@@ -281,7 +308,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             true,
             "ScaleInWebhook",
             format!(
-                "the scale-in webhook made the costs fresh for {} scale-in(s) since the operator started, whoever scaled in (the hook for {}){last}",
+                "the scale-in webhook made the costs fresh for {} scale-in(s) (status.scaleIns), whoever scaled in (the hook for {}){last}",
                 s.by_webhook, s.by_hook
             ),
         )
@@ -291,7 +318,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             false,
             "HookCallersOnly",
             format!(
-                "the pre-scale-down hook made the costs fresh for {} scale-in(s) since the operator started, but no scale-in webhook call was seen: {stale}; install the scale-webhook component{last}",
+                "the pre-scale-down hook made the costs fresh for {} scale-in(s) (status.scaleIns), but no scale-in webhook call was seen: {stale}; install the scale-webhook component{last}",
                 s.by_hook
             ),
         )
@@ -301,7 +328,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             "Unknown",
             "NoScaleInSeen",
             format!(
-                "no scale-in made fresh since the operator started; unless the scale-webhook component is installed, {stale}"
+                "no scale-in made fresh yet; unless the scale-webhook component is installed, {stale}"
             ),
         )
     }
