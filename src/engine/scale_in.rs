@@ -192,12 +192,13 @@ impl ScaleInAnswer {
     }
 
     /// The metric label: `shared` for a call that shares the first's
-    /// answer, else the outcome's.
+    /// answer (but `no_policy` stays `no_policy`), else the outcome's.
     pub fn label(&self) -> &'static str {
-        if self.shared {
-            "shared"
-        } else {
-            self.outcome.label()
+        match self.outcome {
+            // nothing to share: no policy means no scale-in work
+            ScaleInOutcome::NoPolicy(_) => self.outcome.label(),
+            _ if self.shared => "shared",
+            _ => self.outcome.label(),
         }
     }
 

@@ -74,12 +74,6 @@ pub async fn run_with_client(
 ) -> Result<(), OperatorError> {
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
-    let announce = shutdown.asked();
-    let grace_seconds = config.shutdown_grace.as_secs();
-    tokio::spawn(async move {
-        announce.await;
-        tracing::info!(grace_seconds, "shutdown asked: stopping");
-    });
     let term_patcher = TermPatcher::default();
     let metrics = Arc::new(Metrics::new(config.qps, {
         let p = term_patcher.clone();
