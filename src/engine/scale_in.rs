@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{timeout_at, Instant};
 
+use super::priced::{PricedScaleIn, PricingInput};
 use super::round::Hold;
 use super::{key_of, Engine, FreshBy, Managed, ManagingError, WorkloadRef};
 use crate::comparator::is_pod_active;
@@ -138,6 +139,28 @@ impl ScaleInOutcome {
     }
 }
 
+/// What a scale-in freed, known once it is priced (after its answer).
+#[derive(Debug, Clone, Default)]
+pub struct Priced(Option<watch::Receiver<Option<Arc<PricedScaleIn>>>>);
+
+impl Priced {
+    /// Waits up to `within` for the price; `None` when the scale-in is not
+    /// priced (no `--prices`, no plan) or not by then.
+    pub async fn wait(&self, within: Duration) -> Option<Arc<PricedScaleIn>> {
+        let mut rx = self.0.clone()?;
+        let got = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+        match got {
+            Ok(Ok(p)) => (*p).clone(),
+            _ => None,
+        }
+    }
+
+    /// Whether a price is coming.
+    pub fn expected(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 /// A scale-in call's answer. Calls of one scale-in share it (`shared`).
 #[derive(Debug, Clone)]
 pub struct ScaleInAnswer {
@@ -167,6 +190,8 @@ pub struct ScaleInAnswer {
     pub observed_after: Option<Duration>,
     /// The settle waited after that.
     pub settled: Duration,
+    /// What it freed, priced after the answer (`--prices`).
+    pub priced: Priced,
 }
 
 impl ScaleInAnswer {
@@ -184,6 +209,7 @@ impl ScaleInAnswer {
             failed: Vec::new(),
             observed_after: None,
             settled: Duration::ZERO,
+            priced: Priced::default(),
         }
     }
 
@@ -259,9 +285,22 @@ impl Engine {
             // on its own task: a caller that goes away (the API server gave
             // up) does not leave the writes half done
             tokio::spawn(async move {
-                let answer = Arc::new(engine.make_exact(&call).await);
+                let (mut answer, pricing) = engine.make_exact(&call).await;
+                // priced after the answer: the scale-in does not wait for it
+                // a call that removes no replica (a hook caller asking
+                // about the scale as it is) frees nothing to price
+                let scales_in = call.to < call.from && answer.plan.is_some();
+                let priced = pricing.filter(|_| scales_in).map(|input| {
+                    let (ptx, prx) = watch::channel(None);
+                    answer.priced = Priced(Some(prx));
+                    (ptx, input)
+                });
+                let answer = Arc::new(answer);
                 engine.after_scale_in(&call, &answer);
-                let _ = tx.send(Some(answer));
+                let _ = tx.send(Some(answer.clone()));
+                if let Some((ptx, input)) = priced {
+                    let _ = ptx.send(engine.price(&call, &answer, input).await);
+                }
             });
             let got = timeout_at(deadline, rx.wait_for(Option::is_some)).await;
             return match got {
@@ -354,9 +393,21 @@ impl Engine {
         }
     }
 
+    /// The scale-in's work, and what to price it from (`--prices`).
+    async fn make_exact(&self, call: &ScaleInCall) -> (ScaleInAnswer, Option<PricingInput>) {
+        let mut pricing = None;
+        let answer = self.make_exact_keeping(call, &mut pricing).await;
+        (answer, pricing)
+    }
+
     /// The scale-in's work: the policy's round with fresh signals and the
-    /// correction, the writes, the wait, the settle.
-    async fn make_exact(&self, call: &ScaleInCall) -> ScaleInAnswer {
+    /// correction, the writes, the wait, the settle; the round's snapshot
+    /// goes to `pricing`.
+    async fn make_exact_keeping(
+        &self,
+        call: &ScaleInCall,
+        pricing: &mut Option<PricingInput>,
+    ) -> ScaleInAnswer {
         let managed = match self.managing(&call.workload).await {
             Ok(m) => m,
             Err(ManagingError::NotManaged(e)) => {
@@ -404,6 +455,7 @@ impl Engine {
             .collect();
         answer.corrections = round.corrections.clone();
         answer.plan = Some(Arc::new(round.plan.clone()));
+        pricing.clone_from(&round.pricing);
         let (ns, policy) = (&managed.resolved.namespace, &managed.resolved.name);
         let requests: Vec<PatchRequest> = round
             .corrections

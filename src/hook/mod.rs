@@ -22,6 +22,7 @@ mod auth;
 pub mod cert;
 pub mod compare;
 pub mod error;
+mod event;
 mod handler;
 mod server;
 pub mod tls;

@@ -54,6 +54,9 @@ pub struct RunConfig {
     pub hook_addr: Option<SocketAddr>,
     /// Pre-scale-down hook settings.
     pub hook: crate::hook::HookConfig,
+    /// Price every scale-in with these prices (`--prices`), and watch the
+    /// nodes it frees (`--node-removal-window`).
+    pub pricing: Option<crate::engine::Pricing>,
 }
 
 impl RunConfig {

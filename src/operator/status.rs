@@ -21,7 +21,8 @@ use tokio::time::Instant;
 use crate::engine::{Conflict, ScaleIns, SignalProblem, WriteFailures};
 use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, ReplicaSetVictims, VictimTie,
+    DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, PricedScaleIns,
+    ReplicaSetVictims, VictimTie,
 };
 
 /// Condition types.
@@ -68,6 +69,9 @@ pub struct Observed {
     pub refresh_interval: std::time::Duration,
     /// The policy writes costs only at scale-ins (`writes: OnScaleIn`).
     pub on_scale_in: bool,
+    /// Its priced scale-ins' totals (`--prices`), once this term read them
+    /// from the status; `None` keeps the status's.
+    pub priced: Option<PricedScaleIns>,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -247,6 +251,11 @@ pub fn build(
                 reason: format!("{:?}", m.reason),
             })
             .collect(),
+        // totals: never dropped, whatever this replica knows
+        scale_ins: obs
+            .priced
+            .clone()
+            .or_else(|| prev.and_then(|p| p.scale_ins.clone())),
     }
 }
 
@@ -747,6 +756,62 @@ mod tests {
             ("True", "ScaleInWebhook")
         );
         assert!(c.message.contains("for 3 scale-in(s)"), "{}", c.message);
+    }
+
+    #[test]
+    fn priced_totals_are_written_and_never_dropped() {
+        let plan = plan_with(vec![]);
+        let totals = PricedScaleIns {
+            priced: 4,
+            currency: Some("USD".into()),
+            ..Default::default()
+        };
+        let with = build(
+            None,
+            &plan,
+            &Observed {
+                priced: Some(totals.clone()),
+                ..Default::default()
+            },
+            &t(0),
+        );
+        assert_eq!(with.scale_ins.as_ref(), Some(&totals));
+        let json = serde_json::to_value(&with).unwrap();
+        assert_eq!(json["scaleIns"]["priced"], 4);
+        assert_eq!(json["scaleIns"]["withPolicy"]["hourly"], "0.00");
+        // a replica that has not read them (or runs without prices) keeps
+        // what the status holds
+        let kept = build(Some(&with), &plan, &Observed::default(), &t(1));
+        assert_eq!(kept.scale_ins.as_ref(), Some(&totals));
+        assert!(!differs(Some(&with), &kept));
+        // new totals are progress, at the cadence
+        let more = build(
+            Some(&with),
+            &plan,
+            &Observed {
+                priced: Some(PricedScaleIns {
+                    priced: 5,
+                    ..totals
+                }),
+                ..Default::default()
+            },
+            &t(2),
+        );
+        assert_eq!(
+            due(
+                Some(&with),
+                &more,
+                Some(Duration::from_secs(1)),
+                PROGRESS_EVERY
+            ),
+            Due::After(PROGRESS_EVERY - Duration::from_secs(1))
+        );
+        // none ever: no key
+        let none = build(None, &plan, &Observed::default(), &t(0));
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("scaleIns")
+            .is_none());
     }
 
     #[test]

@@ -369,7 +369,10 @@ fn correct_replica_set(
             // a foreign or Karpenter's value the policy leaves alone, or a
             // pod it does not manage
             writable: plan.is_some_and(|p| {
-                !matches!(p.action, CostAction::KeepForeign | CostAction::KeepKarpenter)
+                !matches!(
+                    p.action,
+                    CostAction::KeepForeign | CostAction::KeepKarpenter
+                )
             }),
             in_flight: target.in_flight.get(&*k.name).copied(),
         })
