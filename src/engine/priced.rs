@@ -762,16 +762,18 @@ impl Engine {
         let mut tick = tokio::time::interval(REMOVAL_POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut stop = std::pin::pin!(stop);
+        // without an election there is one term: the changes end at once
+        let mut terms_end = false;
         loop {
             tokio::select! {
                 _ = &mut stop => return,
-                change = changes.next() => {
-                    if change.is_none() {
-                        return;
+                change = changes.next(), if !terms_end => match change {
+                    Some(()) => {
+                        self.priced.clear();
+                        self.metrics.freed_nodes_awaiting_clear();
                     }
-                    self.priced.clear();
-                    self.metrics.freed_nodes_awaiting_clear();
-                }
+                    None => terms_end = true,
+                },
                 _ = tick.tick() => self.check_removals(),
             }
         }
