@@ -124,6 +124,7 @@ ALL_ON = {
     "certManager": {"enabled": True},
     "podDisruptionBudget": {"enabled": True},
     "scaleWebhook": {"enabled": True},
+    "prices": {"enabled": True},
 }
 
 # Every other switch and setting away from its default: linted and rendered
@@ -173,6 +174,7 @@ EVERY_SWITCH = merge(
             "queueLengthLimit": 10,
         },
         "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "corp-ca"}, "duration": "720h", "renewBefore": "240h"},
+        "prices": {"file": "billingClasses: {spot: 0.05}\n", "nodeRemovalWindow": 600},
     },
 )
 
@@ -390,7 +392,7 @@ def kustomize(dir_: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook"]
+COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook", "prices"]
 
 
 def overlay_objects(overlay: str, with_components: bool, scratch: Path) -> list[dict]:
@@ -639,6 +641,8 @@ BAD_VALUES = [
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
     ("the scale-in webhook without cert-manager", {"scaleWebhook": {"enabled": True}}, "needs certManager.enabled=true"),
     ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}, "certManager": {"enabled": True}}, "timeoutSeconds"),
+    ("prices without the hook", {"prices": {"enabled": True}, "hook": {"enabled": False}}, "prices.enabled=true needs hook.enabled=true"),
+    ("an empty prices file", {"prices": {"enabled": True, "file": ""}}, "file"),
 ]
 
 
@@ -711,7 +715,7 @@ def run_tests(args: argparse.Namespace) -> int:
     dep = next(o for o in render.objects if o["kind"] == "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     problems = []
-    for flag in ["--burst=100000", "--qps=7.5", "--renew-deadline=12.5", "--dry-run", "--hook-token-audience=other", "--metrics-addr=0.0.0.0:9090"]:
+    for flag in ["--burst=100000", "--qps=7.5", "--renew-deadline=12.5", "--dry-run", "--hook-token-audience=other", "--metrics-addr=0.0.0.0:9090", "--node-removal-window=600"]:
         if flag not in args:
             problems.append(f"{flag} not in {args}")
     if dep["spec"]["template"]["spec"]["containers"][0]["image"] != "registry.example/deletion-cost-operator@sha256:" + "ab" * 32:

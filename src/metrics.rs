@@ -156,6 +156,8 @@ pub struct Metrics {
     pub freed_hourly_settled: Family<PolicyOutcome, AmountCounter>,
     /// Nodes freed with the policy still watched.
     pub freed_nodes_awaiting: Family<PolicyLabel, Gauge>,
+    /// `--prices` read again after a change, by result (`ok`, `failed`).
+    pub prices_reloads: Family<ResultLabel, Counter>,
     /// 1 while this replica holds the lease.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
@@ -347,6 +349,12 @@ impl Metrics {
             "Nodes freed with the policy whose removal window is still open",
             freed_nodes_awaiting.clone(),
         );
+        let prices_reloads = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "deletion_cost_prices_reloads",
+            "The --prices file read again after it changed, by result (ok; failed: the prices before it stay)",
+            prices_reloads.clone(),
+        );
         registry.register(
             "deletion_cost_reconciles",
             "Policy reconciles by result",
@@ -403,9 +411,19 @@ impl Metrics {
             freed_nodes_settled,
             freed_hourly_settled,
             freed_nodes_awaiting,
+            prices_reloads,
             leader,
             comparator_info,
         }
+    }
+
+    /// Counts a reading of the changed prices file.
+    pub fn prices_reload(&self, result: &str) {
+        self.prices_reloads
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Counts a priced scale-in of `policy`.

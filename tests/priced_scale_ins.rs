@@ -8,10 +8,9 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
-use deletion_cost::engine::Pricing;
+use deletion_cost::engine::{Pricing, SharedPrices};
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::operator::RunConfig;
 use deletion_cost::plan::prices::{Money, Prices};
@@ -72,7 +71,7 @@ fn config(window: Duration) -> RunConfig {
         ..HookConfig::default()
     };
     cfg.pricing = Some(Pricing {
-        prices: Arc::new(Prices::parse("prices.yaml", PRICES).expect("prices")),
+        prices: SharedPrices::new(Prices::parse("prices.yaml", PRICES).expect("prices")),
         removal_window: window,
     });
     cfg

@@ -2,12 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::source::read_source_limited;
 use super::CliError;
-use crate::engine::Pricing;
+use crate::engine::{Pricing, SharedPrices};
 use crate::hook::{HookConfig, HookTls, TlsFiles};
 use crate::input::Expect;
 use crate::operator::{self, RunConfig};
@@ -113,7 +112,9 @@ pub struct RunArgs {
     /// billingClasses, optionally instanceTypes and currency): every
     /// scale-in the webhook or the hook makes is priced, the policy's
     /// victims against the default order's, in metrics, its Event and the
-    /// policy's status. The prices component mounts it from a ConfigMap.
+    /// policy's status. Read again when it changes (checked every 30 s; a
+    /// file that no longer reads keeps the prices before it); the prices
+    /// component mounts it from a ConfigMap.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<String>,
     /// Seconds after a scale-in frees a node within which the Node object
@@ -140,7 +141,7 @@ fn load_pricing(args: &RunArgs) -> Result<Option<Pricing>, CliError> {
         read_source_limited(path, PRICES_MAX_BYTES, Expect::Text).map_err(CliError::bad_input)?;
     let prices = Prices::parse(&name, &text).map_err(CliError::bad_input)?;
     Ok(Some(Pricing {
-        prices: Arc::new(prices),
+        prices: SharedPrices::new(prices),
         removal_window: Duration::from_secs(args.node_removal_window),
     }))
 }
@@ -242,6 +243,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         hook_addr: args.hook_addr,
         hook,
         pricing,
+        prices_file: args.prices.map(PathBuf::from),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

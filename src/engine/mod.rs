@@ -33,7 +33,7 @@ use tokio::sync::Semaphore;
 
 use caches::Caches;
 use leadership::Leadership;
-pub use priced::{PricedScaleIn, Pricing};
+pub use priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
 pub use scale_in::{Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
 pub use scale_ins::{FreshBy, ScaleIns};

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -51,10 +51,41 @@ const REMOVAL_POLL: Duration = Duration::from_secs(2);
 /// watched (`--node-removal-window`).
 #[derive(Debug, Clone)]
 pub struct Pricing {
-    /// The prices (the `plan --prices` format).
-    pub prices: Arc<Prices>,
+    /// The prices (the `plan --prices` format), replaced when the file
+    /// changes.
+    pub prices: SharedPrices,
     /// How long after a scale-in frees a node its removal counts.
     pub removal_window: Duration,
+}
+
+/// The prices in use, shared with whatever reloads them: each scale-in is
+/// priced with those current when it is priced.
+#[derive(Debug, Clone)]
+pub struct SharedPrices(Arc<RwLock<Arc<Prices>>>);
+
+impl SharedPrices {
+    /// Shares `prices`.
+    pub fn new(prices: Prices) -> Self {
+        SharedPrices(Arc::new(RwLock::new(Arc::new(prices))))
+    }
+
+    /// The prices now.
+    pub fn get(&self) -> Arc<Prices> {
+        match self.0.read() {
+            Ok(p) => p.clone(),
+            // a writer panicked mid-swap: the value is still a whole Arc
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces them.
+    pub fn set(&self, prices: Prices) {
+        let mut slot = match self.0.write() {
+            Ok(slot) => slot,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *slot = Arc::new(prices);
+    }
 }
 
 /// A node one choice of victims freed.
@@ -671,7 +702,7 @@ impl Engine {
         let pricing = self.pricing.as_ref()?;
         let managed = answer.managed.as_ref()?;
         let (resolved, victims) = (managed.resolved.clone(), answer.victims.clone());
-        let prices = pricing.prices.clone();
+        let prices = pricing.prices.get();
         let call_ = call.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let (savings, warnings) =

@@ -57,6 +57,8 @@ pub struct RunConfig {
     /// Price every scale-in with these prices (`--prices`), and watch the
     /// nodes it frees (`--node-removal-window`).
     pub pricing: Option<crate::engine::Pricing>,
+    /// Where the prices were read (`--prices`): read again when it changes.
+    pub prices_file: Option<PathBuf>,
 }
 
 impl RunConfig {

@@ -279,6 +279,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
     for (key, on) in [
         ("networkPolicy", true),
         ("flowControl", true),
+        ("prices", true),
         ("podDisruptionBudget", true),
         (
             "serviceMonitor",
@@ -307,7 +308,12 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         .unwrap_or_else(|e| panic!("upgrade with every switch refused: {e}"));
     assert_eq!((r2.revision, r2.status.as_str()), (2, "deployed"));
     assert_present(&install, &r2, "upgrade").await;
-    for kind in ["NetworkPolicy", "FlowSchema", "PriorityLevelConfiguration"] {
+    for kind in [
+        "NetworkPolicy",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "ConfigMap",
+    ] {
         assert!(kinds(&r2).contains(kind), "no {kind} after the upgrade");
     }
     let d = deployments.get("deletion-cost").await.unwrap();
@@ -320,6 +326,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         "--renew-deadline=12.5",
         "--shutdown-grace=25",
         "--hook-token-audience=deletion-cost",
+        "--prices=/etc/deletion-cost/prices/prices.yaml",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
     }

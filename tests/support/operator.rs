@@ -42,6 +42,7 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
         hook_addr: None,
         hook: Default::default(),
         pricing: None,
+        prices_file: None,
     }
 }
 
