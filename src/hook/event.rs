@@ -2,8 +2,9 @@
 //! made exact, on the workload, naming the pods predicted to go, whether
 //! their costs were fresh, and (with `--prices`) what the scale-in freed
 //! with the policy and what the default order would have freed. Written
-//! after the answer, through the write budget; the calls that share a
-//! scale-in's answer write none (their first call did).
+//! after the answer, through the write budget, always as a new Event (not
+//! as one more of an earlier scale-in's, whose note would stay); the calls
+//! that share a scale-in's answer write none (their first call did).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +47,8 @@ pub(crate) fn publish_victims(engine: &Engine, scaled: Scaled, answer: Arc<Scale
     if answer.shared || answer.policy().is_none() || scaled.to >= scaled.from {
         return;
     }
-    let recorder = engine.leadership().events();
+    // each scale-in its own Event: never folded into an earlier one's count
+    let recorder = engine.leadership().one_event();
     tokio::spawn(async move {
         let priced = answer.priced.wait(PRICE_WAIT).await;
         if answer.priced.expected() && priced.is_none() {
