@@ -170,6 +170,9 @@ async fn scale_ins_are_priced_and_their_nodes_followed_across_a_restart() {
         answer["response"]["auditAnnotations"]["victims"],
         "web-rs/web-0"
     );
+    // the ReplicaSet controller deletes it: the scale-in is priced over the
+    // pods seen going
+    fake.delete_json("Pod", NS, "web-0").expect("web-0 deleted");
     eventually(
         Duration::from_secs(10),
         "the Event says what the scale-in freed",
@@ -264,11 +267,13 @@ async fn scale_ins_are_priced_and_their_nodes_followed_across_a_restart() {
     let op = Operator::start(&fake, config(Duration::from_secs(2)))
         .serving(&fake)
         .await;
-    // the ReplicaSet controller deleted web-0; 3 -> 1 deletes the two pods
-    // on od-1 either way (the other costs tie; upstream takes the doubled up)
-    fake.delete_json("Pod", NS, "web-0").expect("web-0 deleted");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // 3 -> 1: the three on-demand pods tie; whichever two the answer
+    // names, the controller deletes the two on od-1 (the doubled up), and
+    // those are the ones priced
     admit(&op, review("u-2", 3, 1)).await;
+    for pod in ["web-1", "web-2"] {
+        fake.delete_json("Pod", NS, pod).expect("deleted");
+    }
     eventually(Duration::from_secs(10), "a second Event", || {
         std::future::ready(notes(&fake).len() == 2)
     })

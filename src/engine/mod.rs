@@ -35,7 +35,9 @@ use caches::Caches;
 use leadership::Leadership;
 pub use priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
-pub use scale_in::{Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
+pub use scale_in::{
+    PriceOutcome, Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR,
+};
 pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
 pub use workload::{Managed, NotManaged, WorkloadRef};

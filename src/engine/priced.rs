@@ -28,7 +28,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::scale_in::{ScaleInAnswer, ScaleInCall};
 use super::{key_of, Engine, FreshBy};
+use crate::comparator::is_pod_active;
 use crate::metrics::ChoiceLabel;
+use crate::owner::controller_of_kind;
 use crate::plan::prices::{Money, Prices};
 use crate::plan::savings::{scale_in_savings, Choice, Savings};
 use crate::plan::{PlanOptions, Snapshot};
@@ -46,6 +48,14 @@ pub const NODES_NAMED: usize = 5;
 
 /// How often the watched nodes are looked up in the node cache.
 const REMOVAL_POLL: Duration = Duration::from_secs(2);
+
+/// How long after its answer a scale-in's pods are looked for going: the
+/// controller deletes them within moments of the new replica count (a hook
+/// caller scales after the hook's answer).
+pub const OBSERVE_FOR: Duration = Duration::from_secs(15);
+
+/// How often the pod cache is read meanwhile.
+const OBSERVE_POLL: Duration = Duration::from_millis(50);
 
 /// What prices the scale-ins (`--prices`) and how long a freed node is
 /// watched (`--node-removal-window`).
@@ -649,6 +659,33 @@ impl Ledger {
     }
 }
 
+/// `pods` of namespace `ns` grouped by the ReplicaSet that controls each
+/// in `snapshot` (in `pods`' order; one without one under "").
+fn by_replica_set(
+    snapshot: &Snapshot,
+    ns: &str,
+    pods: &[Arc<str>],
+) -> Vec<(String, Vec<Arc<str>>)> {
+    let owner: HashMap<&str, &str> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.identity.namespace.as_deref() == Some(ns))
+        .filter_map(|p| {
+            let rs = controller_of_kind(p.owner_references(), "ReplicaSet")?;
+            Some((p.identity.name.as_deref()?, rs.name.as_str()))
+        })
+        .collect();
+    let mut out: Vec<(String, Vec<Arc<str>>)> = Vec::new();
+    for pod in pods {
+        let rs = owner.get(&**pod).copied().unwrap_or_default();
+        match out.iter_mut().find(|(name, _)| name == rs) {
+            Some((_, v)) => v.push(pod.clone()),
+            None => out.push((rs.to_string(), vec![pod.clone()])),
+        }
+    }
+    out
+}
+
 /// What a scale-in is priced from: the snapshot its round planned on and
 /// the options it planned with.
 #[derive(Debug, Clone)]
@@ -690,21 +727,73 @@ impl Engine {
         self.priced.view(key)
     }
 
-    /// Prices a finished scale-in over the snapshot its round planned on
-    /// (on the blocking pool), then counts it: metrics, the totals, the
-    /// freed nodes watched, and a status update asked for.
+    /// The pods a scale-in deleted: those of the workload's active pods at
+    /// its round that the pod cache shows gone or terminating within
+    /// [`OBSERVE_FOR`] of its answer, as many as it removes replicas (the
+    /// predicted victims first when more went). `None` when none went.
+    pub(super) async fn observe_deletions(
+        &self,
+        call: &ScaleInCall,
+        answer: &ScaleInAnswer,
+    ) -> Option<Vec<Arc<str>>> {
+        let managed = answer.managed.as_ref()?;
+        let by = usize::try_from(call.from.saturating_sub(call.to)).unwrap_or(0);
+        let ns = &managed.workload.namespace;
+        let gone = || -> Vec<&String> {
+            managed
+                .pods
+                .iter()
+                .filter(|pod| !self.caches.pod(ns, pod).is_some_and(|p| is_pod_active(&*p)))
+                .collect()
+        };
+        let until = tokio::time::Instant::now() + OBSERVE_FOR;
+        let mut seen = gone();
+        while seen.len() < by && tokio::time::Instant::now() < until {
+            tokio::time::sleep(OBSERVE_POLL).await;
+            seen = gone();
+        }
+        if seen.is_empty() {
+            tracing::info!(
+                workload = %call.workload,
+                from = call.from,
+                to = call.to,
+                "no pod of the scale-in went within {}s: not priced",
+                OBSERVE_FOR.as_secs()
+            );
+            return None;
+        }
+        let predicted: Vec<&str> = answer
+            .victims
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| &**p))
+            .collect();
+        seen.sort_by_key(|p| (!predicted.contains(&p.as_str()), p.as_str()));
+        Some(
+            seen.into_iter()
+                .take(by)
+                .map(|p| Arc::from(p.as_str()))
+                .collect(),
+        )
+    }
+
+    /// Prices a finished scale-in, the pods it deleted (`gone`), over the
+    /// snapshot its round planned on (on the blocking pool), then counts
+    /// it: metrics, the totals, the freed nodes watched, and a status
+    /// update asked for.
     pub(super) async fn price(
         &self,
         call: &ScaleInCall,
         answer: &ScaleInAnswer,
+        gone: Vec<Arc<str>>,
         input: PricingInput,
     ) -> Option<Arc<PricedScaleIn>> {
         let pricing = self.pricing.as_ref()?;
         let managed = answer.managed.as_ref()?;
-        let (resolved, victims) = (managed.resolved.clone(), answer.victims.clone());
+        let resolved = managed.resolved.clone();
         let prices = pricing.prices.get();
         let call_ = call.clone();
         let joined = tokio::task::spawn_blocking(move || {
+            let victims = by_replica_set(&input.snapshot, &resolved.namespace, &gone);
             let (savings, warnings) =
                 scale_in_savings(&resolved, &input.snapshot, &victims, &prices, &input.opts);
             let uids: BTreeMap<&str, Option<String>> = input

@@ -12,12 +12,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
-use crate::engine::{Engine, PricedScaleIn, ScaleInAnswer, WorkloadRef};
+use crate::engine::priced::OBSERVE_FOR;
+use crate::engine::{Engine, PriceOutcome, ScaleInAnswer, WorkloadRef};
 use crate::policy::TargetKind;
 
-/// How long the Event waits for the scale-in's price (it is computed on
-/// the blocking pool after the answer, in milliseconds unless the machine
-/// is starved).
+/// How long the Event waits for the scale-in's price: its pods are looked
+/// for going for up to [`OBSERVE_FOR`] after the answer (moments, as a
+/// rule), then it is priced on the blocking pool (milliseconds).
 const PRICE_WAIT: Duration = Duration::from_secs(30);
 
 /// The API server refuses notes over 1 kB.
@@ -54,7 +55,7 @@ pub(crate) fn publish_victims(engine: &Engine, scaled: Scaled, answer: Arc<Scale
         if answer.priced.expected() && priced.is_none() {
             tracing::warn!(workload = %scaled.workload, "the scale-in was not priced in time: its Event says so");
         }
-        let event = victims_event(&scaled, &answer, priced.as_deref());
+        let event = victims_event(&scaled, &answer, priced.as_ref());
         if let Err(e) = recorder.publish(&event, &workload_ref(&scaled)).await {
             tracing::debug!(error = %e, "the scale-in Event was not written");
         }
@@ -68,7 +69,7 @@ pub(crate) fn publish_victims(engine: &Engine, scaled: Scaled, answer: Arc<Scale
 pub(crate) fn victims_event(
     scaled: &Scaled,
     answer: &ScaleInAnswer,
-    priced: Option<&PricedScaleIn>,
+    priced: Option<&PriceOutcome>,
 ) -> Event {
     let warning = answer.outcome.warning();
     let victims = answer.victims_list();
@@ -77,7 +78,12 @@ pub(crate) fn victims_event(
         scaled.from, scaled.to, answer.writes
     );
     match priced {
-        Some(p) => note.push_str(&format!(": {}", p.summary())),
+        Some(PriceOutcome::Priced(p)) => note.push_str(&format!(": {}", p.summary())),
+        Some(PriceOutcome::NothingDeleted) => note.push_str(&format!(
+            ": not priced, no pod went within {}s",
+            OBSERVE_FOR.as_secs()
+        )),
+        Some(PriceOutcome::Failed) => note.push_str(": not priced, pricing failed"),
         None if answer.priced.expected() => note.push_str(": not priced in time"),
         None => {}
     }
@@ -126,7 +132,7 @@ fn workload_ref(scaled: &Scaled) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{FreshBy, Priced, ScaleInOutcome};
+    use crate::engine::{FreshBy, Priced, PricedScaleIn, ScaleInOutcome};
     use crate::plan::prices::Money;
 
     fn answer(victims: Vec<&str>) -> ScaleInAnswer {
@@ -190,7 +196,11 @@ mod tests {
         };
         let long: Vec<String> = (0..200).map(|i| format!("web-{i:04}")).collect();
         let a = answer(long.iter().map(String::as_str).collect());
-        let e = victims_event(&scaled(), &a, Some(&priced));
+        let e = victims_event(
+            &scaled(),
+            &a,
+            Some(&PriceOutcome::Priced(std::sync::Arc::new(priced))),
+        );
         let note = e.note.unwrap();
         assert!(
             note.starts_with(
@@ -207,6 +217,16 @@ mod tests {
         assert_eq!(e.reason, "ScaleInVictims");
         assert_eq!(e.action, "AdmitScaleIn");
         assert_eq!(e.type_, EventType::Normal);
+        // nothing went: said, not priced
+        let none = victims_event(
+            &scaled(),
+            &answer(vec!["web-0"]),
+            Some(&PriceOutcome::NothingDeleted),
+        );
+        assert_eq!(
+            none.note.unwrap(),
+            "scale-in 4 -> 2 (2 cost write(s)): not priced, no pod went within 15s; predicted victims web-rs/web-0"
+        );
         // without prices: the victims alone
         let plain = victims_event(&scaled(), &answer(vec!["web-0"]), None);
         assert_eq!(

@@ -250,6 +250,12 @@ pub(super) async fn q_priced_scale_ins(env: &'static Env) {
             Money::parse_amount("0.0832").unwrap_or_default(),
             "{totals}"
         );
+        for n in notes_5
+            .iter()
+            .filter(|n| !n.contains("victim(s) free 0 node(s)"))
+        {
+            eprintln!("q-priced: an Event of a scale-in that freed a node: {n}");
+        }
         eprintln!(
             "q-priced: five scale-ins: with the policy {:?}, by the default order {:?}",
             sums(&notes_5, "with the policy "),
