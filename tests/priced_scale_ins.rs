@@ -135,10 +135,10 @@ fn reported(note: &str, choice: &str) -> (u64, u64, Money) {
     (victims, nodes, hourly)
 }
 
-/// The policy's `status.scaleIns`, once it has one.
+/// The policy's `status.pricedScaleIns`, once it has one.
 fn totals(fake: &FakeApi) -> Option<Value> {
     fake.get_json("deletioncostpolicies", NS, "web")?
-        .pointer("/status/scaleIns")
+        .pointer("/status/pricedScaleIns")
         .cloned()
 }
 

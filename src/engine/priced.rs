@@ -11,7 +11,7 @@
 //! one still there at the end as not removed. A freed node is a hope; a
 //! removed one is what the autoscaler did.
 //!
-//! The running totals are the policy's status (`status.scaleIns`), so a
+//! The running totals are the policy's status (`status.pricedScaleIns`), so a
 //! restart or a new leader goes on from them: each term reads them once per
 //! policy ([`Engine::seed_scale_ins`]) and adds what it prices to them; what
 //! it priced before that read is added to what it read. The pure part
@@ -43,7 +43,7 @@ use crate::writes::PolicyKey;
 /// oldest is given up and counted as not removed (never claimed).
 pub const MAX_AWAITING: usize = 100;
 
-/// Freed nodes named per choice in an Event and in `status.scaleIns.last`.
+/// Freed nodes named per choice in an Event and in `status.pricedScaleIns.last`.
 pub const NODES_NAMED: usize = 5;
 
 /// How often the watched nodes are looked up in the node cache.
@@ -336,7 +336,7 @@ pub fn fate(a: &Awaiting, now: Timestamp, current: Option<Option<&str>>) -> Opti
     }
 }
 
-/// A policy's priced scale-ins, summed (the status's `scaleIns`, with
+/// A policy's priced scale-ins, summed (the status's `pricedScaleIns`, with
 /// amounts kept exact).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
@@ -518,7 +518,7 @@ impl Totals {
                 }),
                 _ => {
                     w.push(format!(
-                        "status.scaleIns.awaitingRemoval[{i}]: freedAt or until is not a time; node {} counted as not removed",
+                        "status.pricedScaleIns.awaitingRemoval[{i}]: freedAt or until is not a time; node {} counted as not removed",
                         a.node
                     ));
                     not_removed.add(hourly);
@@ -544,7 +544,7 @@ impl Totals {
 fn amount(field: &str, text: &str, warnings: &mut Vec<String>) -> Money {
     Money::parse_amount(text).unwrap_or_else(|| {
         warnings.push(format!(
-            "status.scaleIns.{field}: {text:?} is not an amount; counted as 0"
+            "status.pricedScaleIns.{field}: {text:?} is not an amount; counted as 0"
         ));
         Money::ZERO
     })

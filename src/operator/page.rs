@@ -139,7 +139,12 @@ async fn page(
     let priced = state
         .engine
         .priced_scale_ins(&PolicyKey::new(namespace, name))
-        .or_else(|| policy.status.as_ref().and_then(|s| s.scale_ins.clone()));
+        .or_else(|| {
+            policy
+                .status
+                .as_ref()
+                .and_then(|s| s.priced_scale_ins.clone())
+        });
     let body = state
         .engine
         .preview(&policy, &resolved, scale_down_by, move |p| {
@@ -164,7 +169,7 @@ async fn page(
                     .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
                     .map(|t| t.to_string()),
                 sections: vec![Section {
-                    scale_ins: priced.as_ref(),
+                    priced_scale_ins: priced.as_ref(),
                     ..Section::new(p.resolved, &plan, &p.snapshot.nodes, p.opts)
                 }],
             };

@@ -182,8 +182,10 @@ async fn apply_policy(
             Some(fresh) => fresh,
             None => prev_status.clone(),
         };
-        ctx.engine
-            .seed_scale_ins(&pkey, status.as_ref().and_then(|s| s.scale_ins.as_ref()));
+        ctx.engine.seed_scale_ins(
+            &pkey,
+            status.as_ref().and_then(|s| s.priced_scale_ins.as_ref()),
+        );
     }
     tracing::info!(
         policy = %key,

@@ -252,10 +252,10 @@ pub fn build(
             })
             .collect(),
         // totals: never dropped, whatever this replica knows
-        scale_ins: obs
+        priced_scale_ins: obs
             .priced
             .clone()
-            .or_else(|| prev.and_then(|p| p.scale_ins.clone())),
+            .or_else(|| prev.and_then(|p| p.priced_scale_ins.clone())),
     }
 }
 
@@ -775,14 +775,14 @@ mod tests {
             },
             &t(0),
         );
-        assert_eq!(with.scale_ins.as_ref(), Some(&totals));
+        assert_eq!(with.priced_scale_ins.as_ref(), Some(&totals));
         let json = serde_json::to_value(&with).unwrap();
-        assert_eq!(json["scaleIns"]["priced"], 4);
-        assert_eq!(json["scaleIns"]["withPolicy"]["hourly"], "0.00");
+        assert_eq!(json["pricedScaleIns"]["priced"], 4);
+        assert_eq!(json["pricedScaleIns"]["withPolicy"]["hourly"], "0.00");
         // a replica that has not read them (or runs without prices) keeps
         // what the status holds
         let kept = build(Some(&with), &plan, &Observed::default(), &t(1));
-        assert_eq!(kept.scale_ins.as_ref(), Some(&totals));
+        assert_eq!(kept.priced_scale_ins.as_ref(), Some(&totals));
         assert!(!differs(Some(&with), &kept));
         // new totals are progress, at the cadence
         let more = build(
@@ -810,7 +810,7 @@ mod tests {
         let none = build(None, &plan, &Observed::default(), &t(0));
         assert!(serde_json::to_value(&none)
             .unwrap()
-            .get("scaleIns")
+            .get("pricedScaleIns")
             .is_none());
     }
 

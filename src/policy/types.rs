@@ -365,7 +365,7 @@ pub struct DeletionCostPolicyStatus {
     /// and whether the autoscaler then removed those nodes. Running totals,
     /// kept here so a restart or a new leader goes on from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scale_ins: Option<PricedScaleIns>,
+    pub priced_scale_ins: Option<PricedScaleIns>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -667,7 +667,7 @@ fn worth(out: &mut Page, s: &Section) {
 /// policy's victims freed against the default order's, and what became of
 /// the nodes freed.
 fn priced_scale_ins(out: &mut Page, s: &Section) {
-    let Some(p) = s.scale_ins else {
+    let Some(p) = s.priced_scale_ins else {
         return;
     };
     let unit = p
@@ -1291,7 +1291,7 @@ mod tests {
                 .collect(),
             scale_down_by,
             after_patches: true,
-            scale_ins: None,
+            priced_scale_ins: None,
         }
     }
 
@@ -1403,7 +1403,7 @@ mod tests {
         let without = page(vec![section_of(&plan, &[("n1", "spot", "z")], None)]);
         assert!(!without.contains("priced as they happened"));
         let html = page(vec![Section {
-            scale_ins: Some(&priced),
+            priced_scale_ins: Some(&priced),
             ..section_of(&plan, &[("n1", "spot", "z")], None)
         }]);
         for part in [

@@ -50,7 +50,7 @@ pub struct Section<'a> {
     pub after_patches: bool,
     /// The scale-ins priced as they happened (the operator's page, with
     /// `run --prices`).
-    pub scale_ins: Option<&'a PricedScaleIns>,
+    pub priced_scale_ins: Option<&'a PricedScaleIns>,
 }
 
 /// Where a node sits on the page.
@@ -118,7 +118,7 @@ impl<'a> Section<'a> {
             nodes,
             scale_down_by: opts.scale_down_by,
             after_patches: opts.assume_patches_applied,
-            scale_ins: None,
+            priced_scale_ins: None,
         }
     }
 }

@@ -233,8 +233,8 @@ fn a_status_edited_by_hand_reads_as_zero_naming_the_field() {
     assert_eq!(
         warnings,
         [
-            "status.scaleIns.withPolicy.hourly: \"lots\" is not an amount; counted as 0",
-            "status.scaleIns.awaitingRemoval[0]: freedAt or until is not a time; node x counted as not removed",
+            "status.pricedScaleIns.withPolicy.hourly: \"lots\" is not an amount; counted as 0",
+            "status.pricedScaleIns.awaitingRemoval[0]: freedAt or until is not a time; node x counted as not removed",
         ]
     );
 }

@@ -3,7 +3,7 @@
 //! webhook is registered, and a spot-first policy's Deployment (10 pods, two
 //! on each of two spot and three on-demand nodes) is scaled in five times,
 //! HPA-style. The `ScaleInVictims` Events, the metrics and
-//! `status.scaleIns` must agree: the totals are the sum of what the Events
+//! `status.pricedScaleIns` must agree: the totals are the sum of what the Events
 //! report. A node the policy emptied, deleted by the test (standing in for
 //! the autoscaler), counts as removed. After a restart of the operator the
 //! status keeps the totals, the new process goes on watching the freed
@@ -91,7 +91,7 @@ fn sums(notes: &[String], choice: &str) -> Reported {
 }
 
 async fn scale_ins(env: &Env, ns: &str) -> Value {
-    status_value(&policy(env, ns, "web").await)["scaleIns"].clone()
+    status_value(&policy(env, ns, "web").await)["pricedScaleIns"].clone()
 }
 
 fn amount(v: &Value) -> Money {
@@ -150,12 +150,12 @@ fn operator_options(identity: &str, args: &[String]) -> Options {
     opts
 }
 
-/// Waits until `status.scaleIns` counts `priced` scale-ins, then checks its
+/// Waits until `status.pricedScaleIns` counts `priced` scale-ins, then checks its
 /// totals are the sum of what the Events said.
 async fn assert_status_is_the_events_sum(env: &Env, ns: &str, priced: u64) -> Value {
     eventually(
         Duration::from_secs(60),
-        &format!("status.scaleIns counts {priced} scale-ins"),
+        &format!("status.pricedScaleIns counts {priced} scale-ins"),
         || async { scale_ins(env, ns).await["priced"].as_u64() == Some(priced) },
     )
     .await;
@@ -169,7 +169,7 @@ async fn assert_status_is_the_events_sum(env: &Env, ns: &str, priced: u64) -> Va
         assert_eq!(
             status_choice(&totals, field),
             sums(&notes, choice),
-            "status.scaleIns.{field} against the Events: {totals}\n{notes:#?}"
+            "status.pricedScaleIns.{field} against the Events: {totals}\n{notes:#?}"
         );
     }
     totals
