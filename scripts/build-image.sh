@@ -50,14 +50,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-apt_install() {
-    command -v apt-get >/dev/null 2>&1 || die "$* missing and no apt-get here: install it and rerun"
-    local sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+# apt_install: Debian packages, quietly and minimally (scripts/apt.sh).
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+install_package() {
     log "installing $* (apt-get)"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq >&2 || die "apt-get update failed"
-    $sudo apt-get install -y -qq --no-install-recommends "$@" >&2 || die "apt-get install $* failed"
+    apt_install "$@" || die "apt-get install $* failed"
 }
 
 # [package] name and version from Cargo.toml.
@@ -70,10 +68,10 @@ version="$(package_field version)"
 image="$name:$version"
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (rustup) first"
-command -v podman >/dev/null 2>&1 || apt_install podman
+command -v podman >/dev/null 2>&1 || install_package podman
 command -v podman >/dev/null 2>&1 || die "podman is still missing after installing it"
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
-[ -s "$ca_bundle" ] || apt_install ca-certificates
+[ -s "$ca_bundle" ] || install_package ca-certificates
 [ -s "$ca_bundle" ] || die "no CA bundle at $ca_bundle"
 
 # 1. The build stage's commands (keep them equal to the Dockerfile's RUN).

@@ -6,19 +6,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-# Installs Debian packages (as root, or with sudo); the package index is
-# refreshed once.
-apt_updated=0
-apt_install() {
-    local SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    if [ "$apt_updated" = 0 ]; then
-        $SUDO apt-get update -qq
-        apt_updated=1
-    fi
-    $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+# apt_install: Debian packages, quietly and minimally (scripts/apt.sh).
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
 
 # Debian's Prometheus server and promtool (tests start it on 127.0.0.1).
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
@@ -37,6 +27,15 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 command -v chromium >/dev/null 2>&1 || { echo "chromium is still missing after installing it" >&2; exit 1; }
 log "$(chromium --version 2>/dev/null | head -1)"
+
+# Debian's zsh and fish: tests/completion.rs completes in them (and in bash).
+for shell in zsh fish; do
+    if ! command -v "$shell" >/dev/null 2>&1; then
+        log "installing $shell (Debian package)"
+        apt_install "$shell"
+    fi
+    command -v "$shell" >/dev/null 2>&1 || { echo "$shell is still missing after installing it" >&2; exit 1; }
+done
 
 # kubectl (with its built-in kustomize) renders deploy/overlays for the tests.
 # Checked before anything is built, so a machine without it learns that at
@@ -100,5 +99,7 @@ if [ -z "${KUBECONFIG:-}" ]; then
     log "the e2e suite (tests/e2e) shows as ignored: KUBECONFIG is not set (it needs a real cluster)"
 fi
 # --workspace: the product's tests and the test kit's own (testkit/)
-log "cargo test --workspace"
-cargo test --workspace --locked --all-features -- --color never
+# --no-fail-fast: every test binary runs and every failure is reported,
+# not only the first failing binary's
+log "cargo test --workspace --no-fail-fast"
+cargo test --workspace --locked --all-features --no-fail-fast -- --color never

@@ -29,7 +29,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    out
+    input::without_os_error(&out)
 }
 
 pub mod annotations;

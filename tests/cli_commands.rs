@@ -311,3 +311,306 @@ fn run_stops_at_once_when_sigterm_comes_before_the_caches_sync() {
         "waited for the grace period instead: {err}"
     );
 }
+
+/// What no message may show: the libraries' own words and Rust's Debug text.
+const INTERNALS: [&str; 12] = [
+    "failed to infer config",
+    "incluster",
+    "os error",
+    "client error (Connect)",
+    "tcp connect error",
+    "budget breached",
+    "RecordedAnchorEvents",
+    "Nodes {",
+    "four digit integer",
+    "invalid digit",
+    "kubeconfig: (",
+    "in-cluster: (",
+];
+
+fn no_internals(what: &str, err: &str) {
+    for word in INTERNALS {
+        assert!(!err.contains(word), "{what}: {word:?} in {err}");
+    }
+}
+
+/// Issue 41, item 3: the messages a newcomer met, said in the user's words.
+#[test]
+fn messages_name_no_library_internals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+
+    // `run` with no kubeconfig and not in a pod
+    let o = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "run",
+            "--no-leader-election",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .env("HOME", dir.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: no cluster to connect to: no kubeconfig (no KUBECONFIG set, and ")
+            && err.contains("not in a pod (KUBERNETES_SERVICE_HOST is unset); pass --kubeconfig PATH or set KUBECONFIG"),
+        "{err}"
+    );
+    no_internals("run", &err);
+
+    // `prescale` with nothing listening: said once, then the final error
+    let token = path("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("https://127.0.0.1:{port}");
+    let o = run(&[
+        "prescale",
+        "-n",
+        "shop",
+        "--deployment",
+        "web",
+        "--replicas",
+        "1",
+        "--url",
+        &url,
+        "--token-file",
+        &token,
+        "--timeout",
+        "3",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("connection refused: nothing listens there"),
+        "{err}"
+    );
+    assert!(err.matches("note: ").count() <= 1, "{err}");
+    no_internals("prescale", &err);
+
+    // files that are not there
+    let missing = path("nowhere.yaml");
+    for args in [
+        vec![
+            "plan",
+            "--policy",
+            missing.as_str(),
+            "--snapshot",
+            "config/examples/cluster.yaml",
+        ],
+        vec!["predict", "-f", missing.as_str()],
+        vec![
+            "prescale",
+            "-n",
+            "shop",
+            "--deployment",
+            "web",
+            "--replicas",
+            "1",
+            "--token-file",
+            missing.as_str(),
+        ],
+        vec!["run", "--kubeconfig", missing.as_str()],
+    ] {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("No such file or directory"), "{args:?}: {err}");
+        no_internals(&format!("{args:?}"), &err);
+    }
+
+    // --now in other words than RFC 3339
+    for (now, why) in [
+        ("yesterday", "not a date and time"),
+        ("2026-11-22", "a date without a time of day"),
+        ("2026-11-22T03:00:00", "no UTC offset (add Z for UTC"),
+    ] {
+        for cmd in [
+            vec!["plan"],
+            vec!["predict", "-f", "tests/fixtures/predict/pods.json"],
+        ] {
+            let mut args = cmd.clone();
+            args.extend(["--now", now]);
+            let o = run(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("--now {now:?}: {why}"))
+                    && err.contains("expected an RFC 3339 time such as 2025-01-31T12:00:00Z"),
+                "{args:?}: {err}"
+            );
+            no_internals(&format!("{args:?}"), &err);
+        }
+    }
+
+    // a samples file cut short: its position once
+    let cut = path("cut.json");
+    std::fs::write(&cut, "{\"samples\": [{\"pod\": \"web-1\",").unwrap();
+    let o = run(&["plan", "--samples", &cut]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("line ").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{cut}: not valid JSON at line 1 column ")),
+        "{err}"
+    );
+
+    // a YAML alias bomb on every reader, from a file and from a pipe
+    let mut bomb = String::from("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let refs = vec![format!("*l{}", i - 1); 10].join(", ");
+        bomb.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+    }
+    let bomb_file = path("bomb.yaml");
+    std::fs::write(&bomb_file, &bomb).unwrap();
+    let cluster = "config/examples/cluster.yaml";
+    let policy = "config/examples/combined.yaml";
+    for args in [
+        vec!["predict", "-f", bomb_file.as_str()],
+        vec![
+            "predict",
+            "-f",
+            "tests/fixtures/predict/pods.json",
+            "--related",
+            bomb_file.as_str(),
+        ],
+        vec![
+            "plan",
+            "--policy",
+            bomb_file.as_str(),
+            "--snapshot",
+            cluster,
+        ],
+        vec!["plan", "--policy", policy, "--snapshot", bomb_file.as_str()],
+        vec![
+            "plan",
+            "--prices",
+            bomb_file.as_str(),
+            "--scale-down-by",
+            "1",
+        ],
+    ] {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("refused as a possible alias bomb"),
+            "{args:?}: {err}"
+        );
+        no_internals(&format!("{args:?}"), &err);
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .arg("predict")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), bomb.as_bytes());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("<stdin>: not valid YAML") && err.contains("alias bomb"),
+        "{err}"
+    );
+    no_internals("predict < bomb", &err);
+}
+
+/// Issue 41, item 4: `run` takes `-n` as every other command does; `explain`
+/// offers no `-A`, which it would refuse (a pod's name needs one namespace).
+#[test]
+fn run_takes_n_and_explain_offers_no_all_namespaces() {
+    use clap::Parser;
+    use deletion_cost::cli::{Cli, Command as Sub};
+    let cli = Cli::try_parse_from(["deletion-cost", "run", "-n", "shop"]).unwrap();
+    match cli.command {
+        Sub::Run(args) => assert_eq!(args.namespace.as_deref(), Some("shop")),
+        other => panic!("parsed as {other:?}"),
+    }
+    let help = stdout(&run(&["explain", "--help"]));
+    assert!(help.contains("-n, --namespace"), "{help}");
+    assert!(
+        !help.contains("-A") && !help.contains("--all-namespaces"),
+        "{help}"
+    );
+    let o = run(&["explain", "pod/web-1", "-A"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unexpected argument '-A'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Issue 41, item 7: `--metrics-addr 127.0.0.1:0` logs the port it bound,
+/// which then answers.
+#[cfg(unix)]
+#[test]
+fn run_logs_the_metrics_port_it_bound() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    // nothing listens on the discard port: the operator starts, never syncs
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {server: \"http://127.0.0.1:9\"}\n\
+         users:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: dead, user: u}\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["run", "--no-leader-election", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0", "--shutdown-grace", "1"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("stderr ended without the metrics line:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("serving /metrics") {
+            let addr = line
+                .split("addr=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("no addr= in {line}"))
+                .to_string();
+            break addr;
+        }
+    };
+    let socket: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+    assert_ne!(socket.port(), 0, "{line}");
+    let mut s = std::net::TcpStream::connect(socket).unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    // SAFETY: signalling our own child process by its pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let _ = child.wait();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"),
+        "{answer}"
+    );
+}

@@ -87,13 +87,13 @@ fn samples_are_judged_as_of_now_and_an_unusable_file_is_named() {
         plan(&a)
     };
     let warning = "spec.signals[1] (utilization): all 8 samples in config/examples/samples.json are older than maxAge (600s)";
-    // taken at 02:00: fresh at 02:05, stale at 03:00 and today
-    let fresh = args(Some("--now=2026-11-22T02:05:00Z"));
+    // taken at 03:00: fresh at 03:05, stale at 03:11 and today
+    let fresh = args(Some("--now=2026-11-22T03:05:00Z"));
     assert!(fresh.status.success(), "{}", stderr(&fresh));
     assert!(!stderr(&fresh).contains(warning), "{}", stderr(&fresh));
-    let late = args(Some(NOW));
+    let late = args(Some("--now=2026-11-22T03:11:00Z"));
     assert!(
-        stderr(&late).contains(&format!("{warning} as of 2026-11-22T03:00:00Z (--now)")),
+        stderr(&late).contains(&format!("{warning} as of 2026-11-22T03:11:00Z (--now)")),
         "{}",
         stderr(&late)
     );
@@ -111,6 +111,146 @@ fn samples_are_judged_as_of_now_and_an_unusable_file_is_named() {
     };
     assert_eq!(patches(&late), patches(&today));
     assert_ne!(patches(&fresh), patches(&today));
+}
+
+/// The files `plan --help` names as the bundled example's, given explicitly.
+const EXAMPLE_FILES: [&str; 8] = [
+    "--policy",
+    "config/examples/combined.yaml",
+    "--snapshot",
+    "config/examples/cluster.yaml",
+    "--samples",
+    "config/examples/samples.json",
+    "--scale-down-by",
+    "2",
+];
+
+/// The warning lines of a run's stderr.
+fn warnings(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 41, item 1: the bundled example is the run `plan --help` says it
+/// is. With no files, with the README's --now, and with the same files
+/// given explicitly, the plan is the one the README prints, byte for byte,
+/// with no warning (the explicit files once judged every sample stale and
+/// planned every pod `keep`); the example's samples are fresh at its time.
+#[test]
+fn the_bundled_example_is_the_files_given_explicitly() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let shown = readme
+        .split("$ cargo run -q -- plan --now 2026-11-22T03:00:00Z\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows the bundled plan");
+    let help = stdout(&plan(&["--help"]));
+    let said = format!("{} --now 2026-11-22T03:00:00Z", EXAMPLE_FILES.join(" "));
+    assert!(
+        help.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(&said),
+        "plan --help names the bundled run as `{said}`:\n{help}"
+    );
+    let runs = [
+        plan(&[]),
+        plan(&[NOW]),
+        plan(&[&EXAMPLE_FILES[..], &[NOW]].concat()),
+    ];
+    for o in &runs {
+        assert!(o.status.success(), "{}", stderr(o));
+        assert_eq!(stdout(o), shown, "the README's plan");
+        assert_eq!(warnings(o), Vec::<String>::new());
+        assert!(stdout(o).contains("8 pods selected, 7 patches"));
+    }
+    // and as JSON, alike
+    let json = |extra: &[&str]| stdout(&plan(&[extra, &["-o", "json"]].concat()));
+    assert_eq!(json(&[]), json(&[&EXAMPLE_FILES[..], &[NOW]].concat()));
+    // at another --now both judge the samples as of it, and agree
+    let late = "--now=2026-11-22T04:00:00Z";
+    let (bundled, explicit) = (plan(&[late]), plan(&[&EXAMPLE_FILES[..], &[late]].concat()));
+    assert_eq!(stdout(&bundled), stdout(&explicit));
+    assert_eq!(warnings(&bundled), warnings(&explicit));
+    assert!(
+        warnings(&bundled)
+            .iter()
+            .any(|w| w.contains("are older than maxAge (600s) as of 2026-11-22T04:00:00Z (--now)")),
+        "{}",
+        stderr(&bundled)
+    );
+}
+
+/// Issue 41, item 1: `explain` with the example's files says of each pod
+/// what `plan` says: its signals, the cost it wants and the patch.
+#[test]
+fn explain_agrees_with_plan_on_every_pod() {
+    let o = plan(&[&EXAMPLE_FILES[..], &[NOW, "-o", "json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let table = stdout(&plan(&[NOW]));
+    let pods = v[0]["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 8);
+    for pod in pods {
+        let name = pod["name"].as_str().unwrap();
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not in\n{table}"));
+        let patch = row.rsplit("  ").next().unwrap().trim();
+        let e = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+            .args([
+                "explain",
+                &format!("pod/{name}"),
+                "-n",
+                "shop",
+                NOW,
+                "-o",
+                "json",
+            ])
+            .args(&EXAMPLE_FILES[..6])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(e.status.success(), "{name}: {}", stderr(&e));
+        assert!(warnings(&e).is_empty(), "{name}: {}", stderr(&e));
+        let x: serde_json::Value = serde_json::from_slice(&e.stdout).unwrap();
+        let view = &x["policy"];
+        assert_eq!(view["wanted"], pod["desired"], "{name}");
+        assert_eq!(view["action"], patch, "{name}: plan says {patch:?}");
+        let values = |signals: &serde_json::Value| -> Vec<serde_json::Value> {
+            signals
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["value"].clone())
+                .collect()
+        };
+        assert_eq!(values(&view["signals"]), values(&pod["signals"]), "{name}");
+    }
+    // stale samples: explain warns as plan does
+    let e = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "explain",
+            "pod/web-7d9f8c6b5-f8jls",
+            "-n",
+            "shop",
+            "--now=2026-11-22T04:00:00Z",
+        ])
+        .args(&EXAMPLE_FILES[..6])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&e)
+            .contains("warning: policy shop/web: spec.signals[1] (utilization): all 8 samples"),
+        "{}",
+        stderr(&e)
+    );
 }
 
 #[test]
@@ -798,7 +938,7 @@ const PRICES: &str = "config/examples/prices.yaml";
 
 /// The time of the example samples: with --samples FILE and --now, older
 /// samples are stale.
-const SAMPLES_NOW: &str = "--now=2026-11-22T02:00:00Z";
+const SAMPLES_NOW: &str = NOW;
 
 /// The `savings` of the first plan; `args` include `--now`.
 fn savings_json(args: &[&str]) -> serde_json::Value {
@@ -1140,7 +1280,7 @@ fn the_snapshot_s_version_sets_the_gates() {
     assert!(!stdout(&o).contains(gate_off), "{}", stdout(&o));
     assert!(
         stderr(&o).contains("note: no Kubernetes version in")
-            && stderr(&o).contains("newest defaults"),
+            && stderr(&o).contains("1.22+ gate defaults apply"),
         "{}",
         stderr(&o)
     );

@@ -338,13 +338,16 @@ fn scale_down_by_prints_only_victims() {
 }
 
 #[test]
-fn scale_down_by_more_than_pods_deletes_all_in_input_order() {
-    // upstream does not sort when every pod goes
+fn scale_down_by_more_than_pods_lists_all_in_deletion_order() {
+    // upstream deletes every pod without sorting; they are listed in the
+    // order, not the input's (issue 41: name order read as the order)
+    let all = ok(&["-f", &fixture("array.json"), NOW], None);
     let out = ok(
         &["-f", &fixture("array.json"), NOW, "--scale-down-by", "9"],
         None,
     );
-    assert_eq!(
+    assert_eq!(lines(&out.stdout), lines(&all.stdout));
+    assert_ne!(
         lines(&out.stdout),
         ["web-a", "web-b", "web-c", "web-d", "web-e"]
     );
@@ -566,7 +569,7 @@ fn the_input_s_version_sets_gate_defaults() {
     let none = ok(&["-f", &fixture("gates.json"), NOW], None);
     assert!(
         none.stderr.contains("note: no Kubernetes version in")
-            && none.stderr.contains("newest defaults"),
+            && none.stderr.contains("1.22+ gate defaults apply"),
         "{}",
         none.stderr
     );
@@ -1174,4 +1177,184 @@ fn invalid_cost_annotations_are_said_once() {
     // the good pod (-5) goes first: the invalid ones count as 0
     let out = ok(&[NOW], Some(&input));
     assert_eq!(out.stdout.lines().next(), Some("good"), "{}", out.stdout);
+}
+
+// ---- issue 41, item 4: dead ends ---------------------------------------------
+
+/// A cluster snapshot given as pods points to the commands that read one.
+#[test]
+fn a_snapshot_given_as_pods_points_to_snapshot() {
+    let cluster = format!(
+        "{}/config/examples/cluster.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for args in [
+        vec!["-f", cluster.as_str(), NOW],
+        vec![
+            "-f",
+            &fixture("pods.json"),
+            "--related",
+            cluster.as_str(),
+            NOW,
+        ],
+    ] {
+        let out = run(&args, None);
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("expected a Pod, found kind"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains(&format!("deletion-cost predict --snapshot {cluster}"))
+                && out
+                    .stderr
+                    .contains(&format!("deletion-cost plan --snapshot {cluster}")),
+            "{}",
+            out.stderr
+        );
+    }
+    // and what it points to works
+    let out = ok(
+        &[
+            "--snapshot",
+            &cluster,
+            "-n",
+            "shop",
+            "--now=2026-11-22T03:00:00Z",
+        ],
+        None,
+    );
+    assert!(
+        lines(&out.stdout).contains(&"web-7d9f8c6b5-f8jls"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// `--scale-down-by 0` says why nothing is printed; by as many pods as there
+/// are or more, the victims are every pod in deletion order (they were
+/// listed by name, as upstream receives them unsorted).
+#[test]
+fn scale_down_by_zero_or_by_everything() {
+    let zero = ok(
+        &["-f", &fixture("pods.json"), NOW, "--scale-down-by", "0"],
+        None,
+    );
+    assert!(zero.stdout.is_empty(), "{}", zero.stdout);
+    assert!(
+        zero.stderr
+            .contains("note: --scale-down-by 0: scaling in by 0 deletes no pod"),
+        "{}",
+        zero.stderr
+    );
+    for n in ["5", "50"] {
+        let all = ok(
+            &["-f", &fixture("pods.json"), NOW, "--scale-down-by", n],
+            None,
+        );
+        assert_eq!(lines(&all.stdout), WEB_ORDER, "--scale-down-by {n}");
+        let v = json(&["-f", &fixture("pods.json"), NOW, "--scale-down-by", n]);
+        assert_eq!(v["replicaSets"][0]["victims"], serde_json::json!(WEB_ORDER));
+    }
+    // plan lists them so too
+    let o = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["plan", "--now=2026-11-22T03:00:00Z", "--scale-down-by", "8"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let order: Vec<&str> = out
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 3 && f[0].parse::<usize>().is_ok() && f[1].starts_with("web-"))
+                .then(|| f[1])
+        })
+        .collect();
+    assert_eq!(order.len(), 8, "{out}");
+    assert!(
+        out.contains(&format!("scale down by 8: deletes {}\n", order.join(", "))),
+        "{out}"
+    );
+}
+
+/// The note for an input without a Kubernetes version is one short line.
+#[test]
+fn the_version_note_is_one_short_line() {
+    let out = ok(&["-f", &fixture("gates.json"), NOW], None);
+    let note: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("no Kubernetes version"))
+        .collect();
+    assert_eq!(note.len(), 1, "{}", out.stderr);
+    let without_source = note[0].replace(&fixture("gates.json"), "FILE");
+    assert!(
+        without_source.chars().count() <= 100,
+        "{} characters: {without_source}",
+        without_source.chars().count()
+    );
+}
+
+/// Started on a terminal with no input, `predict` says it reads standard
+/// input instead of waiting in silence; Ctrl-D ends the input.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn on_a_terminal_predict_says_it_reads_stdin() {
+    use std::io::{BufRead, BufReader};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the out-pointers; the
+    // other pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    for fd in [master, slave] {
+        // SAFETY: fcntl on descriptors we own: close them in other children
+        assert_eq!(
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
+            0
+        );
+    }
+    // SAFETY: both descriptors were just opened and are owned here only.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["predict", NOW])
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("note: reading pods from standard input (end with Ctrl-D)"),
+        "{first}"
+    );
+    // Ctrl-D on an empty line: end of input, which holds no pods
+    let mut term = std::fs::File::from(master);
+    term.write_all(b"\x04").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{rest}");
+    assert!(rest.contains("no pods in <stdin>"), "{rest}");
+    // from a pipe (no terminal) no such note
+    let piped = run(&[NOW], Some(""));
+    assert!(
+        !piped.stderr.contains("reading pods from standard input"),
+        "{}",
+        piped.stderr
+    );
 }

@@ -1209,7 +1209,10 @@ async fn prescale_tries_again_while_leadership_moves() {
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["verdict"], "AsIntended");
     // said why it waited: first the refused connection, then the 503
-    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(
+        stderr.contains("connection refused: nothing listens there"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("hook answered 503: not the leader"),
         "{stderr}"

@@ -495,3 +495,192 @@ async fn http_metrics(port: u16) -> (u16, String) {
     let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
     (code, out)
 }
+
+/// Writes per hour of `writes: Continuous` against `writes: OnScaleIn`
+/// (issue 37, point 6): one Deployment of 1,000 pods whose utilisation
+/// churns (a tenth of the pods get a new value every 30 s, the policy
+/// refreshes every 30 s), a scale-in by 2 through the webhook every 60 s
+/// (the victims then deleted and replaced, as the ReplicaSet controller and
+/// a scale-out would), the operator at its default limits (`--qps 5
+/// --burst 10`). Each mode runs `LOAD_WPH_MINUTES` minutes (default 5);
+/// pod writes are counted at the fake API server and scaled to an hour.
+///
+/// ```sh
+/// cargo test --release --test load writes_per_hour -- --ignored --nocapture
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "load harness: run by hand, see the module doc"]
+async fn writes_per_hour_continuous_against_on_scale_in() {
+    let minutes: u64 = std::env::var("LOAD_WPH_MINUTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    for mode in ["Continuous", "OnScaleIn"] {
+        let (writes, scale_ins, correction) =
+            writes_in(mode, Duration::from_secs(60 * minutes)).await;
+        let per_hour = writes as f64 * 60.0 / minutes as f64;
+        eprintln!(
+            "writes per hour: {mode:<10} {per_hour:>8.0} pod writes/h ({writes} in {minutes} min, {scale_ins} scale-ins, their corrections {correction:?})"
+        );
+    }
+}
+
+/// One mode's run: pod writes in `span`, scale-ins made, writes each
+/// scale-in's correction made.
+async fn writes_in(mode: &str, span: Duration) -> (usize, usize, Vec<u64>) {
+    use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
+    const PODS: usize = 1000;
+    let fake = FakeApi::start().await;
+    for n in 0..20 {
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}")}}))
+            .unwrap();
+    }
+    fake.apply_json(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-abc", "namespace": "shop", "uid": "web-abc",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": "web", "controller": true}]},
+        "spec": {"replicas": PODS, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    let mut next = 0usize;
+    let mut live: Vec<String> = Vec::new();
+    let mut add_pod = |fake: &FakeApi, live: &mut Vec<String>| {
+        let p = pod_json("shop", "web", "web-abc", next, next);
+        live.push(format!("web-{next:05}"));
+        next += 1;
+        fake.apply_json(p).unwrap();
+    };
+    for _ in 0..PODS {
+        add_pod(&fake, &mut live);
+    }
+    let mut seed = 37u64;
+    let mut rand = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let mut util: BTreeMap<String, f64> = live
+        .iter()
+        .map(|p| (p.clone(), (rand() % 1000) as f64 / 1000.0))
+        .collect();
+    let text = |u: &BTreeMap<String, f64>| -> String {
+        u.iter()
+            .map(|(p, v)| format!("pod_util{{pod=\"{p}\"}} {v}\n"))
+            .collect()
+    };
+    let exporter = Exporter::start(&text(&util));
+    let prom = PrometheusServer::scraping(exporter.addr());
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"targetRef": {"kind": "Deployment", "name": "web"}, "writes": mode,
+            "refreshInterval": "30s",
+            "signals": [{"utilization": {"prometheus": {"query": "pod_util", "podLabel": "pod"},
+                "range": {"min": 0, "max": 1}, "buckets": 10}}]}
+    }))
+    .unwrap();
+    // Prometheus has a first scrape before the operator asks
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&fake.url(), &dir);
+    let (metrics_port, hook_port) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args([
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--no-leader-election",
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--hook-addr",
+            &format!("127.0.0.1:{hook_port}"),
+            "--hook-insecure-http",
+            "--prometheus-url",
+            &prom.url(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready(metrics_port).await {
+        assert!(started.elapsed() < Duration::from_secs(60), "not ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    fake.clear_requests();
+    let http = reqwest::Client::new();
+    let (mut scale_ins, mut correction) = (0, Vec::new());
+    let (mut last_churn, mut last_scale) = (Instant::now(), Instant::now());
+    let begin = Instant::now();
+    let mut replicas = PODS as i64;
+    while begin.elapsed() < span {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if last_churn.elapsed() >= Duration::from_secs(30) {
+            last_churn = Instant::now();
+            let pods: Vec<String> = util.keys().cloned().collect();
+            for p in pods {
+                if rand() % 10 == 0 {
+                    util.insert(p, (rand() % 1000) as f64 / 1000.0);
+                }
+            }
+            exporter.set(&text(&util));
+        }
+        if last_scale.elapsed() >= Duration::from_secs(60) {
+            last_scale = Instant::now();
+            let before = fake.writes_to("pods").len();
+            let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": format!("u-{scale_ins}"),
+                "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+                "subResource": "scale", "name": "web", "namespace": "shop", "operation": "UPDATE",
+                "userInfo": {"username": "system:serviceaccount:kube-system:horizontal-pod-autoscaler"},
+                "object": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": replicas - 2}},
+                "oldObject": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": replicas}},
+                "dryRun": false}});
+            let answer: serde_json::Value = http
+                .post(format!("http://127.0.0.1:{hook_port}/v1/admit-scale-in"))
+                .json(&review)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            correction.push((fake.writes_to("pods").len() - before) as u64);
+            scale_ins += 1;
+            // the controller deletes the victims; a scale-out replaces them
+            let victims = answer["response"]["auditAnnotations"]["victims"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for v in victims.split(',').filter(|v| !v.is_empty()) {
+                let pod = v.rsplit('/').next().unwrap_or_default();
+                let _ = fake.delete_json("Pod", "shop", pod);
+                util.remove(pod);
+                live.retain(|p| p != pod);
+            }
+            for _ in 0..2 {
+                add_pod(&fake, &mut live);
+                util.insert(
+                    live.last().unwrap().clone(),
+                    (rand() % 1000) as f64 / 1000.0,
+                );
+            }
+            exporter.set(&text(&util));
+            replicas = live.len() as i64;
+        }
+    }
+    let writes = fake
+        .writes_to("pods")
+        .iter()
+        .filter(|w| w.verb == Some(Verb::Patch))
+        .count();
+    let _ = child.kill();
+    let _ = child.wait();
+    (writes, scale_ins, correction)
+}

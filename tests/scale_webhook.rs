@@ -340,6 +340,36 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
     let (_, message) = status(&fake).unwrap_or_default();
     assert!(message.contains("for 1 scale-in(s)"), "{message}");
     assert!(message.contains("by the scale-in webhook"), "{message}");
+    let kept = |fake: &FakeApi| {
+        fake.get_json("DeletionCostPolicy", NS, "web")
+            .map(|p| p["status"]["scaleIns"]["byWebhook"].clone())
+    };
+    eventually(
+        Duration::from_secs(20),
+        "the status keeps the count",
+        || std::future::ready(kept(&fake) == Some(json!(1))),
+    )
+    .await;
+    op.stop().await;
+
+    // a restart (or a new leader) counts on from what the status kept
+    let mut cfg = support::operator::config("op-1", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        settle_delay: Duration::from_millis(50),
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    post_review(&http, hook, review("u-3", "web", 3, 2, false)).await;
+    eventually(Duration::from_secs(20), "the count goes on from 1", || {
+        std::future::ready(kept(&fake) == Some(json!(2)))
+    })
+    .await;
+    let (_, message) = status(&fake).unwrap_or_default();
+    assert!(message.contains("for 2 scale-in(s)"), "{message}");
     op.stop().await;
 }
 

@@ -47,14 +47,14 @@ impl GateFlags {
     }
 }
 
-/// The stderr note when no version was known: which defaults apply.
+/// The stderr note when no version was known: one short line. The newest
+/// defaults are those of every version from 1.22 on, so only an older
+/// cluster orders otherwise.
 pub fn default_gates_note(choice: &GateChoice, input: &str) -> Option<String> {
     choice.version.is_none().then(|| {
         format!(
-            "no Kubernetes version in {input} and no --kubernetes-version: the comparator starts \
-             from the newest defaults; in force: PodDeletionCost={}, LogarithmicScaleDown={} \
-             (add what `kubectl version -o json` prints to the input, or pass --kubernetes-version)",
-            choice.gates.pod_deletion_cost, choice.gates.logarithmic_scale_down
+            "no Kubernetes version in {input}: 1.22+ gate defaults apply \
+             (--kubernetes-version X.Y if older)"
         )
     })
 }
@@ -63,9 +63,21 @@ pub fn default_gates_note(choice: &GateChoice, input: &str) -> Option<String> {
 pub fn parse_now(now: Option<&str>, default: Timestamp) -> Result<Timestamp, CliError> {
     match now {
         None => Ok(default),
-        Some(s) => s.trim().parse::<Timestamp>().map_err(|e| {
+        Some(s) => s.trim().parse::<Timestamp>().map_err(|_| {
+            // the parser's own words name its internals ("four digit
+            // integer as year"); say what is missing instead
+            use k8s_openapi::jiff::civil;
+            let t = s.trim();
+            let has_time = t.contains(['T', 't', ' ']);
+            let why = if !has_time && t.parse::<civil::Date>().is_ok() {
+                "a date without a time of day"
+            } else if t.parse::<civil::DateTime>().is_ok() {
+                "no UTC offset (add Z for UTC, or one such as +01:00)"
+            } else {
+                "not a date and time"
+            };
             CliError::bad_input(format!(
-                "--now {s:?}: expected an RFC 3339 time such as 2025-01-31T12:00:00Z: {e}"
+                "--now {s:?}: {why}; expected an RFC 3339 time such as 2025-01-31T12:00:00Z"
             ))
         }),
     }

@@ -64,9 +64,17 @@ pub struct ExplainArgs {
     /// The cluster's feature gates.
     #[command(flatten)]
     pub gates: super::cluster_flags::GateFlags,
-    /// The cluster to read and the pod's namespace.
-    #[command(flatten)]
-    pub cluster: super::live::ClusterArgs,
+    /// The pod's namespace (default: the kubeconfig context's, else
+    /// `default`; with --snapshot, `default`): a pod's name is looked up in
+    /// one namespace.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: the files in $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Stop with exit 2 on an input larger than this: bytes, or with a unit.
     #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
@@ -194,9 +202,15 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         bytes: args.max_input_bytes,
         pods: args.max_pods,
     };
+    let cluster = super::live::ClusterArgs {
+        namespace: args.namespace.clone(),
+        all_namespaces: false,
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
     let read = super::predict::read_selected(
         args.snapshot.as_deref(),
-        &args.cluster,
+        &cluster,
         true,
         limits,
         super::live::Wants {
@@ -323,7 +337,24 @@ fn policy_view(
         Some(path) => {
             let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
                 .map_err(CliError::bad_input)?;
-            super::samples_input::load(&name, &text, policy, Some((now / 1_000_000_000) as f64))?
+            let samples = super::samples_input::load(
+                &name,
+                &text,
+                policy,
+                Some((now / 1_000_000_000) as f64),
+            )?;
+            // as `plan` says it, so the two never disagree in silence
+            let now_from = match args.now {
+                Some(_) => super::samples_input::NowFrom::Flag,
+                None => super::samples_input::NowFrom::Clock,
+            };
+            let now_text = settings.now.to_string();
+            for w in
+                super::samples_input::stale_warnings(&name, policy, &samples, &now_text, now_from)
+            {
+                super::stderr::warn(&format!("policy {}: {w}", policy.key()));
+            }
+            samples
         }
         None => SignalSamples::default(),
     };

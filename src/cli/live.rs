@@ -202,19 +202,17 @@ async fn read_async(
 /// the context's namespace.
 async fn connect(args: &ClusterArgs) -> Result<(Client, String, String, String), CliError> {
     let kubeconfig = match &args.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path)
-            .map_err(|e| CliError::bad_input(format!("--kubeconfig: {}", kubeconfig_error(&e))))?,
-        None => Kubeconfig::read().map_err(|e| {
-            let set = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
-            let hint = if set {
-                "KUBECONFIG names"
-            } else {
-                "no KUBECONFIG set, and"
-            };
+        Some(path) => Kubeconfig::read_from(path).map_err(|e| {
             CliError::bad_input(format!(
-                "no kubeconfig to read the cluster with ({hint} {}): pass --kubeconfig PATH, \
+                "--kubeconfig: {}",
+                crate::operator::config::kubeconfig_error(&e)
+            ))
+        })?,
+        None => Kubeconfig::read().map_err(|e| {
+            CliError::bad_input(format!(
+                "no kubeconfig to read the cluster with ({}): pass --kubeconfig PATH, \
                  set KUBECONFIG, or read saved files instead (--snapshot FILE)",
-                kubeconfig_error(&e)
+                crate::operator::config::no_kubeconfig(&e)
             ))
         })?,
     };
@@ -262,20 +260,6 @@ async fn connect(args: &ClusterArgs) -> Result<(Client, String, String, String),
         ))
     })?;
     Ok((client, context, server, namespace))
-}
-
-/// A kubeconfig that cannot be read, in words: the path as written and
-/// why (not kube's debug-quoted path).
-fn kubeconfig_error(e: &kube::config::KubeconfigError) -> String {
-    use kube::config::KubeconfigError as E;
-    match e {
-        E::ReadConfig(io, path) if io.kind() == std::io::ErrorKind::NotFound => {
-            format!("{}: no such file", path.display())
-        }
-        E::ReadConfig(io, path) => format!("{}: {io}", path.display()),
-        E::FindPath => "no home directory to find ~/.kube/config in".to_string(),
-        other => crate::error_chain(other),
-    }
 }
 
 /// Where a read went, for its errors.

@@ -42,6 +42,10 @@ const EXAMPLE_SAMPLES: (&str, &str) = (
     "config/examples/samples.json",
     include_str!("../../config/examples/samples.json"),
 );
+/// The moment the bundled example records: its samples were taken then, so
+/// it is planned as of then unless `--now` says otherwise (as of the current
+/// time every sample would be stale, and the example would plan nothing).
+pub const EXAMPLE_NOW: &str = "2026-11-22T03:00:00Z";
 
 /// Output format of `plan`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -57,9 +61,10 @@ pub enum PlanFormat {
 /// Flags of `plan`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_long_help = "With no --policy and no --snapshot, runs the bundled example \
-(config/examples/combined.yaml over config/examples/cluster.yaml with \
-config/examples/samples.json, scale-down by 2).\n\n\
+    after_long_help = "With no --policy and no --snapshot, runs the bundled example, the \
+same as `--policy config/examples/combined.yaml --snapshot config/examples/cluster.yaml \
+--samples config/examples/samples.json --scale-down-by 2 --now 2026-11-22T03:00:00Z` \
+(the moment its samples were taken).\n\n\
 The snapshot is what `kubectl get pods,nodes,replicasets,deployments -A -o yaml` \
 prints (JSON works too); a directory means every .yaml/.yml/.json file in it.\n\n\
 The comparator's gates follow the cluster's version: --kubernetes-version, else the \
@@ -131,11 +136,16 @@ pub(crate) fn load_snapshot(
     let p = Path::new(path);
     if path == "-" {
         reader
-            .read("<stdin>", std::io::stdin().lock(), 0)
+            .read("<stdin>", super::source::stdin(), 0)
             .map_err(CliError::bad_input)?;
     } else if p.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(p)
-            .map_err(|e| CliError::bad_input(format!("{path}: cannot read directory: {e}")))?
+            .map_err(|e| {
+                CliError::bad_input(format!(
+                    "{path}: cannot read directory: {}",
+                    crate::input::io_error_text(&e)
+                ))
+            })?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|f| {
@@ -600,9 +610,19 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             shares_namespace.then(|| plan::selected_pods(&f.named, &snapshot))
         })
         .collect();
-    let now =
-        super::cluster_flags::parse_now(args.now.as_deref(), k8s_openapi::jiff::Timestamp::now())?
-            .as_nanosecond();
+    // the bundled example is planned as of the moment it records
+    let default_now = match bundled {
+        true => EXAMPLE_NOW
+            .parse()
+            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
+        false => k8s_openapi::jiff::Timestamp::now(),
+    };
+    let now = super::cluster_flags::parse_now(args.now.as_deref(), default_now)?.as_nanosecond();
+    let now_from = match (&args.now, bundled) {
+        (Some(_), _) => super::samples_input::NowFrom::Flag,
+        (None, true) => super::samples_input::NowFrom::Example,
+        (None, false) => super::samples_input::NowFrom::Clock,
+    };
     let now_secs = (now / 1_000_000_000) as f64;
     let choice = args.gates.choose(version.as_ref())?;
     let snapshot_name = match (args.snapshot.as_deref(), &live_source) {
@@ -635,20 +655,20 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         let (excluded, overlap_warnings) = overlaps(i, &file_policies, &selected);
         let mut stale = Vec::new();
         let mut samples_file = None;
-        let samples = if bundled && args.samples.is_none() && args.prometheus.is_none() {
-            super::samples_input::load(EXAMPLE_SAMPLES.0, EXAMPLE_SAMPLES.1, policy, None)?
-        } else if let Some(path) = &args.samples {
-            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
-                .map_err(CliError::bad_input)?;
-            // judged as of --now, or of the current time: never silently fresh
+        let bundled_samples = bundled && args.samples.is_none() && args.prometheus.is_none();
+        let samples = if bundled_samples || args.samples.is_some() {
+            let (name, text) = match &args.samples {
+                Some(path) => read_source_limited(path, args.max_input_bytes, Expect::Text)
+                    .map_err(CliError::bad_input)?,
+                None => (EXAMPLE_SAMPLES.0.to_string(), EXAMPLE_SAMPLES.1.to_string()),
+            };
+            // judged as of --now, else of the current time (the bundled
+            // example's: its moment), as the same file given with --samples:
+            // never silently fresh
             let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
             samples_file = Some(name.clone());
             stale.extend(super::samples_input::stale_warnings(
-                &name,
-                policy,
-                &samples,
-                &now_text,
-                args.now.is_some(),
+                &name, policy, &samples, &now_text, now_from,
             ));
             samples
         } else if let Some(url) = &args.prometheus {

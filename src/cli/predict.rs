@@ -362,7 +362,7 @@ fn group_prediction(
     ranking: &Ranking,
 ) -> GroupPrediction {
     let now_ns = settings.now.as_nanosecond();
-    let victims = settings.scale_down_by.map(|n| ranking.victims(n));
+    let victims = settings.scale_down_by.map(|n| ranking.victims_in_order(n));
     let mut is_victim = vec![false; members.len()];
     for &i in victims.iter().flatten() {
         is_victim[i] = true;
@@ -487,6 +487,12 @@ pub fn notes(p: &Prediction, has_related: bool) -> Vec<String> {
             capped_list(&cut_in_tie, LISTED),
             p.scale_down_by.unwrap_or(0)
         ));
+    }
+    if p.scale_down_by == Some(0) {
+        notes.push(
+            "--scale-down-by 0: scaling in by 0 deletes no pod, so there is no victim to print"
+                .to_string(),
+        );
     }
     if !has_related && p.replica_sets.len() > 1 {
         notes.push(format!(
@@ -660,7 +666,22 @@ fn load_pods(
     path: &str,
     limits: InputLimits,
 ) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), CliError> {
-    read_pods_slim(path, limits).map_err(CliError::bad_input)
+    read_pods_slim(path, limits).map_err(|e| pods_only(e, path))
+}
+
+/// A file read as pods (`-f`, `--related`) that holds other kinds: when it
+/// is a cluster snapshot (Nodes, ReplicaSets...), the way to read one.
+fn pods_only(e: InputError, path: &str) -> CliError {
+    match &e {
+        InputError::Shape { message, .. } if message.starts_with("expected a Pod, found kind") => {
+            CliError::bad_input(format!(
+                "{e}; this reads pods only: a cluster snapshot (pods with their nodes, \
+                 ReplicaSets, Deployments) is ordered with `deletion-cost predict --snapshot \
+                 {path}` and planned with `deletion-cost plan --snapshot {path}`"
+            ))
+        }
+        _ => CliError::bad_input(e),
+    }
 }
 
 /// The warning for pods without a UID, or `None` when every pod has one
@@ -701,6 +722,13 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
         bytes: args.max_input_bytes,
         pods: args.max_pods,
     };
+    // stdin is the default input: on a terminal, say so rather than wait in silence
+    if file == "-" && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        super::stderr::note(
+            "reading pods from standard input (end with Ctrl-D); or give -f FILE, \
+             deployment/NAME -n NAMESPACE (the cluster), or --snapshot FILE",
+        );
+    }
     let (source, pods, version) = load_pods(file, limits)?;
     let mut empty_related = None;
     let (related, related_version) = match args.related.as_deref() {
@@ -714,7 +742,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
                 empty_related = Some(source_name);
                 (Some(Vec::new()), None)
             }
-            Err(e) => return Err(CliError::bad_input(e)),
+            Err(e) => return Err(pods_only(e, path)),
         },
         None => (None, None),
     };

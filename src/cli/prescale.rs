@@ -210,6 +210,38 @@ pub fn error_message(status: u16, body: &[u8]) -> String {
     }
 }
 
+/// Why a connection could not be made, in words: what the OS said (refused,
+/// timed out, unreachable) or the name that did not resolve, without the
+/// HTTP stack's layers ("client error (Connect): tcp connect error: ...").
+fn connect_problem(e: &reqwest::Error) -> String {
+    use std::io::ErrorKind as K;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            let words = match io.kind() {
+                K::ConnectionRefused => {
+                    "connection refused: nothing listens there (is --url the hook's address, \
+                     and does the operator run with --hook-addr?)"
+                }
+                K::TimedOut => "no answer to the connection within 10 s",
+                K::HostUnreachable | K::NetworkUnreachable => "the host cannot be reached",
+                _ => "",
+            };
+            if !words.is_empty() {
+                return words.to_string();
+            }
+        }
+        if s.to_string().starts_with("dns error") {
+            return "the host name does not resolve (check --url)".to_string();
+        }
+        source = s.source();
+    }
+    // unknown: the innermost cause says most
+    let chain = crate::error_chain(e);
+    let last = chain.rsplit(": ").next().unwrap_or(&chain);
+    format!("cannot connect: {last}")
+}
+
 /// A hint when the TLS handshake failed in a way a retry cannot mend: the
 /// server does not speak TLS, or its certificate is not trusted.
 fn tls_problem(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
@@ -275,7 +307,11 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     }
     check_url(&args.url, args.insecure_http).map_err(CliError::bad_input)?;
     let token = std::fs::read_to_string(&args.token_file).map_err(|e| {
-        CliError::bad_input(format!("--token-file {}: {e}", args.token_file.display()))
+        CliError::bad_input(format!(
+            "--token-file {}: {}",
+            args.token_file.display(),
+            crate::input::io_error_text(&e)
+        ))
     })?;
     let token = token.trim().to_string();
     if token.is_empty() {
@@ -292,8 +328,13 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
         .timeout(Duration::from_secs(args.timeout + 10))
         .connect_timeout(Duration::from_secs(10));
     if let Some(ca) = &args.ca_file {
-        let pem = std::fs::read(ca)
-            .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
+        let pem = std::fs::read(ca).map_err(|e| {
+            CliError::bad_input(format!(
+                "--ca-file {}: {}",
+                ca.display(),
+                crate::input::io_error_text(&e)
+            ))
+        })?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| CliError::bad_input(format!("--ca-file {}: {e}", ca.display())))?;
         if certs.is_empty() {
@@ -330,6 +371,8 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     let deadline = std::time::Instant::now() + Duration::from_secs(args.timeout);
     let (status, bytes) = runtime.block_on(async {
         let mut attempt = 0u32;
+        // the reason last said: the same one is not said again each attempt
+        let mut said: Option<String> = None;
         loop {
             attempt += 1;
             let sent = client
@@ -364,7 +407,7 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
                         crate::error_chain(e)
                     )));
                 }
-                Err(e) if e.is_connect() => format!("POST {url}: {}", crate::error_chain(e)),
+                Err(e) if e.is_connect() => format!("POST {url}: {}", connect_problem(e)),
                 Ok(done) => return Ok::<_, CliError>(done.clone()),
                 Err(e) => {
                     return Err(CliError::failure(format!(
@@ -377,13 +420,19 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
             if std::time::Instant::now() + wait >= deadline {
                 return match outcome {
                     Ok(done) => Ok(done),
-                    Err(_) => Err(CliError::failure(why)),
+                    Err(_) => Err(CliError::failure(format!(
+                        "{why}; tried {attempt} time(s) in {} s (--timeout)",
+                        args.timeout
+                    ))),
                 };
             }
-            super::stderr::note(&format!(
-                "{why}; trying again in {} ms (attempt {attempt})",
-                wait.as_millis()
-            ));
+            if said.as_deref() != Some(why.as_str()) {
+                super::stderr::note(&format!(
+                    "{why}; trying again until --timeout ({} s) runs out",
+                    args.timeout
+                ));
+                said = Some(why);
+            }
             tokio::time::sleep(wait).await;
         }
     })?;

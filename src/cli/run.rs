@@ -17,7 +17,12 @@ use crate::plan::prices::Prices;
 pub struct RunArgs {
     /// Watch and write only this namespace, so the operator can run with a
     /// Role instead of a ClusterRole (nodes are still read cluster-wide).
-    #[arg(long, env = "DELETION_COST_NAMESPACE")]
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        env = "DELETION_COST_NAMESPACE"
+    )]
     pub namespace: Option<String>,
     /// Prometheus base URL for utilisation signals.
     #[arg(long, value_name = "URL")]
@@ -209,8 +214,9 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     if let Some(path) = &args.kubeconfig {
         if let Err(e) = std::fs::File::open(path) {
             return Err(CliError::bad_input(format!(
-                "--kubeconfig {}: cannot read: {e}",
-                path.display()
+                "--kubeconfig {}: cannot read: {}",
+                path.display(),
+                crate::input::io_error_text(&e)
             )));
         }
     }

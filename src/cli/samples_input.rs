@@ -12,8 +12,8 @@ fn utilization_signals(policy: &NamedPolicy) -> Vec<(usize, &Utilization)> {
 }
 
 /// Reads a samples file for every utilisation signal of the policy. Saved
-/// samples are judged stale against `now_secs` (`None`: never, for the
-/// bundled example) when the file carries sample times.
+/// samples are judged stale against `now_secs` (`None`: never) when the
+/// file carries sample times.
 pub fn load(
     source: &str,
     text: &str,
@@ -43,15 +43,26 @@ pub fn load(
     Ok(loaded.samples)
 }
 
+/// Where a command's `now` came from, as its warnings say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NowFrom {
+    /// `--now`.
+    Flag,
+    /// The moment the bundled example records (`plan` with no files).
+    Example,
+    /// The current time.
+    Clock,
+}
+
 /// A warning for each utilisation signal whose every sample in `source` is
 /// stale as of `now` (RFC 3339): none of them is used, so the plan is not the
-/// one the file's time would give. `now_given`: the user set `--now`.
+/// one the file's time would give.
 pub fn stale_warnings(
     source: &str,
     policy: &NamedPolicy,
     samples: &SignalSamples,
     now: &str,
-    now_given: bool,
+    now_from: NowFrom,
 ) -> Vec<String> {
     use crate::signals::{Sample, SampleProblem};
     let mut out = Vec::new();
@@ -65,16 +76,21 @@ pub fn stale_warnings(
                 .values()
                 .all(|s| *s == Sample::Unusable(SampleProblem::Stale));
         if all_stale {
-            let hint = if now_given {
-                "check --now"
-            } else {
-                "give --now <time> to plan as of when they were taken"
+            let (from, hint) = match now_from {
+                NowFrom::Flag => ("--now", "check --now"),
+                NowFrom::Example => (
+                    "the bundled example's time",
+                    "give --now <time> to plan as of when they were taken",
+                ),
+                NowFrom::Clock => (
+                    "the current time",
+                    "give --now <time> to plan as of when they were taken",
+                ),
             };
             out.push(format!(
-                "spec.signals[{index}] (utilization): all {} samples in {source} are older than maxAge ({}s) as of {now}{}: none is used and onSignalMissing applies; {hint}",
+                "spec.signals[{index}] (utilization): all {} samples in {source} are older than maxAge ({}s) as of {now} ({from}): none is used and onSignalMissing applies; {hint}",
                 got.by_pod.len(),
                 u.max_age.as_secs(),
-                if now_given { " (--now)" } else { " (the current time)" },
             ));
         }
     }

@@ -17,7 +17,7 @@ pub fn read_source_limited(
 ) -> Result<(String, String), InputError> {
     if path == "-" {
         let name = "<stdin>";
-        let text = read_bounded(name, std::io::stdin().lock(), max_bytes, 0, expect)?;
+        let text = read_bounded(name, stdin(), max_bytes, 0, expect)?;
         return Ok((name.into(), text));
     }
     let (file, size) = open_within_limit(path, max_bytes)?;
@@ -57,10 +57,68 @@ pub fn read_pods_slim(
 ) -> Result<(String, Vec<SlimPod>, Option<ServerVersion>), InputError> {
     if path == "-" {
         let name = "<stdin>";
-        let (pods, version) = pods_from_reader(name, std::io::stdin().lock(), limits, 0)?;
+        let (pods, version) = pods_from_reader(name, stdin(), limits, 0)?;
         return Ok((name.into(), pods, version));
     }
     let (file, size) = open_within_limit(path, limits.bytes)?;
     let (pods, version) = pods_from_reader(path, file, limits, size)?;
     Ok((path.to_string(), pods, version))
+}
+
+/// Standard input, ended for good at its first end. On a terminal, Ctrl-D
+/// ends one read only: a reader that asks again to be sure the input is over
+/// (the format sniffing does) waited for a second Ctrl-D.
+pub fn stdin() -> EndOnce<std::io::StdinLock<'static>> {
+    EndOnce {
+        inner: std::io::stdin().lock(),
+        ended: false,
+    }
+}
+
+/// A reader that answers "end" for good once its source has.
+pub struct EndOnce<R> {
+    inner: R,
+    ended: bool,
+}
+
+impl<R: std::io::Read> std::io::Read for EndOnce<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.ended {
+            return Ok(0);
+        }
+        let n = self.inner.read(buf)?;
+        self.ended = n == 0 && !buf.is_empty();
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    /// A source that ends once, then has more (a terminal after Ctrl-D).
+    struct Terminal(Vec<&'static [u8]>);
+
+    impl Read for Terminal {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some(chunk) = self.0.first().copied() else {
+                panic!("read after the input was over: a terminal would wait here");
+            };
+            self.0.remove(0);
+            buf[..chunk.len()].copy_from_slice(chunk);
+            Ok(chunk.len())
+        }
+    }
+
+    #[test]
+    fn the_first_end_is_the_end() {
+        let mut r = super::EndOnce {
+            inner: Terminal(vec![b"ab", b"", b"never read"]),
+            ended: false,
+        };
+        let mut out = String::new();
+        r.read_to_string(&mut out).unwrap();
+        assert_eq!(out, "ab");
+        assert_eq!(r.read(&mut [0u8; 8]).unwrap(), 0);
+    }
 }

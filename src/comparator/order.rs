@@ -264,6 +264,14 @@ impl Ranking {
         self.order[..diff].to_vec()
     }
 
+    /// [`Ranking::victims`] in deletion order, as the CLI and the plan list
+    /// them: the first `diff` pods of the order. When `diff` reaches the pod
+    /// count upstream deletes every pod without sorting, so the same pods go;
+    /// listed in the order, not the input's (names, to a reader).
+    pub fn victims_in_order(&self, diff: usize) -> Vec<usize> {
+        self.order[..diff.min(self.order.len())].to_vec()
+    }
+
     /// Whether the cut after the first `n` pods falls inside a tie, so which of
     /// the tied pods upstream deletes depends on its input order.
     pub fn tie_at_cut(&self, n: usize) -> bool {

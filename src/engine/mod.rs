@@ -16,6 +16,7 @@
 //! wiring knows both.
 
 pub mod caches;
+mod cleanup;
 pub mod leadership;
 pub mod priced;
 mod round;
@@ -29,9 +30,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::sync::Semaphore;
 
 use caches::Caches;
+pub use cleanup::CleanupError;
 use leadership::Leadership;
 pub use priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
@@ -75,12 +78,29 @@ impl Churn {
     }
 }
 
-/// The key of a validated policy.
+/// Policies whose status is due, each once: bounded by the number of
+/// policies, however many scale-ins come before the wiring takes them.
+#[derive(Default)]
+struct StatusDue {
+    keys: std::sync::Mutex<std::collections::BTreeSet<PolicyKey>>,
+    noted: tokio::sync::Notify,
+}
+
+impl StatusDue {
+    fn note(&self, key: PolicyKey) {
+        if let Ok(mut k) = self.keys.lock() {
+            k.insert(key);
+        }
+        self.noted.notify_one();
+    }
+}
+
 /// How many background rounds plan at once: the cores the process may use.
 fn planner_slots() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The key of a validated policy.
 fn key_of(resolved: &NamedPolicy) -> PolicyKey {
     PolicyKey::new(&resolved.namespace, &resolved.name)
 }
@@ -175,8 +195,7 @@ pub struct Engine {
     scale_in_calls: scale_in::ScaleInCalls,
     /// Policies whose status has news the next reconcile reports (a
     /// scale-in made fresh); the run wiring turns them into reconciles.
-    status_due: futures::channel::mpsc::UnboundedSender<PolicyKey>,
-    status_due_rx: std::sync::Mutex<Option<futures::channel::mpsc::UnboundedReceiver<PolicyKey>>>,
+    status_due: Arc<StatusDue>,
 }
 
 impl Engine {
@@ -191,7 +210,6 @@ impl Engine {
         dry_run: bool,
         pricing: Option<Pricing>,
     ) -> Self {
-        let (status_due, status_due_rx) = futures::channel::mpsc::unbounded();
         Engine {
             caches,
             leadership,
@@ -206,15 +224,25 @@ impl Engine {
             pricing,
             priced: Default::default(),
             scale_in_calls: Default::default(),
-            status_due,
-            status_due_rx: std::sync::Mutex::new(Some(status_due_rx)),
+            status_due: Default::default(),
         }
     }
 
-    /// The policies whose status has news to report, as they come (taken
-    /// once, by the run wiring, which reconciles each).
-    pub fn take_status_due(&self) -> Option<futures::channel::mpsc::UnboundedReceiver<PolicyKey>> {
-        self.status_due_rx.lock().ok()?.take()
+    /// The policies whose status has news to report, as they come: each
+    /// at most once however often it was noted before it was taken (the
+    /// run wiring reconciles each).
+    pub fn status_due(&self) -> futures::stream::BoxStream<'static, PolicyKey> {
+        let due = self.status_due.clone();
+        futures::stream::unfold(due, |due| async move {
+            loop {
+                let next = due.keys.lock().ok().and_then(|mut k| k.pop_first());
+                if let Some(key) = next {
+                    return Some((key, due));
+                }
+                due.noted.notified().await;
+            }
+        })
+        .boxed()
     }
 
     /// The watched objects rounds read.
@@ -304,7 +332,13 @@ impl Engine {
         self.scale_ins.note(&key, by, managed.workload.to_string());
         // the status says so at the next reconcile: ask for one, as a
         // round that wrote nothing makes no pod event that would
-        let _ = self.status_due.unbounded_send(key);
+        self.status_due.note(key);
+    }
+
+    /// Takes in the scale-ins a policy's status kept (see
+    /// [`scale_ins::ScaleInLog`]): a restart or a new leader counts on.
+    pub fn remember_scale_ins(&self, resolved: &NamedPolicy, kept: &ScaleIns) {
+        self.scale_ins.remember(&key_of(resolved), kept);
     }
 
     /// The policy became invalid: it has no order to report.

@@ -858,7 +858,7 @@ impl Engine {
             "scale-in priced: {}",
             s.summary()
         );
-        let _ = self.status_due.unbounded_send(key.clone());
+        self.status_due.note(key.clone());
     }
 
     /// Sets the watched-nodes gauge of `key`.
@@ -938,7 +938,7 @@ impl Engine {
                 );
             }
             self.metrics.freed_nodes_awaiting(&policy, watched);
-            let _ = self.status_due.unbounded_send(key);
+            self.status_due.note(key);
         }
     }
 

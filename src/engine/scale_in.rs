@@ -39,6 +39,10 @@ pub const SHARED_FOR: Duration = Duration::from_secs(30);
 /// two of the answer; the rest is margin for a busy control plane.
 pub const HOLD: Duration = Duration::from_secs(15);
 
+/// The shortest settle after writes: two informers of one watch cache
+/// receive an event within milliseconds of each other.
+const SETTLE_FLOOR: Duration = Duration::from_millis(20);
+
 /// Time kept at the end of a call's budget to compose its answer.
 const ANSWER_MARGIN: Duration = Duration::from_millis(100);
 
@@ -555,11 +559,13 @@ impl Engine {
         drop(state);
         answer.writes = requests.len();
         let sent_at = Instant::now();
+        let mut landed_at = sent_at;
         let mut shown: Vec<&PatchRequest> = Vec::new();
         if let Some(batch) = batch {
             let Ok(report) = timeout_at(call.deadline, batch.wait()).await else {
                 return self.over_budget(answer, "writing", &requests);
             };
+            landed_at = Instant::now();
             for ((pod, outcome), req) in report.outcomes.iter().zip(&requests) {
                 match outcome {
                     WriteOutcome::Applied => {
@@ -581,13 +587,9 @@ impl Engine {
             return self.over_budget(answer, "waiting for the pod cache", &requests);
         }
         if answer.writes > 0 {
-            // the ReplicaSet controller's informer is fed by the same watch
-            // cache as ours: it lags the writes about as much as ours did;
-            // waiting that long again covers one twice as slow
-            let lag = sent_at.elapsed();
-            answer.observed_after = Some(lag);
+            answer.observed_after = Some(sent_at.elapsed());
             let left = call.deadline.saturating_duration_since(Instant::now());
-            answer.settled = lag.min(call.settle_cap).min(left);
+            answer.settled = settle(landed_at.elapsed(), call.settle_cap, left);
             tokio::time::sleep(answer.settled).await;
         }
         let all_landed = answer.failed.is_empty();
@@ -702,9 +704,35 @@ impl Engine {
     }
 }
 
+/// The settle after a scale-in's writes, once the cache showed them `lag`
+/// after they landed: the ReplicaSet controller's informer is fed by the
+/// same watch cache as ours, so it lags about as much; waiting that long
+/// again (at least [`SETTLE_FLOOR`], at most `cap` and what is `left` of
+/// the budget) covers one twice as slow.
+fn settle(lag: Duration, cap: Duration, left: Duration) -> Duration {
+    lag.max(SETTLE_FLOOR).min(cap).min(left)
+}
+
 fn over_budget() -> Arc<ScaleInAnswer> {
     Arc::new(ScaleInAnswer::bare(ScaleInOutcome::OverBudget {
         phase: "making the costs fresh",
         missing: 0,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settle_is_the_cache_lag_within_floor_cap_and_budget() {
+        let ms = Duration::from_millis;
+        let cap = ms(1000);
+        assert_eq!(settle(ms(3), cap, ms(5000)), SETTLE_FLOOR);
+        assert_eq!(settle(ms(240), cap, ms(5000)), ms(240));
+        assert_eq!(settle(ms(4000), cap, ms(5000)), cap);
+        assert_eq!(settle(ms(240), cap, ms(100)), ms(100));
+        // `--hook-settle-delay 0`: no settle at all
+        assert_eq!(settle(ms(240), Duration::ZERO, ms(5000)), Duration::ZERO);
+    }
 }

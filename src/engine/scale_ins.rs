@@ -40,6 +40,25 @@ impl std::fmt::Display for FreshBy {
     }
 }
 
+impl FreshBy {
+    /// `hook` or `webhook`, as the status keeps it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FreshBy::Hook => "hook",
+            FreshBy::Webhook => "webhook",
+        }
+    }
+
+    /// The inverse of [`FreshBy::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "hook" => Some(FreshBy::Hook),
+            "webhook" => Some(FreshBy::Webhook),
+            _ => None,
+        }
+    }
+}
+
 /// A policy's scale-ins with fresh costs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScaleIns {
@@ -51,17 +70,25 @@ pub struct ScaleIns {
     pub last: Option<(String, FreshBy, String)>,
 }
 
-/// Every policy's [`ScaleIns`].
+/// Every policy's [`ScaleIns`]: what its status kept when this process
+/// first reconciled it, plus what this process counted since.
 #[derive(Debug, Default)]
 pub(super) struct ScaleInLog {
-    by_policy: Mutex<HashMap<PolicyKey, ScaleIns>>,
+    by_policy: Mutex<HashMap<PolicyKey, Entry>>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    counts: ScaleIns,
+    /// The status's counts were taken in.
+    seeded: bool,
 }
 
 impl ScaleInLog {
     /// Notes a scale-in of `workload` made fresh by `by`.
     pub fn note(&self, key: &PolicyKey, by: FreshBy, workload: String) {
         if let Ok(mut m) = self.by_policy.lock() {
-            let s = m.entry(key.clone()).or_default();
+            let s = &mut m.entry(key.clone()).or_default().counts;
             match by {
                 FreshBy::Hook => s.by_hook = s.by_hook.saturating_add(1),
                 FreshBy::Webhook => s.by_webhook = s.by_webhook.saturating_add(1),
@@ -72,12 +99,39 @@ impl ScaleInLog {
         }
     }
 
+    /// Takes in what the policy's status kept (at every reconcile, `kept`
+    /// empty when the status has none). The first time, this process's
+    /// own counts go on top of it (a restart, a new leader: they were not
+    /// in any status yet); after that the larger of each count is kept (a
+    /// status written by another leader meanwhile, or one read before our
+    /// own last write showed), and the later last scale-in.
+    pub fn remember(&self, key: &PolicyKey, kept: &ScaleIns) {
+        if let Ok(mut m) = self.by_policy.lock() {
+            let e = m.entry(key.clone()).or_default();
+            let s = &mut e.counts;
+            if e.seeded {
+                s.by_hook = s.by_hook.max(kept.by_hook);
+                s.by_webhook = s.by_webhook.max(kept.by_webhook);
+            } else {
+                s.by_hook = s.by_hook.saturating_add(kept.by_hook);
+                s.by_webhook = s.by_webhook.saturating_add(kept.by_webhook);
+                e.seeded = true;
+            }
+            let later = match (&s.last, &kept.last) {
+                (None, k) => k.clone(),
+                (Some(a), Some(b)) if b.0 > a.0 => Some(b.clone()),
+                (a, _) => a.clone(),
+            };
+            s.last = later;
+        }
+    }
+
     /// The policy's scale-ins so far.
     pub fn of(&self, key: &PolicyKey) -> ScaleIns {
         self.by_policy
             .lock()
             .ok()
-            .and_then(|m| m.get(key).cloned())
+            .and_then(|m| m.get(key).map(|e| e.counts.clone()))
             .unwrap_or_default()
     }
 
@@ -108,5 +162,46 @@ mod tests {
         assert_eq!(workload, "Deployment shop/web");
         log.forget(&key);
         assert_eq!(log.of(&key), ScaleIns::default());
+    }
+
+    #[test]
+    fn what_the_status_kept_is_counted_on_from() {
+        let log = ScaleInLog::default();
+        let key = PolicyKey::new("shop", "web");
+        log.note(&key, FreshBy::Hook, "Deployment shop/web".into());
+        let kept = ScaleIns {
+            by_hook: 0,
+            by_webhook: 7,
+            last: Some(("2026-01-01T00:00:00Z".into(), FreshBy::Webhook, "x".into())),
+        };
+        log.remember(&key, &kept);
+        let s = log.of(&key);
+        // the note came before this process read the status: on top of it
+        assert_eq!((s.by_hook, s.by_webhook), (1, 7));
+        // the hook's note of now is later than what the status kept
+        assert_eq!(s.last.map(|l| l.1), Some(FreshBy::Hook));
+        log.note(&key, FreshBy::Webhook, "Deployment shop/web".into());
+        assert_eq!(log.of(&key).by_webhook, 8);
+        // our own write read back, or a stale status: not added again
+        log.remember(
+            &key,
+            &ScaleIns {
+                by_hook: 1,
+                by_webhook: 8,
+                last: None,
+            },
+        );
+        log.remember(&key, &kept);
+        assert_eq!(log.of(&key).by_webhook, 8);
+        // another leader counted more meanwhile: taken
+        log.remember(
+            &key,
+            &ScaleIns {
+                by_hook: 1,
+                by_webhook: 11,
+                last: None,
+            },
+        );
+        assert_eq!(log.of(&key).by_webhook, 11);
     }
 }

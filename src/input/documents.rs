@@ -111,15 +111,27 @@ pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
 /// already in memory and bounded by `--max-input-bytes`, so those limits grow
 /// with it (a node, an event or a document takes at least a byte or a few of
 /// text); the depth and alias limits, which stop a small text from expanding,
-/// stay as they are.
+/// stay as they are. What anchors keep for their aliases is bounded lower
+/// instead, and lower still in a small text: a few hundred bytes of nested
+/// aliases (an alias bomb) took over 200 MiB before serde-saphyr's default
+/// (a million events) stopped it, and no Kubernetes object needs a tenth of it.
 pub(super) fn sized_budget(len: usize) -> serde_saphyr::budget::Budget {
     let mut b = serde_saphyr::budget::Budget::default();
     b.max_nodes = b.max_nodes.max(len);
     b.max_events = b.max_events.max(len.saturating_mul(2));
     b.max_documents = b.max_documents.max(len / 4);
     b.max_total_scalar_bytes = b.max_total_scalar_bytes.max(len);
+    b.max_recorded_anchor_events = len
+        .saturating_mul(4)
+        .clamp(ANCHOR_EVENTS_FLOOR, ANCHOR_EVENTS_MAX);
     b
 }
+
+/// The fewest events anchors may keep, whatever the text's size: far more
+/// than hand-written YAML with shared blocks (`&labels`, `<<: *defaults`) needs.
+const ANCHOR_EVENTS_FLOOR: usize = 20_000;
+/// The most events anchors may keep (about 23 MiB of them).
+pub(crate) const ANCHOR_EVENTS_MAX: usize = 100_000;
 
 /// Parses JSON or (multi-document) YAML into the objects it holds, flattening
 /// lists and arrays.

@@ -7,7 +7,7 @@ use super::show_size;
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// The file or stdin could not be read.
-    #[error("{source_name}: cannot read: {error}")]
+    #[error("{source_name}: cannot read: {}", io_error_text(error))]
     Io {
         /// File path or `<stdin>`.
         source_name: String,
@@ -131,9 +131,18 @@ pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputErro
 pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputError {
     use serde_saphyr::budget::BudgetBreach;
     use serde_saphyr::MessageFormatter as _;
+    // the error itself, under the snippet and alias wrappers (an error met
+    // while an alias was expanded comes wrapped in one)
     let mut inner = e;
+    let mut through_alias = false;
     loop {
-        let next = inner.without_snippet();
+        let next = match inner {
+            serde_saphyr::Error::AliasError { error, .. } => {
+                through_alias = true;
+                &**error
+            }
+            other => other.without_snippet(),
+        };
         if std::ptr::eq(next, inner) {
             break;
         }
@@ -149,13 +158,17 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
             }
             BudgetBreach::RecordedAnchorEvents { .. } | BudgetBreach::RecordedAnchorBytes { .. } => {
                 "an anchor (`&name`) holds more than the YAML reader keeps for its aliases \
-                 (a million items or 64 MiB): refused as a possible alias bomb; write that part \
-                 out without `&` and `*`"
+                 (100,000 items, fewer in a small text, or 64 MiB): refused as a possible \
+                 alias bomb; write that part out without `&` and `*`"
                     .to_string()
             }
             BudgetBreach::Documents { documents } => {
                 format!("more than {} YAML documents: too many to read", documents.saturating_sub(1))
             }
+            _ if through_alias => "an alias (`*name`) expands past the YAML reader's limits \
+                 (nodes, events or bytes): refused as a possible alias bomb; write that part \
+                 out without `&` and `*`"
+                .to_string(),
             _ => "too large for the YAML reader's limits (documents, nodes or bytes)".to_string(),
         },
         serde_saphyr::Error::NonFiniteFloat { value, .. } => format!(
@@ -177,5 +190,49 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
         format: "YAML",
         position,
         message,
+    }
+}
+
+/// An I/O error in words: std's text without the `(os error N)` it appends
+/// ("No such file or directory", "Permission denied").
+pub fn io_error_text(e: &std::io::Error) -> String {
+    without_os_error(&e.to_string())
+}
+
+/// `text` without the ` (os error N)` std appends to an OS error's message:
+/// the number says nothing to a reader that the words before it do not.
+pub fn without_os_error(text: &str) -> String {
+    const MARK: &str = " (os error ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        let after = &rest[at + MARK.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..at]);
+        if digits > 0 && after[digits..].starts_with(')') {
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str(MARK);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod os_error_tests {
+    #[test]
+    fn os_error_numbers_are_left_out() {
+        use super::without_os_error as w;
+        assert_eq!(
+            w("tcp connect error: Connection refused (os error 111)"),
+            "tcp connect error: Connection refused"
+        );
+        assert_eq!(w("a (os error 2): b (os error 13)"), "a: b");
+        assert_eq!(w("kept (os error x)"), "kept (os error x)");
+        assert_eq!(w("no number"), "no number");
+        let e = std::io::Error::from_raw_os_error(2);
+        assert!(!super::io_error_text(&e).contains("os error"));
     }
 }

@@ -151,7 +151,7 @@ pub(crate) fn stream_items<S: ItemSink>(
         error: None,
     };
     if !json {
-        stream_yaml(source_name, text, max_bytes, sink)?;
+        stream_yaml(source_name, text, max_bytes, size_hint, sink)?;
         return Ok(Streamed::Items);
     }
     let parsed = {
@@ -183,6 +183,7 @@ fn stream_yaml<R: Read, S: ItemSink>(
     source_name: &str,
     text: TextReader<'_, R>,
     max_bytes: u64,
+    size_hint: u64,
     sink: &mut S,
 ) -> Result<(), InputError> {
     let mut doc = FirstDocument {
@@ -192,8 +193,13 @@ fn stream_yaml<R: Read, S: ItemSink>(
         stopped_at: None,
         lines: 0,
     };
-    let len = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-    let mut options = super::yaml_options(len);
+    // a file's length when known (the budget's anchor limit shrinks with a
+    // small text), else the most the input may hold
+    let len = match size_hint {
+        0 => max_bytes,
+        known => known.min(max_bytes),
+    };
+    let mut options = super::yaml_options(usize::try_from(len).unwrap_or(usize::MAX));
     if let Some(budget) = options.budget.as_mut() {
         // the text reader enforces --max-input-bytes
         budget.max_reader_input_bytes = None;

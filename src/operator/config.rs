@@ -77,15 +77,20 @@ impl RunConfig {
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, OperatorError> {
     let mut config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| OperatorError::Client(format!("{}: {e}", path.display())))?;
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                OperatorError::Config(format!("--kubeconfig: {}", kubeconfig_error(&e)))
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
-                .map_err(|e| OperatorError::Client(format!("{}: {e}", path.display())))?
+                .map_err(|e| {
+                    OperatorError::Config(format!(
+                        "--kubeconfig {}: {}",
+                        path.display(),
+                        crate::error_chain(&e)
+                    ))
+                })?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| OperatorError::Client(e.to_string()))?,
+        None => infer().await?,
     };
     config.default_retry = false;
     // kube sends no User-Agent of its own: name us in audit logs and APF.
@@ -94,6 +99,64 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, OperatorErro
         axum::http::HeaderValue::from_static(crate::USER_AGENT),
     ));
     Client::try_from(config).map_err(|e| OperatorError::Client(e.to_string()))
+}
+
+/// What `kube::Config::infer` does (the kubeconfig, else the pod's
+/// in-cluster config), with its failure in words: kube's own message nests
+/// both attempts' errors ("failed to infer config: in-cluster: (failed to
+/// read an incluster environment variable: ...), kubeconfig: (...)").
+async fn infer() -> Result<kube::Config, OperatorError> {
+    let kubeconfig = match kube::Config::from_kubeconfig(&Default::default()).await {
+        Ok(mut config) => {
+            config.apply_debug_overrides();
+            return Ok(config);
+        }
+        Err(e) => e,
+    };
+    let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty());
+    match kube::Config::incluster() {
+        Ok(mut config) => {
+            config.apply_debug_overrides();
+            Ok(config)
+        }
+        Err(_) if !in_pod => Err(OperatorError::Config(format!(
+            "no cluster to connect to: no kubeconfig ({}) and not in a pod \
+             (KUBERNETES_SERVICE_HOST is unset); pass --kubeconfig PATH or set KUBECONFIG",
+            no_kubeconfig(&kubeconfig)
+        ))),
+        Err(e) => Err(OperatorError::Config(format!(
+            "no cluster to connect to: the pod's in-cluster config: {} (and no kubeconfig: {})",
+            crate::error_chain(&e),
+            no_kubeconfig(&kubeconfig)
+        ))),
+    }
+}
+
+/// Why no kubeconfig was found, in words: which files were looked for.
+pub fn no_kubeconfig(e: &kube::config::KubeconfigError) -> String {
+    let set = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
+    let hint = if set {
+        "KUBECONFIG names"
+    } else {
+        "no KUBECONFIG set, and"
+    };
+    format!("{hint} {}", kubeconfig_error(e))
+}
+
+/// A kubeconfig that cannot be read, in words: the path as written and
+/// why (not kube's debug-quoted path, nor an `(os error N)`).
+pub fn kubeconfig_error(e: &kube::config::KubeconfigError) -> String {
+    use kube::config::KubeconfigError as E;
+    match e {
+        E::ReadConfig(io, path) if io.kind() == std::io::ErrorKind::NotFound => {
+            format!("{}: no such file", path.display())
+        }
+        E::ReadConfig(io, path) => {
+            format!("{}: {}", path.display(), crate::input::io_error_text(io))
+        }
+        E::FindPath => "no home directory to find ~/.kube/config in".to_string(),
+        other => crate::error_chain(other),
+    }
 }
 
 /// How long the start waits for the API server's version before it goes on

@@ -19,11 +19,10 @@ use kube::{Api, Client, ResourceExt};
 use super::error::OperatorError;
 use super::status;
 use super::sync::WatchHealth;
-use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
-use crate::engine::Engine;
+use crate::engine::{CleanupError, Engine};
 use crate::plan::NamedPolicy;
 use crate::policy::{DeletionCostPolicy, DeletionCostPolicyStatus};
-use crate::writes::{PatchRequest, Patcher, PodRef, PolicyKey, Priority, WriteOutcome};
+use crate::writes::PolicyKey;
 
 /// Finalizer that removes a policy's costs before the policy goes away.
 pub const FINALIZER: &str = "deletioncost.dev/cleanup";
@@ -70,11 +69,6 @@ impl Context {
     /// Whether this replica holds the lease (and may write).
     fn is_leader(&self) -> bool {
         self.engine.leadership().is_leader()
-    }
-
-    /// The patcher of the current leadership term.
-    fn patcher(&self) -> Option<Patcher> {
-        self.engine.leadership().patcher()
     }
 
     /// Writes the status when it is due (not with `--dry-run`), with its
@@ -175,6 +169,13 @@ async fn apply_policy(
         }
     };
 
+    // what an earlier process or leader counted goes on from the status
+    let kept = prev_status
+        .as_ref()
+        .and_then(|s| s.scale_ins.as_ref())
+        .map(status::scale_ins_from)
+        .unwrap_or_default();
+    ctx.engine.remember_scale_ins(&resolved, &kept);
     let round = ctx.engine.reconcile(&policy, &resolved).await?;
     let pkey = PolicyKey::new(&ns, &name);
     if !ctx.engine.scale_ins_seeded(&pkey) {
@@ -252,76 +253,22 @@ async fn fresh_status(
 /// again then).
 const RESEND_FAILED_AFTER: Duration = Duration::from_secs(15);
 
-/// Removes this policy's costs (through the limiter) before the finalizer
-/// goes. Its values not sent yet are dropped first: a deleted policy writes
-/// nothing more but the removals.
+/// How long a cleanup waits for its removals before it is tried again.
+const CLEANUP_WAIT: Duration = Duration::from_secs(60);
+
+/// Removes this policy's costs (through the limiter, under the policy's
+/// lock: see [`crate::engine::Engine::cleanup`]) before the finalizer goes.
 async fn cleanup(policy: Arc<DeletionCostPolicy>, ctx: &Context) -> Result<Action, OperatorError> {
-    let ns = policy.namespace().unwrap_or_default();
-    let name = policy.name_any();
-    let in_flight: Vec<PodRef> = match ctx.patcher() {
-        Some(patcher) => {
-            let in_flight = patcher.cancel_policy(&PolicyKey::new(&ns, &name));
-            tracing::info!(policy = %format!("{ns}/{name}"), in_flight = in_flight.len(), "policy deleted: its queued writes were dropped");
-            in_flight
+    let key = PolicyKey::new(policy.namespace().unwrap_or_default(), policy.name_any());
+    match ctx.engine.cleanup(&key, CLEANUP_WAIT).await {
+        Ok(_) => {
+            ctx.cadence.forget(&key.to_string());
+            Ok(Action::await_change())
         }
-        None => Vec::new(),
-    };
-    let mut ours: Vec<(String, String)> = ctx
-        .engine
-        .caches()
-        .pods()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.annotations().get(POLICY_ANNOTATION) == Some(name.as_str())
-                && p.annotations().get(POD_DELETION_COST).is_some()
-        })
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect();
-    // a value in flight may land after the cache was read: removed behind it
-    for pod in in_flight {
-        if !ours.iter().any(|(n, _)| *n == pod.name) {
-            let uid = ctx
-                .engine
-                .caches()
-                .pod(&ns, &pod.name)
-                .and_then(|p| p.uid())
-                .unwrap_or_default();
-            ours.push((pod.name, uid));
+        Err(CleanupError::Incomplete { policy, remaining }) => {
+            Err(OperatorError::CleanupIncomplete { policy, remaining })
         }
-    }
-    tracing::info!(policy = %format!("{ns}/{name}"), pods = ours.len(), "policy deleted: removing its costs");
-    if ours.is_empty() {
-        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
-        ctx.cadence.forget(&format!("{ns}/{name}"));
-        return Ok(Action::await_change());
-    }
-    let Some(patcher) = ctx.patcher() else {
-        return Err(OperatorError::CleanupIncomplete {
-            policy: format!("{ns}/{name}"),
-            remaining: ours.len(),
-        });
-    };
-    let reqs: Vec<PatchRequest> = ours
-        .iter()
-        .map(|(pod, uid)| PatchRequest::remove(PodRef::new(&ns, pod), &name).with_uid(uid))
-        .collect();
-    let batch = patcher.submit_batch(reqs, Priority::Background)?;
-    let report = batch.wait().await;
-    if report.all_done() {
-        ctx.engine.forget(&PolicyKey::new(&ns, &name)).await;
-        ctx.cadence.forget(&format!("{ns}/{name}"));
-        Ok(Action::await_change())
-    } else {
-        let remaining = report
-            .outcomes
-            .iter()
-            .filter(|(_, o)| !matches!(o, WriteOutcome::Applied | WriteOutcome::Gone))
-            .count();
-        Err(OperatorError::CleanupIncomplete {
-            policy: format!("{ns}/{name}"),
-            remaining,
-        })
+        Err(CleanupError::Submit(e)) => Err(e.into()),
     }
 }
 

@@ -281,12 +281,10 @@ pub async fn run_with_client(
     );
     let reserve = shutdown::reserve(config.shutdown_grace);
     // the watches drive their caches; each event maps to the policies it concerns
-    let status_due = match engine.take_status_due() {
-        Some(rx) => rx
-            .map(|k| ObjectRef::<DeletionCostPolicy>::new(&k.name).within(&k.namespace))
-            .boxed(),
-        None => futures::stream::empty().boxed(),
-    };
+    let status_due = engine
+        .status_due()
+        .map(|k| ObjectRef::<DeletionCostPolicy>::new(&k.name).within(&k.namespace))
+        .boxed();
     let mapped = futures::stream::select_all([
         status_due,
         pod_events

@@ -90,7 +90,9 @@ pub async fn serve(
             addr,
             message: e.to_string(),
         })?;
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /policies/<namespace>/<name>");
+    // the port bound, not the one asked for: `:0` picks a free one
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz, /policies/<namespace>/<name>");
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())

@@ -18,11 +18,11 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use tokio::time::Instant;
 
-use crate::engine::{Conflict, ScaleIns, SignalProblem, WriteFailures};
+use crate::engine::{Conflict, FreshBy, ScaleIns, SignalProblem, WriteFailures};
 use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    DeletionCostPolicy, DeletionCostPolicyStatus, MismatchStatus, PricedScaleIns,
-    ReplicaSetVictims, VictimTie,
+    DeletionCostPolicy, DeletionCostPolicyStatus, LastScaleIn, MismatchStatus, PricedScaleIns,
+    ReplicaSetVictims, ScaleInsStatus, VictimTie,
 };
 
 /// Condition types.
@@ -241,6 +241,7 @@ pub fn build(
             .clone()
             .or_else(|| prev.and_then(|p| p.last_refresh.clone())),
         victims: plan.replica_sets.iter().map(victims).collect(),
+        scale_ins: scale_ins_status(&obs.scale_ins),
         mismatches: plan
             .replica_sets
             .iter()
@@ -256,6 +257,31 @@ pub fn build(
             .priced
             .clone()
             .or_else(|| prev.and_then(|p| p.priced_scale_ins.clone())),
+    }
+}
+
+/// The scale-ins counted, as the status keeps them (none before the first).
+fn scale_ins_status(s: &ScaleIns) -> Option<ScaleInsStatus> {
+    (s.by_hook > 0 || s.by_webhook > 0 || s.last.is_some()).then(|| ScaleInsStatus {
+        by_hook: s.by_hook,
+        by_webhook: s.by_webhook,
+        last: s.last.as_ref().map(|(at, by, workload)| LastScaleIn {
+            at: at.clone(),
+            by: by.as_str().into(),
+            workload: workload.clone(),
+        }),
+    })
+}
+
+/// What a status kept of the scale-ins, for the engine to count on from.
+pub fn scale_ins_from(kept: &ScaleInsStatus) -> ScaleIns {
+    ScaleIns {
+        by_hook: kept.by_hook,
+        by_webhook: kept.by_webhook,
+        last: kept
+            .last
+            .as_ref()
+            .and_then(|l| Some((l.at.clone(), FreshBy::parse(&l.by)?, l.workload.clone()))),
     }
 }
 
@@ -281,7 +307,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             SCALE_INS_FRESH,
             false,
             "NoScaleInCallSeen",
-            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen since the operator started: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
+            "spec.writes is OnScaleIn but no scale-in call (the scale-in webhook or the pre-scale-down hook) has been seen: no cost is written until one is; install the scale-webhook component, or have the scaler call the hook".into(),
         );
     }
     if s.by_webhook > 0 {
@@ -290,7 +316,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             true,
             "ScaleInWebhook",
             format!(
-                "the scale-in webhook made the costs fresh for {} scale-in(s) since the operator started, whoever scaled in (the hook for {}){last}",
+                "the scale-in webhook made the costs fresh for {} scale-in(s) (status.scaleIns), whoever scaled in (the hook for {}){last}",
                 s.by_webhook, s.by_hook
             ),
         )
@@ -300,7 +326,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             false,
             "HookCallersOnly",
             format!(
-                "the pre-scale-down hook made the costs fresh for {} scale-in(s) since the operator started, but no scale-in webhook call was seen: {stale}; install the scale-webhook component{last}",
+                "the pre-scale-down hook made the costs fresh for {} scale-in(s) (status.scaleIns), but no scale-in webhook call was seen: {stale}; install the scale-webhook component{last}",
                 s.by_hook
             ),
         )
@@ -310,7 +336,7 @@ fn scale_ins_condition(s: &ScaleIns, refresh: std::time::Duration, on_scale_in: 
             "Unknown",
             "NoScaleInSeen",
             format!(
-                "no scale-in made fresh since the operator started; unless the scale-webhook component is installed, {stale}"
+                "no scale-in made fresh yet; unless the scale-webhook component is installed, {stale}"
             ),
         )
     }

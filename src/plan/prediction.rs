@@ -320,7 +320,14 @@ pub(super) fn check_replica_sets(
             .collect();
         let victims: Vec<Arc<str>> = opts
             .scale_down_by
-            .map(|n| ordered.victims(n).into_iter().map(name).collect())
+            .map(|n| {
+                ordered
+                    .ranking
+                    .victims_in_order(n)
+                    .into_iter()
+                    .map(name)
+                    .collect()
+            })
             .unwrap_or_default();
         let tie_at_cut = opts
             .scale_down_by

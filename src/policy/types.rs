@@ -360,12 +360,43 @@ pub struct DeletionCostPolicyStatus {
     /// First differences between intended and predicted order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<MismatchStatus>,
+    /// Scale-ins of the policy's workloads made fresh, and by whom: kept
+    /// here so a restart or a new leader goes on counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_ins: Option<ScaleInsStatus>,
     /// Scale-ins priced as they happened (`run --prices`): what the pods
     /// the policy sent freed against what the default order's would have,
     /// and whether the autoscaler then removed those nodes. Running totals,
     /// kept here so a restart or a new leader goes on from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priced_scale_ins: Option<PricedScaleIns>,
+}
+
+/// Scale-ins made fresh, as the status keeps them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleInsStatus {
+    /// Made fresh by the pre-scale-down hook.
+    #[serde(default)]
+    pub by_hook: u32,
+    /// Made fresh by the scale-in webhook.
+    #[serde(default)]
+    pub by_webhook: u32,
+    /// The last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastScaleIn>,
+}
+
+/// The last scale-in made fresh.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastScaleIn {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `hook` or `webhook`.
+    pub by: String,
+    /// The workload, as `Deployment shop/web`.
+    pub workload: String,
 }
 
 fn is_zero(n: &u32) -> bool {

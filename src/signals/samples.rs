@@ -347,11 +347,16 @@ pub fn parse_samples(file: &str, text: &str) -> Result<SamplesFile, SamplesError
 }
 
 fn parse_json_file(file: &str, text: &str) -> Result<SamplesFile, SamplesError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| SamplesError::Syntax {
-        file: file.to_string(),
-        line: e.line(),
-        column: e.column(),
-        problem: e.to_string(),
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        // the position is said once, before the problem
+        let text = e.to_string();
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        SamplesError::Syntax {
+            file: file.to_string(),
+            line: e.line(),
+            column: e.column(),
+            problem: text.strip_suffix(&at).unwrap_or(&text).to_string(),
+        }
     })?;
     let json_err = |path: String, problem: String| SamplesError::Json {
         file: file.to_string(),
@@ -604,9 +609,10 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
                 header_line,
                 format!(
                     "expected the header \"pod,value\" or \"pod,value,timestamp\", found {:?} (a JSON file must start with '{{')",
-                    header.iter().collect::<Vec<_>>().join(",")
+                    // the first 40 characters: a file of one long line is not echoed whole
+                    crate::input::shortened(&header.iter().collect::<Vec<_>>().join(","))
                 ),
-            ))
+            ));
         }
     };
     let mut out = Vec::new();
@@ -623,22 +629,32 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
                         "pod,value"
                     },
                     fields.len(),
-                    fields.iter().collect::<Vec<_>>().join(",")
+                    crate::input::shortened(&fields.iter().collect::<Vec<_>>().join(","))
                 ),
             ));
         }
         if fields[0].is_empty() {
             return Err(csv_err(n, "empty pod name".to_string()));
         }
-        let value = parse_value(&fields[1])
-            .ok_or_else(|| csv_err(n, format!("value {:?} is not a number", &fields[1])))?;
+        let value = parse_value(&fields[1]).ok_or_else(|| {
+            csv_err(
+                n,
+                format!(
+                    "value {:?} is not a number",
+                    crate::input::shortened(&fields[1])
+                ),
+            )
+        })?;
         let timestamp = if with_timestamp && !fields[2].is_empty() {
             match fields[2].parse::<f64>() {
                 Ok(t) if t.is_finite() => Some(t),
                 _ => {
                     return Err(csv_err(
                         n,
-                        format!("timestamp {:?} is not Unix seconds", &fields[2]),
+                        format!(
+                            "timestamp {:?} is not Unix seconds",
+                            crate::input::shortened(&fields[2])
+                        ),
                     ))
                 }
             }
@@ -972,6 +988,12 @@ mod tests {
         assert!(
             matches!(&err, SamplesError::Syntax { file, line: 2, .. } if file == "s.json"),
             "{err:?}"
+        );
+        // a file cut short names its position once
+        let err = read_samples("s.json", "{\"samples\": [", &one(0), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "s.json: not valid JSON at line 1 column 13: EOF while parsing a list"
         );
     }
 
