@@ -13,7 +13,7 @@
 //!
 //! The running totals are the policy's status (`status.pricedScaleIns`), so a
 //! restart or a new leader goes on from them: each term reads them once per
-//! policy ([`Engine::seed_scale_ins`]) and adds what it prices to them; what
+//! policy ([`Engine::seed_priced`]) and adds what it prices to them; what
 //! it priced before that read is added to what it read. The pure part
 //! ([`Totals`], [`PricedScaleIn`]) folds scale-ins and removals into totals;
 //! [`Ledger`] keeps them per policy.
@@ -703,13 +703,13 @@ impl Engine {
     }
 
     /// Whether this term has read `key`'s priced totals from its status.
-    pub fn scale_ins_seeded(&self, key: &PolicyKey) -> bool {
+    pub fn priced_seeded(&self, key: &PolicyKey) -> bool {
         self.pricing.is_none() || self.priced.seeded(key)
     }
 
     /// Reads `key`'s priced totals from its status (read fresh by the
     /// caller), under what this term priced before; once per term.
-    pub fn seed_scale_ins(&self, key: &PolicyKey, status: Option<&PricedScaleIns>) {
+    pub fn seed_priced(&self, key: &PolicyKey, status: Option<&PricedScaleIns>) {
         if self.pricing.is_none() {
             return;
         }

@@ -178,12 +178,12 @@ async fn apply_policy(
     ctx.engine.remember_scale_ins(&resolved, &kept);
     let round = ctx.engine.reconcile(&policy, &resolved).await?;
     let pkey = PolicyKey::new(&ns, &name);
-    if !ctx.engine.scale_ins_seeded(&pkey) {
+    if !ctx.engine.priced_seeded(&pkey) {
         let status = match fresh_status(&api, &name).await {
             Some(fresh) => fresh,
             None => prev_status.clone(),
         };
-        ctx.engine.seed_scale_ins(
+        ctx.engine.seed_priced(
             &pkey,
             status.as_ref().and_then(|s| s.priced_scale_ins.as_ref()),
         );
