@@ -158,7 +158,7 @@ pub struct Metrics {
     pub freed_nodes_awaiting: Family<PolicyLabel, Gauge>,
     /// `--prices` read again after a change, by result (`ok`, `failed`).
     pub prices_reloads: Family<ResultLabel, Counter>,
-    /// 1 while this replica holds the lease.
+    /// 1 while this replica leads and writes.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
     pub comparator_info: Family<ComparatorLabels, Gauge>,
@@ -294,7 +294,7 @@ impl Metrics {
         let scale_in_writes = Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in)",
+            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in, rate_limited, unauthenticated, forbidden)",
             scale_webhook_calls.clone(),
         );
         registry.register(
@@ -382,7 +382,7 @@ impl Metrics {
         );
         registry.register(
             "deletion_cost_leader",
-            "1 while this replica holds the leader lease",
+            "1 while this replica leads and writes (with leader election: from the end of its term's catch-up, a quorum read of the pods)",
             leader.clone(),
         );
         registry.register(

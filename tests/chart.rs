@@ -135,7 +135,7 @@ fn defaults_written_out_are_the_binarys() {
         node.as_f64()
             .unwrap_or_else(|| panic!("values.yaml {path:?} is not a number: {node}"))
     };
-    let pairs: [(&[&str], f64); 10] = [
+    let pairs: [(&[&str], f64); 12] = [
         (
             &["leaderElection", "leaseDuration"],
             run.lease_duration as f64,
@@ -148,6 +148,8 @@ fn defaults_written_out_are_the_binarys() {
         (&["operator", "shutdownGrace"], run.shutdown_grace as f64),
         (&["hook", "settleDelay"], run.hook_settle_delay),
         (&["hook", "maxConcurrent"], run.hook_max_concurrent as f64),
+        (&["hook", "sourceQps"], run.hook_source_qps),
+        (&["hook", "sourceBurst"], f64::from(run.hook_source_burst)),
         (
             &["prices", "nodeRemovalWindow"],
             run.node_removal_window as f64,

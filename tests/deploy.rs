@@ -1457,6 +1457,35 @@ fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
             "{overlay}: port {:?} not in {ports:?}",
             svc.port
         );
+        // that Service port leads to the webhook's own listener, not the
+        // hook's: the one the NetworkPolicy opens to the API server only
+        let service_port = hook
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p.port == svc.port.unwrap_or(443))
+            .unwrap_or_default();
+        assert_eq!(
+            service_port.target_port,
+            Some(IntOrString::String("webhook".into())),
+            "{overlay}"
+        );
+        let container_port = r
+            .container()
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("webhook"))
+            .map(|p| p.container_port);
+        assert_eq!(container_port, Some(9443), "{overlay}");
+        assert!(
+            r.args()
+                .contains(&"--scale-webhook-addr=0.0.0.0:9443".to_string()),
+            "{overlay}: {:?}",
+            r.args()
+        );
         assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{overlay}");
         assert_eq!(w.side_effects, "NoneOnDryRun", "{overlay}");
         assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{overlay}");
@@ -1529,5 +1558,53 @@ fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
         assert_eq!(subjects.len(), 1, "{overlay}");
         assert_eq!(Some(subjects[0].name.clone()), sa.metadata.name.clone());
         assert_eq!(subjects[0].namespace, sa.metadata.namespace, "{overlay}");
+    }
+}
+
+/// The NetworkPolicy component admits only ipBlocks (the API server's
+/// addresses) to the scale-in webhook's port, and no rule opens every port.
+#[test]
+fn the_network_policy_admits_only_the_api_server_to_the_webhook() {
+    for overlay in OVERLAYS {
+        let r = render_with_components(overlay);
+        let policy = r.one("NetworkPolicy", |o| match o {
+            Object::NetworkPolicy(p) => Some(p),
+            _ => None,
+        });
+        let rules = policy
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress.clone())
+            .unwrap_or_default();
+        let port_names = |rule: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
+            rule.ports
+                .iter()
+                .flatten()
+                .filter_map(|p| match &p.port {
+                    Some(IntOrString::String(name)) => Some(name.clone()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        for rule in &rules {
+            assert!(
+                !port_names(rule).is_empty(),
+                "{overlay}: a rule for every port: {rule:?}"
+            );
+        }
+        let webhook: Vec<_> = rules
+            .iter()
+            .filter(|rule| port_names(rule).iter().any(|p| p == "webhook"))
+            .collect();
+        assert_eq!(webhook.len(), 1, "{overlay}: {rules:?}");
+        assert_eq!(port_names(webhook[0]), ["webhook"], "{overlay}");
+        let from = webhook[0].from.clone().unwrap_or_default();
+        assert!(
+            !from.is_empty()
+                && from.iter().all(|peer| peer.ip_block.is_some()
+                    && peer.pod_selector.is_none()
+                    && peer.namespace_selector.is_none()),
+            "{overlay}: the webhook only from ipBlocks: {from:?}"
+        );
     }
 }

@@ -16,6 +16,7 @@
 //! wiring knows both.
 
 pub mod caches;
+pub mod catch_up;
 mod cleanup;
 pub mod leadership;
 pub mod priced;

@@ -28,6 +28,7 @@ use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::engine::caches::{self, Caches};
+use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
@@ -119,13 +120,6 @@ pub async fn run_with_client(
         client.clone(),
         reporter,
     );
-    let following = tokio::spawn(leadership.clone().follow(
-        client.clone(),
-        config.qps,
-        config.burst,
-        config.identity.clone(),
-        metrics.clone(),
-    ));
 
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
@@ -188,14 +182,29 @@ pub async fn run_with_client(
     let stop = CancellationToken::new();
     let stop_on_return = stop.clone().drop_guard();
 
-    let engine = Arc::new(Engine::new(
-        Caches::new(
-            pods.clone(),
-            nodes,
-            replica_sets,
-            policies.clone(),
-            ns.map(str::to_string),
+    let caches = Caches::new(
+        pods.clone(),
+        nodes,
+        replica_sets,
+        policies.clone(),
+        ns.map(str::to_string),
+    );
+    // with election, each term writes only once its pod cache is as new as
+    // a quorum read: an old leader's last writes are not written again
+    let following = tokio::spawn(
+        leadership.clone().follow(
+            client.clone(),
+            config.qps,
+            config.burst,
+            config.identity.clone(),
+            metrics.clone(),
+            config
+                .leader_election
+                .then(|| CatchUp::new(client.clone(), caches.clone())),
         ),
+    );
+    let engine = Arc::new(Engine::new(
+        caches,
         leadership.clone(),
         metrics.clone(),
         SignalSource {

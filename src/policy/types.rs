@@ -33,6 +33,7 @@ pub const MAX_SIGNALS: usize = 16;
 )]
 #[x_kube(validation = Rule::new("has(self.selector) != has(self.targetRef)").message("exactly one of selector and targetRef must be set"))]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_formats)]
 pub struct DeletionCostPolicySpec {
     /// Pods in the policy's namespace with these labels. Exactly one of
     /// `selector` and `targetRef` is set.
@@ -80,6 +81,49 @@ pub struct DeletionCostPolicySpec {
 
 fn default_true() -> bool {
     true
+}
+
+/// Rewrites the schema's numeric formats into the ones Kubernetes knows:
+/// `int32` and `int64` for integers, `float` and `double` for numbers. The
+/// API server warns about any other (`unrecognized format "uint32"`) at
+/// every apply of the CRD, and ignores it when validating; schemars names
+/// Rust's unsigned and small types `uint32`, `uint8`, `int16`... Such a
+/// field loses the format and keeps its range as `minimum`/`maximum`
+/// (`u32`: 0 to 4294967295), which the API server does enforce.
+fn kubernetes_formats(schema: &mut schemars::Schema) {
+    schemars::transform::transform_subschemas(&mut kubernetes_formats, schema);
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    // an `Option`'s type is `["integer", "null"]` until kube makes it `nullable`
+    let ty = match node.get("type") {
+        Some(serde_json::Value::String(t)) => Some(t.as_str()),
+        Some(serde_json::Value::Array(types)) => types
+            .iter()
+            .filter_map(|t| t.as_str())
+            .find(|t| *t != "null"),
+        _ => None,
+    };
+    let known: &[&str] = match ty {
+        Some("integer") => &["int32", "int64"],
+        Some("number") => &["float", "double"],
+        _ => return,
+    };
+    let Some(format) = node.get("format").and_then(|f| f.as_str()) else {
+        return;
+    };
+    if known.contains(&format) {
+        return;
+    }
+    // u8, u16, i8 and i16 come with both bounds; u32 with its minimum only
+    let maximum = match format {
+        "uint32" => Some(u32::MAX),
+        _ => None,
+    };
+    node.remove("format");
+    if let Some(max) = maximum {
+        node.entry("maximum").or_insert(max.into());
+    }
 }
 
 /// A label selector (the `matchLabels`/`matchExpressions` of Kubernetes).
@@ -333,6 +377,7 @@ pub enum OnSignalMissing {
 /// Observed state, written by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_formats)]
 pub struct DeletionCostPolicyStatus {
     /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`, `ScaleInsFresh`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -631,4 +676,63 @@ pub struct MismatchStatus {
     pub pod: String,
     /// Why (`PendingPatch`, `NotReady`, `ForeignCost`, ...).
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rewritten(schema: serde_json::Value) -> serde_json::Value {
+        let mut schema = schemars::Schema::try_from(schema).unwrap();
+        kubernetes_formats(&mut schema);
+        schema.to_value()
+    }
+
+    #[test]
+    fn unsigned_formats_become_ranges_at_any_depth() {
+        let got = rewritten(json!({
+            "type": "object",
+            "properties": {
+                "burst": {"type": "integer", "format": "uint32", "minimum": 1},
+                "budgets": {"type": "object",
+                            "additionalProperties": {"type": "integer", "format": "uint32", "minimum": 0}},
+                "list": {"type": "array", "items": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535}},
+                "buckets": {"type": ["integer", "null"], "format": "uint32", "minimum": 1},
+                "cost": {"type": "integer", "format": "int32"},
+                "generation": {"type": "integer", "format": "int64"},
+                "qps": {"type": "number", "format": "double"},
+                "when": {"type": "string", "format": "date-time"},
+            }
+        }));
+        let p = &got["properties"];
+        assert_eq!(
+            p["burst"],
+            json!({"type": "integer", "minimum": 1, "maximum": 4294967295u32})
+        );
+        assert_eq!(
+            p["budgets"]["additionalProperties"],
+            json!({"type": "integer", "minimum": 0, "maximum": 4294967295u32})
+        );
+        assert_eq!(
+            p["list"]["items"],
+            json!({"type": "integer", "minimum": 0, "maximum": 65535})
+        );
+        assert_eq!(
+            p["buckets"],
+            json!({"type": ["integer", "null"], "minimum": 1, "maximum": 4294967295u32})
+        );
+        // what Kubernetes knows is kept
+        assert_eq!(p["cost"]["format"], "int32");
+        assert_eq!(p["generation"]["format"], "int64");
+        assert_eq!(p["qps"]["format"], "double");
+        assert_eq!(p["when"]["format"], "date-time");
+    }
+
+    #[test]
+    fn a_stated_maximum_is_kept() {
+        let got =
+            rewritten(json!({"type": "integer", "format": "uint32", "minimum": 0, "maximum": 10}));
+        assert_eq!(got, json!({"type": "integer", "minimum": 0, "maximum": 10}));
+    }
 }

@@ -4,4 +4,5 @@
 // Each test binary uses only some of it.
 #![allow(dead_code)]
 
+pub mod lag;
 pub mod operator;
