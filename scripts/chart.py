@@ -125,6 +125,7 @@ ALL_ON = {
     "certManager": {"enabled": True},
     "podDisruptionBudget": {"enabled": True},
     "scaleWebhook": {"enabled": True},
+    "prices": {"enabled": True},
 }
 
 # Every other switch and setting away from its default: linted and rendered
@@ -179,6 +180,7 @@ EVERY_SWITCH = merge(
             "queueLengthLimit": 10,
         },
         "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "corp-ca"}, "duration": "720h", "renewBefore": "240h"},
+        "prices": {"file": "billingClasses: {spot: 0.05}\n", "nodeRemovalWindow": 600},
     },
 )
 
@@ -396,7 +398,7 @@ def kustomize(dir_: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook"]
+COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook", "prices"]
 
 
 def overlay_objects(overlay: str, components: list[str], scratch: Path) -> list[dict]:
@@ -657,6 +659,8 @@ BAD_VALUES = [
     ("the webhook's port on the hook's", {"scaleWebhook": {"enabled": True, "port": 8443}}, "scaleWebhook.port"),
     ("client names without their CA", {"scaleWebhook": {"enabled": True, "clientCA": {"names": ["kube-apiserver"]}}}, "scaleWebhook.clientCA.configMap"),
     ("a malformed API server CIDR", {"networkPolicy": {"apiServerCIDRs": ["10.0.0.1"]}}, "apiServerCIDRs"),
+    ("prices without the hook", {"prices": {"enabled": True}, "hook": {"enabled": False}}, "prices.enabled=true needs hook.enabled=true"),
+    ("an empty prices file", {"prices": {"enabled": True, "file": ""}}, "file"),
 ]
 
 
@@ -745,6 +749,7 @@ def run_tests(args: argparse.Namespace) -> int:
         "--scale-webhook-addr=0.0.0.0:9444",
         "--scale-webhook-client-ca=/etc/deletion-cost/webhook-clients/ca.crt",
         "--scale-webhook-client-name=apiserver.example",
+        "--node-removal-window=600",
     ]:
         if flag not in args:
             problems.append(f"{flag} not in {args}")

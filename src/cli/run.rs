@@ -4,9 +4,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::source::read_source_limited;
 use super::CliError;
+use crate::engine::{Pricing, SharedPrices};
 use crate::hook::{HookConfig, HookTls, TlsFiles};
+use crate::input::Expect;
 use crate::operator::{self, RunConfig};
+use crate::plan::prices::Prices;
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -134,6 +138,42 @@ pub struct RunArgs {
     /// Calls one source address may make at once (see --hook-source-qps).
     #[arg(long, value_name = "N", default_value_t = crate::hook::DEFAULT_PER_SOURCE.1)]
     pub hook_source_burst: u32,
+    /// Hourly node prices (`plan --prices`'s format: YAML or JSON,
+    /// billingClasses, optionally instanceTypes and currency): every
+    /// scale-in the webhook or the hook makes is priced, the policy's
+    /// victims against the default order's, in metrics, its Event and the
+    /// policy's status. Read again when it changes (checked every 30 s; a
+    /// file that no longer reads keeps the prices before it); the prices
+    /// component mounts it from a ConfigMap.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<String>,
+    /// Seconds after a scale-in frees a node within which the Node object
+    /// going away counts as removed by the autoscaler (with --prices).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    pub node_removal_window: u64,
+}
+
+/// The largest prices file `run` reads: thousands of instance types fit in
+/// a fraction of it.
+const PRICES_MAX_BYTES: u64 = 16 << 20;
+
+/// Reads and checks `--prices`: exit 2 naming the field when it is wrong.
+fn load_pricing(args: &RunArgs) -> Result<Option<Pricing>, CliError> {
+    let Some(path) = &args.prices else {
+        return Ok(None);
+    };
+    if args.node_removal_window == 0 {
+        return Err(CliError::bad_input(
+            "--node-removal-window must be at least 1 second",
+        ));
+    }
+    let (name, text) =
+        read_source_limited(path, PRICES_MAX_BYTES, Expect::Text).map_err(CliError::bad_input)?;
+    let prices = Prices::parse(&name, &text).map_err(CliError::bad_input)?;
+    Ok(Some(Pricing {
+        prices: SharedPrices::new(prices),
+        removal_window: Duration::from_secs(args.node_removal_window),
+    }))
 }
 
 /// Runs the operator until SIGTERM.
@@ -143,6 +183,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--prometheus-timeout must be a positive number of seconds",
         ));
     }
+    let pricing = load_pricing(&args)?;
     // checked against --kubernetes-version now, against the cluster's version once connected
     let (kubernetes_version, _) = args.gates.resolve()?;
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
@@ -272,6 +313,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         debounce: Duration::from_secs(1),
         hook_addr: args.hook_addr,
         hook,
+        pricing,
+        prices_file: args.prices.map(PathBuf::from),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -94,6 +94,11 @@ impl Caches {
         self.pods.get(&ObjectRef::new(name).within(ns))
     }
 
+    /// One cached node.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+
     /// One cached ReplicaSet.
     pub fn replica_set(&self, ns: &str, name: &str) -> Option<Arc<ReplicaSet>> {
         self.replica_sets.get(&ObjectRef::new(name).within(ns))

@@ -96,6 +96,8 @@ pub struct Leadership {
     writes: Client,
     /// Events, written through `writes`.
     events: Recorder,
+    /// Who publishes the Events.
+    reporter: Reporter,
 }
 
 impl std::fmt::Debug for Leadership {
@@ -132,7 +134,7 @@ impl Leadership {
         });
         let term = patcher.clone();
         let writes = budgeted_client(client, Arc::new(move || term.get()));
-        let events = Recorder::new(writes.clone(), reporter);
+        let events = Recorder::new(writes.clone(), reporter.clone());
         Leadership {
             gate,
             leader,
@@ -141,6 +143,7 @@ impl Leadership {
             lease,
             writes,
             events,
+            reporter,
         }
     }
 
@@ -172,6 +175,15 @@ impl Leadership {
     /// the operator-wide limit like every other write.
     pub fn events(&self) -> Recorder {
         self.events.clone()
+    }
+
+    /// A recorder of its own for one Event, through the same budget: the
+    /// Event is always a new one. The shared recorder folds an Event with
+    /// the same reason on the same object within minutes into the first
+    /// one's count, keeping the first one's note: right for a condition
+    /// seen again, wrong for a scale-in's victims and price.
+    pub fn one_event(&self) -> Recorder {
+        Recorder::new(self.writes.clone(), self.reporter.clone())
     }
 
     /// The Lease the replicas compete for.

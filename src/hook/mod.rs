@@ -29,6 +29,7 @@ mod auth;
 pub mod cert;
 pub mod compare;
 pub mod error;
+mod event;
 mod handler;
 mod limit;
 mod server;

@@ -207,7 +207,14 @@ pub async fn run_with_client(
         },
         gates,
         config.dry_run,
+        config.pricing.clone(),
     ));
+    // the nodes priced scale-ins freed: removed by the autoscaler or not
+    tokio::spawn(
+        engine
+            .clone()
+            .follow_removals(stop.clone().cancelled_owned()),
+    );
     // the reconcile writes (finalizer, status, Events) within the budget
     let ctx = Arc::new(Context::new(
         leadership.writes(),

@@ -409,6 +409,12 @@ pub struct DeletionCostPolicyStatus {
     /// here so a restart or a new leader goes on counting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_ins: Option<ScaleInsStatus>,
+    /// Scale-ins priced as they happened (`run --prices`): what the pods
+    /// the policy sent freed against what the default order's would have,
+    /// and whether the autoscaler then removed those nodes. Running totals,
+    /// kept here so a restart or a new leader goes on from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priced_scale_ins: Option<PricedScaleIns>,
 }
 
 /// Scale-ins made fresh, as the status keeps them.
@@ -440,6 +446,154 @@ pub struct LastScaleIn {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Running totals of the scale-ins priced as they happened. Amounts are
+/// decimal strings in the prices' currency (per hour: the sum of the hourly
+/// prices of the nodes each scale-in freed), kept to a millionth.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PricedScaleIns {
+    /// Scale-ins priced (by the scale-in webhook or the pre-scale-down hook).
+    #[serde(default)]
+    pub priced: u64,
+    /// The prices' currency, when they name one (never converted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// What the pods each scale-in deleted freed (the policy's order).
+    #[serde(default)]
+    pub with_policy: FreedTotals,
+    /// What the pods the default order would have deleted (without the
+    /// policy's costs) would have freed, over the same pods and nodes.
+    #[serde(default)]
+    pub by_default: FreedTotals,
+    /// Nodes freed with the policy whose Node object went away within the
+    /// removal window: the autoscaler removed them.
+    #[serde(default)]
+    pub removed: NodeTotals,
+    /// Nodes freed with the policy still there when their window ended.
+    #[serde(default)]
+    pub not_removed: NodeTotals,
+    /// Nodes freed with the policy, watched until their window ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting_removal: Vec<AwaitingRemoval>,
+    /// The last scale-in priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastPricedScaleIn>,
+}
+
+/// What one choice of victims freed, summed over scale-ins.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreedTotals {
+    /// Pods deleted.
+    #[serde(default)]
+    pub victims: u64,
+    /// Nodes left without a pod that keeps them (and no annotation that
+    /// keeps them from an autoscaler).
+    #[serde(default)]
+    pub nodes: u64,
+    /// Of those, nodes the prices do not cover (left out of `hourly`).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unpriced_nodes: u64,
+    /// The freed nodes' hourly prices, summed.
+    #[serde(default = "zero_amount")]
+    pub hourly: String,
+}
+
+impl Default for FreedTotals {
+    fn default() -> Self {
+        FreedTotals {
+            victims: 0,
+            nodes: 0,
+            unpriced_nodes: 0,
+            hourly: zero_amount(),
+        }
+    }
+}
+
+/// Freed nodes and their hourly prices, summed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTotals {
+    /// Nodes.
+    #[serde(default)]
+    pub nodes: u64,
+    /// Their hourly prices, summed (unpriced nodes count 0).
+    #[serde(default = "zero_amount")]
+    pub hourly: String,
+}
+
+impl Default for NodeTotals {
+    fn default() -> Self {
+        NodeTotals {
+            nodes: 0,
+            hourly: zero_amount(),
+        }
+    }
+}
+
+fn zero_amount() -> String {
+    "0.00".into()
+}
+
+/// A node a scale-in freed, watched until `until`: removed if its Node
+/// object goes away (or is replaced: another UID) by then.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingRemoval {
+    /// Node name.
+    pub node: String,
+    /// Its UID when it was freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its hourly price (absent: unpriced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly: Option<String>,
+    /// When it was freed (RFC 3339).
+    pub freed_at: String,
+    /// The end of its removal window (RFC 3339).
+    pub until: String,
+}
+
+/// The last scale-in priced.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPricedScaleIn {
+    /// When it was priced (RFC 3339).
+    pub at: String,
+    /// The workload, as `Deployment NAMESPACE/NAME`.
+    pub workload: String,
+    /// Who called: `webhook` or `hook`.
+    pub by: String,
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas after.
+    pub to: i32,
+    /// What its victims freed.
+    pub with_policy: LastChoice,
+    /// What the default order's would have.
+    pub by_default: LastChoice,
+}
+
+/// What one choice of one scale-in freed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastChoice {
+    /// Pods deleted.
+    pub victims: u32,
+    /// The nodes freed (the first few named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freed_nodes: Vec<String>,
+    /// How many nodes were freed.
+    #[serde(default)]
+    pub nodes: u32,
+    /// Their hourly prices, summed.
+    pub hourly: String,
 }
 
 /// The schema of `status.conditions`: `metav1.Condition`'s, as the API

@@ -365,6 +365,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
     for (key, on) in [
         ("networkPolicy", true),
         ("flowControl", true),
+        ("prices", true),
         ("podDisruptionBudget", true),
         (
             "serviceMonitor",
@@ -402,6 +403,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         "FlowSchema",
         "PriorityLevelConfiguration",
         "ValidatingWebhookConfiguration",
+        "ConfigMap",
     ] {
         assert!(kinds(&r2).contains(kind), "no {kind} after the upgrade");
     }
@@ -430,6 +432,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         // the operator keeps the webhook's caBundle (with cert-manager, it does nothing)
         "--scale-webhook-ca",
         "--scale-webhook-addr=0.0.0.0:9443",
+        "--prices=/etc/deletion-cost/prices/prices.yaml",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
     }

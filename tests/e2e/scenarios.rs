@@ -24,6 +24,7 @@ use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
 mod exact_at_size;
+mod priced_scale_ins;
 mod scale_series;
 mod write_budget;
 
@@ -79,6 +80,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ),
     ("p_exact_at_any_size_utilisation_20_and_300", |e| {
         exact_at_size::p_exact_at_size(e).boxed()
+    }),
+    ("q_priced_scale_ins_events_metrics_status_agree", |e| {
+        priced_scale_ins::q_priced_scale_ins(e).boxed()
     }),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()

@@ -56,6 +56,9 @@ cluster: refused here, with the reason.
 {{- if and $v.certManager.enabled (not $v.hook.enabled) -}}
 {{- fail "certManager.enabled=true needs hook.enabled=true: the certificate is the hook's" -}}
 {{- end -}}
+{{- if and $v.prices.enabled (not $v.hook.enabled) -}}
+{{- fail "prices.enabled=true needs hook.enabled=true: the scale-ins priced are the scale-in webhook's and the hook's, on its listener" -}}
+{{- end -}}
 {{- if and $v.scaleWebhook.enabled (not $v.hook.enabled) -}}
 {{- fail "scaleWebhook.enabled=true needs hook.enabled=true: the hook's listener answers the webhook" -}}
 {{- end -}}
