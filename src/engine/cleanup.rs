@@ -9,7 +9,9 @@ use tokio::time::timeout;
 
 use super::Engine;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
-use crate::writes::{PatchRequest, PodRef, PolicyKey, Priority, SubmitError, WriteOutcome, WriteState};
+use crate::writes::{
+    PatchRequest, PodRef, PolicyKey, Priority, SubmitError, WriteOutcome, WriteState,
+};
 
 /// Why a cleanup has to be tried again.
 #[derive(Debug, thiserror::Error)]

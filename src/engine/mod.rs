@@ -32,8 +32,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use caches::Caches;
-use leadership::Leadership;
 pub use cleanup::CleanupError;
+use leadership::Leadership;
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
 pub use scale_in::{ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
 pub use scale_ins::{FreshBy, ScaleIns};
