@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use backon::{ExponentialBuilder, Retryable};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -416,19 +417,49 @@ pub(crate) async fn self_issued(
     namespace: &str,
     shutdown: CancellationToken,
 ) -> Option<SelfIssued> {
-    let mut pause = RETRY_FIRST;
-    loop {
-        match attempt(client, service, namespace).await {
-            Ok(issued) => return Some(issued),
-            Err((true, msg)) => tracing::warn!(error = %msg, "hook TLS not ready yet; retrying"),
-            Err((false, msg)) => {
+    let issued = (|| attempt(client, service, namespace))
+        .retry(retry_backoff())
+        .sleep(tokio::time::sleep)
+        .notify(|(transient, msg), _| {
+            if *transient {
+                tracing::warn!(error = %msg, "hook TLS not ready yet; retrying")
+            } else {
                 tracing::error!(error = %msg, "hook TLS: cannot serve the hook; retrying")
             }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(pause) => {}
-        }
-        pause = (pause * 2).min(RETRY_MAX);
+        });
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        // the retries have no end: only shutdown stops them
+        issued = issued => issued.ok(),
+    }
+}
+
+/// The pauses between attempts: from [`RETRY_FIRST`], doubling, at most
+/// [`RETRY_MAX`], without end.
+fn retry_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(RETRY_FIRST)
+        .with_max_delay(RETRY_MAX)
+        .with_factor(2.0)
+        .without_max_times()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    #[test]
+    fn attempts_back_off_from_200_ms_to_30_s_without_end() {
+        let pauses: Vec<u128> = retry_backoff()
+            .build()
+            .take(10)
+            .map(|p| p.as_millis())
+            .collect();
+        assert_eq!(
+            pauses,
+            [200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]
+        );
+        assert_eq!(retry_backoff().build().nth(1000), Some(RETRY_MAX));
     }
 }

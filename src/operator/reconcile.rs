@@ -103,8 +103,10 @@ fn now() -> Time {
 }
 
 /// Reconciles one policy: plans and writes it (apply), or removes its costs
-/// once it is being deleted (cleanup), behind the finalizer.
-pub(super) async fn reconcile(
+/// once it is being deleted (cleanup), behind the finalizer. Public so
+/// that a test can run one reconcile against a mock API server and assert
+/// the exact requests it sends (`tests/requests.rs`).
+pub async fn reconcile(
     policy: Arc<DeletionCostPolicy>,
     ctx: Arc<Context>,
 ) -> Result<Action, OperatorError> {
