@@ -130,6 +130,7 @@ pub async fn start(world: World) -> (Pieces, ApiServerVerifier) {
         BURST,
         "op-0".into(),
         metrics.clone(),
+        None,
     ));
     let engine = Arc::new(Engine::new(
         Caches::new(pods, nodes, replica_sets, policies, None),
@@ -141,6 +142,7 @@ pub async fn start(world: World) -> (Pieces, ApiServerVerifier) {
         },
         FeatureGates::default(),
         false,
+        None,
     ));
     let ctx = Arc::new(Context::new(
         leadership.writes(),
