@@ -119,11 +119,13 @@ def default_values() -> dict:
 # Every optional piece on: the overlays with every component.
 ALL_ON = {
     "serviceMonitor": {"enabled": True},
-    "networkPolicy": {"enabled": True},
+    # the networkpolicy component's placeholder: the API server's addresses
+    "networkPolicy": {"enabled": True, "apiServerCIDRs": ["192.0.2.1/32"]},
     "flowControl": {"enabled": True},
     "certManager": {"enabled": True},
     "podDisruptionBudget": {"enabled": True},
     "scaleWebhook": {"enabled": True},
+    "prices": {"enabled": True},
 }
 
 # Every other switch and setting away from its default: linted and rendered
@@ -163,7 +165,12 @@ EVERY_SWITCH = merge(
         "commonLabels": {"example.com/owner": "platform"},
         "podDisruptionBudget": {"minAvailable": 2},
         "serviceMonitor": {"interval": "15s", "labels": {"release": "prometheus"}},
-        "networkPolicy": {"prescaleClientLabels": {"example.com/scaler": "yes"}, "metricsNamespace": "observability"},
+        "networkPolicy": {
+            "prescaleClientLabels": {"example.com/scaler": "yes"},
+            "metricsNamespace": "observability",
+            "apiServerCIDRs": ["10.0.0.10/32", "fd00::10/128"],
+        },
+        "scaleWebhook": {"port": 9444, "clientCA": {"configMap": "apiserver-webhook-ca", "names": ["kube-apiserver", "apiserver.example"]}},
         "flowControl": {
             "matchingPrecedence": 800,
             "nominalConcurrencyShares": 20,
@@ -173,6 +180,7 @@ EVERY_SWITCH = merge(
             "queueLengthLimit": 10,
         },
         "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "corp-ca"}, "duration": "720h", "renewBefore": "240h"},
+        "prices": {"file": "billingClasses: {spot: 0.05}\n", "nodeRemovalWindow": 600},
     },
 )
 
@@ -390,21 +398,21 @@ def kustomize(dir_: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook"]
+COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook", "prices"]
 
 
-def overlay_objects(overlay: str, with_components: bool, scratch: Path) -> list[dict]:
-    if not with_components:
+def overlay_objects(overlay: str, components: list[str], scratch: Path) -> list[dict]:
+    if not components:
         return kustomize(REPO / "deploy" / "overlays" / overlay)
     base = kustomize(REPO / "deploy" / "overlays" / overlay)
     namespace = next(o["metadata"]["namespace"] for o in base if o["kind"] == "ServiceAccount")
-    d = scratch / f"{overlay}-components"
+    d = scratch / f"{overlay}-{'-'.join(components)}"
     d.mkdir(parents=True, exist_ok=True)
     up = os.path.relpath(REPO, d)
     (d / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
         f"namespace: {namespace}\nresources:\n  - {up}/deploy/overlays/{overlay}\ncomponents:\n"
-        + "".join(f"  - {up}/deploy/components/{c}\n" for c in COMPONENTS)
+        + "".join(f"  - {up}/deploy/components/{c}\n" for c in components)
     )
     return kustomize(d)
 
@@ -454,6 +462,8 @@ EXPLICIT_DEFAULT_FLAGS = [
     "--shutdown-grace=20",
     "--hook-settle-delay=1",
     "--hook-max-concurrent=4",
+    "--hook-source-qps=10",
+    "--hook-source-burst=20",
     "--scale-webhook-budget=8",
 ]
 
@@ -473,6 +483,12 @@ def intended(release: str, namespace: str, version: str) -> list[tuple[str, str,
             r"metadata\.labels\.app\.kubernetes\.io/part-of",
             MISSING,
             "deletion-cost-operator",
+        ),
+        (
+            "the scale-in webhook's cert-manager annotation only with certManager.enabled (the component always carries it; without cert-manager nothing reads it)",
+            r"metadata\.annotations\.cert-manager\.io/inject-ca-from",
+            f"{namespace}/deletion-cost-hook",
+            MISSING,
         ),
         (
             "no namespace on the cluster-scoped FlowSchema and PriorityLevelConfiguration (kustomize sets one, not knowing their scope; the API server ignores it)",
@@ -637,8 +653,14 @@ BAD_VALUES = [
     ("a shutdown grace not below the termination grace", {"operator": {"shutdownGrace": 30}}, "shutdownGrace"),
     ("a PDB that blocks every drain", {"podDisruptionBudget": {"minAvailable": 2}}, "minAvailable"),
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
-    ("the scale-in webhook without cert-manager", {"scaleWebhook": {"enabled": True}}, "needs certManager.enabled=true"),
-    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}, "certManager": {"enabled": True}}, "timeoutSeconds"),
+    ("the scale-in webhook without the hook", {"scaleWebhook": {"enabled": True}, "hook": {"enabled": False}}, "scaleWebhook.enabled=true needs hook.enabled=true"),
+    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}}, "timeoutSeconds"),
+    ("the webhook's NetworkPolicy without the API server's addresses", {"scaleWebhook": {"enabled": True}, "networkPolicy": {"enabled": True}}, "networkPolicy.apiServerCIDRs"),
+    ("the webhook's port on the hook's", {"scaleWebhook": {"enabled": True, "port": 8443}}, "scaleWebhook.port"),
+    ("client names without their CA", {"scaleWebhook": {"enabled": True, "clientCA": {"names": ["kube-apiserver"]}}}, "scaleWebhook.clientCA.configMap"),
+    ("a malformed API server CIDR", {"networkPolicy": {"apiServerCIDRs": ["10.0.0.1"]}}, "apiServerCIDRs"),
+    ("prices without the hook", {"prices": {"enabled": True}, "hook": {"enabled": False}}, "prices.enabled=true needs hook.enabled=true"),
+    ("an empty prices file", {"prices": {"enabled": True, "file": ""}}, "file"),
 ]
 
 
@@ -681,14 +703,20 @@ def run_tests(args: argparse.Namespace) -> int:
     scratch.mkdir(parents=True)
     crd_text = (REPO / "deploy" / "crd" / "crd.yaml").read_text()
     crd = yaml.safe_load(crd_text)
+    # (what is added to the overlay, its components, the chart's values for them)
+    cases = [
+        ("", [], {}),
+        (" + every component", COMPONENTS, ALL_ON),
+        # the webhook without cert-manager: the operator fills its caBundle
+        (" + scale-webhook", ["scale-webhook"], {"scaleWebhook": {"enabled": True}}),
+    ]
     for overlay, scope, namespace in [("cluster-wide", "cluster", "deletion-cost-system"), ("namespace-scoped", "namespace", "my-app")]:
-        for with_components in (False, True):
-            what = f"{overlay}{' + every component' if with_components else ''}"
-            values = {"scope": scope}
-            if with_components:
-                values = merge(values, ALL_ON)
+        for suffix, components, on in cases:
+            with_components = bool(components)
+            what = f"{overlay}{suffix}"
+            values = merge({"scope": scope}, on)
             render = template("deletion-cost", namespace, values)
-            problems = compare(what, overlay_objects(overlay, with_components, scratch), render.objects, "deletion-cost", namespace, version, seen)
+            problems = compare(what, overlay_objects(overlay, components, scratch), render.objects, "deletion-cost", namespace, version, seen)
             if [c for c in render.crds if c != crd]:
                 problems.append(f"{what}: the CRD Helm installs from crds/ is not deploy/crd/crd.yaml")
             if not render.crds:
@@ -711,7 +739,18 @@ def run_tests(args: argparse.Namespace) -> int:
     dep = next(o for o in render.objects if o["kind"] == "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     problems = []
-    for flag in ["--burst=100000", "--qps=7.5", "--renew-deadline=12.5", "--dry-run", "--hook-token-audience=other", "--metrics-addr=0.0.0.0:9090"]:
+    for flag in [
+        "--burst=100000",
+        "--qps=7.5",
+        "--renew-deadline=12.5",
+        "--dry-run",
+        "--hook-token-audience=other",
+        "--metrics-addr=0.0.0.0:9090",
+        "--scale-webhook-addr=0.0.0.0:9444",
+        "--scale-webhook-client-ca=/etc/deletion-cost/webhook-clients/ca.crt",
+        "--scale-webhook-client-name=apiserver.example",
+        "--node-removal-window=600",
+    ]:
         if flag not in args:
             problems.append(f"{flag} not in {args}")
     if dep["spec"]["template"]["spec"]["containers"][0]["image"] != "registry.example/deletion-cost-operator@sha256:" + "ab" * 32:
@@ -802,6 +841,24 @@ def print_release(result: dict, as_json: bool) -> None:
         print(info["notes"])
 
 
+def crd_conflict_hint(error: str, args: argparse.Namespace) -> str:
+    """What to do when Helm's server-side apply of the CRD conflicts with
+    another field manager ('' for any other error)."""
+    m = re.search(r'failed to install CRD .*conflicts? with "([^"]+)"', error)
+    if not m:
+        return ""
+    manager = m.group(1)
+    earlier = " (an earlier `kubectl apply`, client-side)" if manager == "kubectl-client-side-apply" else ""
+    return (
+        f"\nThe DeletionCostPolicy CRD is already in the cluster, set by the field manager {manager!r}{earlier}, "
+        "with other values than this chart's (another version of the operator). Helm 4 applies the chart's CRD "
+        "server-side at install and does not take over fields another manager set unless told to. To install the "
+        "chart's CRD over it (policies are kept), run the same command with --force-conflicts:\n"
+        f"    scripts/chart.sh install {args.release} -n {args.namespace} ... --force-conflicts\n"
+        f"    helm install {args.release} charts/deletion-cost-operator -n {args.namespace} ... --force-conflicts   (Helm 4)"
+    )
+
+
 def release_action(args: argparse.Namespace) -> int:
     h = helm()
     config = h.Configuration(namespace=args.namespace, kubeconfig=kubeconfig())
@@ -811,7 +868,13 @@ def release_action(args: argparse.Namespace) -> int:
             print(json.dumps(result) if args.json else f'release "{args.release}" uninstalled')
             return 0
         values = user_values(args.values, args.set)
-        common = dict(values=values or None, wait=args.wait, timeout=args.timeout, disable_openapi_validation=False)
+        common = dict(
+            values=values or None,
+            wait=args.wait,
+            timeout=args.timeout,
+            disable_openapi_validation=False,
+            force_conflicts=args.force_conflicts,
+        )
         if args.command == "install":
             result = asyncio.run(
                 h.Install(config).run(args.release, args.chart, create_namespace=args.create_namespace, server_side_apply=True, **common)
@@ -819,7 +882,7 @@ def release_action(args: argparse.Namespace) -> int:
         else:
             result = asyncio.run(h.Upgrade(config).run(args.release, args.chart, server_side_apply="auto", install=args.install, **common))
     except h.HelmError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"Error: {e}{crd_conflict_hint(str(e), args)}", file=sys.stderr)
         return 1
     print_release(result, args.json)
     return 0
@@ -852,6 +915,12 @@ def main() -> int:
             p.add_argument("--chart", default=str(CHART), help="chart directory or .tgz (default: this checkout's)")
             p.add_argument("-f", "--values", action="append", default=[])
             p.add_argument("--set", action="append", default=[])
+            p.add_argument(
+                "--force-conflicts",
+                action="store_true",
+                help="server-side apply takes over fields another field manager set (as Helm 4's flag): "
+                "installs the chart's CRD over one an earlier `kubectl apply` left",
+            )
         if name == "install":
             p.add_argument("--create-namespace", action="store_true")
         if name == "upgrade":

@@ -9,7 +9,9 @@
 #   scripts/chart.sh package [DIR]        DIR/deletion-cost-operator-VERSION.tgz
 #                                         (default DIR: target/chart)
 #   scripts/chart.sh install RELEASE -n NS [--create-namespace] [-f ...] [--set ...]
-#   scripts/chart.sh upgrade RELEASE -n NS [-f ...] [--set ...]
+#                                         [--force-conflicts] (over a CRD an earlier
+#                                         `kubectl apply` left, as Helm 4's flag)
+#   scripts/chart.sh upgrade RELEASE -n NS [-f ...] [--set ...] [--force-conflicts]
 #   scripts/chart.sh uninstall RELEASE -n NS
 #                                         against the cluster KUBECONFIG names
 #   scripts/chart.sh readme-table [--write]

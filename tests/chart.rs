@@ -135,7 +135,7 @@ fn defaults_written_out_are_the_binarys() {
         node.as_f64()
             .unwrap_or_else(|| panic!("values.yaml {path:?} is not a number: {node}"))
     };
-    let pairs: [(&[&str], f64); 9] = [
+    let pairs: [(&[&str], f64); 12] = [
         (
             &["leaderElection", "leaseDuration"],
             run.lease_duration as f64,
@@ -148,6 +148,12 @@ fn defaults_written_out_are_the_binarys() {
         (&["operator", "shutdownGrace"], run.shutdown_grace as f64),
         (&["hook", "settleDelay"], run.hook_settle_delay),
         (&["hook", "maxConcurrent"], run.hook_max_concurrent as f64),
+        (&["hook", "sourceQps"], run.hook_source_qps),
+        (&["hook", "sourceBurst"], f64::from(run.hook_source_burst)),
+        (
+            &["prices", "nodeRemovalWindow"],
+            run.node_removal_window as f64,
+        ),
     ];
     for (path, binary) in pairs {
         assert_eq!(
@@ -164,6 +170,25 @@ fn defaults_written_out_are_the_binarys() {
     );
     assert_eq!(v["hook"]["tokenAudiences"], Value::Array(vec![]));
     assert_eq!(v["operator"]["dryRun"], Value::Bool(run.dry_run));
+}
+
+/// The chart's default prices are the prices component's file, and read as
+/// `run --prices` reads them.
+#[test]
+fn the_default_prices_are_the_components_and_read() {
+    let file = values()["prices"]["file"]
+        .as_str()
+        .expect("prices.file is text")
+        .to_string();
+    assert_eq!(
+        file,
+        repo_file("deploy/components/prices/prices.yaml"),
+        "values.yaml prices.file differs from deploy/components/prices/prices.yaml"
+    );
+    let prices = deletion_cost::plan::prices::Prices::parse("prices.file", &file)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(prices.currency.as_deref(), Some("USD"));
+    assert!(!prices.billing_classes.is_empty());
 }
 
 /// Every object in the schema with named properties refuses others; every

@@ -116,6 +116,70 @@ fn printer_columns() {
     assert_eq!(status["managedPods"]["type"], "integer");
 }
 
+/// The formats the API server recognises (apiextensions-apiserver's
+/// `GetUnrecognizedFormats`, Kubernetes 1.36): `int32`/`int64` for integers,
+/// `float`/`double` for numbers, this list (compared without dashes) for
+/// strings. Any other is warned about at every apply of the CRD
+/// (`Warning: unrecognized format "uint32"`) and ignored when validating.
+fn unrecognized_formats(path: &str, node: &Value, found: &mut Vec<String>) {
+    const STRING_FORMATS: &str = "bsonobjectid uri email hostname ipv4 ipv6 cidr mac uuid uuid3 \
+        uuid4 uuid5 isbn isbn10 isbn13 creditcard ssn hexcolor rgbcolor byte password date \
+        duration datetime k8s-short-name k8s-long-name";
+    let Some(map) = node.as_object() else {
+        return;
+    };
+    if let Some(format) = map.get("format").and_then(Value::as_str) {
+        let known = match map.get("type").and_then(Value::as_str) {
+            Some("integer") => ["int32", "int64"].contains(&format),
+            Some("number") => ["float", "double"].contains(&format),
+            None | Some("string") => STRING_FORMATS
+                .split_whitespace()
+                .any(|f| f.replace('-', "") == format.replace('-', "")),
+            Some(_) => false,
+        };
+        if !known {
+            found.push(format!("{path}: {format:?}"));
+        }
+    }
+    for (key, sub) in map {
+        match key.as_str() {
+            "properties" => {
+                for (name, p) in sub.as_object().into_iter().flatten() {
+                    unrecognized_formats(&format!("{path}.{name}"), p, found);
+                }
+            }
+            "items" => unrecognized_formats(&format!("{path}[]"), sub, found),
+            "additionalProperties" => unrecognized_formats(&format!("{path}.*"), sub, found),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn every_format_is_one_the_api_server_recognises() {
+    let mut found = Vec::new();
+    unrecognized_formats("", &schema(), &mut found);
+    assert!(
+        found.is_empty(),
+        "the API server would warn `unrecognized format` for {found:?}"
+    );
+    // the unsigned fields keep their range, which the server does enforce
+    let spec = &schema()["properties"]["spec"]["properties"];
+    let burst = &spec["rateLimit"]["properties"]["burst"];
+    assert_eq!(
+        (&burst["minimum"], &burst["maximum"]),
+        (&json!(1.0), &json!(4294967295.0))
+    );
+    let budget = &spec["signals"]["items"]["properties"]["billingClass"]["properties"]["budgets"]
+        ["additionalProperties"];
+    assert_eq!(
+        (&budget["minimum"], &budget["maximum"]),
+        (&json!(0.0), &json!(4294967295.0))
+    );
+    let status = &schema()["properties"]["status"]["properties"];
+    assert_eq!(status["managedPods"]["maximum"], json!(4294967295.0));
+}
+
 /// Keys a structural schema node may carry (apiextensions JSONSchemaProps
 /// without the logical junctors, which a generated schema has no need for).
 const ALLOWED_KEYS: &[&str] = &[

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -28,10 +28,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 const OVERLAYS: [&str; 2] = ["cluster-wide", "namespace-scoped"];
-const COMPONENTS: [&str; 5] = [
+const COMPONENTS: [&str; 6] = [
     "cert-manager",
     "flowcontrol",
     "networkpolicy",
+    "prices",
     "scale-webhook",
     "servicemonitor",
 ];
@@ -76,6 +77,7 @@ enum Object {
     FlowSchema(FlowSchema),
     PriorityLevel(PriorityLevelConfiguration),
     ScaleWebhook(ValidatingWebhookConfiguration),
+    ConfigMap(ConfigMap),
     /// Kinds from other projects' CRDs (ServiceMonitor, cert-manager's).
     Custom(DynamicObject),
 }
@@ -169,6 +171,7 @@ fn parse_object(overlay: &str, value: &Value) -> Object {
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => Object::RoleBinding(typed(&what, value)),
         ("apps/v1", "Deployment") => Object::Deployment(typed(&what, value)),
         ("v1", "Service") => Object::Service(typed(&what, value)),
+        ("v1", "ConfigMap") => Object::ConfigMap(typed(&what, value)),
         ("policy/v1", "PodDisruptionBudget") => Object::Pdb(typed(&what, value)),
         ("networking.k8s.io/v1", "NetworkPolicy") => Object::NetworkPolicy(typed(&what, value)),
         ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") => {
@@ -351,10 +354,11 @@ fn every_overlay_renders_into_known_typed_objects() {
                     | Object::NetworkPolicy(_)
                     | Object::FlowSchema(_)
                     | Object::PriorityLevel(_)
+                    | Object::ConfigMap(_)
             )
         });
         if r.overlay.ends_with("components") {
-            assert_eq!(extras, 7, "{}: one object per optional piece", r.overlay);
+            assert_eq!(extras, 8, "{}: one object per optional piece", r.overlay);
         } else {
             assert_eq!(extras, 0, "{}: optional pieces are components", r.overlay);
         }
@@ -385,6 +389,7 @@ fn every_overlay_renders_into_known_typed_objects() {
                 Object::Service(x) => &x.metadata,
                 Object::Pdb(x) => &x.metadata,
                 Object::NetworkPolicy(x) => &x.metadata,
+                Object::ConfigMap(x) => &x.metadata,
                 Object::Custom(x) => &x.metadata,
                 Object::ClusterRole(x) => {
                     assert_cluster_object_is_the_installs(&r, &x.metadata);
@@ -1135,7 +1140,7 @@ fn dockerfile_builds_a_static_binary_onto_scratch() {
 // Grafana dashboard
 
 /// The metrics the operator exports.
-const METRICS: [&str; 9] = [
+const METRICS: [&str; 13] = [
     "deletion_cost_patches_total",
     "deletion_cost_patch_queue_depth",
     "deletion_cost_rate_limit_wait_seconds",
@@ -1145,6 +1150,10 @@ const METRICS: [&str; 9] = [
     "deletion_cost_reconciles_total",
     "deletion_cost_hook_requests_total",
     "deletion_cost_leader",
+    "deletion_cost_scale_in_freed_hourly_total",
+    "deletion_cost_scale_in_freed_nodes_total",
+    "deletion_cost_freed_nodes_settled_total",
+    "deletion_cost_freed_hourly_settled_total",
 ];
 const HISTOGRAMS: [&str; 1] = ["deletion_cost_rate_limit_wait_seconds"];
 
@@ -1320,10 +1329,86 @@ fn grafana_dashboard_queries_only_exported_metrics() {
         "hook outcomes",
         "signal fetch errors",
         "reconcile",
+        "freed by the policy vs the default",
     ] {
         assert!(
             titles.iter().any(|t| t.contains(needed)),
             "no panel about {needed:?}; panels: {titles:?}"
+        );
+    }
+}
+
+/// The prices component mounts its ConfigMap's directory (the kubelet
+/// updates it in place; a subPath it would not) where `--prices` reads, its
+/// file reads as `run` reads it, and it composes with the cert-manager
+/// component's volume.
+#[test]
+fn the_prices_component_mounts_the_file_run_reads() {
+    for overlay in OVERLAYS {
+        let r = render_with_components(overlay);
+        let map = r.one("ConfigMap", |o| match o {
+            Object::ConfigMap(c) => Some(c),
+            _ => None,
+        });
+        assert_eq!(
+            map.metadata.name.as_deref(),
+            Some("deletion-cost-prices"),
+            "{overlay}: one name whatever the content (the chart's too)"
+        );
+        let text = map
+            .data
+            .as_ref()
+            .and_then(|d| d.get("prices.yaml"))
+            .expect("prices.yaml in the ConfigMap");
+        deletion_cost::plan::prices::Prices::parse("prices.yaml", text)
+            .unwrap_or_else(|e| panic!("{overlay}: {e}"));
+        let args = r.args();
+        let file = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--prices="))
+            .unwrap_or_else(|| panic!("{overlay}: no --prices in {args:?}"));
+        assert!(
+            args.iter().any(|a| a.starts_with("--node-removal-window=")),
+            "{overlay}: {args:?}"
+        );
+        let c = r.container();
+        let mount = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "prices")
+            .unwrap_or_else(|| panic!("{overlay}: no prices mount"));
+        assert_eq!(
+            format!("{}/prices.yaml", mount.mount_path),
+            file,
+            "{overlay}"
+        );
+        assert!(
+            mount.sub_path.is_none(),
+            "{overlay}: a subPath is never updated"
+        );
+        let volumes = r
+            .deployment()
+            .spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .unwrap_or_default();
+        let names: BTreeSet<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            BTreeSet::from(["prices", "hook-tls"]),
+            "{overlay}: both components' volumes"
+        );
+        let prices = volumes
+            .iter()
+            .find(|v| v.name == "prices")
+            .and_then(|v| v.config_map.as_ref());
+        assert_eq!(
+            prices.map(|c| c.name.as_str()),
+            Some("deletion-cost-prices"),
+            "{overlay}"
         );
     }
 }
@@ -1371,6 +1456,35 @@ fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
             ports.contains(&svc.port.unwrap_or(443)),
             "{overlay}: port {:?} not in {ports:?}",
             svc.port
+        );
+        // that Service port leads to the webhook's own listener, not the
+        // hook's: the one the NetworkPolicy opens to the API server only
+        let service_port = hook
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p.port == svc.port.unwrap_or(443))
+            .unwrap_or_default();
+        assert_eq!(
+            service_port.target_port,
+            Some(IntOrString::String("webhook".into())),
+            "{overlay}"
+        );
+        let container_port = r
+            .container()
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("webhook"))
+            .map(|p| p.container_port);
+        assert_eq!(container_port, Some(9443), "{overlay}");
+        assert!(
+            r.args()
+                .contains(&"--scale-webhook-addr=0.0.0.0:9443".to_string()),
+            "{overlay}: {:?}",
+            r.args()
         );
         assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{overlay}");
         assert_eq!(w.side_effects, "NoneOnDryRun", "{overlay}");
@@ -1444,5 +1558,53 @@ fn the_scale_in_webhook_calls_the_hook_service_only_on_scale_ins() {
         assert_eq!(subjects.len(), 1, "{overlay}");
         assert_eq!(Some(subjects[0].name.clone()), sa.metadata.name.clone());
         assert_eq!(subjects[0].namespace, sa.metadata.namespace, "{overlay}");
+    }
+}
+
+/// The NetworkPolicy component admits only ipBlocks (the API server's
+/// addresses) to the scale-in webhook's port, and no rule opens every port.
+#[test]
+fn the_network_policy_admits_only_the_api_server_to_the_webhook() {
+    for overlay in OVERLAYS {
+        let r = render_with_components(overlay);
+        let policy = r.one("NetworkPolicy", |o| match o {
+            Object::NetworkPolicy(p) => Some(p),
+            _ => None,
+        });
+        let rules = policy
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress.clone())
+            .unwrap_or_default();
+        let port_names = |rule: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
+            rule.ports
+                .iter()
+                .flatten()
+                .filter_map(|p| match &p.port {
+                    Some(IntOrString::String(name)) => Some(name.clone()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        for rule in &rules {
+            assert!(
+                !port_names(rule).is_empty(),
+                "{overlay}: a rule for every port: {rule:?}"
+            );
+        }
+        let webhook: Vec<_> = rules
+            .iter()
+            .filter(|rule| port_names(rule).iter().any(|p| p == "webhook"))
+            .collect();
+        assert_eq!(webhook.len(), 1, "{overlay}: {rules:?}");
+        assert_eq!(port_names(webhook[0]), ["webhook"], "{overlay}");
+        let from = webhook[0].from.clone().unwrap_or_default();
+        assert!(
+            !from.is_empty()
+                && from.iter().all(|peer| peer.ip_block.is_some()
+                    && peer.pod_selector.is_none()
+                    && peer.namespace_selector.is_none()),
+            "{overlay}: the webhook only from ipBlocks: {from:?}"
+        );
     }
 }

@@ -511,6 +511,7 @@ async fn http_metrics(port: u16) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "load harness: run by hand, see the module doc"]
 async fn writes_per_hour_continuous_against_on_scale_in() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let minutes: u64 = std::env::var("LOAD_WPH_MINUTES")
         .ok()
         .and_then(|v| v.parse().ok())

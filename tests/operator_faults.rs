@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
-use deletion_cost_testkit::{eventually, free_port, http_get};
+use deletion_cost_testkit::{eventually, free_addr, free_port, http_get};
 use serde_json::{json, Value};
+use support::lag::held_pod_watch;
 use support::operator::{
     condition, config, cost, seed_web_pods, successful_writes_per_pod, Operator, NS,
 };
@@ -449,6 +450,85 @@ async fn graceful_stop_releases_the_lease_and_the_follower_takes_over() {
     )
     .await;
     assert!(stopped.elapsed() < Duration::from_secs(5));
+    op_b.stop().await;
+}
+
+/// A new leader whose pod cache has not yet seen the old leader's writes
+/// (its pod watch held back) reads the pods with a quorum list before its
+/// first round and waits until its cache is as new: across the handover
+/// every pod is written once. (Without it the new leader's first round,
+/// planned on the stale cache, wrote every value again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_whose_cache_lags_writes_no_value_twice() {
+    let fake = FakeApi::start().await;
+    let n = 20;
+    seed_web_pods(&fake, n, None);
+    let holder = |fake: &FakeApi| {
+        fake.get_json("leases", NS, "deletion-cost")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    let mut a = config("operator-a", 50.0, 20);
+    a.leader_election = true;
+    a.metrics_addr = free_addr();
+    let op_a = Operator::start(&fake, a).serving(&fake).await;
+    eventually(Duration::from_secs(20), "operator-a leads", || async {
+        holder(&fake).as_deref() == Some("operator-a")
+    })
+    .await;
+    let (client_b, hold) = held_pod_watch(&fake);
+    let mut b = config("operator-b", 50.0, 20);
+    b.leader_election = true;
+    b.metrics_addr = free_addr();
+    let op_b = Operator::start_on(client_b, b).serving(&fake).await;
+    // from here on operator-b's cache sees no pod change: none of a's writes
+    hold.hold();
+    fake.apply_json(json!({
+        "apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+        }
+    }))
+    .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "operator-a wrote every pod",
+        || async { (0..n).all(|i| cost(&fake, &format!("web-{i:03}")).is_some()) },
+    )
+    .await;
+
+    // a gives the Lease back; b takes it with a cache that lags, which
+    // catches up a second later
+    op_a.stop().await;
+    eventually(
+        Duration::from_secs(10),
+        "operator-b takes the lease",
+        || async { holder(&fake).as_deref() == Some("operator-b") },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    hold.release();
+    // the new term's rounds (and a pod change that triggers more)
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fake.apply_json(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-new", "namespace": NS, "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs-uid", "controller": true}]},
+        "spec": {"nodeName": "spot-0", "containers": [{"name": "app", "image": "app:1"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+    }))
+    .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the new leader writes the new pod",
+        || async { cost(&fake, "web-new").as_deref() == Some("0") },
+    )
+    .await;
+    let per_pod = successful_writes_per_pod(&fake);
+    assert_eq!(per_pod.len(), n + 1, "{per_pod:?}");
+    let twice: Vec<_> = per_pod.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(twice.is_empty(), "written more than once: {twice:?}");
     op_b.stop().await;
 }
 

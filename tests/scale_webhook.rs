@@ -373,6 +373,50 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
     op.stop().await;
 }
 
+/// A scale-in right behind another of the same Deployment, before the pod
+/// cache shows the first one's victim terminating (the watch lags the API
+/// server), names the next pod to go, not the one going already.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_in_right_after_another_does_not_name_its_victim_again() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut cfg = support::operator::config("op-0", 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    cfg.debounce = Duration::from_secs(3600);
+    cfg.hook_addr = Some(free_addr());
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        settle_delay: Duration::from_millis(50),
+        ..HookConfig::default()
+    };
+    let hook = cfg.hook_addr.expect("a hook address");
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let http = http_client();
+    let first = post_review(&http, hook, review("u-1", "web", 4, 3, false)).await;
+    let gone = victims(&first);
+    assert_eq!(gone.len(), 1, "{first}");
+    let spot = ["web-rs/web-0", "web-rs/web-1"];
+    assert!(spot.contains(&gone[0].as_str()), "{first}");
+    // the controller deletes it a moment after the next scale-in arrives
+    let pod = gone[0].trim_start_matches("web-rs/").to_string();
+    let deleter = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fake.delete_json("Pod", NS, &pod)
+            .expect("the victim deleted");
+    };
+    let (second, ()) = tokio::join!(
+        post_review(&http, hook, review("u-2", "web", 3, 2, false)),
+        deleter
+    );
+    let next = victims(&second);
+    let other: Vec<&str> = spot.iter().copied().filter(|v| *v != gone[0]).collect();
+    assert_eq!(
+        next, other,
+        "the second scale-in names the other spot pod: {second}"
+    );
+    op.stop().await;
+}
+
 /// Five pods of `util` whose utilisation the exporter serves, a policy that
 /// deletes the least utilised first (10 buckets of 0..1, no hysteresis).
 fn seed_utilisation(fake: &FakeApi) {

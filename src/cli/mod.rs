@@ -61,7 +61,7 @@ pub enum Command {
     /// Print the DeletionCostPolicy CustomResourceDefinition as YAML.
     Crd(crd::CrdArgs),
     /// Run the operator: watch policies, pods, nodes; write costs; check the order.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Before a scale-in: make the operator write fresh costs now and report the victims.
     Prescale(prescale::PrescaleArgs),
     /// Print the version, the git commit and the Kubernetes versions covered.
@@ -166,7 +166,7 @@ pub fn run() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Crd(args) => crd::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Prescale(args) => prescale::run(args),
         Command::Version(args) => version::run(args),
         Command::Completion(args) => completion::run(args),

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use clap::ValueEnum;
 use serde_json::{json, Value};
 
@@ -364,78 +365,7 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
-    // While leadership moves, the hook Service's endpoints and the node's
-    // proxy rules lag the lease by a second or so: a refused connection or a
-    // follower's 503 means the request was not worked on, so it is sent again
-    // until the time budget is spent.
-    let deadline = std::time::Instant::now() + Duration::from_secs(args.timeout);
-    let (status, bytes) = runtime.block_on(async {
-        let mut attempt = 0u32;
-        // the reason last said: the same one is not said again each attempt
-        let mut said: Option<String> = None;
-        loop {
-            attempt += 1;
-            let sent = client
-                .post(&url)
-                .bearer_auth(&token)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone())
-                .send()
-                .await;
-            let outcome = match sent {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let bytes = resp.bytes().await.map_err(|e| {
-                        CliError::failure(format!(
-                            "reading the answer of {url}: {}",
-                            crate::error_chain(&e)
-                        ))
-                    })?;
-                    Ok((status, bytes))
-                }
-                Err(e) => Err(e),
-            };
-            // reqwest repeats the URL in its message; it is said once here
-            let outcome = outcome.map_err(reqwest::Error::without_url);
-            let why = match &outcome {
-                Ok((503, bytes)) => error_message(503, bytes),
-                // the server will not start speaking TLS on a retry
-                Err(e) if tls_problem(e).is_some() => {
-                    let hint = tls_problem(e).unwrap_or_default();
-                    return Err(CliError::failure(format!(
-                        "POST {url}: {}; {hint}",
-                        crate::error_chain(e)
-                    )));
-                }
-                Err(e) if e.is_connect() => format!("POST {url}: {}", connect_problem(e)),
-                Ok(done) => return Ok::<_, CliError>(done.clone()),
-                Err(e) => {
-                    return Err(CliError::failure(format!(
-                        "POST {url}: {}",
-                        crate::error_chain(e)
-                    )))
-                }
-            };
-            let wait = retry_delay(attempt);
-            if std::time::Instant::now() + wait >= deadline {
-                return match outcome {
-                    Ok(done) => Ok(done),
-                    Err(_) => Err(CliError::failure(format!(
-                        "{why}; tried {attempt} time(s) in {} s (--timeout)",
-                        args.timeout
-                    ))),
-                };
-            }
-            if said.as_deref() != Some(why.as_str()) {
-                super::stderr::note(&format!(
-                    "{why}; trying again until --timeout ({} s) runs out",
-                    args.timeout
-                ));
-                said = Some(why);
-            }
-            tokio::time::sleep(wait).await;
-        }
-    })?;
+    let (status, bytes) = runtime.block_on(call(&client, &url, &token, &body, args.timeout))?;
     if !(200..300).contains(&status) {
         return Err(CliError::failure(error_message(status, &bytes)));
     }
@@ -451,17 +381,132 @@ pub fn run(args: PrescaleArgs) -> Result<(), CliError> {
     print_out(&text)
 }
 
-/// Wait before sending a request again: 250 ms, doubling, at most 2 s.
-fn retry_delay(attempt: u32) -> Duration {
-    let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(8));
-    Duration::from_millis(250)
-        .saturating_mul(factor)
-        .min(Duration::from_secs(2))
+/// POSTs `body` to the hook at `url` until it is worked on or `timeout`
+/// seconds are spent: while leadership moves, the hook Service's endpoints
+/// and the node's proxy rules lag the lease by a second or so, and a
+/// refused connection or a follower's 503 means the request was not worked
+/// on, so it is sent again (each new reason said once on stderr).
+async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &str,
+    timeout: u64,
+) -> Result<(u16, Vec<u8>), CliError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(timeout);
+    // the reason last said: the same one is not said again each attempt
+    let (mut said, mut retries) = (None::<String>, 0u32);
+    let sent = (|| post(client, url, token, body))
+        .retry(retry_backoff())
+        .sleep(tokio::time::sleep)
+        .when(|e| matches!(e, Attempt::Again { .. }))
+        // no wait that would end past the time budget
+        .adjust(|_, wait| wait.filter(|w| std::time::Instant::now() + *w < deadline))
+        .notify(|e, _| {
+            retries += 1;
+            if let Attempt::Again { why, .. } = e {
+                if said.as_deref() != Some(why.as_str()) {
+                    super::stderr::note(&format!(
+                        "{why}; trying again until --timeout ({timeout} s) runs out"
+                    ));
+                    said = Some(why.clone());
+                }
+            }
+        })
+        .await;
+    match sent {
+        Ok(done)
+        | Err(Attempt::Again {
+            answer: Some(done), ..
+        }) => Ok(done),
+        Err(Attempt::Again { why, answer: None }) => Err(CliError::failure(format!(
+            "{why}; tried {} time(s) in {timeout} s (--timeout)",
+            retries + 1
+        ))),
+        Err(Attempt::Failed(e)) => Err(e),
+    }
+}
+
+/// One POST of the hook call: its answer, or why it was not worked on.
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &str,
+) -> Result<(u16, Vec<u8>), Attempt> {
+    let sent = client
+        .post(url)
+        .bearer_auth(token)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_owned())
+        .send()
+        .await;
+    let outcome = match sent {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await.map_err(|e| {
+                Attempt::Failed(CliError::failure(format!(
+                    "reading the answer of {url}: {}",
+                    crate::error_chain(&e)
+                )))
+            })?;
+            Ok((status, bytes.to_vec()))
+        }
+        Err(e) => Err(e),
+    };
+    // reqwest repeats the URL in its message; it is said once here
+    match outcome.map_err(reqwest::Error::without_url) {
+        Ok((503, bytes)) => Err(Attempt::Again {
+            why: error_message(503, &bytes),
+            answer: Some((503, bytes)),
+        }),
+        Ok(done) => Ok(done),
+        // the server will not start speaking TLS on a retry
+        Err(e) if tls_problem(&e).is_some() => {
+            let hint = tls_problem(&e).unwrap_or_default();
+            Err(Attempt::Failed(CliError::failure(format!(
+                "POST {url}: {}; {hint}",
+                crate::error_chain(&e)
+            ))))
+        }
+        Err(e) if e.is_connect() => Err(Attempt::Again {
+            why: format!("POST {url}: {}", connect_problem(&e)),
+            answer: None,
+        }),
+        Err(e) => Err(Attempt::Failed(CliError::failure(format!(
+            "POST {url}: {}",
+            crate::error_chain(&e)
+        )))),
+    }
+}
+
+/// Why one POST of the hook call did not answer it.
+enum Attempt {
+    /// Not worked on (a refused connection, a follower's 503): sent again
+    /// while the time budget lasts; `answer` is the 503's, which is the
+    /// result once the budget is spent.
+    Again {
+        why: String,
+        answer: Option<(u16, Vec<u8>)>,
+    },
+    /// Nothing a retry mends.
+    Failed(CliError),
+}
+
+/// Waits before sending a request again: 250 ms, doubling, at most 2 s,
+/// for as long as `--timeout` lasts.
+fn retry_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(2))
+        .with_factor(2.0)
+        .without_max_times()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backon::BackoffBuilder;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -476,9 +521,17 @@ mod tests {
 
     #[test]
     fn retries_back_off_to_two_seconds() {
-        let waits: Vec<u128> = (1..=6).map(|a| retry_delay(a).as_millis()).collect();
+        let waits: Vec<u128> = retry_backoff()
+            .build()
+            .take(6)
+            .map(|w| w.as_millis())
+            .collect();
         assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
-        assert_eq!(retry_delay(u32::MAX), Duration::from_secs(2));
+        // without end: the time budget stops it
+        assert_eq!(
+            retry_backoff().build().nth(1000),
+            Some(Duration::from_secs(2))
+        );
     }
 
     #[test]

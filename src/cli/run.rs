@@ -4,9 +4,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::source::read_source_limited;
 use super::CliError;
+use crate::engine::{Pricing, SharedPrices};
 use crate::hook::{HookConfig, HookTls, TlsFiles};
+use crate::input::Expect;
 use crate::operator::{self, RunConfig};
+use crate::plan::prices::Prices;
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -99,9 +103,9 @@ pub struct RunArgs {
     /// Prescale requests worked on at once; more get 429.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub hook_max_concurrent: usize,
-    /// Seconds the scale-in webhook (POST /v1/admit-scale-in on the hook's
-    /// listener) spends making costs fresh before it allows anyway; keep it
-    /// under the webhook's timeoutSeconds (10).
+    /// Seconds the scale-in webhook (POST /v1/admit-scale-in, on the hook's
+    /// listener or --scale-webhook-addr) spends making costs fresh before it
+    /// allows anyway; keep it under the webhook's timeoutSeconds (10).
     #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
     pub scale_webhook_budget: f64,
     /// With the self-issued hook certificate, keep the caBundle of the
@@ -109,6 +113,67 @@ pub struct RunArgs {
     /// hook's CA; the scale-webhook component sets it and grants the access.
     #[arg(long)]
     pub scale_webhook_ca: bool,
+    /// Serve the scale-in webhook on its own listener (POST
+    /// /v1/admit-scale-in, with the hook's TLS); the hook's listener then
+    /// answers POST /v1/prescale only, so a NetworkPolicy can admit only the
+    /// API server to this port. Needs --hook-addr.
+    #[arg(long, value_name = "ADDR", requires = "hook_addr")]
+    pub scale_webhook_addr: Option<SocketAddr>,
+    /// Answer the scale-in webhook only for callers that present a TLS client
+    /// certificate issued by a CA in this PEM file: the API server, given
+    /// that certificate in its AdmissionConfiguration. Read at start.
+    #[arg(long, value_name = "FILE", conflicts_with = "hook_insecure_http")]
+    pub scale_webhook_client_ca: Option<PathBuf>,
+    /// With --scale-webhook-client-ca: the client certificate must carry this
+    /// name as its subject's common name or a DNS name (repeatable: any of them).
+    #[arg(long, value_name = "NAME", requires = "scale_webhook_client_ca")]
+    pub scale_webhook_client_name: Vec<String>,
+    /// Calls a second one source address may make to the hook and the
+    /// scale-in webhook; over it the hook answers 429 and the webhook allows
+    /// the scale-in without making costs fresh, with a warning. Webhook calls
+    /// with the client certificate of --scale-webhook-client-ca are not
+    /// counted. 0: no limit.
+    #[arg(long, value_name = "QPS", default_value_t = crate::hook::DEFAULT_PER_SOURCE.0)]
+    pub hook_source_qps: f64,
+    /// Calls one source address may make at once (see --hook-source-qps).
+    #[arg(long, value_name = "N", default_value_t = crate::hook::DEFAULT_PER_SOURCE.1)]
+    pub hook_source_burst: u32,
+    /// Hourly node prices (`plan --prices`'s format: YAML or JSON,
+    /// billingClasses, optionally instanceTypes and currency): every
+    /// scale-in the webhook or the hook makes is priced, the policy's
+    /// victims against the default order's, in metrics, its Event and the
+    /// policy's status. Read again when it changes (checked every 30 s; a
+    /// file that no longer reads keeps the prices before it); the prices
+    /// component mounts it from a ConfigMap.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<String>,
+    /// Seconds after a scale-in frees a node within which the Node object
+    /// going away counts as removed by the autoscaler (with --prices).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    pub node_removal_window: u64,
+}
+
+/// The largest prices file `run` reads: thousands of instance types fit in
+/// a fraction of it.
+const PRICES_MAX_BYTES: u64 = 16 << 20;
+
+/// Reads and checks `--prices`: exit 2 naming the field when it is wrong.
+fn load_pricing(args: &RunArgs) -> Result<Option<Pricing>, CliError> {
+    let Some(path) = &args.prices else {
+        return Ok(None);
+    };
+    if args.node_removal_window == 0 {
+        return Err(CliError::bad_input(
+            "--node-removal-window must be at least 1 second",
+        ));
+    }
+    let (name, text) =
+        read_source_limited(path, PRICES_MAX_BYTES, Expect::Text).map_err(CliError::bad_input)?;
+    let prices = Prices::parse(&name, &text).map_err(CliError::bad_input)?;
+    Ok(Some(Pricing {
+        prices: SharedPrices::new(prices),
+        removal_window: Duration::from_secs(args.node_removal_window),
+    }))
 }
 
 /// Runs the operator until SIGTERM.
@@ -118,6 +183,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--prometheus-timeout must be a positive number of seconds",
         ));
     }
+    let pricing = load_pricing(&args)?;
     // checked against --kubernetes-version now, against the cluster's version once connected
     let (kubernetes_version, _) = args.gates.resolve()?;
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
@@ -151,7 +217,47 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             "--hook-service-name {service:?} is not a Service name (a DNS label: a-z, 0-9, '-')"
         )));
     }
+    let per_source = if args.hook_source_qps == 0.0 {
+        None
+    } else {
+        Some(
+            crate::writes::Rate::new(
+                "--hook-source-qps/--hook-source-burst",
+                args.hook_source_qps,
+                args.hook_source_burst,
+            )
+            .map_err(CliError::bad_input)?,
+        )
+    };
+    if let (Some(hook), Some(webhook)) = (args.hook_addr, args.scale_webhook_addr) {
+        if hook == webhook {
+            return Err(CliError::bad_input(format!(
+                "--scale-webhook-addr {webhook} is --hook-addr: give the webhook another port, or leave the flag out to serve both on one"
+            )));
+        }
+    }
+    if let Some(name) = args
+        .scale_webhook_client_name
+        .iter()
+        .find(|n| n.trim().is_empty())
+    {
+        return Err(CliError::bad_input(format!(
+            "--scale-webhook-client-name {name:?}: a name is needed (the certificate's subject CN or a DNS name)"
+        )));
+    }
+    // a bad CA file stops the start here, before the cluster is contacted
+    if let Some(ca) = &args.scale_webhook_client_ca {
+        crate::hook::tls::client_roots(ca).map_err(CliError::bad_input)?;
+    }
     let hook = HookConfig {
+        webhook_addr: args.scale_webhook_addr,
+        webhook_clients: args
+            .scale_webhook_client_ca
+            .map(|ca| crate::hook::WebhookClients {
+                ca,
+                names: args.scale_webhook_client_name,
+            }),
+        per_source,
         settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
         max_concurrent: args.hook_max_concurrent,
         token_audiences: args.hook_token_audience,
@@ -207,6 +313,8 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         debounce: Duration::from_secs(1),
         hook_addr: args.hook_addr,
         hook,
+        pricing,
+        prices_file: args.prices.map(PathBuf::from),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

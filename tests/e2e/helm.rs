@@ -1,6 +1,8 @@
 //! The Helm chart on the real API server, through Helm's own library
 //! (`scripts/chart.sh`, which installs the Python package bundling it): a
-//! cluster-wide release installed with the defaults, upgraded with every
+//! cluster-wide release installed with the defaults (over a CRD an earlier
+//! `kubectl apply` of another version left: refused with what to do, then
+//! installed with `--force-conflicts`), upgraded with every
 //! switch the cluster serves (kinds whose CRDs it lacks are named and
 //! skipped), a namespace-scoped release refused beside it, uninstalled with
 //! the CRD and every policy left in place; then a namespace-scoped release,
@@ -18,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::{Api, Client};
+use kube::{Api, Client, CustomResourceExt};
 use serde_json::{json, Value};
 
 use crate::cluster::{Env, MANAGER, POOL_LABEL, SUITE_LABEL};
@@ -57,8 +59,20 @@ async fn chart(args: &[&str]) -> Result<String, String> {
 
 /// install or upgrade RELEASE in `ns` with the values file `values`.
 async fn release(action: &str, ns: &str, values: &Path) -> Result<Release, String> {
+    release_with(action, ns, values, &[]).await
+}
+
+/// [`release`] with more flags.
+async fn release_with(
+    action: &str,
+    ns: &str,
+    values: &Path,
+    more: &[&str],
+) -> Result<Release, String> {
     let values = values.to_string_lossy();
-    let stdout = chart(&[action, RELEASE, "-n", ns, "-f", &values, "--json"]).await?;
+    let mut args = vec![action, RELEASE, "-n", ns, "-f", &values, "--json"];
+    args.extend_from_slice(more);
+    let stdout = chart(&args).await?;
     let v: Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{action}: not JSON ({e}): {stdout}"));
     let objects: Vec<Value> =
@@ -201,6 +215,54 @@ pub async fn remove_leftovers(client: &Client, lp: &ListParams) {
     }
 }
 
+/// Leaves the CRD as an earlier `kubectl apply -f` (client-side) of another
+/// version of the operator would: its `.spec.versions` set by the field
+/// manager `kubectl-client-side-apply`, with another schema.
+async fn crd_applied_by_kubectl_before(dir: &Path) {
+    let mut crd = serde_json::to_value(DeletionCostPolicy::crd()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] =
+        json!("DeletionCostPolicy, as an earlier version of the operator described it");
+    let path = write_values(dir, "crd-before.json", &crd);
+    let out = tokio::process::Command::new("kubectl")
+        .args(["apply", "-f"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("running kubectl apply: {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl apply of the earlier CRD: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The CRD's schema description and the field managers that own its `.spec.versions`.
+async fn crd_versions_owners(env: &Env) -> (Value, Vec<String>) {
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crd = crds
+        .get("deletioncostpolicies.deletioncost.dev")
+        .await
+        .unwrap_or_else(|e| panic!("reading the CRD: {e}"));
+    let owners = crd
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer("/f:spec/f:versions").is_some())
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    let description = serde_json::to_value(&crd.spec.versions[0].schema)
+        .unwrap_or_default()
+        .pointer("/openAPIV3Schema/description")
+        .cloned()
+        .unwrap_or(Value::Null);
+    (description, owners)
+}
+
 /// The scenario (see the module's doc).
 pub async fn helm_chart(env: &'static Env) {
     env.scenario("helm", |ns| async move {
@@ -222,11 +284,35 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let started = std::time::Instant::now();
 
-    // 1. cluster-wide, the chart's defaults
+    // 1. cluster-wide, the chart's defaults, over a CRD an earlier `kubectl
+    // apply` of another version left: Helm 4's server-side apply of the
+    // chart's CRD conflicts; the refusal says to add --force-conflicts, which
+    // installs the chart's CRD over it
+    crd_applied_by_kubectl_before(dir.path()).await;
     let defaults = write_values(dir.path(), "defaults.json", &base_values(ns, "cluster"));
-    let r1 = release("install", ns, &defaults)
+    let refused = release("install", ns, &defaults)
         .await
-        .unwrap_or_else(|e| panic!("install with the defaults refused: {e}"));
+        .err()
+        .unwrap_or_else(|| panic!("installed over a CRD another field manager set"));
+    assert!(
+        refused.contains("kubectl-client-side-apply")
+            && refused.contains(&format!(
+                "scripts/chart.sh install {RELEASE} -n {ns} ... --force-conflicts"
+            )),
+        "refused without saying what to do: {refused}"
+    );
+    let r1 = release_with("install", ns, &defaults, &["--force-conflicts"])
+        .await
+        .unwrap_or_else(|e| panic!("install with the defaults and --force-conflicts refused: {e}"));
+    let want = serde_json::to_value(DeletionCostPolicy::crd()).unwrap()["spec"]["versions"][0]
+        ["schema"]["openAPIV3Schema"]["description"]
+        .clone();
+    let (description, owners) = crd_versions_owners(env).await;
+    assert_eq!(
+        description, want,
+        "the chart's CRD was not installed over the earlier one"
+    );
+    assert_eq!(owners, ["helm"], "the CRD's versions are not Helm's alone");
     assert_eq!((r1.revision, r1.status.as_str()), (1, "deployed"));
     assert!(
         r1.notes.contains("deletioncostpolicies") && r1.notes.contains(ns),
@@ -279,6 +365,7 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
     for (key, on) in [
         ("networkPolicy", true),
         ("flowControl", true),
+        ("prices", true),
         ("podDisruptionBudget", true),
         (
             "serviceMonitor",
@@ -288,6 +375,8 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
             "certManager",
             served(&env.client, "cert-manager.io", "v1", "Certificate").await,
         ),
+        // without cert-manager too: the operator fills the caBundle
+        ("scaleWebhook", true),
     ] {
         if on {
             upgraded[key] = json!({"enabled": true});
@@ -295,6 +384,8 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
             skipped.push(key);
         }
     }
+    // the webhook's NetworkPolicy rule needs the API server's addresses
+    upgraded["networkPolicy"]["apiServerCIDRs"] = json!(["127.0.0.1/32"]);
     upgraded["replicaCount"] = json!(3);
     upgraded["podDisruptionBudget"]["minAvailable"] = json!(2);
     upgraded["operator"] = json!({"qps": 7.5, "logFormat": "text", "shutdownGrace": 25});
@@ -307,9 +398,27 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         .unwrap_or_else(|e| panic!("upgrade with every switch refused: {e}"));
     assert_eq!((r2.revision, r2.status.as_str()), (2, "deployed"));
     assert_present(&install, &r2, "upgrade").await;
-    for kind in ["NetworkPolicy", "FlowSchema", "PriorityLevelConfiguration"] {
+    for kind in [
+        "NetworkPolicy",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ConfigMap",
+    ] {
         assert!(kinds(&r2).contains(kind), "no {kind} after the upgrade");
     }
+    let webhook = r2
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .cloned()
+        .unwrap_or_default();
+    let cert_manager = upgraded["certManager"]["enabled"] == json!(true);
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_string(),
+        cert_manager,
+        "the CA injector's annotation only with cert-manager: {webhook}"
+    );
     let d = deployments.get("deletion-cost").await.unwrap();
     assert_eq!(d.spec.replicas, Some(3));
     let args = deployment_args(&d);
@@ -320,6 +429,10 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
         "--renew-deadline=12.5",
         "--shutdown-grace=25",
         "--hook-token-audience=deletion-cost",
+        // the operator keeps the webhook's caBundle (with cert-manager, it does nothing)
+        "--scale-webhook-ca",
+        "--scale-webhook-addr=0.0.0.0:9443",
+        "--prices=/etc/deletion-cost/prices/prices.yaml",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} not in {args:?}");
     }

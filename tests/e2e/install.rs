@@ -12,10 +12,11 @@ use serde_json::Value;
 
 use crate::cluster::{Env, SUITE_LABEL};
 
-const COMPONENTS: [&str; 4] = [
+const COMPONENTS: [&str; 5] = [
     "cert-manager",
     "flowcontrol",
     "networkpolicy",
+    "prices",
     "servicemonitor",
 ];
 

@@ -129,6 +129,13 @@ impl Kubelet {
         }
     }
 
+    /// Deletes one node and its Lease (what an autoscaler does to a node it
+    /// removes); the heartbeat stops for it.
+    pub async fn remove_node(&self, name: &str) {
+        self.shared.lock().await.nodes.remove(name);
+        delete_node(&self.client, name).await;
+    }
+
     /// Deletes the nodes of `pool` and their Leases.
     pub async fn remove_pool(&self, pool: &str) {
         let names: Vec<String> = {

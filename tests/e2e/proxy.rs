@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body as AxumBody;
 use axum::extract::{Request, State};
 use axum::response::Response;
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use kube::config::AuthInfo;
 
@@ -82,12 +83,15 @@ struct Forward {
 }
 
 /// Holds pod writes on their way to the server (a write in flight while
-/// its pod is replaced).
+/// its pod is replaced), and pod watch events on their way to the operator
+/// (a cache that lags the server).
 #[derive(Default)]
 struct Hold {
     /// The namespace whose pod writes are held, while holding.
     on: tokio::sync::watch::Sender<Option<String>>,
     held: std::sync::atomic::AtomicUsize,
+    /// While true, the frames of pod watch answers wait here, in order.
+    pod_watch: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running proxy; stops when dropped.
@@ -109,6 +113,13 @@ impl Proxy {
     /// is cleared (`None`).
     pub fn hold_pod_writes(&self, namespace: Option<&str>) {
         self.hold.on.send_replace(namespace.map(str::to_string));
+    }
+
+    /// While `true`, the pod watch events the server sends wait in the
+    /// proxy (in order): the operator's pod cache sees no pod change. They
+    /// go on when it is `false` again. Lists are never held.
+    pub fn hold_pod_watch(&self, on: bool) {
+        self.hold.pod_watch.send_replace(on);
     }
 
     /// How many pod writes were held so far.
@@ -160,6 +171,11 @@ async fn forward(State(fw): State<Forward>, req: Request) -> Response {
     let at = std::time::Instant::now();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or_default().to_string();
+    let pod_watch = parts.method == http::Method::GET
+        && path.ends_with("/pods")
+        && query
+            .split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1");
     let user_agent = parts
         .headers
         .get(http::header::USER_AGENT)
@@ -227,6 +243,19 @@ async fn forward(State(fw): State<Forward>, req: Request) -> Response {
         message,
     });
     match answer {
+        Ok(resp) if pod_watch => {
+            let (parts, body) = resp.into_parts();
+            let held = fw.hold.pod_watch.subscribe();
+            let frames = http_body_util::BodyStream::new(body).then(move |frame| {
+                let mut held = held.clone();
+                async move {
+                    let _ = held.wait_for(|h| !h).await;
+                    frame
+                }
+            });
+            let body = http_body_util::StreamBody::new(Box::pin(frames));
+            Response::from_parts(parts, AxumBody::new(body))
+        }
         Ok(resp) => {
             let (parts, body) = resp.into_parts();
             Response::from_parts(parts, AxumBody::new(body))

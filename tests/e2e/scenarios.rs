@@ -24,6 +24,7 @@ use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
 mod exact_at_size;
+mod priced_scale_ins;
 mod scale_series;
 mod write_budget;
 
@@ -61,6 +62,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("l_two_replicas_a_paused_and_a_killed_leader", |e| {
         l_two_replicas_under_faults(e).boxed()
     }),
+    ("r_new_leader_catches_up_no_value_written_twice", |e| {
+        r_handover(e).boxed()
+    }),
     ("m_operator_and_plan_agree_across_namespaces", |e| {
         m_agreement(e).boxed()
     }),
@@ -70,8 +74,15 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("n_scale_series_four_scalers_webhook_off_then_on", |e| {
         scale_series::n_scale_series(e).boxed()
     }),
+    (
+        "q_scale_webhook_answers_only_the_api_servers_certificate",
+        |e| q_webhook_callers(e).boxed(),
+    ),
     ("p_exact_at_any_size_utilisation_20_and_300", |e| {
         exact_at_size::p_exact_at_size(e).boxed()
+    }),
+    ("q_priced_scale_ins_events_metrics_status_agree", |e| {
+        priced_scale_ins::q_priced_scale_ins(e).boxed()
     }),
     ("o_live_reads_equal_a_saved_snapshot", |e| {
         o_live_reads(e).boxed()
@@ -1709,6 +1720,93 @@ async fn l_two_replicas_under_faults(env: &'static Env) {
     finished("l");
 }
 
+/// r. A handover with the new leader's pod cache behind: the follower's pod
+/// watch is held in its proxy while the leader writes every pod, then the
+/// leader stops and the follower takes over with a cache that shows none of
+/// those writes (released a second later). The new leader reads the pods
+/// with a quorum list before its first round and waits for its cache, so
+/// across the leader change every pod is written once: counted per pod from
+/// both replicas' requests, 0 duplicates.
+async fn r_handover(env: &'static Env) {
+    env.scenario("r", |ns| async move {
+        let n = 12;
+        nodes(env, &ns, 2, 2).await;
+        deployment(env, &ns, "web", n, json!({})).await;
+        wait_running(env, &ns, "web", n as usize).await;
+        let mut a = Operator::start(env, Options::new("r-a")).await;
+        a.wait_ready().await;
+        eventually(Duration::from_secs(30), "r-a leads", || async { a.is_leader().await }).await;
+        let b = Operator::start(env, Options::new("r-b")).await;
+        b.wait_ready().await;
+        // from here on r-b's pod cache sees none of the changes r-a makes
+        b.proxy.hold_pod_watch(true);
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+
+        a.signal(libc::SIGTERM);
+        a.wait_exit(Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("r-a did not exit"));
+        // the Lease says so: r-b's leader gauge waits for its writer, which
+        // waits for its cache
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(env.client.clone(), &env.system_ns);
+        let lease = format!("deletion-cost-{}", env.run);
+        eventually(Duration::from_secs(30), "r-b takes the Lease", || async {
+            leases.get_opt(&lease).await.ok().flatten().and_then(|l| l.spec?.holder_identity).as_deref()
+                == Some("r-b")
+        })
+        .await;
+        tokio::time::sleep(SECOND).await;
+        assert!(!b.is_leader().await, "r-b writes although its cache lags");
+        b.proxy.hold_pod_watch(false);
+        eventually(Duration::from_secs(10), "r-b writes once its cache caught up", || async {
+            b.is_leader().await
+        })
+        .await;
+        // the new term writes the pods that came after the handover
+        scale(env, &ns, "web", n + 2).await;
+        wait_running(env, &ns, "web", n as usize + 2).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        // and nothing else, a while later
+        tokio::time::sleep(Duration::from_secs(3)).await;
+
+        let pods_path = format!("/namespaces/{ns}/pods/");
+        let mut per_pod: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for e in env.recorder.entries().into_iter().filter(|e| {
+            (e.operator == "r-a" || e.operator == "r-b")
+                && e.method == "PATCH"
+                && e.status == 200
+                && e.path.contains(&pods_path)
+        }) {
+            let pod = e.path.rsplit('/').next().unwrap_or_default().to_string();
+            per_pod.entry(pod).or_default().push(e.operator.clone());
+        }
+        let by = |who: &str| per_pod.values().flatten().filter(|w| *w == who).count();
+        let twice: Vec<_> = per_pod.iter().filter(|(_, w)| w.len() > 1).collect();
+        let caught_up = b.log_lines("new term: the pod cache is as new as a quorum read");
+        let behind = caught_up
+            .last()
+            .and_then(|l| l.pointer("/fields/behind"))
+            .and_then(Value::as_u64)
+            .unwrap_or_default();
+        eprintln!(
+            "r: {} pods written: {} by r-a, {} by r-b; written twice: {}; r-b's cache was behind a quorum read for {behind} pods when it took over",
+            per_pod.len(),
+            by("r-a"),
+            by("r-b"),
+            twice.len()
+        );
+        assert_eq!(per_pod.len(), n as usize + 2, "{per_pod:?}");
+        assert!(twice.is_empty(), "written more than once across the handover: {twice:?}");
+        assert_eq!(by("r-b"), 2, "the new leader wrote other pods than the new ones: {per_pod:?}");
+        assert!(behind > 0, "r-b's cache was not behind when it took over: the scenario tested nothing");
+        drop(b);
+    })
+    .await;
+    finished("r");
+}
+
 /// k. The install manifests: the CRD kustomization, every overlay alone and
 /// with every component are accepted by the API server (server-side dry run;
 /// kinds whose CRDs the cluster lacks are named and skipped); two
@@ -2109,6 +2207,93 @@ async fn n_scale_webhook(env: &'static Env) {
     })
     .await;
     finished("n");
+}
+
+/// q. The scale-in webhook on its own listener (`--scale-webhook-addr`, as
+/// the component ships it) answering only the API server's client
+/// certificate (`--scale-webhook-client-ca`), called by the real API server
+/// for a `kubectl scale`-style scale-in. A cluster whose API server presents
+/// no client certificate to webhooks (the usual one): the TLS handshake is
+/// refused, no round runs, and the scale-in goes through anyway
+/// (`failurePolicy: Ignore`). With `E2E_WEBHOOK_CLIENT_CA` naming the CA of
+/// the certificate the API server presents (its admission configuration,
+/// docs/development.md; `E2E_WEBHOOK_CLIENT_NAME`, a name it carries), the
+/// call is answered and the costs are made fresh.
+async fn q_webhook_callers(env: &'static Env) {
+    env.scenario("q", |ns| async move {
+        nodes(env, &ns, 2, 2).await;
+        spread_deployment(env, &ns, "web", 4).await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let presented = std::env::var_os("E2E_WEBHOOK_CLIENT_CA").map(std::path::PathBuf::from);
+        let clients_ca = match &presented {
+            Some(file) => file.clone(),
+            None => {
+                // a CA that issued nothing the API server has
+                let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+                let mut params = rcgen::CertificateParams::default();
+                params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+                let pem = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}")).pem();
+                let file = dir.path().join("clients-ca.crt");
+                std::fs::write(&file, pem).unwrap_or_else(|e| panic!("{e}"));
+                file
+            }
+        };
+        let webhook = deletion_cost_testkit::free_addr();
+        let mut opts = Options::new("q-operator");
+        opts.args = vec![
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+            "--scale-webhook-addr".into(),
+            webhook.to_string(),
+            "--scale-webhook-client-ca".into(),
+            clients_ca.to_string_lossy().into_owned(),
+        ];
+        if let Some(name) = std::env::var("E2E_WEBHOOK_CLIENT_NAME").ok().filter(|n| !n.is_empty()) {
+            opts.args.extend(["--scale-webhook-client-name".into(), name]);
+        }
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        apply_policy(env, &ns, "web", spot_first("web")).await;
+        wait_costs_landed(env, &ns, "web", "web").await;
+        let registered =
+            scale_series::Registered::create(env, &scale_series::shipped_webhook(&ns, webhook, &ca))
+                .await;
+        set_capacity(env, &ns, &["od-0", "od-1"], &["spot-0", "spot-1"]).await;
+        let before = terminating(env, &ns, "web").await;
+        let deployments = Api::<Deployment>::namespaced(env.client.clone(), &ns);
+        let mut scale = deployments.get_scale("web").await.unwrap_or_else(|e| panic!("{e}"));
+        scale.spec.get_or_insert_with(Default::default).replicas = Some(3);
+        deployments
+            .replace_scale("web", &PostParams::default(), &scale)
+            .await
+            .unwrap_or_else(|e| panic!("setting the scale: {e}"));
+        eventually(Duration::from_secs(30), "the scale-in went through", || async {
+            terminating(env, &ns, "web").await.len() > before.len()
+        })
+        .await;
+        let fresh = op
+            .metric("deletion_cost_scale_webhook_calls_total{outcome=\"fresh\"}")
+            .await
+            .unwrap_or(0.0);
+        let handshakes_refused = op.log_lines("hook TLS handshake failed").len();
+        registered.remove(env).await;
+        eprintln!(
+            "q: API server's client certificate {}: handshakes refused {handshakes_refused}, webhook calls answered fresh {fresh}",
+            if presented.is_some() { "presented (E2E_WEBHOOK_CLIENT_CA)" } else { "not configured" }
+        );
+        if presented.is_some() {
+            assert!(fresh >= 1.0, "the API server's certificate was not accepted");
+        } else {
+            assert!(handshakes_refused >= 1, "the API server was not refused at the handshake");
+            assert_eq!(fresh, 0.0, "a caller without a certificate made costs fresh");
+        }
+        drop(op);
+    })
+    .await;
+    finished("q");
 }
 
 /// `predict deployment/web -n NS`, `plan -n NS` and `explain pod/NAME -n NS`

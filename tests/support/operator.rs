@@ -41,6 +41,8 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
         debounce: Duration::from_millis(100),
         hook_addr: None,
         hook: Default::default(),
+        pricing: None,
+        prices_file: None,
     }
 }
 

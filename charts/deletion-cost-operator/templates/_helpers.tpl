@@ -56,8 +56,20 @@ cluster: refused here, with the reason.
 {{- if and $v.certManager.enabled (not $v.hook.enabled) -}}
 {{- fail "certManager.enabled=true needs hook.enabled=true: the certificate is the hook's" -}}
 {{- end -}}
-{{- if and $v.scaleWebhook.enabled (not $v.certManager.enabled) -}}
-{{- fail "scaleWebhook.enabled=true needs certManager.enabled=true: its CA injector fills the webhook's caBundle" -}}
+{{- if and $v.prices.enabled (not $v.hook.enabled) -}}
+{{- fail "prices.enabled=true needs hook.enabled=true: the scale-ins priced are the scale-in webhook's and the hook's, on its listener" -}}
+{{- end -}}
+{{- if and $v.scaleWebhook.enabled (not $v.hook.enabled) -}}
+{{- fail "scaleWebhook.enabled=true needs hook.enabled=true: the hook's listener answers the webhook" -}}
+{{- end -}}
+{{- if and $v.scaleWebhook.enabled $v.networkPolicy.enabled (not $v.networkPolicy.apiServerCIDRs) -}}
+{{- fail "networkPolicy.enabled with scaleWebhook.enabled needs networkPolicy.apiServerCIDRs: the addresses the API server calls the webhook from (its endpoints: kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes; or your managed control plane's range); no selector can name it" -}}
+{{- end -}}
+{{- if and $v.scaleWebhook.enabled (has (int $v.scaleWebhook.port) (list (int $v.hook.port) (int $v.operator.metricsPort))) -}}
+{{- fail (printf "scaleWebhook.port (%d) must differ from hook.port and operator.metricsPort" (int $v.scaleWebhook.port)) -}}
+{{- end -}}
+{{- if and $v.scaleWebhook.enabled $v.scaleWebhook.clientCA.names (not $v.scaleWebhook.clientCA.configMap) -}}
+{{- fail "scaleWebhook.clientCA.names needs scaleWebhook.clientCA.configMap: the names are checked on a certificate from that CA" -}}
 {{- end -}}
 {{- if and $v.scaleWebhook.enabled (le (float64 $v.scaleWebhook.timeoutSeconds) (float64 $v.hook.scaleWebhookBudget)) -}}
 {{- fail (printf "scaleWebhook.timeoutSeconds (%v) must be above hook.scaleWebhookBudget (%v): the webhook answers within its budget, before the API server gives up" $v.scaleWebhook.timeoutSeconds $v.hook.scaleWebhookBudget) -}}

@@ -3,6 +3,8 @@
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -53,6 +55,49 @@ pub struct KindOutcome {
     pub outcome: String,
 }
 
+/// Label `policy`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabel {
+    /// namespace/name.
+    pub policy: String,
+}
+
+/// Labels `policy`, `choice` of the priced scale-ins' counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyChoice {
+    /// namespace/name.
+    pub policy: String,
+    /// `policy`: the pods the scale-in deleted; `default`: those the
+    /// default order would have deleted without the policy's costs.
+    pub choice: String,
+}
+
+/// Which choice of victims a priced scale-in's figures are about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChoiceLabel(&'static str);
+
+impl ChoiceLabel {
+    /// The pods the scale-in deleted (the policy's order).
+    pub const POLICY: ChoiceLabel = ChoiceLabel("policy");
+    /// The pods the default order would have deleted.
+    pub const DEFAULT: ChoiceLabel = ChoiceLabel("default");
+    /// Both.
+    pub const ALL: [ChoiceLabel; 2] = [ChoiceLabel::POLICY, ChoiceLabel::DEFAULT];
+}
+
+/// Labels `policy`, `outcome` of the freed nodes' fate: `removed` or
+/// `not_removed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyOutcome {
+    /// namespace/name.
+    pub policy: String,
+    /// `removed` or `not_removed`.
+    pub outcome: String,
+}
+
+/// A counter of amounts (hourly prices).
+type AmountCounter = Counter<f64, AtomicU64>;
+
 /// Labels of `deletion_cost_comparator_info`: the gates the comparator uses and why.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComparatorLabels {
@@ -97,7 +142,23 @@ pub struct Metrics {
     pub scale_webhook_seconds: Histogram,
     /// Pod writes each scale-in made (its minimal correction).
     pub scale_in_writes: Histogram,
-    /// 1 while this replica holds the lease.
+    /// Scale-ins priced, by policy.
+    pub scale_ins_priced: Family<PolicyLabel, Counter>,
+    /// Pods deleted by priced scale-ins, by policy and choice.
+    pub scale_in_victims: Family<PolicyChoice, Counter>,
+    /// Nodes priced scale-ins freed, by policy and choice.
+    pub scale_in_freed_nodes: Family<PolicyChoice, Counter>,
+    /// Hourly prices of the nodes priced scale-ins freed, by policy and choice.
+    pub scale_in_freed_hourly: Family<PolicyChoice, AmountCounter>,
+    /// Nodes freed with the policy, by what became of them.
+    pub freed_nodes_settled: Family<PolicyOutcome, Counter>,
+    /// Their hourly prices, the same way.
+    pub freed_hourly_settled: Family<PolicyOutcome, AmountCounter>,
+    /// Nodes freed with the policy still watched.
+    pub freed_nodes_awaiting: Family<PolicyLabel, Gauge>,
+    /// `--prices` read again after a change, by result (`ok`, `failed`).
+    pub prices_reloads: Family<ResultLabel, Counter>,
+    /// 1 while this replica leads and writes.
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
     pub comparator_info: Family<ComparatorLabels, Gauge>,
@@ -233,7 +294,7 @@ impl Metrics {
         let scale_in_writes = Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied());
         registry.register(
             "deletion_cost_scale_webhook_calls",
-            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in)",
+            "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in, rate_limited, unauthenticated, forbidden)",
             scale_webhook_calls.clone(),
         );
         registry.register(
@@ -245,6 +306,54 @@ impl Metrics {
             "deletion_cost_scale_webhook_seconds",
             "Scale-in admission webhook: time from the call to the answer (what it adds to a scale-in)",
             scale_webhook_seconds.clone(),
+        );
+        let scale_ins_priced = Family::<PolicyLabel, Counter>::default();
+        let scale_in_victims = Family::<PolicyChoice, Counter>::default();
+        let scale_in_freed_nodes = Family::<PolicyChoice, Counter>::default();
+        let scale_in_freed_hourly = Family::<PolicyChoice, AmountCounter>::default();
+        let freed_nodes_settled = Family::<PolicyOutcome, Counter>::default();
+        let freed_hourly_settled = Family::<PolicyOutcome, AmountCounter>::default();
+        let freed_nodes_awaiting = Family::<PolicyLabel, Gauge>::default();
+        registry.register(
+            "deletion_cost_scale_ins_priced",
+            "Scale-ins priced as they happened (run --prices), by policy",
+            scale_ins_priced.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_in_victims",
+            "Pods deleted by priced scale-ins, by policy and choice (policy: the pods the scale-in deleted; default: those the default order would have deleted without the policy's costs)",
+            scale_in_victims.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_in_freed_nodes",
+            "Nodes priced scale-ins left without a pod that keeps them, by policy and choice",
+            scale_in_freed_nodes.clone(),
+        );
+        registry.register(
+            "deletion_cost_scale_in_freed_hourly",
+            "Hourly prices (the prices file's currency) of the nodes priced scale-ins freed, summed, by policy and choice",
+            scale_in_freed_hourly.clone(),
+        );
+        registry.register(
+            "deletion_cost_freed_nodes_settled",
+            "Nodes freed with the policy, by outcome: removed (the Node object went away within --node-removal-window) or not_removed",
+            freed_nodes_settled.clone(),
+        );
+        registry.register(
+            "deletion_cost_freed_hourly_settled",
+            "Hourly prices of the nodes freed with the policy, by outcome (removed, not_removed)",
+            freed_hourly_settled.clone(),
+        );
+        registry.register(
+            "deletion_cost_freed_nodes_awaiting_removal",
+            "Nodes freed with the policy whose removal window is still open",
+            freed_nodes_awaiting.clone(),
+        );
+        let prices_reloads = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "deletion_cost_prices_reloads",
+            "The --prices file read again after it changed, by result (ok; failed: the prices before it stay)",
+            prices_reloads.clone(),
         );
         registry.register(
             "deletion_cost_reconciles",
@@ -273,7 +382,7 @@ impl Metrics {
         );
         registry.register(
             "deletion_cost_leader",
-            "1 while this replica holds the leader lease",
+            "1 while this replica leads and writes (with leader election: from the end of its term's catch-up, a quorum read of the pods)",
             leader.clone(),
         );
         registry.register(
@@ -295,8 +404,113 @@ impl Metrics {
             scale_webhook_calls,
             scale_webhook_seconds,
             scale_in_writes,
+            scale_ins_priced,
+            scale_in_victims,
+            scale_in_freed_nodes,
+            scale_in_freed_hourly,
+            freed_nodes_settled,
+            freed_hourly_settled,
+            freed_nodes_awaiting,
+            prices_reloads,
             leader,
             comparator_info,
+        }
+    }
+
+    /// Counts a reading of the changed prices file.
+    pub fn prices_reload(&self, result: &str) {
+        self.prices_reloads
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a priced scale-in of `policy`.
+    pub fn scale_in_priced(&self, policy: &str) {
+        self.scale_ins_priced
+            .get_or_create(&PolicyLabel {
+                policy: policy.into(),
+            })
+            .inc();
+    }
+
+    /// Adds what one choice of a priced scale-in freed.
+    pub fn scale_in_freed(
+        &self,
+        policy: &str,
+        choice: ChoiceLabel,
+        victims: usize,
+        nodes: usize,
+        hourly: f64,
+    ) {
+        let labels = PolicyChoice {
+            policy: policy.into(),
+            choice: choice.0.into(),
+        };
+        self.scale_in_victims
+            .get_or_create(&labels)
+            .inc_by(victims as u64);
+        self.scale_in_freed_nodes
+            .get_or_create(&labels)
+            .inc_by(nodes as u64);
+        self.scale_in_freed_hourly
+            .get_or_create(&labels)
+            .inc_by(hourly);
+    }
+
+    /// Counts what became of a node freed with the policy.
+    pub fn freed_node_settled(&self, policy: &str, removed: bool, hourly: f64) {
+        let labels = PolicyOutcome {
+            policy: policy.into(),
+            outcome: if removed { "removed" } else { "not_removed" }.into(),
+        };
+        self.freed_nodes_settled.get_or_create(&labels).inc();
+        self.freed_hourly_settled
+            .get_or_create(&labels)
+            .inc_by(hourly);
+    }
+
+    /// Sets how many nodes freed with `policy` are watched.
+    pub fn freed_nodes_awaiting(&self, policy: &str, n: usize) {
+        self.freed_nodes_awaiting
+            .get_or_create(&PolicyLabel {
+                policy: policy.into(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Drops every watched-nodes series (a new leadership term counts
+    /// afresh from the statuses).
+    pub fn freed_nodes_awaiting_clear(&self) {
+        self.freed_nodes_awaiting.clear();
+    }
+
+    /// Removes a deleted policy's priced scale-in series.
+    pub fn forget_priced(&self, policy: &str) {
+        let policy = policy.to_string();
+        self.scale_ins_priced.remove(&PolicyLabel {
+            policy: policy.clone(),
+        });
+        self.freed_nodes_awaiting.remove(&PolicyLabel {
+            policy: policy.clone(),
+        });
+        for choice in ChoiceLabel::ALL {
+            let labels = PolicyChoice {
+                policy: policy.clone(),
+                choice: choice.0.into(),
+            };
+            self.scale_in_victims.remove(&labels);
+            self.scale_in_freed_nodes.remove(&labels);
+            self.scale_in_freed_hourly.remove(&labels);
+        }
+        for outcome in ["removed", "not_removed"] {
+            let labels = PolicyOutcome {
+                policy: policy.clone(),
+                outcome: outcome.into(),
+            };
+            self.freed_nodes_settled.remove(&labels);
+            self.freed_hourly_settled.remove(&labels);
         }
     }
 
@@ -384,6 +598,11 @@ mod tests {
         m.leader.set(1);
         m.hook_request("ok");
         m.hook_patch_observed.observe(0.3);
+        m.scale_in_priced("shop/web");
+        m.scale_in_freed("shop/web", ChoiceLabel::POLICY, 2, 1, 0.0416);
+        m.scale_in_freed("shop/web", ChoiceLabel::DEFAULT, 2, 0, 0.0);
+        m.freed_node_settled("shop/web", true, 0.0416);
+        m.freed_nodes_awaiting("shop/web", 0);
         let detected = crate::comparator::choose_gates(None, "1.36".parse().ok(), None);
         m.comparator_chosen(&detected.unwrap());
         let text = m.encode();
@@ -405,8 +624,24 @@ mod tests {
             "deletion_cost_api_writes_total{kind=\"events\",outcome=\"too_many_requests\"} 1",
             "deletion_cost_api_writes_total{kind=\"other\",outcome=\"rejected\"} 0",
             "deletion_cost_api_writes_waiting 2",
+            "deletion_cost_scale_ins_priced_total{policy=\"shop/web\"} 1",
+            "deletion_cost_scale_in_victims_total{policy=\"shop/web\",choice=\"policy\"} 2",
+            "deletion_cost_scale_in_freed_nodes_total{policy=\"shop/web\",choice=\"policy\"} 1",
+            "deletion_cost_scale_in_freed_nodes_total{policy=\"shop/web\",choice=\"default\"} 0",
+            "deletion_cost_scale_in_freed_hourly_total{policy=\"shop/web\",choice=\"policy\"} 0.0416",
+            "deletion_cost_freed_nodes_settled_total{policy=\"shop/web\",outcome=\"removed\"} 1",
+            "deletion_cost_freed_hourly_settled_total{policy=\"shop/web\",outcome=\"removed\"} 0.0416",
+            "deletion_cost_freed_nodes_awaiting_removal{policy=\"shop/web\"} 0",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }
+        // a deleted policy's series go with it
+        m.forget_priced("shop/web");
+        let text = m.encode();
+        assert!(!text.contains("policy=\"shop/web\",choice"), "{text}");
+        assert!(
+            !text.contains("deletion_cost_freed_nodes_awaiting_removal{"),
+            "{text}"
+        );
     }
 }

@@ -196,7 +196,7 @@ async fn create_workload(env: &Env, ns: &str, kind: &'static str, name: &str, re
 
 /// HPA-style: read `deployments/scale`, write it with fewer replicas; the
 /// time of the write.
-async fn hpa_scale(env: &Env, ns: &str, name: &str, replicas: i32) -> Duration {
+pub(super) async fn hpa_scale(env: &Env, ns: &str, name: &str, replicas: i32) -> Duration {
     let api = Api::<Deployment>::namespaced(env.client.clone(), ns);
     let params = PostParams {
         field_manager: Some(MANAGER.into()),

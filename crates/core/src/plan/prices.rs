@@ -56,6 +56,35 @@ impl Money {
         })
     }
 
+    /// An amount as [`Money`]'s `Display` writes it (`12.345678`, `-0.50`,
+    /// `3`): digits, at most one point and six decimals, an optional
+    /// leading `-`; `None` for anything else (a status field edited by
+    /// hand, say).
+    pub fn parse_amount(text: &str) -> Option<Self> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, frac) = match digits.split_once('.') {
+            Some((_, "")) => return None,
+            Some(parts) => parts,
+            None => (digits, ""),
+        };
+        let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty()
+            || whole.len() > 24
+            || frac.len() > 6
+            || !all_digits(whole)
+            || !all_digits(frac)
+        {
+            return None;
+        }
+        let whole: i128 = whole.parse().ok()?;
+        let frac: i128 = format!("{frac:0<6}").parse().ok()?;
+        let micros = whole.checked_mul(1_000_000)?.checked_add(frac)?;
+        Some(Money::from_micros(if negative { -micros } else { micros }))
+    }
+
     /// This amount `n` times (an hourly price over a month).
     pub fn times(self, n: u32) -> Self {
         Self {
@@ -534,5 +563,37 @@ mod tests {
         assert_eq!(serde_json::to_string(&m("0.096")).unwrap(), "0.096");
         assert_eq!(Money::from_price(-1.0), None);
         assert_eq!(Money::from_price(f64::NAN), None);
+    }
+
+    #[test]
+    fn an_amount_reads_back_what_display_wrote() {
+        for s in [
+            "0.00",
+            "0.096",
+            "87.60",
+            "-0.000001",
+            "123456789.123456",
+            "3",
+        ] {
+            let m = Money::parse_amount(s).unwrap_or_else(|| panic!("{s}"));
+            assert_eq!(Money::parse_amount(&m.to_string()), Some(m), "{s}");
+        }
+        assert_eq!(Money::parse_amount("0.096"), Some(m("0.096")));
+        assert_eq!(Money::parse_amount("3"), Some(m("3")));
+        for bad in [
+            "",
+            "-",
+            ".5",
+            "1.",
+            "1.2345678",
+            "1e3",
+            "+1",
+            "1,5",
+            " 1",
+            "NaN",
+            "1.-2",
+        ] {
+            assert_eq!(Money::parse_amount(bad), None, "{bad:?}");
+        }
     }
 }

@@ -346,16 +346,56 @@ pub fn plan_savings(
     opts: &PlanOptions,
 ) -> (Savings, Vec<String>) {
     let upstream = upstream_default(policy, snapshot, opts);
-    let (nodes, mut warnings) = node_facts(&billing_source(policy), &snapshot.nodes);
-    let pods: Vec<PodFacts> = snapshot.pods.iter().map(|p| pod_facts(p)).collect();
     let ns = policy.namespace.as_str();
-    let savings = compute(
-        &nodes,
-        &pods,
+    savings_over(
+        policy,
+        snapshot,
         prices,
         &victims_of(ns, &plan.replica_sets),
         &victims_of(ns, &upstream),
-    );
+    )
+}
+
+/// What a live scale-in is worth: `victims` (the pods it deletes, per
+/// ReplicaSet of the policy's namespace) against the pods upstream's
+/// default order deletes from the same ReplicaSets (`opts.scale_down_by`
+/// from each, as the scale-in's correction counts them), over the snapshot
+/// of that moment. The same computation as [`plan_savings`], with the
+/// victims given instead of read from a plan.
+pub fn scale_in_savings(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    victims: &[(String, Vec<Arc<str>>)],
+    prices: &Prices,
+    opts: &PlanOptions,
+) -> (Savings, Vec<String>) {
+    let upstream: Vec<ReplicaSetPlan> = upstream_default(policy, snapshot, opts)
+        .into_iter()
+        .filter(|r| victims.iter().any(|(rs, _)| *rs == r.name))
+        .collect();
+    let ns = policy.namespace.as_str();
+    let ours = Victims {
+        pods: victims
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| (ns, &**p)))
+            .collect(),
+        tie_at_cut: false,
+    };
+    savings_over(policy, snapshot, prices, &ours, &victims_of(ns, &upstream))
+}
+
+/// The savings of two choices of victims over `snapshot`, and warnings
+/// (unpriced nodes, allocatable values that are not quantities).
+fn savings_over(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    prices: &Prices,
+    ours: &Victims,
+    upstream: &Victims,
+) -> (Savings, Vec<String>) {
+    let (nodes, mut warnings) = node_facts(&billing_source(policy), &snapshot.nodes);
+    let pods: Vec<PodFacts> = snapshot.pods.iter().map(|p| pod_facts(p)).collect();
+    let savings = compute(&nodes, &pods, prices, ours, upstream);
     let unpriced: BTreeSet<&str> = [&savings.policy, &savings.upstream]
         .into_iter()
         .flat_map(|c| c.unpriced_nodes.iter().map(String::as_str))

@@ -305,13 +305,23 @@ fn check_object(
     }
 }
 
-/// Whole-number bounds of an OpenAPI integer format.
-fn format_bounds(format: &str) -> Option<(i64, i64)> {
-    match format {
-        "int32" => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
-        "uint32" => Some((0, i64::from(u32::MAX))),
-        _ => None,
+/// Whole-number bounds of an integer schema: its format's (`int32`), narrowed
+/// by its `minimum` and `maximum` (an unsigned field states its range so,
+/// the CRD carries no format Kubernetes does not know). `None` when the
+/// schema bounds nothing below `int64`.
+fn integer_bounds(schema: &Value) -> Option<(i64, i64)> {
+    let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
+    let (mut lo, mut hi) = match format {
+        "int32" => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        _ => (i64::MIN, i64::MAX),
+    };
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+        lo = lo.max(min.ceil() as i64);
     }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+        hi = hi.min(max.floor() as i64);
+    }
+    (format == "int32" || schema.get("maximum").is_some()).then_some((lo, hi))
 }
 
 fn check_integer(schema: &Value, value: &Value, path: &str, errors: &mut Vec<ValidationError>) {
@@ -334,16 +344,12 @@ fn check_integer(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Val
         ));
         return;
     };
-    let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
-    let minimum = schema.get("minimum").and_then(Value::as_f64);
-    if let Some((lo, hi)) = format_bounds(format) {
-        // a minimum above the format's own bound is the one to state
-        let lo_stated = minimum.map_or(lo, |m| lo.max(m.ceil() as i64));
-        if n < lo_stated || n > hi {
-            let message = if n < lo_stated && lo_stated >= 0 {
-                format!("must be at least {lo_stated}, found {value}")
+    if let Some((lo, hi)) = integer_bounds(schema) {
+        if n < lo || n > hi {
+            let message = if n < lo && lo >= 0 {
+                format!("must be at least {lo}, found {value}")
             } else {
-                format!("must be a whole number from {lo_stated} to {hi}, found {value}")
+                format!("must be a whole number from {lo} to {hi}, found {value}")
             };
             errors.push(error(path, message));
             return;

@@ -35,6 +35,7 @@ pub const MAX_SIGNALS: usize = 16;
 )]
 #[x_kube(validation = Rule::new("has(self.selector) != has(self.targetRef)").message("exactly one of selector and targetRef must be set"))]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_formats)]
 pub struct DeletionCostPolicySpec {
     /// Pods in the policy's namespace with these labels. Exactly one of
     /// `selector` and `targetRef` is set.
@@ -82,6 +83,49 @@ pub struct DeletionCostPolicySpec {
 
 fn default_true() -> bool {
     true
+}
+
+/// Rewrites the schema's numeric formats into the ones Kubernetes knows:
+/// `int32` and `int64` for integers, `float` and `double` for numbers. The
+/// API server warns about any other (`unrecognized format "uint32"`) at
+/// every apply of the CRD, and ignores it when validating; schemars names
+/// Rust's unsigned and small types `uint32`, `uint8`, `int16`... Such a
+/// field loses the format and keeps its range as `minimum`/`maximum`
+/// (`u32`: 0 to 4294967295), which the API server does enforce.
+fn kubernetes_formats(schema: &mut schemars::Schema) {
+    schemars::transform::transform_subschemas(&mut kubernetes_formats, schema);
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    // an `Option`'s type is `["integer", "null"]` until kube makes it `nullable`
+    let ty = match node.get("type") {
+        Some(serde_json::Value::String(t)) => Some(t.as_str()),
+        Some(serde_json::Value::Array(types)) => types
+            .iter()
+            .filter_map(|t| t.as_str())
+            .find(|t| *t != "null"),
+        _ => None,
+    };
+    let known: &[&str] = match ty {
+        Some("integer") => &["int32", "int64"],
+        Some("number") => &["float", "double"],
+        _ => return,
+    };
+    let Some(format) = node.get("format").and_then(|f| f.as_str()) else {
+        return;
+    };
+    if known.contains(&format) {
+        return;
+    }
+    // u8, u16, i8 and i16 come with both bounds; u32 with its minimum only
+    let maximum = match format {
+        "uint32" => Some(u32::MAX),
+        _ => None,
+    };
+    node.remove("format");
+    if let Some(max) = maximum {
+        node.entry("maximum").or_insert(max.into());
+    }
 }
 
 /// A label selector (the `matchLabels`/`matchExpressions` of Kubernetes).
@@ -340,6 +384,7 @@ pub enum OnSignalMissing {
 /// Observed state, written by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_formats)]
 pub struct DeletionCostPolicyStatus {
     /// `Ready`, `OrderAsIntended`, `SignalsAvailable`, `Conflict`, `ScaleInsFresh`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -371,6 +416,12 @@ pub struct DeletionCostPolicyStatus {
     /// here so a restart or a new leader goes on counting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_ins: Option<ScaleInsStatus>,
+    /// Scale-ins priced as they happened (`run --prices`): what the pods
+    /// the policy sent freed against what the default order's would have,
+    /// and whether the autoscaler then removed those nodes. Running totals,
+    /// kept here so a restart or a new leader goes on from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priced_scale_ins: Option<PricedScaleIns>,
 }
 
 /// Scale-ins made fresh, as the status keeps them.
@@ -402,6 +453,154 @@ pub struct LastScaleIn {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Running totals of the scale-ins priced as they happened. Amounts are
+/// decimal strings in the prices' currency (per hour: the sum of the hourly
+/// prices of the nodes each scale-in freed), kept to a millionth.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PricedScaleIns {
+    /// Scale-ins priced (by the scale-in webhook or the pre-scale-down hook).
+    #[serde(default)]
+    pub priced: u64,
+    /// The prices' currency, when they name one (never converted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// What the pods each scale-in deleted freed (the policy's order).
+    #[serde(default)]
+    pub with_policy: FreedTotals,
+    /// What the pods the default order would have deleted (without the
+    /// policy's costs) would have freed, over the same pods and nodes.
+    #[serde(default)]
+    pub by_default: FreedTotals,
+    /// Nodes freed with the policy whose Node object went away within the
+    /// removal window: the autoscaler removed them.
+    #[serde(default)]
+    pub removed: NodeTotals,
+    /// Nodes freed with the policy still there when their window ended.
+    #[serde(default)]
+    pub not_removed: NodeTotals,
+    /// Nodes freed with the policy, watched until their window ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting_removal: Vec<AwaitingRemoval>,
+    /// The last scale-in priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastPricedScaleIn>,
+}
+
+/// What one choice of victims freed, summed over scale-ins.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreedTotals {
+    /// Pods deleted.
+    #[serde(default)]
+    pub victims: u64,
+    /// Nodes left without a pod that keeps them (and no annotation that
+    /// keeps them from an autoscaler).
+    #[serde(default)]
+    pub nodes: u64,
+    /// Of those, nodes the prices do not cover (left out of `hourly`).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unpriced_nodes: u64,
+    /// The freed nodes' hourly prices, summed.
+    #[serde(default = "zero_amount")]
+    pub hourly: String,
+}
+
+impl Default for FreedTotals {
+    fn default() -> Self {
+        FreedTotals {
+            victims: 0,
+            nodes: 0,
+            unpriced_nodes: 0,
+            hourly: zero_amount(),
+        }
+    }
+}
+
+/// Freed nodes and their hourly prices, summed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTotals {
+    /// Nodes.
+    #[serde(default)]
+    pub nodes: u64,
+    /// Their hourly prices, summed (unpriced nodes count 0).
+    #[serde(default = "zero_amount")]
+    pub hourly: String,
+}
+
+impl Default for NodeTotals {
+    fn default() -> Self {
+        NodeTotals {
+            nodes: 0,
+            hourly: zero_amount(),
+        }
+    }
+}
+
+fn zero_amount() -> String {
+    "0.00".into()
+}
+
+/// A node a scale-in freed, watched until `until`: removed if its Node
+/// object goes away (or is replaced: another UID) by then.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingRemoval {
+    /// Node name.
+    pub node: String,
+    /// Its UID when it was freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its hourly price (absent: unpriced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly: Option<String>,
+    /// When it was freed (RFC 3339).
+    pub freed_at: String,
+    /// The end of its removal window (RFC 3339).
+    pub until: String,
+}
+
+/// The last scale-in priced.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPricedScaleIn {
+    /// When it was priced (RFC 3339).
+    pub at: String,
+    /// The workload, as `Deployment NAMESPACE/NAME`.
+    pub workload: String,
+    /// Who called: `webhook` or `hook`.
+    pub by: String,
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas after.
+    pub to: i32,
+    /// What its victims freed.
+    pub with_policy: LastChoice,
+    /// What the default order's would have.
+    pub by_default: LastChoice,
+}
+
+/// What one choice of one scale-in freed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastChoice {
+    /// Pods deleted.
+    pub victims: u32,
+    /// The nodes freed (the first few named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freed_nodes: Vec<String>,
+    /// How many nodes were freed.
+    #[serde(default)]
+    pub nodes: u32,
+    /// Their hourly prices, summed.
+    pub hourly: String,
 }
 
 /// The schema of `status.conditions`: `metav1.Condition`'s, as the API
@@ -484,4 +683,63 @@ pub struct MismatchStatus {
     pub pod: String,
     /// Why (`PendingPatch`, `NotReady`, `ForeignCost`, ...).
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rewritten(schema: serde_json::Value) -> serde_json::Value {
+        let mut schema = schemars::Schema::try_from(schema).unwrap();
+        kubernetes_formats(&mut schema);
+        schema.to_value()
+    }
+
+    #[test]
+    fn unsigned_formats_become_ranges_at_any_depth() {
+        let got = rewritten(json!({
+            "type": "object",
+            "properties": {
+                "burst": {"type": "integer", "format": "uint32", "minimum": 1},
+                "budgets": {"type": "object",
+                            "additionalProperties": {"type": "integer", "format": "uint32", "minimum": 0}},
+                "list": {"type": "array", "items": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535}},
+                "buckets": {"type": ["integer", "null"], "format": "uint32", "minimum": 1},
+                "cost": {"type": "integer", "format": "int32"},
+                "generation": {"type": "integer", "format": "int64"},
+                "qps": {"type": "number", "format": "double"},
+                "when": {"type": "string", "format": "date-time"},
+            }
+        }));
+        let p = &got["properties"];
+        assert_eq!(
+            p["burst"],
+            json!({"type": "integer", "minimum": 1, "maximum": 4294967295u32})
+        );
+        assert_eq!(
+            p["budgets"]["additionalProperties"],
+            json!({"type": "integer", "minimum": 0, "maximum": 4294967295u32})
+        );
+        assert_eq!(
+            p["list"]["items"],
+            json!({"type": "integer", "minimum": 0, "maximum": 65535})
+        );
+        assert_eq!(
+            p["buckets"],
+            json!({"type": ["integer", "null"], "minimum": 1, "maximum": 4294967295u32})
+        );
+        // what Kubernetes knows is kept
+        assert_eq!(p["cost"]["format"], "int32");
+        assert_eq!(p["generation"]["format"], "int64");
+        assert_eq!(p["qps"]["format"], "double");
+        assert_eq!(p["when"]["format"], "date-time");
+    }
+
+    #[test]
+    fn a_stated_maximum_is_kept() {
+        let got =
+            rewritten(json!({"type": "integer", "format": "uint32", "minimum": 0, "maximum": 10}));
+        assert_eq!(got, json!({"type": "integer", "minimum": 0, "maximum": 10}));
+    }
 }

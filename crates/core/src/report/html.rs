@@ -503,6 +503,7 @@ fn section(out: &mut Page, s: &Section) {
     blocked_nodes(out, s);
     verdicts(out, s);
     worth(out, s);
+    priced_scale_ins(out, s);
     legend(out, s);
     // the picture, then the table beside it (below it on a narrow window)
     out.push_str(
@@ -659,6 +660,78 @@ fn worth(out: &mut Page, s: &Section) {
                 esc(&c.unpriced_nodes.join(", "))
             );
         }
+    }
+}
+
+/// The scale-ins priced as they happened (the operator's page): what the
+/// policy's victims freed against the default order's, and what became of
+/// the nodes freed.
+fn priced_scale_ins(out: &mut Page, s: &Section) {
+    let Some(p) = s.priced_scale_ins else {
+        return;
+    };
+    let unit = p
+        .currency
+        .as_deref()
+        .map_or_else(|| "/h".to_string(), |c| format!(" {}/h", esc(c)));
+    let _ = writeln!(
+        out,
+        "<h3>Scale-ins priced as they happened</h3>\n<p class=\"meta\">{} scale-in(s) priced (the scale-in webhook and the pre-scale-down hook); \
+         amounts are the hourly prices of the nodes each left free, summed; a freed node counts as removed when its Node object went away within the removal window</p>",
+        p.priced
+    );
+    out.push_str(
+        "<table class=\"worth\"><tr><th>choice</th><th>pods deleted</th><th>nodes freed</th><th>per hour</th></tr>\n",
+    );
+    for (label, f) in [
+        ("with the policy", &p.with_policy),
+        ("by the default order", &p.by_default),
+    ] {
+        let unpriced = match f.unpriced_nodes {
+            0 => String::new(),
+            n => format!(" ({n} unpriced)"),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{label}</td><td>{}</td><td>{}{unpriced}</td><td>{}{unit}</td></tr>",
+            f.victims,
+            f.nodes,
+            esc(&f.hourly)
+        );
+    }
+    out.push_str("</table>\n");
+    let _ = writeln!(
+        out,
+        "<p>Freed with the policy: <b>{} removed</b> ({}{unit}), {} not removed ({}{unit}), {} still watched</p>",
+        p.removed.nodes,
+        esc(&p.removed.hourly),
+        p.not_removed.nodes,
+        esc(&p.not_removed.hourly),
+        p.awaiting_removal.len()
+    );
+    if let Some(last) = &p.last {
+        let nodes = |names: &[String]| {
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", esc(&names.join(", ")))
+            }
+        };
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">last: {} at {}, {} &rarr; {} by the {}: with the policy {} node(s){} {}{unit}, by the default order {} node(s){} {}{unit}</p>",
+            esc(&last.workload),
+            esc(&last.at),
+            last.from,
+            last.to,
+            esc(&last.by),
+            last.with_policy.nodes,
+            nodes(&last.with_policy.freed_nodes),
+            esc(&last.with_policy.hourly),
+            last.by_default.nodes,
+            nodes(&last.by_default.freed_nodes),
+            esc(&last.by_default.hourly)
+        );
     }
 }
 
@@ -1218,6 +1291,7 @@ mod tests {
                 .collect(),
             scale_down_by,
             after_patches: true,
+            priced_scale_ins: None,
         }
     }
 
@@ -1283,6 +1357,65 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
         assert!(html.contains("node&quot;&gt;&lt;img src=x&gt;"));
         assert!(html.contains("z&amp;1"));
+    }
+
+    #[test]
+    fn the_operators_page_shows_the_priced_scale_ins() {
+        use crate::policy::{
+            FreedTotals, LastChoice, LastPricedScaleIn, NodeTotals, PricedScaleIns,
+        };
+        let plan = plan_of(vec![pod("a", "n1", Some(0), CostOwner::None)], 0, vec![]);
+        let priced = PricedScaleIns {
+            priced: 5,
+            currency: Some("USD".into()),
+            with_policy: FreedTotals {
+                victims: 7,
+                nodes: 3,
+                unpriced_nodes: 1,
+                hourly: "0.384".into(),
+            },
+            by_default: FreedTotals {
+                victims: 7,
+                nodes: 1,
+                unpriced_nodes: 0,
+                hourly: "0.0416".into(),
+            },
+            removed: NodeTotals {
+                nodes: 1,
+                hourly: "0.192".into(),
+            },
+            last: Some(LastPricedScaleIn {
+                at: "2026-11-25T10:00:00Z".into(),
+                workload: "Deployment shop/<web>".into(),
+                by: "webhook".into(),
+                from: 4,
+                to: 2,
+                with_policy: LastChoice {
+                    victims: 2,
+                    freed_nodes: vec!["od-1".into()],
+                    nodes: 1,
+                    hourly: "0.192".into(),
+                },
+                by_default: LastChoice::default(),
+            }),
+            ..Default::default()
+        };
+        let without = page(vec![section_of(&plan, &[("n1", "spot", "z")], None)]);
+        assert!(!without.contains("priced as they happened"));
+        let html = page(vec![Section {
+            priced_scale_ins: Some(&priced),
+            ..section_of(&plan, &[("n1", "spot", "z")], None)
+        }]);
+        for part in [
+            "<h3>Scale-ins priced as they happened</h3>",
+            "5 scale-in(s) priced",
+            "<tr><td>with the policy</td><td>7</td><td>3 (1 unpriced)</td><td>0.384 USD/h</td></tr>",
+            "<tr><td>by the default order</td><td>7</td><td>1</td><td>0.0416 USD/h</td></tr>",
+            "<b>1 removed</b> (0.192 USD/h), 0 not removed (0.00 USD/h), 0 still watched",
+            "last: Deployment shop/&lt;web&gt; at 2026-11-25T10:00:00Z, 4 &rarr; 2 by the webhook: with the policy 1 node(s) (od-1) 0.192 USD/h",
+        ] {
+            assert!(html.contains(part), "missing {part} in the page");
+        }
     }
 
     #[test]

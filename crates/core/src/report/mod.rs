@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::plan::{NamedPolicy, Plan, PlanOptions};
 use crate::policy::validate::BillingSource;
-use crate::policy::{BillingPreset, Combine, ValidatedSignal};
+use crate::policy::{BillingPreset, Combine, PricedScaleIns, ValidatedSignal};
 use crate::signals::billing::billing_class;
 
 /// Node label read for the zone when the policy has no zone-balance signal.
@@ -48,6 +48,9 @@ pub struct Section<'a> {
     /// The order is predicted as if every planned patch had landed (the
     /// offline plan), not over the pods as they are (the operator).
     pub after_patches: bool,
+    /// The scale-ins priced as they happened (the operator's page, with
+    /// `run --prices`).
+    pub priced_scale_ins: Option<&'a PricedScaleIns>,
 }
 
 /// Where a node sits on the page.
@@ -115,6 +118,7 @@ impl<'a> Section<'a> {
             nodes,
             scale_down_by: opts.scale_down_by,
             after_patches: opts.assume_patches_applied,
+            priced_scale_ins: None,
         }
     }
 }

@@ -96,6 +96,11 @@ impl Caches {
             .map(|c| c.0.clone())
     }
 
+    /// One cached node.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+
     /// One cached ReplicaSet.
     pub fn replica_set(&self, ns: &str, name: &str) -> Option<Arc<ReplicaSet>> {
         self.replica_sets.get(&ObjectRef::new(name).within(ns))

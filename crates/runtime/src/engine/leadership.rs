@@ -11,6 +11,9 @@
 //! other write of a term (status, Events, the finalizer, the leader label)
 //! goes through [`Leadership::writes`], a client whose writes wait for a
 //! token of the same patcher: one budget for all of them.
+//! The patcher starts only once the pod cache is as new as a quorum read
+//! ([`super::catch_up`]): a new leader never plans its first writes on a
+//! cache that misses the old leader's last ones.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -21,6 +24,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use super::catch_up::CatchUp;
 use crate::metrics::Metrics;
 use crate::writes::{
     budgeted_client, Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate,
@@ -83,6 +87,8 @@ pub struct Leadership {
     /// Whether this replica holds a term (the gate is not closed); changes
     /// only when that flips, not at every renewal.
     leader: watch::Receiver<bool>,
+    /// Counts the terms whose writer started (after their catch-up).
+    writers: Arc<watch::Sender<u64>>,
     patcher: TermPatcher,
     lease: LeaseName,
     /// Every write but the pod patches and the Lease, through the term's
@@ -90,6 +96,8 @@ pub struct Leadership {
     writes: Client,
     /// Events, written through `writes`.
     events: Recorder,
+    /// Who publishes the Events.
+    reporter: Reporter,
 }
 
 impl std::fmt::Debug for Leadership {
@@ -126,14 +134,16 @@ impl Leadership {
         });
         let term = patcher.clone();
         let writes = budgeted_client(client, Arc::new(move || term.get()));
-        let events = Recorder::new(writes.clone(), reporter);
+        let events = Recorder::new(writes.clone(), reporter.clone());
         Leadership {
             gate,
             leader,
+            writers: Arc::new(watch::channel(0).0),
             patcher,
             lease,
             writes,
             events,
+            reporter,
         }
     }
 
@@ -167,16 +177,37 @@ impl Leadership {
         self.events.clone()
     }
 
+    /// A recorder of its own for one Event, through the same budget: the
+    /// Event is always a new one. The shared recorder folds an Event with
+    /// the same reason on the same object within minutes into the first
+    /// one's count, keeping the first one's note: right for a condition
+    /// seen again, wrong for a scale-in's victims and price.
+    pub fn one_event(&self) -> Recorder {
+        Recorder::new(self.writes.clone(), self.reporter.clone())
+    }
+
     /// The Lease the replicas compete for.
     pub fn lease(&self) -> &LeaseName {
         &self.lease
     }
 
-    /// A stream that yields once per leadership change.
+    /// A stream that yields when this replica stops leading and when a
+    /// term's writer starts (its pod cache caught up): rounds planned in
+    /// between are held (`WriterStarting`), so every policy is due again
+    /// then.
     pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send {
-        futures::stream::unfold(self.leader.clone(), |mut rx| async move {
+        let stopped = futures::stream::unfold(self.leader.clone(), |mut rx| async move {
+            loop {
+                rx.changed().await.ok()?;
+                if !*rx.borrow_and_update() {
+                    return Some(((), rx));
+                }
+            }
+        });
+        let writing = futures::stream::unfold(self.writers.subscribe(), |mut rx| async move {
             rx.changed().await.ok().map(|_| ((), rx))
-        })
+        });
+        futures::stream::select(stopped, writing)
     }
 
     /// Ends the current term's writer for good (shutdown): the patcher is
@@ -188,7 +219,11 @@ impl Leadership {
 
     /// Follows the terms until the election ends: a patcher writing at
     /// `qps`/`burst` while leading, none otherwise; the leader gauge and the
-    /// leader label on this replica's pod follow too.
+    /// leader label on this replica's pod follow too. With leader election,
+    /// a term's patcher starts after `catch_up` ran: the pod cache is then
+    /// as new as a quorum read (or its time ran out). Without (`None`: one
+    /// replica, leading from the start on a cache its first list filled)
+    /// it starts at once.
     pub async fn follow(
         self,
         client: Client,
@@ -196,6 +231,7 @@ impl Leadership {
         burst: u32,
         identity: String,
         metrics: Arc<Metrics>,
+        catch_up: Option<CatchUp>,
     ) {
         let mut leader = self.leader.clone();
         loop {
@@ -204,11 +240,28 @@ impl Leadership {
             match (leading, current) {
                 (true, None) => match Rate::new("--qps/--burst", qps, burst) {
                     Ok(rate) => {
+                        if let Some(catch_up) = &catch_up {
+                            // the term may end while the cache catches up; a
+                            // gate whose sender is gone changes no more
+                            let flipped = async {
+                                if leader.changed().await.is_err() {
+                                    std::future::pending::<()>().await;
+                                }
+                            };
+                            tokio::select! {
+                                _ = catch_up.run() => {}
+                                _ = flipped => continue,
+                            }
+                        }
                         let mut config = PatcherConfig::new(rate);
                         config.gate = self.gate();
                         config.stats = Arc::clone(&self.patcher.stats);
                         let patcher = Patcher::start(KubePodWriter::new(client.clone()), config);
                         self.patcher.set(Some(patcher));
+                        if catch_up.is_some() {
+                            // rounds held meanwhile are due again
+                            self.writers.send_modify(|n| *n += 1);
+                        }
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");
                         // a write of the term: inside its budget

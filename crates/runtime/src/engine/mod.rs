@@ -16,8 +16,10 @@
 //! wiring knows both.
 
 pub mod caches;
+pub mod catch_up;
 mod cleanup;
 pub mod leadership;
+pub mod priced;
 mod round;
 mod scale_in;
 pub mod scale_ins;
@@ -35,8 +37,11 @@ use tokio::sync::Semaphore;
 use caches::Caches;
 pub use cleanup::CleanupError;
 use leadership::Leadership;
+pub use priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
-pub use scale_in::{ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR};
+pub use scale_in::{
+    PriceOutcome, Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR,
+};
 pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
 pub use workload::{Managed, NotManaged, WorkloadRef};
@@ -183,6 +188,10 @@ pub struct Engine {
     /// once on two cores are no faster than two, and hold fifty views.
     planners: Arc<Semaphore>,
     scale_ins: scale_ins::ScaleInLog,
+    /// What prices scale-ins (`--prices`), if anything does.
+    pricing: Option<Pricing>,
+    /// The priced scale-ins' totals of this leadership term.
+    priced: priced::Ledger,
     /// Scale-ins of the last moments, so the calls of one share its answer.
     scale_in_calls: scale_in::ScaleInCalls,
     /// Policies whose status has news the next reconcile reports (a
@@ -191,7 +200,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `caches`, writing through `leadership`'s patcher.
+    /// An engine over `caches`, writing through `leadership`'s patcher;
+    /// with `pricing`, every scale-in is priced.
     pub fn new(
         caches: Caches,
         leadership: Leadership,
@@ -199,6 +209,7 @@ impl Engine {
         signals: SignalSource,
         gates: FeatureGates,
         dry_run: bool,
+        pricing: Option<Pricing>,
     ) -> Self {
         Engine {
             caches,
@@ -211,6 +222,8 @@ impl Engine {
             policies: Policies::default(),
             planners: Arc::new(Semaphore::new(planner_slots())),
             scale_ins: Default::default(),
+            pricing,
+            priced: Default::default(),
             scale_in_calls: Default::default(),
             status_due: Default::default(),
         }
@@ -341,6 +354,7 @@ impl Engine {
             self.remove_series(key, &mut state);
         }
         self.scale_ins.forget(key);
+        self.forget_priced(key);
     }
 
     /// Which policy manages `workload`, and its ReplicaSets and active pods

@@ -123,6 +123,8 @@ pub(super) struct PolicyRound {
     pub versions: HashMap<String, Option<String>>,
     /// A scale-in's minimal correction of each ReplicaSet it scales.
     pub corrections: Vec<ReplicaSetCorrection>,
+    /// A scale-in's snapshot and options, kept to price it (`--prices`).
+    pub pricing: Option<super::priced::PricingInput>,
 }
 
 impl PolicyRound {
@@ -325,9 +327,11 @@ impl Engine {
         };
         let samples = std::mem::take(&mut state.samples);
         let previous = std::mem::take(&mut state.previous);
+        // a scale-in is priced over the snapshot it was planned on
+        let keep = scale_in.is_some() && self.pricing.is_some();
         let joined = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            let snapshot = caches.snapshot(&resolved_owned.namespace);
+            let snapshot = Arc::new(caches.snapshot(&resolved_owned.namespace));
             let planned = plan_over(
                 &snapshot,
                 &others,
@@ -337,10 +341,11 @@ impl Engine {
                 &opts,
                 scale_in.as_ref(),
             );
-            (planned, samples)
+            let pricing = keep.then_some(super::priced::PricingInput { snapshot, opts });
+            (planned, samples, pricing)
         })
         .await;
-        let (mut planned, samples) = joined.map_err(|e| RoundError::Planning {
+        let (mut planned, samples, pricing) = joined.map_err(|e| RoundError::Planning {
             policy: resolved.key(),
             message: e.to_string(),
         })?;
@@ -360,6 +365,7 @@ impl Engine {
             last_refresh: state.last_refresh.clone(),
             versions: planned.versions,
             corrections: planned.corrections,
+            pricing,
         })
     }
 

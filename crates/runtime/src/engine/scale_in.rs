@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{timeout_at, Instant};
 
+use super::priced::{PricedScaleIn, PricingInput};
 use super::round::Hold;
 use super::{key_of, Engine, FreshBy, Managed, ManagingError, WorkloadRef};
 use crate::comparator::is_pod_active;
@@ -47,6 +48,11 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(100);
 
 /// How often the pod cache is read while waiting for the writes.
 const POLL: Duration = Duration::from_millis(5);
+
+/// The longest a scale-in right behind another waits for the pod cache to
+/// show the first one's victims gone (a quarter of what is left of its
+/// budget at most).
+const PREDECESSOR_WAIT: Duration = Duration::from_secs(2);
 
 /// One call that scales a workload in.
 #[derive(Debug, Clone)]
@@ -142,6 +148,42 @@ impl ScaleInOutcome {
     }
 }
 
+/// What became of a scale-in's pricing.
+#[derive(Debug, Clone)]
+pub enum PriceOutcome {
+    /// Priced over the pods seen going.
+    Priced(Arc<PricedScaleIn>),
+    /// No pod of the workload went within [`super::priced::OBSERVE_FOR`]
+    /// (the scale-in did not happen, or a hook caller did not scale): not
+    /// priced.
+    NothingDeleted,
+    /// Pricing failed (logged).
+    Failed,
+}
+
+/// What a scale-in freed, known once its pods are seen going and it is
+/// priced (after its answer).
+#[derive(Debug, Clone, Default)]
+pub struct Priced(Option<watch::Receiver<Option<PriceOutcome>>>);
+
+impl Priced {
+    /// Waits up to `within` for the outcome; `None` when the scale-in is
+    /// not priced at all (no `--prices`, no plan) or not by then.
+    pub async fn wait(&self, within: Duration) -> Option<PriceOutcome> {
+        let mut rx = self.0.clone()?;
+        let got = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+        match got {
+            Ok(Ok(p)) => (*p).clone(),
+            _ => None,
+        }
+    }
+
+    /// Whether a price is coming.
+    pub fn expected(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 /// A scale-in call's answer. Calls of one scale-in share it (`shared`).
 #[derive(Debug, Clone)]
 pub struct ScaleInAnswer {
@@ -171,6 +213,8 @@ pub struct ScaleInAnswer {
     pub observed_after: Option<Duration>,
     /// The settle waited after that.
     pub settled: Duration,
+    /// What it freed, priced after the answer (`--prices`).
+    pub priced: Priced,
 }
 
 impl ScaleInAnswer {
@@ -188,16 +232,18 @@ impl ScaleInAnswer {
             failed: Vec::new(),
             observed_after: None,
             settled: Duration::ZERO,
+            priced: Priced::default(),
         }
     }
 
     /// The metric label: `shared` for a call that shares the first's
-    /// answer, else the outcome's.
+    /// answer (but `no_policy` stays `no_policy`), else the outcome's.
     pub fn label(&self) -> &'static str {
-        if self.shared {
-            "shared"
-        } else {
-            self.outcome.label()
+        match self.outcome {
+            // nothing to share: no policy means no scale-in work
+            ScaleInOutcome::NoPolicy(_) => self.outcome.label(),
+            _ if self.shared => "shared",
+            _ => self.outcome.label(),
         }
     }
 
@@ -232,8 +278,9 @@ pub(super) struct ScaleInCalls {
 
 /// How a call joins the scale-ins in progress.
 enum Joined {
-    /// It starts one: send its answer here.
-    First(watch::Sender<Option<Arc<ScaleInAnswer>>>),
+    /// It starts one: send its answer here; `true` when it follows another
+    /// scale-in of the workload (whose target is its start).
+    First(watch::Sender<Option<Arc<ScaleInAnswer>>>, bool),
     /// It belongs to this one.
     Shared(watch::Receiver<Option<Arc<ScaleInAnswer>>>),
 }
@@ -246,11 +293,11 @@ impl Engine {
         if !self.leadership.is_leader() {
             return Arc::new(ScaleInAnswer::bare(ScaleInOutcome::NotLeader));
         }
-        let (tx, mut rx) = match self.join_scale_in(call) {
-            Joined::Shared(rx) => (None, rx),
-            Joined::First(tx) => {
+        let (tx, mut rx, follows) = match self.join_scale_in(call) {
+            Joined::Shared(rx) => (None, rx, false),
+            Joined::First(tx, follows) => {
                 let rx = tx.subscribe();
-                (Some(tx), rx)
+                (Some(tx), rx, follows)
             }
         };
         let deadline = call.deadline;
@@ -263,9 +310,31 @@ impl Engine {
             // on its own task: a caller that goes away (the API server gave
             // up) does not leave the writes half done
             tokio::spawn(async move {
-                let answer = Arc::new(engine.make_exact(&call).await);
+                let (mut answer, pricing) = engine.make_exact(&call, follows).await;
+                // priced after the answer: the scale-in does not wait for it
+                // a call that removes no replica (a hook caller asking
+                // about the scale as it is) frees nothing to price
+                let scales_in = call.to < call.from && answer.plan.is_some();
+                let priced = pricing.filter(|_| scales_in).map(|input| {
+                    let (ptx, prx) = watch::channel(None);
+                    answer.priced = Priced(Some(prx));
+                    (ptx, input)
+                });
+                let answer = Arc::new(answer);
                 engine.after_scale_in(&call, &answer);
-                let _ = tx.send(Some(answer));
+                let _ = tx.send(Some(answer.clone()));
+                if let Some((ptx, input)) = priced {
+                    // priced over the pods seen going: within a tie the
+                    // controller may pick others than the ones predicted
+                    let outcome = match engine.observe_deletions(&call, &answer).await {
+                        None => PriceOutcome::NothingDeleted,
+                        Some(gone) => match engine.price(&call, &answer, gone, input).await {
+                            Some(p) => PriceOutcome::Priced(p),
+                            None => PriceOutcome::Failed,
+                        },
+                    };
+                    let _ = ptx.send(Some(outcome));
+                }
             });
             let got = timeout_at(deadline, rx.wait_for(Option::is_some)).await;
             return match got {
@@ -293,7 +362,7 @@ impl Engine {
     /// Whether `call` starts a scale-in or belongs to one in progress.
     fn join_scale_in(&self, call: &ScaleInCall) -> Joined {
         let Ok(mut calls) = self.scale_in_calls.by_workload.lock() else {
-            return Joined::First(watch::channel(None).0);
+            return Joined::First(watch::channel(None).0, false);
         };
         let now = Instant::now();
         calls.retain(|_, e| now.saturating_duration_since(e.at) < SHARED_FOR);
@@ -315,6 +384,9 @@ impl Engine {
         if let Some(e) = joined.filter(|e| self.victims_still_here(e)) {
             return Joined::Shared(e.answer.clone());
         }
+        // a scale-in right behind another: the controller may still be
+        // deleting the first one's pods, or the cache not show it yet
+        let follows = calls.get(&key).is_some_and(|e| e.to == call.from);
         let (tx, rx) = watch::channel(None);
         calls.insert(
             key,
@@ -325,7 +397,45 @@ impl Engine {
                 answer: rx,
             },
         );
-        Joined::First(tx)
+        Joined::First(tx, follows)
+    }
+
+    /// Waits (briefly) until the pod cache shows no more active pods of the
+    /// workload than its replicas before this scale-in: the last scale-in's
+    /// victims deleted. The controller deletes them within moments of that
+    /// scale-in, but the watch can lag the API server by more than the time
+    /// between two scale-ins; planned over a cache that still shows one
+    /// active, this scale-in would name it again, as the pod to go and the
+    /// node it frees. Returns whether it waited.
+    async fn wait_for_replicas(&self, call: &ScaleInCall, managed: &Managed) -> bool {
+        let replicas = usize::try_from(call.from).unwrap_or(0);
+        let ns = &managed.workload.namespace;
+        let active = || {
+            managed
+                .pods
+                .iter()
+                .filter(|pod| self.caches.pod(ns, pod).is_some_and(|p| is_pod_active(&*p)))
+                .count()
+        };
+        if active() <= replicas {
+            return false;
+        }
+        let left = call.deadline.saturating_duration_since(Instant::now());
+        let until = Instant::now() + PREDECESSOR_WAIT.min(left / 4);
+        let waited = timeout_at(until, async {
+            while active() > replicas {
+                tokio::time::sleep(POLL).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            tracing::debug!(
+                workload = %call.workload,
+                replicas,
+                "more pods than replicas still active in the pod cache (a rollout's surge, or the last scale-in's deletions not seen): planning anyway"
+            );
+        }
+        true
     }
 
     /// Whether a scale-in has not deleted any of its pods yet: a call after
@@ -358,16 +468,40 @@ impl Engine {
         }
     }
 
+    /// The scale-in's work, and what to price it from (`--prices`);
+    /// `follows`: right behind another scale-in of the workload.
+    async fn make_exact(
+        &self,
+        call: &ScaleInCall,
+        follows: bool,
+    ) -> (ScaleInAnswer, Option<PricingInput>) {
+        let mut pricing = None;
+        let answer = self.make_exact_keeping(call, follows, &mut pricing).await;
+        (answer, pricing)
+    }
+
     /// The scale-in's work: the policy's round with fresh signals and the
-    /// correction, the writes, the wait, the settle.
-    async fn make_exact(&self, call: &ScaleInCall) -> ScaleInAnswer {
-        let managed = match self.managing(&call.workload).await {
+    /// correction, the writes, the wait, the settle; the round's snapshot
+    /// goes to `pricing`.
+    async fn make_exact_keeping(
+        &self,
+        call: &ScaleInCall,
+        follows: bool,
+        pricing: &mut Option<PricingInput>,
+    ) -> ScaleInAnswer {
+        let mut managed = match self.managing(&call.workload).await {
             Ok(m) => m,
             Err(ManagingError::NotManaged(e)) => {
                 return ScaleInAnswer::bare(ScaleInOutcome::NoPolicy(e.to_string()))
             }
             Err(e) => return ScaleInAnswer::bare(ScaleInOutcome::PlannerFailed(e.to_string())),
         };
+        if follows && self.wait_for_replicas(call, &managed).await {
+            // the pods as the cache shows them now
+            if let Ok(m) = self.managing(&call.workload).await {
+                managed = m;
+            }
+        }
         let mut answer = ScaleInAnswer::bare(ScaleInOutcome::Fresh);
         answer.managed = Some(managed.clone());
         let over = |phase, missing| ScaleInOutcome::OverBudget { phase, missing };
@@ -408,6 +542,7 @@ impl Engine {
             .collect();
         answer.corrections = round.corrections.clone();
         answer.plan = Some(Arc::new(round.plan.clone()));
+        pricing.clone_from(&round.pricing);
         let (ns, policy) = (&managed.resolved.namespace, &managed.resolved.name);
         let requests: Vec<PatchRequest> = round
             .corrections

@@ -21,6 +21,16 @@ pub enum FreshBy {
     Webhook,
 }
 
+impl FreshBy {
+    /// As a status or log field: `hook` or `webhook`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FreshBy::Hook => "hook",
+            FreshBy::Webhook => "webhook",
+        }
+    }
+}
+
 impl std::fmt::Display for FreshBy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

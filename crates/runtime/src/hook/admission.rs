@@ -12,14 +12,13 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use tokio::time::Instant;
 
+use super::event::{publish_victims, Scaled};
 use super::handler::HookState;
-use crate::engine::{FreshBy, ScaleInAnswer, ScaleInCall, WorkloadRef};
+use crate::engine::{FreshBy, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
 
 /// A replica count going down, as the webhook reads it from the request.
@@ -114,20 +113,16 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
     if let Some(policy) = answer.policy() {
         audit.insert("policy".to_string(), policy);
         audit.insert("victims".to_string(), answer.victims_list());
-        // the scale-in's first call said it; the calls that share its answer do not repeat it
-        if !answer.shared {
-            let uid = req.object.as_ref().and_then(|o| o.metadata.uid.clone());
-            let event = victims_event(&scale, &answer, warning.as_deref());
-            let (recorder, reference) =
-                (st.engine.leadership().events(), workload_ref(&scale, uid));
-            // after the answer: the scale-in does not wait for it
-            tokio::spawn(async move {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, "the scale-in Event was not written");
-                }
-            });
-        }
     }
+    // after the answer: the scale-in does not wait for it
+    let scaled = Scaled {
+        workload: scale.workload.clone(),
+        uid: req.object.as_ref().and_then(|o| o.metadata.uid.clone()),
+        from: scale.from,
+        to: scale.to,
+        action: "AdmitScaleIn",
+    };
+    publish_victims(&st.engine, scaled, answer.clone());
     st.engine
         .metrics()
         .scale_webhook_call(answer.label(), took.as_secs_f64());
@@ -156,56 +151,6 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
 /// The Deployment controller's user: its ReplicaSet updates follow a
 /// Deployment update the webhook was called for already.
 const DEPLOYMENT_CONTROLLER: &str = "system:serviceaccount:kube-system:deployment-controller";
-
-/// The Event that tells the workload's readers which pods this scale-in is
-/// predicted to delete and whether their costs were fresh.
-fn victims_event(scale: &ScaleIn, answer: &ScaleInAnswer, warning: Option<&str>) -> Event {
-    let victims = answer.victims_list();
-    let mut note = format!(
-        "scale-in {} -> {}: predicted victims {} ({} cost write(s))",
-        scale.from,
-        scale.to,
-        if victims.is_empty() {
-            "(none)"
-        } else {
-            &victims
-        },
-        answer.writes,
-    );
-    if let Some(w) = warning {
-        note.push_str(&format!(" ({w})"));
-    }
-    Event {
-        type_: if warning.is_none() {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        },
-        reason: "ScaleInVictims".into(),
-        // the API server refuses notes over 1 kB
-        note: Some(note.chars().take(1000).collect()),
-        action: "AdmitScaleIn".into(),
-        secondary: None,
-    }
-}
-
-/// The scaled workload, as an Event's `regarding`.
-fn workload_ref(scale: &ScaleIn, uid: Option<String>) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("apps/v1".into()),
-        kind: Some(
-            match scale.workload.kind {
-                TargetKind::Deployment => "Deployment",
-                TargetKind::ReplicaSet => "ReplicaSet",
-            }
-            .into(),
-        ),
-        name: Some(scale.workload.name.clone()),
-        namespace: Some(scale.workload.namespace.clone()),
-        uid,
-        ..Default::default()
-    }
-}
 
 #[cfg(test)]
 mod tests {

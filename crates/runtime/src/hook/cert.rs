@@ -136,6 +136,29 @@ pub fn issue(
     Ok(serving)
 }
 
+/// The names a client certificate (DER) carries: its subject's common
+/// names, then its DNS subject alternative names. What the scale-in webhook
+/// compares with `--scale-webhook-client-name` (rustls has checked the
+/// chain already).
+pub fn client_names(der: &[u8]) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("the client certificate does not parse: {e}"))?;
+    let mut names: Vec<String> = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// Checks `chain` against the CA certificate(s) in `ca_pem` for `name` at `now`,
 /// as a caller would.
 pub fn verify(
@@ -185,6 +208,29 @@ mod tests {
 
     fn names() -> Vec<String> {
         service_names("deletion-cost", "ops")
+    }
+
+    #[test]
+    fn a_client_certificate_names_its_subject_and_dns_names() {
+        let now = SystemTime::now();
+        let ca = new_ca(now).unwrap();
+        let s = issue(
+            &ca,
+            &[
+                "kube-apiserver".to_string(),
+                "apiserver.example".to_string(),
+            ],
+            now,
+            SERVING_VALIDITY,
+        )
+        .unwrap();
+        assert_eq!(
+            client_names(&s.chain[0]).unwrap(),
+            ["kube-apiserver", "kube-apiserver", "apiserver.example"]
+        );
+        assert!(client_names(b"not a certificate")
+            .unwrap_err()
+            .contains("does not parse"));
     }
 
     #[test]

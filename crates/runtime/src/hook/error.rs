@@ -42,6 +42,13 @@ pub enum HookError {
         /// `--hook-max-concurrent`.
         limit: usize,
     },
+    /// The caller's address made more calls than its budget
+    /// (`--hook-source-qps`, `--hook-source-burst`).
+    #[error("too many calls from this address; retry in {seconds} s")]
+    RateLimited {
+        /// Seconds until it may call again.
+        seconds: u64,
+    },
     /// The request's time budget ran out.
     #[error("timeout after {seconds}s while {phase}")]
     Timeout {
@@ -72,7 +79,7 @@ impl HookError {
             HookError::SlowClient { .. } => 408,
             HookError::NoRoute(_) | HookError::NotFound(_) => 404,
             HookError::Conflict(_) => 409,
-            HookError::Busy { .. } => 429,
+            HookError::Busy { .. } | HookError::RateLimited { .. } => 429,
             HookError::Timeout { .. } => 504,
             HookError::NotLeader { .. } => 503,
             HookError::Internal(_) => 500,
@@ -91,6 +98,7 @@ impl HookError {
             HookError::NotFound(_) => "not_found",
             HookError::Conflict(_) => "conflict",
             HookError::Busy { .. } => "busy",
+            HookError::RateLimited { .. } => "rate_limited",
             HookError::Timeout { .. } => "timeout",
             HookError::NotLeader { .. } => "not_leader",
             HookError::Internal(_) => "error",
@@ -110,6 +118,7 @@ impl HookError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             HookError::Busy { .. } | HookError::Conflict(_) => Some(1),
+            HookError::RateLimited { seconds } => Some(*seconds),
             HookError::NotLeader { .. } => Some(5),
             _ => None,
         }
@@ -136,6 +145,7 @@ mod tests {
             (HookError::NotFound("x".into()), 404, "not_found"),
             (HookError::Conflict("x".into()), 409, "conflict"),
             (HookError::Busy { limit: 4 }, 429, "busy"),
+            (HookError::RateLimited { seconds: 2 }, 429, "rate_limited"),
             (
                 HookError::Timeout {
                     seconds: 3,

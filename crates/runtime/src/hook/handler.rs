@@ -24,6 +24,7 @@ use super::api::{
 use super::auth;
 use super::compare::compare_victims;
 use super::error::HookError;
+use super::event::{publish_victims, Scaled};
 use super::HookConfig;
 use crate::engine::{Engine, FreshBy, Hold, Managed, ScaleInAnswer, ScaleInCall, ScaleInOutcome};
 use crate::plan::Verdict;
@@ -260,6 +261,14 @@ async fn prescale(
         settle_cap: st.config.settle_delay,
     };
     let answer = engine.scale_in(&call).await;
+    let scaled = Scaled {
+        workload: call.workload.clone(),
+        uid: scale.metadata.uid.clone(),
+        from: call.from,
+        to: call.to,
+        action: "Prescale",
+    };
+    publish_victims(engine, scaled, answer.clone());
     let (managed, plan) = match (&answer.outcome, &answer.managed, &answer.plan) {
         (ScaleInOutcome::NoPolicy(e), _, _) => return Err(HookError::NotFound(e.clone())),
         (ScaleInOutcome::NotLeader, _, _) | (ScaleInOutcome::Held(Hold::NotLeader), _, _) => {

@@ -13,8 +13,15 @@
 //! itself from a CA shared by all replicas (`tls`), or from files; plain HTTP
 //! only when asked.
 //!
-//! `api`, `error`, `compare` and `cert` are pure; `auth`, `handler`, `tls`
-//! and `server` are the shell.
+//! The scale-in webhook (`admission`) is served on the hook's listener, or
+//! on its own (`--scale-webhook-addr`) so that a NetworkPolicy can admit
+//! only the API server to it. With `--scale-webhook-client-ca` it answers
+//! only callers whose TLS client certificate chains to that CA (the API
+//! server's, configured in its AdmissionConfiguration). Every source address
+//! has its own budget of calls to both (`limit`).
+//!
+//! `api`, `error`, `compare` and `cert` are pure; `auth`, `handler`, `tls`,
+//! `limit` and `server` are the shell.
 
 pub mod admission;
 pub mod api;
@@ -22,13 +29,18 @@ mod auth;
 pub mod cert;
 pub mod compare;
 pub mod error;
+mod event;
 mod handler;
+mod limit;
 mod server;
 pub mod tls;
 pub mod webhook_ca;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::writes::Rate;
 
 pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
 pub use compare::VictimComparison;
@@ -76,6 +88,23 @@ impl Default for HookTls {
     }
 }
 
+/// Who may call the scale-in webhook: callers presenting a TLS client
+/// certificate issued by one of the CA certificates in `ca`
+/// (`--scale-webhook-client-ca`), carrying one of `names` as its subject's
+/// common name or a DNS name when any are given
+/// (`--scale-webhook-client-name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookClients {
+    /// PEM file of the CA certificate(s).
+    pub ca: PathBuf,
+    /// Names the certificate must carry one of (empty: any the CA issued).
+    pub names: Vec<String>,
+}
+
+/// Calls a second one source address may make to the hook's listeners, and
+/// at once.
+pub const DEFAULT_PER_SOURCE: (f64, u32) = (10.0, 20);
+
 /// How the hook runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookConfig {
@@ -102,6 +131,15 @@ pub struct HookConfig {
     /// Keep the scale-in webhook's caBundle equal to the self-issued CA
     /// (`--scale-webhook-ca`).
     pub webhook_ca: bool,
+    /// The scale-in webhook's own listener (`--scale-webhook-addr`): the
+    /// hook's listener then serves `/v1/prescale` only. `None`: the hook's
+    /// listener serves both.
+    pub webhook_addr: Option<SocketAddr>,
+    /// Callers the scale-in webhook answers (`None`: any).
+    pub webhook_clients: Option<WebhookClients>,
+    /// Each source address's budget of calls to the hook's listeners
+    /// (`None`: unlimited).
+    pub per_source: Option<Rate>,
 }
 
 impl Default for HookConfig {
@@ -117,6 +155,9 @@ impl Default for HookConfig {
             max_timeout: Duration::from_secs(300),
             webhook_budget: Duration::from_secs(8),
             webhook_ca: false,
+            webhook_addr: None,
+            webhook_clients: None,
+            per_source: Rate::new("per source", DEFAULT_PER_SOURCE.0, DEFAULT_PER_SOURCE.1).ok(),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use backon::{ExponentialBuilder, Retryable};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -45,15 +46,96 @@ pub fn ca_object_name(service: &str) -> String {
     format!("{service}-ca")
 }
 
-fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<rustls::ServerConfig, String> {
+/// Whether a listener asks its callers for a TLS client certificate.
+#[derive(Clone)]
+pub(crate) enum ClientAuth {
+    /// No: callers authenticate otherwise (the hook's bearer tokens).
+    None,
+    /// Asked for, not required: a certificate presented must chain to the
+    /// roots; without one the connection goes on (the hook's callers share
+    /// the listener with the scale-in webhook's).
+    Optional(Arc<rustls::RootCertStore>),
+    /// Required, chaining to the roots: the handshake fails without one.
+    Required(Arc<rustls::RootCertStore>),
+}
+
+impl ClientAuth {
+    /// For the logs.
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            ClientAuth::None => "not asked",
+            ClientAuth::Optional(_) => "asked (the scale-in webhook requires one)",
+            ClientAuth::Required(_) => "required",
+        }
+    }
+}
+
+fn server_config(
+    resolver: Arc<dyn ResolvesServerCert>,
+    clients: &ClientAuth,
+) -> Result<rustls::ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS versions: {e}"))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| format!("TLS versions: {e}"))?;
+    let verifier = |roots: &Arc<rustls::RootCertStore>| {
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+    };
+    let builder = match clients {
+        ClientAuth::None => builder.with_no_client_auth(),
+        ClientAuth::Optional(roots) => builder.with_client_cert_verifier(
+            verifier(roots)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| format!("--scale-webhook-client-ca: {e}"))?,
+        ),
+        ClientAuth::Required(roots) => builder.with_client_cert_verifier(
+            verifier(roots)
+                .build()
+                .map_err(|e| format!("--scale-webhook-client-ca: {e}"))?,
+        ),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// A TLS acceptor serving `resolver`'s certificate, with `clients` as the
+/// listener's client-certificate rule.
+pub(crate) fn acceptor(
+    resolver: Arc<dyn ResolvesServerCert>,
+    clients: &ClientAuth,
+) -> Result<TlsAcceptor, String> {
+    Ok(TlsAcceptor::from(Arc::new(server_config(
+        resolver, clients,
+    )?)))
+}
+
+/// The CA certificates (PEM) that issue the clients' certificates.
+pub fn client_roots(path: &Path) -> Result<Arc<rustls::RootCertStore>, String> {
+    let what = format!("--scale-webhook-client-ca {}", path.display());
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| match e {
+            rustls::pki_types::pem::Error::Io(io) => match io.kind() {
+                std::io::ErrorKind::NotFound => format!("{what}: no such file"),
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("{what}: not readable (permission denied)")
+                }
+                kind => format!("{what}: cannot read: {kind}"),
+            },
+            other => format!("{what}: not PEM certificates: {other}"),
+        })?;
+    if certs.is_empty() {
+        return Err(format!("{what}: no certificate in the file"));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{what}: not a usable CA certificate ({e})"))?;
+    }
+    Ok(Arc::new(roots))
 }
 
 fn certified(
@@ -91,8 +173,11 @@ impl ResolvesServerCert for Current {
     }
 }
 
-/// Loads the certificate chain and key (PEM) into a TLS acceptor on ring.
-pub(crate) fn acceptor_from_files(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+/// Loads the certificate chain and key (PEM) for serving.
+pub(crate) fn resolver_from_files(
+    cert: &Path,
+    key: &Path,
+) -> Result<Arc<dyn ResolvesServerCert>, String> {
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("--hook-tls-cert {}: {e}", cert.display()))?;
@@ -106,14 +191,14 @@ pub(crate) fn acceptor_from_files(cert: &Path, key: &Path) -> Result<TlsAcceptor
         .map_err(|e| format!("--hook-tls-key {}: {e}", key.display()))?;
     let current =
         certified(certs, key).map_err(|e| format!("--hook-tls-cert/--hook-tls-key: {e}"))?;
-    let config = server_config(Arc::new(Current(RwLock::new(current))))?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    let resolver: Arc<dyn ResolvesServerCert> = Arc::new(Current(RwLock::new(current)));
+    // fails now, at start, on a key rustls cannot serve with
+    server_config(resolver.clone(), &ClientAuth::None)?;
+    Ok(resolver)
 }
 
 /// A self-issued serving certificate and what renews it.
 pub(crate) struct SelfIssued {
-    /// Serves the current certificate.
-    pub acceptor: TlsAcceptor,
     current: Arc<Current>,
     ca: CaPem,
     names: Vec<String>,
@@ -125,17 +210,17 @@ impl SelfIssued {
         &self.ca.cert
     }
 
+    /// Serves the current certificate (renewals included).
+    pub fn resolver(&self) -> Arc<dyn ResolvesServerCert> {
+        self.current.clone()
+    }
+
     /// Issues a serving certificate for `names` from `ca`.
     pub fn new(ca: CaPem, names: Vec<String>) -> Result<SelfIssued, String> {
         let serving = cert::issue(&ca, &names, SystemTime::now(), cert::SERVING_VALIDITY)?;
         let current = Arc::new(Current(RwLock::new(certified(serving.chain, serving.key)?)));
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(current.clone())?));
-        Ok(SelfIssued {
-            acceptor,
-            current,
-            ca,
-            names,
-        })
+        server_config(current.clone(), &ClientAuth::None)?;
+        Ok(SelfIssued { current, ca, names })
     }
 
     /// Replaces the serving certificate every [`RENEW_EVERY`] until shutdown.
@@ -332,19 +417,49 @@ pub(crate) async fn self_issued(
     namespace: &str,
     shutdown: CancellationToken,
 ) -> Option<SelfIssued> {
-    let mut pause = RETRY_FIRST;
-    loop {
-        match attempt(client, service, namespace).await {
-            Ok(issued) => return Some(issued),
-            Err((true, msg)) => tracing::warn!(error = %msg, "hook TLS not ready yet; retrying"),
-            Err((false, msg)) => {
+    let issued = (|| attempt(client, service, namespace))
+        .retry(retry_backoff())
+        .sleep(tokio::time::sleep)
+        .notify(|(transient, msg), _| {
+            if *transient {
+                tracing::warn!(error = %msg, "hook TLS not ready yet; retrying")
+            } else {
                 tracing::error!(error = %msg, "hook TLS: cannot serve the hook; retrying")
             }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(pause) => {}
-        }
-        pause = (pause * 2).min(RETRY_MAX);
+        });
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        // the retries have no end: only shutdown stops them
+        issued = issued => issued.ok(),
+    }
+}
+
+/// The pauses between attempts: from [`RETRY_FIRST`], doubling, at most
+/// [`RETRY_MAX`], without end.
+fn retry_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(RETRY_FIRST)
+        .with_max_delay(RETRY_MAX)
+        .with_factor(2.0)
+        .without_max_times()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    #[test]
+    fn attempts_back_off_from_200_ms_to_30_s_without_end() {
+        let pauses: Vec<u128> = retry_backoff()
+            .build()
+            .take(10)
+            .map(|p| p.as_millis())
+            .collect();
+        assert_eq!(
+            pauses,
+            [200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]
+        );
+        assert_eq!(retry_backoff().build().nth(1000), Some(RETRY_MAX));
     }
 }

@@ -54,6 +54,11 @@ pub struct RunConfig {
     pub hook_addr: Option<SocketAddr>,
     /// Pre-scale-down hook settings.
     pub hook: crate::hook::HookConfig,
+    /// Price every scale-in with these prices (`--prices`), and watch the
+    /// nodes it frees (`--node-removal-window`).
+    pub pricing: Option<crate::engine::Pricing>,
+    /// Where the prices were read (`--prices`): read again when it changes.
+    pub prices_file: Option<PathBuf>,
 }
 
 impl RunConfig {

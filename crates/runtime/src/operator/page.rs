@@ -14,6 +14,7 @@ use crate::engine::PreviewError;
 use crate::plan::NamedPolicy;
 use crate::policy::DeletionCostPolicy;
 use crate::report::{html, Report, Section};
+use crate::writes::PolicyKey;
 
 /// The page's own policy: inline styles only, nothing fetched, no script.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
@@ -134,6 +135,16 @@ async fn page(
         "deletion-cost operator {}: the plan its next round would make over the live pods",
         state.identity
     );
+    // the totals this leader counts, else those its status holds
+    let priced = state
+        .engine
+        .priced_scale_ins(&PolicyKey::new(namespace, name))
+        .or_else(|| {
+            policy
+                .status
+                .as_ref()
+                .and_then(|s| s.priced_scale_ins.clone())
+        });
     let body = state
         .engine
         .preview(&policy, &resolved, scale_down_by, move |p| {
@@ -157,7 +168,10 @@ async fn page(
                     .now
                     .and_then(|n| k8s_openapi::jiff::Timestamp::from_nanosecond(n).ok())
                     .map(|t| t.to_string()),
-                sections: vec![Section::new(p.resolved, &plan, &p.snapshot.nodes, p.opts)],
+                sections: vec![Section {
+                    priced_scale_ins: priced.as_ref(),
+                    ..Section::new(p.resolved, &plan, &p.snapshot.nodes, p.opts)
+                }],
             };
             html::render(&report)
         })

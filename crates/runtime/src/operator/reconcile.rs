@@ -10,6 +10,7 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
@@ -102,8 +103,10 @@ fn now() -> Time {
 }
 
 /// Reconciles one policy: plans and writes it (apply), or removes its costs
-/// once it is being deleted (cleanup), behind the finalizer.
-pub(super) async fn reconcile(
+/// once it is being deleted (cleanup), behind the finalizer. Public so
+/// that a test can run one reconcile against a mock API server and assert
+/// the exact requests it sends (`tests/requests.rs`).
+pub async fn reconcile(
     policy: Arc<DeletionCostPolicy>,
     ctx: Arc<Context>,
 ) -> Result<Action, OperatorError> {
@@ -176,6 +179,17 @@ async fn apply_policy(
         .unwrap_or_default();
     ctx.engine.remember_scale_ins(&resolved, &kept);
     let round = ctx.engine.reconcile(&policy, &resolved).await?;
+    let pkey = PolicyKey::new(&ns, &name);
+    if !ctx.engine.priced_seeded(&pkey) {
+        let status = match fresh_status(&api, &name).await {
+            Some(fresh) => fresh,
+            None => prev_status.clone(),
+        };
+        ctx.engine.seed_priced(
+            &pkey,
+            status.as_ref().and_then(|s| s.priced_scale_ins.as_ref()),
+        );
+    }
     tracing::info!(
         policy = %key,
         pods = round.plan.pods.len(),
@@ -199,6 +213,7 @@ async fn apply_policy(
         scale_ins: round.scale_ins.clone(),
         refresh_interval: resolved.spec.refresh_interval,
         on_scale_in: resolved.spec.writes == crate::policy::Writes::OnScaleIn,
+        priced: ctx.engine.priced_scale_ins(&pkey),
     };
     let planned = &round.plan;
     let st = status::build(prev_status.as_ref(), planned, &observed, &now());
@@ -216,6 +231,24 @@ async fn apply_policy(
     };
     // a progress change held back is written by the reconcile it is due at
     Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
+}
+
+/// The policy's status read now (a quorum list of the one name, which the
+/// operator's role allows), not as the cache holds it: a new leader's cache
+/// may lag the old leader's last status, whose priced totals it goes on
+/// from. `None` (logged) when the read fails: the cache's then.
+async fn fresh_status(
+    api: &Api<DeletionCostPolicy>,
+    name: &str,
+) -> Option<Option<DeletionCostPolicyStatus>> {
+    let params = ListParams::default().fields(&format!("metadata.name={name}"));
+    match api.list(&params).await {
+        Ok(list) => Some(list.items.into_iter().next().and_then(|p| p.status)),
+        Err(e) => {
+            tracing::warn!(policy = %name, error = %crate::error_chain(&e), "reading the policy's status failed: its priced totals are read from the cache");
+            None
+        }
+    }
 }
 
 /// How soon a policy with failed writes is planned again (they are sent

@@ -28,6 +28,7 @@ use super::throttle::throttle;
 use super::{lease, memory_trim, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::engine::caches::{self, CachedPod, Caches};
+use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
@@ -73,12 +74,6 @@ pub async fn run_with_client(
 ) -> Result<(), OperatorError> {
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
-    let announce = shutdown.asked();
-    let grace_seconds = config.shutdown_grace.as_secs();
-    tokio::spawn(async move {
-        announce.await;
-        tracing::info!(grace_seconds, "shutdown asked: stopping");
-    });
     let term_patcher = TermPatcher::default();
     let metrics = Arc::new(Metrics::new(config.qps, {
         let p = term_patcher.clone();
@@ -119,13 +114,6 @@ pub async fn run_with_client(
         client.clone(),
         reporter,
     );
-    let following = tokio::spawn(leadership.clone().follow(
-        client.clone(),
-        config.qps,
-        config.burst,
-        config.identity.clone(),
-        metrics.clone(),
-    ));
 
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
@@ -188,14 +176,29 @@ pub async fn run_with_client(
     let stop = CancellationToken::new();
     let stop_on_return = stop.clone().drop_guard();
 
-    let engine = Arc::new(Engine::new(
-        Caches::new(
-            pods.clone(),
-            nodes,
-            replica_sets,
-            policies.clone(),
-            ns.map(str::to_string),
+    let caches = Caches::new(
+        pods.clone(),
+        nodes,
+        replica_sets,
+        policies.clone(),
+        ns.map(str::to_string),
+    );
+    // with election, each term writes only once its pod cache is as new as
+    // a quorum read: an old leader's last writes are not written again
+    let following = tokio::spawn(
+        leadership.clone().follow(
+            client.clone(),
+            config.qps,
+            config.burst,
+            config.identity.clone(),
+            metrics.clone(),
+            config
+                .leader_election
+                .then(|| CatchUp::new(client.clone(), caches.clone())),
         ),
+    );
+    let engine = Arc::new(Engine::new(
+        caches,
         leadership.clone(),
         metrics.clone(),
         SignalSource {
@@ -204,7 +207,14 @@ pub async fn run_with_client(
         },
         gates,
         config.dry_run,
+        config.pricing.clone(),
     ));
+    // the nodes priced scale-ins freed: removed by the autoscaler or not
+    tokio::spawn(
+        engine
+            .clone()
+            .follow_removals(stop.clone().cancelled_owned()),
+    );
     // the reconcile writes (finalizer, status, Events) within the budget
     let ctx = Arc::new(Context::new(
         leadership.writes(),

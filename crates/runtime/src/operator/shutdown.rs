@@ -21,8 +21,12 @@ impl Shutdown {
     /// Watches `signal`; the grace period starts when it resolves.
     pub fn spawn(signal: impl Future<Output = ()> + Send + 'static, grace: Duration) -> Self {
         let (tx, asked) = watch::channel(None);
+        let grace_seconds = grace.as_secs();
         tokio::spawn(async move {
             signal.await;
+            // said before any stage can see it, so the line is never lost to
+            // a process that ends at once
+            tracing::info!(grace_seconds, "shutdown asked: stopping");
             let _ = tx.send(Some(Instant::now()));
             // keep the sender while anyone listens: a dropped sender would
             // read as "never asked"

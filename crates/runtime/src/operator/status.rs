@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use crate::engine::{Conflict, FreshBy, ScaleIns, SignalProblem, WriteFailures};
 use crate::plan::{CostAction, CostOwner, MismatchReason, Plan, ReplicaSetPlan, Verdict};
 use crate::policy::{
-    DeletionCostPolicy, DeletionCostPolicyStatus, LastScaleIn, MismatchStatus, ReplicaSetVictims,
-    ScaleInsStatus, VictimTie,
+    DeletionCostPolicy, DeletionCostPolicyStatus, LastScaleIn, MismatchStatus, PricedScaleIns,
+    ReplicaSetVictims, ScaleInsStatus, VictimTie,
 };
 
 /// Condition types.
@@ -69,6 +69,9 @@ pub struct Observed {
     pub refresh_interval: std::time::Duration,
     /// The policy writes costs only at scale-ins (`writes: OnScaleIn`).
     pub on_scale_in: bool,
+    /// Its priced scale-ins' totals (`--prices`), once this term read them
+    /// from the status; `None` keeps the status's.
+    pub priced: Option<PricedScaleIns>,
 }
 
 /// A condition; [`merge_conditions`] sets its transition time.
@@ -249,6 +252,11 @@ pub fn build(
                 reason: format!("{:?}", m.reason),
             })
             .collect(),
+        // totals: never dropped, whatever this replica knows
+        priced_scale_ins: obs
+            .priced
+            .clone()
+            .or_else(|| prev.and_then(|p| p.priced_scale_ins.clone())),
     }
 }
 
@@ -774,6 +782,62 @@ mod tests {
             ("True", "ScaleInWebhook")
         );
         assert!(c.message.contains("for 3 scale-in(s)"), "{}", c.message);
+    }
+
+    #[test]
+    fn priced_totals_are_written_and_never_dropped() {
+        let plan = plan_with(vec![]);
+        let totals = PricedScaleIns {
+            priced: 4,
+            currency: Some("USD".into()),
+            ..Default::default()
+        };
+        let with = build(
+            None,
+            &plan,
+            &Observed {
+                priced: Some(totals.clone()),
+                ..Default::default()
+            },
+            &t(0),
+        );
+        assert_eq!(with.priced_scale_ins.as_ref(), Some(&totals));
+        let json = serde_json::to_value(&with).unwrap();
+        assert_eq!(json["pricedScaleIns"]["priced"], 4);
+        assert_eq!(json["pricedScaleIns"]["withPolicy"]["hourly"], "0.00");
+        // a replica that has not read them (or runs without prices) keeps
+        // what the status holds
+        let kept = build(Some(&with), &plan, &Observed::default(), &t(1));
+        assert_eq!(kept.priced_scale_ins.as_ref(), Some(&totals));
+        assert!(!differs(Some(&with), &kept));
+        // new totals are progress, at the cadence
+        let more = build(
+            Some(&with),
+            &plan,
+            &Observed {
+                priced: Some(PricedScaleIns {
+                    priced: 5,
+                    ..totals
+                }),
+                ..Default::default()
+            },
+            &t(2),
+        );
+        assert_eq!(
+            due(
+                Some(&with),
+                &more,
+                Some(Duration::from_secs(1)),
+                PROGRESS_EVERY
+            ),
+            Due::After(PROGRESS_EVERY - Duration::from_secs(1))
+        );
+        // none ever: no key
+        let none = build(None, &plan, &Observed::default(), &t(0));
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("pricedScaleIns")
+            .is_none());
     }
 
     #[test]

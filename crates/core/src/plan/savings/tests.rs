@@ -326,6 +326,75 @@ fn plan_savings_compares_the_policy_with_upstream() {
 }
 
 #[test]
+fn a_live_scale_in_is_priced_over_its_own_victims_and_replica_sets() {
+    let nodes = "- kind: Node
+  metadata:
+    name: spot-1
+    labels: {karpenter.sh/capacity-type: spot}
+- kind: Node
+  metadata:
+    name: od-1
+    labels: {karpenter.sh/capacity-type: on-demand}
+- kind: Node
+  metadata:
+    name: od-2
+    labels: {karpenter.sh/capacity-type: on-demand}
+";
+    // a second ReplicaSet of the namespace, not scaled: its pods stay, and
+    // upstream's choice counts only the scaled one's
+    let other = pod_yaml("z", "od-2", "2026-11-22T02:30:00Z", "").replace("web-1", "web-2");
+    let s = snapshot(&format!(
+        "{nodes}{REPLICA_SET}{}{}{}{}{}",
+        REPLICA_SET
+            .replace("web-1", "web-2")
+            .replace("rs-1", "rs-2"),
+        pod_yaml("a", "od-1", "2026-11-22T02:00:00Z", ""),
+        pod_yaml("b", "spot-1", "2026-11-10T00:00:00Z", ""),
+        pod_yaml("c", "od-2", "2026-11-01T00:00:00Z", ""),
+        other.replace("rs-1", "rs-2"),
+    ));
+    let p = policy(
+        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: 0, on-demand: 100}}\n",
+    );
+    let o = PlanOptions {
+        assume_patches_applied: false,
+        ..opts(1)
+    };
+    let prices = prices("currency: USD\nbillingClasses: {spot: 0.04, on-demand: 0.19}");
+    // the pods the scale-in deleted, whatever a plan would pick: b
+    let victims = vec![("web-1".to_string(), vec![Arc::<str>::from("b")])];
+    let (savings, warnings) = scale_in_savings(&p, &s, &victims, &prices, &o);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(savings.policy.victims, ["b"]);
+    assert_eq!(freed(&savings.policy), ["spot-1"]);
+    assert_eq!(savings.policy.hourly, money("0.04"));
+    // upstream deletes web-1's most recently ready pod, a, which frees
+    // od-1; web-2's z (readier still) is not part of this scale-in
+    assert_eq!(savings.upstream.victims, ["a"]);
+    assert_eq!(freed(&savings.upstream), ["od-1"]);
+    assert_eq!(savings.difference.hourly, Money::ZERO - money("0.15"));
+    assert_eq!(savings.currency.as_deref(), Some("USD"));
+    // the victims of `plan --prices` over the same snapshot price the same
+    let planned = plan(
+        &p,
+        &s,
+        &SignalSamples::default(),
+        &PreviousValues::new(),
+        &o,
+    );
+    let web_1: Vec<(String, Vec<Arc<str>>)> = planned
+        .replica_sets
+        .iter()
+        .filter(|r| r.name == "web-1")
+        .map(|r| (r.name.clone(), r.victims.clone()))
+        .collect();
+    let (live, _) = scale_in_savings(&p, &s, &web_1, &prices, &o);
+    let (offline, _) = plan_savings(&p, &s, &planned, &prices, &o);
+    assert_eq!(live.policy.freed_nodes, offline.policy.freed_nodes);
+    assert_eq!(live.upstream.victims, ["a"]);
+}
+
+#[test]
 fn the_billing_class_is_read_as_the_policys_signal_reads_it() {
     let custom = policy(
         "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {nodeLabel: example.com/class, costs: {reserved: 1}}\n",
