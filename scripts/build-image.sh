@@ -58,9 +58,10 @@ install_package() {
     apt_install "$@" || die "apt-get install $* failed"
 }
 
-# [package] name and version from Cargo.toml.
+# The package's name and version from Cargo.toml ([package], or the
+# workspace's [workspace.package] the crates share the version from).
 package_field() {
-    awk -F'"' -v key="$1" '/^\[/ { p = ($0 == "[package]") } p && $1 ~ "^" key " *= *$" { print $2; exit }' Cargo.toml
+    awk -F'"' -v key="$1" '/^\[/ { p = ($0 == "[package]" || $0 == "[workspace.package]") } p && $1 ~ "^" key " *= *$" { print $2; exit }' Cargo.toml
 }
 name="$(package_field name)"
 version="$(package_field version)"

@@ -63,11 +63,15 @@ def helm():
 
 def crate_version() -> str:
     text = (REPO / "Cargo.toml").read_text()
-    package = text.split("[package]", 1)[1].split("\n[", 1)[0]
-    m = re.search(r'^version\s*=\s*"([^"]+)"', package, re.M)
-    if not m:
-        die("no [package] version in Cargo.toml")
-    return m.group(1)
+    # the crates share the workspace's version ([workspace.package])
+    for section in ("[package]", "[workspace.package]"):
+        if section not in text:
+            continue
+        body = text.split(section, 1)[1].split("\n[", 1)[0]
+        m = re.search(r'^version\s*=\s*"([^"]+)"', body, re.M)
+        if m:
+            return m.group(1)
+    die("no version in Cargo.toml's [package] or [workspace.package]")
 
 
 # ----------------------------------------------------------------- values

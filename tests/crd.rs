@@ -40,7 +40,7 @@ fn checked_in_crd_is_current() {
                 |i| format!("first difference at line {}", i + 1),
             );
         panic!(
-            "deploy/crd/crd.yaml is out of date with src/policy/types.rs ({line}).\nRegenerate it with:\n    {REGENERATE}"
+            "deploy/crd/crd.yaml is out of date with crates/core/src/policy/types.rs ({line}).\nRegenerate it with:\n    {REGENERATE}"
         );
     }
 }

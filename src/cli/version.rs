@@ -22,7 +22,7 @@ pub struct VersionArgs {}
 
 /// The text `version` prints.
 pub fn text() -> String {
-    // the versions where the gates' defaults change (src/comparator/gates.rs)
+    // the versions where the gates' defaults change (crates/core/src/comparator/gates.rs)
     let changes = [KubeVersion::V1_22, KubeVersion::V1_31, KubeVersion::V1_37];
     let newest = KubeVersion::V1_37;
     let changes: Vec<String> = changes.iter().map(ToString::to_string).collect();

@@ -18,4 +18,4 @@ pub fn crd_yaml() -> Result<String, CrdError> {
 }
 
 /// First lines of the rendered CRD: where it comes from.
-pub const CRD_HEADER: &str = "# Generated from src/policy/types.rs by `deletion-cost crd`; do not edit.\n# Regenerate: cargo run -- crd > deploy/crd/crd.yaml\n";
+pub const CRD_HEADER: &str = "# Generated from crates/core/src/policy/types.rs by `deletion-cost crd`; do not edit.\n# Regenerate: cargo run -- crd > deploy/crd/crd.yaml\n";

@@ -260,7 +260,7 @@ pub async fn run_with_client(
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
     let leader_changes = leadership.changes();
-    // --- pre-scale-down hook (src/hook) ---
+    // --- pre-scale-down hook (crates/runtime/src/hook) ---
     let hook_server = match config.hook_addr {
         Some(addr) => Some(
             crate::hook::serve(
