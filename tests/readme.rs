@@ -85,8 +85,8 @@ fn quick_start_files_exist() {
 fn readme_is_short() {
     let lines = readme().lines().count();
     assert!(
-        lines <= 320,
-        "README.md has {lines} lines; at most 320 (the detail goes to docs/)"
+        lines <= 150,
+        "README.md has {lines} lines; at most 150 (the detail goes to docs/)"
     );
 }
 
