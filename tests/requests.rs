@@ -194,7 +194,7 @@ async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in
         deployment: "web",
         // the fewest writes that make exactly the spot pods go
         writes: vec![("web-0", 10)],
-        note: "scale-in 4 -> 2: predicted victims web-rs/web-0,web-rs/web-1 (1 cost write(s))"
+        note: "scale-in 4 -> 2 (1 cost write(s)); predicted victims web-rs/web-0,web-rs/web-1"
             .into(),
     });
     let _ = rustls::crypto::ring::default_provider().install_default();

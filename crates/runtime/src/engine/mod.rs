@@ -132,6 +132,9 @@ pub struct Reconciled {
     pub sent: usize,
     /// Why nothing was sent, when it was held.
     pub held: Option<Hold>,
+    /// When pods a scale-in corrected are still left alone: how soon that
+    /// ends (the reconcile is due again then, to write what was kept back).
+    pub hold_ends_in: Option<Duration>,
     /// Values the patcher refused (its queue is full): the round is due
     /// again soon.
     pub rejected: usize,
@@ -302,6 +305,7 @@ impl Engine {
             }
         }
         self.export_mismatches(&key, &mut state, &round.plan);
+        let hold_ends_in = state.hold_ends_in();
         drop(state);
         let (pending, failing) = self.leadership.patcher().map_or((0, None), |p| {
             let failed = p.failed_for(&key);
@@ -319,6 +323,7 @@ impl Engine {
             plan: round.plan,
             sent,
             held,
+            hold_ends_in,
             rejected,
             pending,
             failing,

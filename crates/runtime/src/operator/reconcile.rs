@@ -229,6 +229,9 @@ async fn apply_policy(
     } else {
         resolved.spec.refresh_interval
     };
+    // values a scale-in's hold kept back are written when it ends, not at
+    // the next refresh
+    let again = round.hold_ends_in.map_or(again, |d| again.min(d));
     // a progress change held back is written by the reconcile it is due at
     Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
 }
