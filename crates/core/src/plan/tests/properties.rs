@@ -23,7 +23,6 @@ use crate::annotations::{
 };
 use crate::comparator::{parse_deletion_cost, Rule};
 use crate::policy::OnSignalMissing;
-use deletion_cost_testkit::shuffle;
 
 const NODES: [&str; 7] = ["spot-1", "spot-2", "od-1", "od-2", "plain-1", "gone-1", ""];
 /// Seconds before a base time: equal, a second apart (same log2 bucket),
@@ -660,7 +659,7 @@ proptest! {
         let plan = w.plan();
         prop_assert_eq!(&w.plan(), &plan);
         let mut shuffled = w.snapshot.clone();
-        shuffle(&mut shuffled.pods, seed);
+        fastrand::Rng::with_seed(seed).shuffle(&mut shuffled.pods);
         let other = w.plan_with(&shuffled, &PreviousValues::new());
         prop_assert_eq!(&other.pods, &plan.pods);
         prop_assert_eq!(&other.patches, &plan.patches);
