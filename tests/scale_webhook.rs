@@ -10,11 +10,26 @@ use std::time::Duration;
 
 use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost::hook::{HookConfig, HookTls};
+use deletion_cost::operator::RunConfig;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, Verb};
 use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_addr};
 use serde_json::{json, Value};
 use support::operator::{http_client, Operator, NS};
+
+/// An operator's settings with the hook (and the webhook) on a free port,
+/// over plain HTTP, and `hook`'s other settings.
+fn with_hook(identity: &str, hook: HookConfig) -> (RunConfig, std::net::SocketAddr) {
+    let mut cfg = support::operator::config(identity, 100.0, 100);
+    cfg.metrics_addr = free_addr();
+    let addr = free_addr();
+    cfg.hook_addr = Some(addr);
+    cfg.hook = HookConfig {
+        tls: HookTls::PlainHttp,
+        ..hook
+    };
+    (cfg, addr)
+}
 
 fn seed(fake: &FakeApi) {
     for (node, class) in [("spot-1", "spot"), ("od-1", "on-demand")] {
@@ -125,16 +140,9 @@ fn victim_events(fake: &FakeApi, name: &str) -> Vec<Value> {
 async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_denies() {
     let fake = FakeApi::start().await;
     seed(&fake);
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.metrics_addr = free_addr();
+    let (mut cfg, hook) = with_hook("op-0", HookConfig::default());
     // no reconcile after the first: what the webhook does is seen alone
     cfg.debounce = Duration::from_secs(3600);
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let http = http_client();
     let admit = |body: Value| post_review(&http, hook, body);
@@ -300,15 +308,13 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
 async fn the_status_says_the_webhook_covers_every_scaler() {
     let fake = FakeApi::start().await;
     seed(&fake);
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.metrics_addr = free_addr();
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        settle_delay: Duration::from_millis(50),
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
+    let (cfg, hook) = with_hook(
+        "op-0",
+        HookConfig {
+            settle_delay: Duration::from_millis(50),
+            ..HookConfig::default()
+        },
+    );
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let status = |fake: &FakeApi| {
         support::operator::condition(fake, "web", "ScaleInsFresh").map(|c| {
@@ -353,15 +359,13 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
     op.stop().await;
 
     // a restart (or a new leader) counts on from what the status kept
-    let mut cfg = support::operator::config("op-1", 100.0, 100);
-    cfg.metrics_addr = free_addr();
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        settle_delay: Duration::from_millis(50),
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
+    let (cfg, hook) = with_hook(
+        "op-1",
+        HookConfig {
+            settle_delay: Duration::from_millis(50),
+            ..HookConfig::default()
+        },
+    );
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     post_review(&http, hook, review("u-3", "web", 3, 2, false)).await;
     eventually(Duration::from_secs(20), "the count goes on from 1", || {
@@ -380,16 +384,14 @@ async fn the_status_says_the_webhook_covers_every_scaler() {
 async fn a_scale_in_right_after_another_does_not_name_its_victim_again() {
     let fake = FakeApi::start().await;
     seed(&fake);
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.metrics_addr = free_addr();
+    let (mut cfg, hook) = with_hook(
+        "op-0",
+        HookConfig {
+            settle_delay: Duration::from_millis(50),
+            ..HookConfig::default()
+        },
+    );
     cfg.debounce = Duration::from_secs(3600);
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        settle_delay: Duration::from_millis(50),
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let http = http_client();
     let first = post_review(&http, hook, review("u-1", "web", 4, 3, false)).await;
@@ -516,17 +518,10 @@ async fn every_scale_in_reads_signals_once_and_its_follow_up_shares_the_answer()
     prometheus_shows(&prom, 4, 0.5).await;
     let fake = FakeApi::start().await;
     seed_utilisation(&fake);
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.prometheus_url = Some(prom.url());
-    cfg.metrics_addr = free_addr();
     // background rounds run, but leave the pods a scale-in holds alone and
     // read signals only every refreshInterval (5 minutes)
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
+    let (mut cfg, hook) = with_hook("op-0", HookConfig::default());
+    cfg.prometheus_url = Some(prom.url());
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let http = http_client();
     eventually(
@@ -604,16 +599,14 @@ async fn every_scale_in_reads_signals_once_and_its_follow_up_shares_the_answer()
 async fn over_budget_the_answer_still_names_the_pods_that_go() {
     let fake = FakeApi::start().await;
     seed(&fake);
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.metrics_addr = free_addr();
+    let (mut cfg, hook) = with_hook(
+        "op-0",
+        HookConfig {
+            webhook_budget: Duration::from_millis(800),
+            ..HookConfig::default()
+        },
+    );
     cfg.debounce = Duration::from_secs(3600);
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        webhook_budget: Duration::from_millis(800),
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     // every pod write takes 3 s from now on
     fake.inject(
@@ -667,14 +660,7 @@ async fn on_scale_in_writes_nothing_until_a_scale_in_needs_it() {
         .expect("the policy");
     policy["spec"]["writes"] = json!("OnScaleIn");
     fake.apply_json(policy).expect("OnScaleIn");
-    let mut cfg = support::operator::config("op-0", 100.0, 100);
-    cfg.metrics_addr = free_addr();
-    cfg.hook_addr = Some(free_addr());
-    cfg.hook = HookConfig {
-        tls: HookTls::PlainHttp,
-        ..HookConfig::default()
-    };
-    let hook = cfg.hook_addr.expect("a hook address");
+    let (cfg, hook) = with_hook("op-0", HookConfig::default());
     let op = Operator::start(&fake, cfg).serving(&fake).await;
     let scale_ins = |fake: &FakeApi| {
         support::operator::condition(fake, "web", "ScaleInsFresh")
