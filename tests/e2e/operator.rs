@@ -132,8 +132,23 @@ impl Operator {
         Some((code, resp.text().await.unwrap_or_default()))
     }
 
-    /// Waits until `/readyz` answers 200.
+    /// Waits until its caches synced and it leads (writes).
     pub async fn wait_ready(&self) {
+        self.wait_synced().await;
+        // the scenarios share one Lease, and a scenario's operator dropped
+        // with SIGKILL leaves it held until it expires: the next operator
+        // writes nothing (and the webhook answers as a follower) until then
+        eventually(
+            Duration::from_secs(60),
+            &format!("the operator leads (log: {})", self.log.display()),
+            || async { self.is_leader().await },
+        )
+        .await;
+    }
+
+    /// Waits until its caches synced (`/readyz`), leading or not: for the
+    /// replicas a scenario starts as followers.
+    pub async fn wait_synced(&self) {
         eventually(
             Duration::from_secs(60),
             &format!("the operator is ready (log: {})", self.log.display()),

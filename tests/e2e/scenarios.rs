@@ -1346,7 +1346,7 @@ async fn h_leadership(env: &'static Env) {
         })
         .await;
         let b = Operator::start(env, Options::new("h-b")).await;
-        b.wait_ready().await;
+        b.wait_synced().await;
         apply_policy(env, &ns, "web", spot_first("web")).await;
         wait_costs_landed(env, &ns, "web", "web").await;
         assert!(!b.is_leader().await);
@@ -1378,7 +1378,7 @@ async fn h_leadership(env: &'static Env) {
         assert!(pod_writes("h-b") >= 2, "the new leader did not write");
 
         let c = Operator::start(env, Options::new("h-c")).await;
-        c.wait_ready().await;
+        c.wait_synced().await;
         drop(a);
         let mut b = b;
         b.signal(libc::SIGTERM);
@@ -1604,7 +1604,7 @@ async fn l_two_replicas_under_faults(env: &'static Env) {
         a.wait_ready().await;
         eventually(Duration::from_secs(30), "l-a leads", || async { a.is_leader().await }).await;
         let mut b = Operator::start(env, opts("l-b")).await;
-        b.wait_ready().await;
+        b.wait_synced().await;
         apply_policy(env, &ns, "web", spot_first("web")).await;
         let pod_writes = |who: &'static str| {
             let ns = ns.clone();
@@ -1737,7 +1737,7 @@ async fn r_handover(env: &'static Env) {
         a.wait_ready().await;
         eventually(Duration::from_secs(30), "r-a leads", || async { a.is_leader().await }).await;
         let b = Operator::start(env, Options::new("r-b")).await;
-        b.wait_ready().await;
+        b.wait_synced().await;
         // from here on r-b's pod cache sees none of the changes r-a makes
         b.proxy.hold_pod_watch(true);
         apply_policy(env, &ns, "web", spot_first("web")).await;
