@@ -488,116 +488,241 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             "--snapshot and {flag} go apart: read a saved snapshot, or the live cluster"
         )));
     }
-    let mut live_source = None;
-    let (policy_source, policy_objs, (snapshot, version)) = if live {
-        let readers = [
-            ("--policy", &args.policy),
-            ("--samples", &args.samples),
-            ("--prices", &args.prices),
-        ]
-        .into_iter()
-        .filter(|(_, path)| path.as_deref() == Some("-"))
-        .map(|(flag, _)| flag)
-        .collect::<Vec<_>>();
-        if readers.len() > 1 {
-            return Err(CliError::bad_input(format!(
-                "{} cannot all read stdin (-): give files for all but one",
-                readers.join(" and ")
-            )));
-        }
-        let read = super::live::read(
-            &args.cluster,
-            super::live::Wants {
-                nodes: true,
-                policies: args.policy.is_none(),
-            },
-            InputLimits {
-                bytes: args.max_input_bytes,
-                pods: args.max_pods,
-            },
-        )?;
-        let (name, objects) = match &args.policy {
-            Some(policy) => {
-                let (name, text) =
-                    read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
-                        .map_err(CliError::bad_input)?;
-                let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
-                (name, objects)
-            }
-            None if read.policies.is_empty() => {
-                let place = read.namespace.as_deref().map_or_else(
-                    || "any namespace".to_string(),
-                    |ns| format!("namespace {ns}"),
-                );
-                return Err(CliError::bad_input(format!(
-                    "no DeletionCostPolicy in {place} of {}: nothing to plan; give one with \
-                     --policy FILE to try it before applying it",
-                    read.source
-                )));
-            }
-            None => (read.source.clone(), read.policies),
-        };
-        live_source = Some(read.source);
-        (name, objects, (read.snapshot, read.version))
-    } else if bundled {
-        (
-            EXAMPLE_POLICY.0.to_string(),
-            parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1).map_err(CliError::bad_input)?,
-            {
-                let mut reader = SnapshotReader::new(InputLimits::NONE);
-                reader
-                    .read_text(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
-                    .map_err(CliError::bad_input)?;
-                checked_snapshot(EXAMPLE_CLUSTER.0, reader)?
-            },
-        )
-    } else {
-        let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
-            return Err(CliError::bad_input(
-                "--policy and --snapshot go together (give neither to run the bundled example; \
-                 -n NAMESPACE or -A reads the live cluster instead of --snapshot)",
-            ));
-        };
-        let stdin_readers: Vec<&str> = [
-            ("--policy", Some(policy.as_str())),
-            ("--snapshot", Some(snapshot.as_str())),
-            ("--samples", args.samples.as_deref()),
-            ("--prices", args.prices.as_deref()),
-        ]
-        .into_iter()
-        .filter(|(_, path)| *path == Some("-"))
-        .map(|(flag, _)| flag)
-        .collect();
-        if stdin_readers.len() > 1 {
-            return Err(CliError::bad_input(format!(
-                "{} cannot all read stdin (-): give files for all but one",
-                stdin_readers.join(" and ")
-            )));
-        }
-        let (name, text) = read_source_limited(policy, args.max_input_bytes, Expect::Manifest)
-            .map_err(CliError::bad_input)?;
-        let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
-        (
-            name,
-            objects,
-            load_snapshot(
-                snapshot,
-                InputLimits {
-                    bytes: args.max_input_bytes,
-                    pods: args.max_pods,
-                },
-            )?,
-        )
+    let inputs = match (live, bundled) {
+        (true, _) => read_live(&args)?,
+        (false, true) => read_bundled()?,
+        (false, false) => read_files(&args)?,
     };
-    let mut file_policies = policies(&policy_source, &policy_objs)?;
+    let mut file_policies = policies(&inputs.policy_source, &inputs.policy_objs)?;
     if let (Some(ns), false) = (&args.cluster.namespace, live) {
         file_policies.retain(|f| &f.named.namespace == ns);
         if file_policies.is_empty() {
             return Err(CliError::bad_input(format!(
-                "-n {ns}: no DeletionCostPolicy of namespace {ns} in {policy_source}"
+                "-n {ns}: no DeletionCostPolicy of namespace {ns} in {}",
+                inputs.policy_source
             )));
         }
     }
+    let snapshot_name = match (args.snapshot.as_deref(), &inputs.live_source) {
+        (Some("-"), _) => "<stdin>",
+        (Some(path), _) => path,
+        (None, Some(source)) => source.as_str(),
+        (None, None) => EXAMPLE_CLUSTER.0,
+    };
+    let moment = Moment::of(&args, bundled)?;
+    let choice = args.gates.choose(inputs.version.as_ref())?;
+    // the bundled example is no cluster: its version is not worth a note
+    if let Some(note) =
+        super::cluster_flags::default_gates_note(&choice, snapshot_name).filter(|_| !bundled)
+    {
+        super::stderr::note(&note);
+    }
+    let opts = PlanOptions {
+        gates: choice.gates,
+        now: Some(moment.now),
+        scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
+        assume_patches_applied: true,
+        chunks: Default::default(),
+    };
+    let snapshot = inputs.snapshot;
+    let plans = plan_each(
+        &args,
+        bundled,
+        &file_policies,
+        &snapshot,
+        &moment,
+        &opts,
+        prices.as_ref(),
+    )?;
+    let policies: Vec<NamedPolicy> = file_policies.into_iter().map(|f| f.named).collect();
+    for line in warning_lines(&plans) {
+        super::stderr::warn(&line);
+    }
+    for (kind, n) in &snapshot.ignored {
+        tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
+    }
+    let source = format!(
+        "deletion-cost plan: {} over {}",
+        inputs.policy_source, snapshot_name
+    );
+    write_plans(
+        args.output,
+        &plans,
+        &policies,
+        snapshot,
+        &opts,
+        source,
+        &moment.text,
+    )
+}
+
+/// What `plan` reads: the policies and the cluster.
+struct Inputs {
+    policy_source: String,
+    policy_objs: Vec<RawObject>,
+    snapshot: Snapshot,
+    version: Option<ServerVersion>,
+    /// The live cluster's name, when it was read.
+    live_source: Option<String>,
+}
+
+/// Refuses more than one of `flags` reading stdin (`-`).
+fn one_stdin_reader(flags: &[(&str, Option<&str>)]) -> Result<(), CliError> {
+    let readers: Vec<&str> = flags
+        .iter()
+        .filter(|(_, path)| *path == Some("-"))
+        .map(|(flag, _)| *flag)
+        .collect();
+    if readers.len() > 1 {
+        return Err(CliError::bad_input(format!(
+            "{} cannot all read stdin (-): give files for all but one",
+            readers.join(" and ")
+        )));
+    }
+    Ok(())
+}
+
+/// The live cluster, and the policies of `--policy` or of the cluster.
+fn read_live(args: &PlanArgs) -> Result<Inputs, CliError> {
+    one_stdin_reader(&[
+        ("--policy", args.policy.as_deref()),
+        ("--samples", args.samples.as_deref()),
+        ("--prices", args.prices.as_deref()),
+    ])?;
+    let read = super::live::read(
+        &args.cluster,
+        super::live::Wants {
+            nodes: true,
+            policies: args.policy.is_none(),
+        },
+        InputLimits {
+            bytes: args.max_input_bytes,
+            pods: args.max_pods,
+        },
+    )?;
+    let (policy_source, policy_objs) = match &args.policy {
+        Some(policy) => read_policy_file(policy, args.max_input_bytes)?,
+        None if read.policies.is_empty() => {
+            let place = read.namespace.as_deref().map_or_else(
+                || "any namespace".to_string(),
+                |ns| format!("namespace {ns}"),
+            );
+            return Err(CliError::bad_input(format!(
+                "no DeletionCostPolicy in {place} of {}: nothing to plan; give one with \
+                 --policy FILE to try it before applying it",
+                read.source
+            )));
+        }
+        None => (read.source.clone(), read.policies),
+    };
+    Ok(Inputs {
+        policy_source,
+        policy_objs,
+        snapshot: read.snapshot,
+        version: read.version,
+        live_source: Some(read.source),
+    })
+}
+
+/// The bundled example: its policy and its cluster.
+fn read_bundled() -> Result<Inputs, CliError> {
+    let mut reader = SnapshotReader::new(InputLimits::NONE);
+    reader
+        .read_text(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
+        .map_err(CliError::bad_input)?;
+    let (snapshot, version) = checked_snapshot(EXAMPLE_CLUSTER.0, reader)?;
+    Ok(Inputs {
+        policy_source: EXAMPLE_POLICY.0.to_string(),
+        policy_objs: parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1)
+            .map_err(CliError::bad_input)?,
+        snapshot,
+        version,
+        live_source: None,
+    })
+}
+
+/// `--policy FILE --snapshot FILE`.
+fn read_files(args: &PlanArgs) -> Result<Inputs, CliError> {
+    let (Some(policy), Some(snapshot)) = (&args.policy, &args.snapshot) else {
+        return Err(CliError::bad_input(
+            "--policy and --snapshot go together (give neither to run the bundled example; \
+             -n NAMESPACE or -A reads the live cluster instead of --snapshot)",
+        ));
+    };
+    one_stdin_reader(&[
+        ("--policy", Some(policy.as_str())),
+        ("--snapshot", Some(snapshot.as_str())),
+        ("--samples", args.samples.as_deref()),
+        ("--prices", args.prices.as_deref()),
+    ])?;
+    let (policy_source, policy_objs) = read_policy_file(policy, args.max_input_bytes)?;
+    let (snapshot, version) = load_snapshot(
+        snapshot,
+        InputLimits {
+            bytes: args.max_input_bytes,
+            pods: args.max_pods,
+        },
+    )?;
+    Ok(Inputs {
+        policy_source,
+        policy_objs,
+        snapshot,
+        version,
+        live_source: None,
+    })
+}
+
+/// A policy file's name and objects.
+fn read_policy_file(path: &str, max_bytes: u64) -> Result<(String, Vec<RawObject>), CliError> {
+    let (name, text) =
+        read_source_limited(path, max_bytes, Expect::Manifest).map_err(CliError::bad_input)?;
+    let objects = parse_objects(&name, &text).map_err(CliError::bad_input)?;
+    Ok((name, objects))
+}
+
+/// The moment planned for, and where it came from.
+struct Moment {
+    /// Nanoseconds since the epoch.
+    now: i128,
+    /// To the second (the clock's nanoseconds are noise to a reader).
+    text: String,
+    from: super::samples_input::NowFrom,
+}
+
+impl Moment {
+    fn of(args: &PlanArgs, bundled: bool) -> Result<Self, CliError> {
+        // the bundled example is planned as of the moment it records
+        let default_now = match bundled {
+            true => EXAMPLE_NOW
+                .parse()
+                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
+            false => k8s_openapi::jiff::Timestamp::now(),
+        };
+        let now =
+            super::cluster_flags::parse_now(args.now.as_deref(), default_now)?.as_nanosecond();
+        let from = match (&args.now, bundled) {
+            (Some(_), _) => super::samples_input::NowFrom::Flag,
+            (None, true) => super::samples_input::NowFrom::Example,
+            (None, false) => super::samples_input::NowFrom::Clock,
+        };
+        let text =
+            k8s_openapi::jiff::Timestamp::from_second((now.div_euclid(1_000_000_000)) as i64)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+        Ok(Self { now, text, from })
+    }
+}
+
+/// One plan per policy, each with its warnings and savings.
+fn plan_each(
+    args: &PlanArgs,
+    bundled: bool,
+    file_policies: &[FilePolicy],
+    snapshot: &Snapshot,
+    moment: &Moment,
+    opts: &PlanOptions,
+    prices: Option<&Prices>,
+) -> Result<Vec<Plan>, CliError> {
     // the pods each selects, where another policy of its namespace may share them
     let selected: Vec<Option<BTreeSet<String>>> = file_policies
         .iter()
@@ -607,85 +732,24 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 .iter()
                 .enumerate()
                 .any(|(j, g)| j != i && g.named.namespace == f.named.namespace);
-            shares_namespace.then(|| plan::selected_pods(&f.named, &snapshot))
+            shares_namespace.then(|| plan::selected_pods(&f.named, snapshot))
         })
         .collect();
-    // the bundled example is planned as of the moment it records
-    let default_now = match bundled {
-        true => EXAMPLE_NOW
-            .parse()
-            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
-        false => k8s_openapi::jiff::Timestamp::now(),
-    };
-    let now = super::cluster_flags::parse_now(args.now.as_deref(), default_now)?.as_nanosecond();
-    let now_from = match (&args.now, bundled) {
-        (Some(_), _) => super::samples_input::NowFrom::Flag,
-        (None, true) => super::samples_input::NowFrom::Example,
-        (None, false) => super::samples_input::NowFrom::Clock,
-    };
-    let now_secs = (now / 1_000_000_000) as f64;
-    let choice = args.gates.choose(version.as_ref())?;
-    let snapshot_name = match (args.snapshot.as_deref(), &live_source) {
-        (Some("-"), _) => "<stdin>",
-        (Some(path), _) => path,
-        (None, Some(source)) => source.as_str(),
-        (None, None) => EXAMPLE_CLUSTER.0,
-    };
-    // the bundled example is no cluster: its version is not worth a note
-    if let Some(note) =
-        super::cluster_flags::default_gates_note(&choice, snapshot_name).filter(|_| !bundled)
-    {
-        super::stderr::note(&note);
-    }
-    let opts = PlanOptions {
-        gates: choice.gates,
-        now: Some(now),
-        scale_down_by: args.scale_down_by.or(bundled.then_some(2)),
-        assume_patches_applied: true,
-        chunks: Default::default(),
-    };
-    // shown to the second (the current time's nanoseconds are noise to a reader)
-    let now_text =
-        k8s_openapi::jiff::Timestamp::from_second((now.div_euclid(1_000_000_000)) as i64)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
     let mut plans = Vec::new();
     for (i, file_policy) in file_policies.iter().enumerate() {
         let policy = &file_policy.named;
-        let (excluded, overlap_warnings) = overlaps(i, &file_policies, &selected);
-        let mut stale = Vec::new();
-        let mut samples_file = None;
-        let bundled_samples = bundled && args.samples.is_none() && args.prometheus.is_none();
-        let samples = if bundled_samples || args.samples.is_some() {
-            let (name, text) = match &args.samples {
-                Some(path) => read_source_limited(path, args.max_input_bytes, Expect::Text)
-                    .map_err(CliError::bad_input)?,
-                None => (EXAMPLE_SAMPLES.0.to_string(), EXAMPLE_SAMPLES.1.to_string()),
-            };
-            // judged as of --now, else of the current time (the bundled
-            // example's: its moment), as the same file given with --samples:
-            // never silently fresh
-            let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
-            samples_file = Some(name.clone());
-            stale.extend(super::samples_input::stale_warnings(
-                &name, policy, &samples, &now_text, now_from,
-            ));
-            samples
-        } else if let Some(url) = &args.prometheus {
-            super::samples_input::query(url, policy)?
-        } else {
-            SignalSamples::default()
-        };
+        let (excluded, overlap_warnings) = overlaps(i, file_policies, &selected);
+        let samples = samples_for(args, bundled, policy, moment)?;
         let mut p = plan::plan_excluding(
             policy,
-            &snapshot,
-            &samples,
+            snapshot,
+            &samples.samples,
             &Default::default(),
-            &opts,
+            opts,
             &excluded,
         );
         // samples matter only to a plan with pods (one without says why)
-        if let Some(source) = samples_file.as_ref().filter(|_| !p.pods.is_empty()) {
+        if let Some(source) = samples.file.as_ref().filter(|_| !p.pods.is_empty()) {
             let planned: BTreeSet<&str> = p
                 .pods
                 .iter()
@@ -693,46 +757,103 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
                 .chain(p.inactive.iter().map(String::as_str))
                 .chain(excluded.iter().map(String::as_str))
                 .collect();
-            let found = super::samples_input::content_warnings(source, policy, &samples, &planned);
+            let found =
+                super::samples_input::content_warnings(source, policy, &samples.samples, &planned);
             p.warnings.extend(found);
         }
         p.warnings.extend(file_policy.warnings.iter().cloned());
         p.warnings.extend(overlap_warnings);
-        // samples matter only to a plan with pods (one without says why)
         if !p.pods.is_empty() {
-            p.warnings.append(&mut stale);
+            p.warnings.extend(samples.stale);
         }
         p.warnings.extend(invalid_cost_warning(&p));
         let has_samples = bundled || args.samples.is_some() || args.prometheus.is_some();
         p.warnings
-            .extend(idle_warnings(policy, &snapshot, &p, has_samples, &excluded));
-        if let Some(prices) = &prices {
-            let (savings, warnings) = plan_savings(policy, &snapshot, &p, prices, &opts);
+            .extend(idle_warnings(policy, snapshot, &p, has_samples, &excluded));
+        if let Some(prices) = prices {
+            let (savings, warnings) = plan_savings(policy, snapshot, &p, prices, opts);
             p.warnings.extend(warnings);
             p.savings = Some(savings);
         }
         plans.push(p);
     }
-    let policies: Vec<NamedPolicy> = file_policies.into_iter().map(|f| f.named).collect();
-    for line in warning_lines(&plans) {
-        super::stderr::warn(&line);
+    Ok(plans)
+}
+
+/// A policy's signal samples, the file they came from and their staleness.
+struct PolicySamples {
+    samples: SignalSamples,
+    file: Option<String>,
+    stale: Vec<String>,
+}
+
+/// The samples of `--samples`, the bundled example, `--prometheus`, or none.
+fn samples_for(
+    args: &PlanArgs,
+    bundled: bool,
+    policy: &NamedPolicy,
+    moment: &Moment,
+) -> Result<PolicySamples, CliError> {
+    let bundled_samples = bundled && args.samples.is_none() && args.prometheus.is_none();
+    if bundled_samples || args.samples.is_some() {
+        let (name, text) = match &args.samples {
+            Some(path) => read_source_limited(path, args.max_input_bytes, Expect::Text)
+                .map_err(CliError::bad_input)?,
+            None => (EXAMPLE_SAMPLES.0.to_string(), EXAMPLE_SAMPLES.1.to_string()),
+        };
+        // judged as of --now, else of the current time (the bundled
+        // example's: its moment), as the same file given with --samples:
+        // never silently fresh
+        let now_secs = (moment.now / 1_000_000_000) as f64;
+        let samples = super::samples_input::load(&name, &text, policy, Some(now_secs))?;
+        let stale = super::samples_input::stale_warnings(
+            &name,
+            policy,
+            &samples,
+            &moment.text,
+            moment.from,
+        )
+        .into_iter()
+        .collect();
+        return Ok(PolicySamples {
+            samples,
+            file: Some(name),
+            stale,
+        });
     }
-    for (kind, n) in &snapshot.ignored {
-        tracing::debug!(kind = %kind, count = n, "snapshot objects not read");
-    }
-    let text = match args.output {
+    let samples = match &args.prometheus {
+        Some(url) => super::samples_input::query(url, policy)?,
+        None => SignalSamples::default(),
+    };
+    Ok(PolicySamples {
+        samples,
+        file: None,
+        stale: Vec::new(),
+    })
+}
+
+/// Writes the plans in `format`; the snapshot goes as soon as it is not read.
+fn write_plans(
+    format: PlanFormat,
+    plans: &[Plan],
+    policies: &[NamedPolicy],
+    snapshot: Snapshot,
+    opts: &PlanOptions,
+    source: String,
+    now_text: &str,
+) -> Result<(), CliError> {
+    let text = match format {
         PlanFormat::Json => {
-            // the snapshot is no longer read; the JSON goes out as it is
-            // written (a 100k-pod plan is ~75 MB of it)
+            // the JSON goes out as it is written (a 100k-pod plan is ~75 MB of it)
             drop(snapshot);
-            return print_json(&plans);
+            return print_json(plans);
         }
         PlanFormat::Table => {
             drop(snapshot);
             plans
                 .iter()
-                .zip(&policies)
-                .map(|(p, pol)| render_table(p, pol, &opts))
+                .zip(policies)
+                .map(|(p, pol)| render_table(p, pol, opts))
                 .collect::<Vec<_>>()
                 .join("\n")
         }
@@ -740,15 +861,12 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             // the page reads the nodes' labels; the pods go now
             let nodes = { snapshot }.nodes;
             let report = Report {
-                source: format!(
-                    "deletion-cost plan: {} over {}",
-                    policy_source, snapshot_name
-                ),
-                now: Some(now_text.clone()).filter(|t| !t.is_empty()),
+                source,
+                now: Some(now_text.to_string()).filter(|t| !t.is_empty()),
                 sections: plans
                     .iter()
-                    .zip(&policies)
-                    .map(|(p, pol)| Section::new(pol, p, &nodes, &opts))
+                    .zip(policies)
+                    .map(|(p, pol)| Section::new(pol, p, &nodes, opts))
                     .collect(),
             };
             // written as it is made: a 100k-pod page is ~120 MB
@@ -868,6 +986,19 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             crate::policy::Combine::Sum => "sum",
         }
     );
+    out.push_str(&table::aligned(pod_rows(p, &kinds), "  ", 2));
+    render_summary(&mut out, p, &kinds);
+    for rs in &p.replica_sets {
+        render_replica_set(&mut out, rs, opts);
+    }
+    if let (Some(s), Some(n)) = (&p.savings, opts.scale_down_by) {
+        out.push_str(&render_savings(s, n));
+    }
+    out
+}
+
+/// The pods table of a plan: a header and a row per pod.
+fn pod_rows(p: &Plan, kinds: &[&str]) -> Vec<Vec<String>> {
     let mut header = vec!["POD".to_string(), "NODE".to_string()];
     header.extend(kinds.iter().map(|k| k.to_uppercase()));
     header.extend(["COST NOW", "WANTED", "PATCH"].map(String::from));
@@ -885,24 +1016,7 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             Some(v) => format!("{} [{v}]", s.detail),
             None => format!("{} [-]", s.detail),
         }));
-        let invalid = pod
-            .current_raw
-            .as_deref()
-            .is_some_and(|raw| parse_deletion_cost(raw).problem.is_some());
-        r.push(match (&pod.current_raw, &pod.owner, invalid) {
-            (None, CostOwner::Karpenter, _) => "- (Karpenter's)".into(),
-            (None, _, _) => "-".into(),
-            (Some(raw), CostOwner::Karpenter, true) => {
-                format!("{} (Karpenter's; invalid: read as 0)", shortened(raw))
-            }
-            (Some(raw), CostOwner::Karpenter, false) => format!("{raw} (Karpenter's)"),
-            (Some(raw), CostOwner::Foreign(_), true) => {
-                format!("{} (foreign; invalid: read as 0)", shortened(raw))
-            }
-            (Some(raw), _, true) => format!("{} (invalid: read as 0)", shortened(raw)),
-            (Some(raw), CostOwner::Foreign(_), false) => format!("{raw} (foreign)"),
-            (Some(raw), _, false) => raw.to_string(),
-        });
+        r.push(cost_now_cell(pod));
         r.push(
             pod.desired
                 .map(|d| d.to_string())
@@ -911,7 +1025,34 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
         r.push(pod.action.to_string());
         rows.push(r);
     }
-    out.push_str(&table::aligned(&rows, "  ", 2));
+    rows
+}
+
+/// The cost now of a plan's pod: the annotation as written, whose it is,
+/// and whether Kubernetes can read it.
+fn cost_now_cell(pod: &crate::plan::PodPlan) -> String {
+    let invalid = pod
+        .current_raw
+        .as_deref()
+        .is_some_and(|raw| parse_deletion_cost(raw).problem.is_some());
+    match (&pod.current_raw, &pod.owner, invalid) {
+        (None, CostOwner::Karpenter, _) => "- (Karpenter's)".into(),
+        (None, _, _) => "-".into(),
+        (Some(raw), CostOwner::Karpenter, true) => {
+            format!("{} (Karpenter's; invalid: read as 0)", shortened(raw))
+        }
+        (Some(raw), CostOwner::Karpenter, false) => format!("{raw} (Karpenter's)"),
+        (Some(raw), CostOwner::Foreign(_), true) => {
+            format!("{} (foreign; invalid: read as 0)", shortened(raw))
+        }
+        (Some(raw), _, true) => format!("{} (invalid: read as 0)", shortened(raw)),
+        (Some(raw), CostOwner::Foreign(_), false) => format!("{raw} (foreign)"),
+        (Some(raw), _, false) => raw.to_string(),
+    }
+}
+
+/// The counts under the pods table, and the nodes no autoscaler may remove.
+fn render_summary(out: &mut String, p: &Plan, kinds: &[&str]) {
     let _ = writeln!(
         out,
         "  {} pods selected, {} patches{}",
@@ -937,82 +1078,81 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
             let _ = writeln!(out, "    {n}");
         }
     }
-    for rs in &p.replica_sets {
-        let owner = rs
-            .deployment
-            .as_ref()
-            .map(|d| format!(" (Deployment {d})"))
-            .unwrap_or_default();
+}
+
+/// One ReplicaSet's deletion order after the patches, its victims and
+/// whether the order is the one intended.
+fn render_replica_set(out: &mut String, rs: &crate::plan::ReplicaSetPlan, opts: &PlanOptions) {
+    let owner = rs
+        .deployment
+        .as_ref()
+        .map(|d| format!(" (Deployment {d})"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n  ReplicaSet {}{owner}: deletion order after patches",
+        rs.name
+    );
+    let mut rows = vec![vec![
+        "#".to_string(),
+        "POD".into(),
+        "COST".into(),
+        "".into(),
+    ]];
+    for (i, name) in rs.predicted.iter().enumerate() {
+        let victim = if rs.victims.contains(name) {
+            "<- deleted"
+        } else {
+            ""
+        };
+        rows.push(vec![
+            (i + 1).to_string(),
+            name.to_string(),
+            rs.live_costs[i].to_string(),
+            victim.to_string(),
+        ]);
+    }
+    out.push_str(&table::aligned(&rows, "  ", 2));
+    if let Some(n) = opts.scale_down_by {
         let _ = writeln!(
             out,
-            "\n  ReplicaSet {}{owner}: deletion order after patches",
-            rs.name
-        );
-        let mut rows = vec![vec![
-            "#".to_string(),
-            "POD".into(),
-            "COST".into(),
-            "".into(),
-        ]];
-        for (i, name) in rs.predicted.iter().enumerate() {
-            let victim = if rs.victims.contains(name) {
-                "<- deleted"
+            "  scale down by {n}: deletes {}{}",
+            if rs.victims.is_empty() {
+                "nothing".to_string()
+            } else {
+                rs.victims.join(", ")
+            },
+            if rs.tie_at_cut {
+                " (tie at the cut: upstream picks among equals by informer order)"
             } else {
                 ""
-            };
-            rows.push(vec![
-                (i + 1).to_string(),
-                name.to_string(),
-                rs.live_costs[i].to_string(),
-                victim.to_string(),
-            ]);
+            }
+        );
+    }
+    match rs.verdict {
+        Verdict::AsIntended => {
+            let _ = writeln!(out, "  order as intended: yes");
         }
-        out.push_str(&table::aligned(&rows, "  ", 2));
-        if let Some(n) = opts.scale_down_by {
+        Verdict::Ambiguous => {
             let _ = writeln!(
                 out,
-                "  scale down by {n}: deletes {}{}",
-                if rs.victims.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    rs.victims.join(", ")
-                },
-                if rs.tie_at_cut {
-                    " (tie at the cut: upstream picks among equals by informer order)"
-                } else {
-                    ""
-                }
+                "  order as intended: ambiguous among {} (upstream's order depends on informer order)",
+                capped_list(&rs.ambiguous, LISTED)
             );
         }
-        match rs.verdict {
-            Verdict::AsIntended => {
-                let _ = writeln!(out, "  order as intended: yes");
-            }
-            Verdict::Ambiguous => {
+        Verdict::NotAsIntended => {
+            let _ = writeln!(out, "  order as intended: NO");
+            for m in &rs.mismatches {
                 let _ = writeln!(
                     out,
-                    "  order as intended: ambiguous among {} (upstream's order depends on informer order)",
-                    capped_list(&rs.ambiguous, LISTED)
+                    "    {} goes before {}: {}",
+                    m.pod,
+                    m.before,
+                    m.reason.describe()
                 );
-            }
-            Verdict::NotAsIntended => {
-                let _ = writeln!(out, "  order as intended: NO");
-                for m in &rs.mismatches {
-                    let _ = writeln!(
-                        out,
-                        "    {} goes before {}: {}",
-                        m.pod,
-                        m.before,
-                        m.reason.describe()
-                    );
-                }
             }
         }
     }
-    if let (Some(s), Some(n)) = (&p.savings, opts.scale_down_by) {
-        out.push_str(&render_savings(s, n));
-    }
-    out
 }
 
 /// What the scale-down is worth: per choice the victims, the nodes they

@@ -186,6 +186,63 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let pricing = load_pricing(&args)?;
     // checked against --kubernetes-version now, against the cluster's version once connected
     let (kubernetes_version, _) = args.gates.resolve()?;
+    let hook = hook_config(&args)?;
+    // said here in the flag's words; kube's own message quotes the path twice
+    if let Some(path) = &args.kubeconfig {
+        if let Err(e) = std::fs::File::open(path) {
+            return Err(CliError::bad_input(format!(
+                "--kubeconfig {}: cannot read: {}",
+                path.display(),
+                crate::input::io_error_text(&e)
+            )));
+        }
+    }
+    let identity = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("{}-{}", operator::MANAGER, std::process::id()));
+    let config = RunConfig {
+        namespace: args.namespace,
+        prometheus_url: args.prometheus_url,
+        prometheus_timeout: Duration::from_secs_f64(args.prometheus_timeout),
+        metrics_addr: args.metrics_addr,
+        qps: args.qps,
+        burst: args.burst,
+        dry_run: args.dry_run,
+        kubeconfig: args.kubeconfig,
+        leader_election: !args.no_leader_election,
+        lease_name: args.lease_name,
+        lease_namespace: args.leader_election_namespace,
+        identity,
+        lease_timings: operator::LeaseTimings {
+            duration: Duration::from_secs(args.lease_duration),
+            renew_deadline: seconds("--renew-deadline", args.renew_deadline)?,
+            retry_period: seconds("--retry-period", args.retry_period)?,
+        },
+        kubernetes_version,
+        feature_gates: args.gates.feature_gates,
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        debounce: Duration::from_secs(1),
+        hook_addr: args.hook_addr,
+        hook,
+        pricing,
+        prices_file: args.prices.map(PathBuf::from),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
+    runtime
+        .block_on(operator::run(config))
+        .map_err(|e| match e {
+            operator::OperatorError::Config(m) => CliError::bad_input(m),
+            other => CliError::failure(other),
+        })
+}
+
+/// The hook's and the webhook's settings, each flag checked in the flag's
+/// words before the cluster is contacted.
+fn hook_config(args: &RunArgs) -> Result<HookConfig, CliError> {
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
         return Err(CliError::bad_input(
             "--hook-settle-delay must be a number of seconds >= 0",
@@ -249,83 +306,32 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     if let Some(ca) = &args.scale_webhook_client_ca {
         crate::hook::tls::client_roots(ca).map_err(CliError::bad_input)?;
     }
-    let hook = HookConfig {
+    Ok(HookConfig {
         webhook_addr: args.scale_webhook_addr,
-        webhook_clients: args
-            .scale_webhook_client_ca
-            .map(|ca| crate::hook::WebhookClients {
+        webhook_clients: args.scale_webhook_client_ca.clone().map(|ca| {
+            crate::hook::WebhookClients {
                 ca,
-                names: args.scale_webhook_client_name,
-            }),
+                names: args.scale_webhook_client_name.clone(),
+            }
+        }),
         per_source,
         settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
         max_concurrent: args.hook_max_concurrent,
-        token_audiences: args.hook_token_audience,
+        token_audiences: args.hook_token_audience.clone(),
         webhook_budget: Duration::from_secs_f64(args.scale_webhook_budget),
         webhook_ca: args.scale_webhook_ca,
-        tls: match (args.hook_tls_cert, args.hook_tls_key) {
+        tls: match (args.hook_tls_cert.clone(), args.hook_tls_key.clone()) {
             (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
             _ if args.hook_insecure_http => HookTls::PlainHttp,
             _ => HookTls::SelfIssued {
-                service: args.hook_service_name,
+                service: args.hook_service_name.clone(),
                 namespace: std::env::var("POD_NAMESPACE")
                     .ok()
                     .filter(|s| !s.is_empty()),
             },
         },
         ..HookConfig::default()
-    };
-    // said here in the flag's words; kube's own message quotes the path twice
-    if let Some(path) = &args.kubeconfig {
-        if let Err(e) = std::fs::File::open(path) {
-            return Err(CliError::bad_input(format!(
-                "--kubeconfig {}: cannot read: {}",
-                path.display(),
-                crate::input::io_error_text(&e)
-            )));
-        }
-    }
-    let identity = std::env::var("POD_NAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("{}-{}", operator::MANAGER, std::process::id()));
-    let config = RunConfig {
-        namespace: args.namespace,
-        prometheus_url: args.prometheus_url,
-        prometheus_timeout: Duration::from_secs_f64(args.prometheus_timeout),
-        metrics_addr: args.metrics_addr,
-        qps: args.qps,
-        burst: args.burst,
-        dry_run: args.dry_run,
-        kubeconfig: args.kubeconfig,
-        leader_election: !args.no_leader_election,
-        lease_name: args.lease_name,
-        lease_namespace: args.leader_election_namespace,
-        identity,
-        lease_timings: operator::LeaseTimings {
-            duration: Duration::from_secs(args.lease_duration),
-            renew_deadline: seconds("--renew-deadline", args.renew_deadline)?,
-            retry_period: seconds("--retry-period", args.retry_period)?,
-        },
-        kubernetes_version,
-        feature_gates: args.gates.feature_gates,
-        shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        debounce: Duration::from_secs(1),
-        hook_addr: args.hook_addr,
-        hook,
-        pricing,
-        prices_file: args.prices.map(PathBuf::from),
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failure(format!("starting the async runtime: {e}")))?;
-    runtime
-        .block_on(operator::run(config))
-        .map_err(|e| match e {
-            operator::OperatorError::Config(m) => CliError::bad_input(m),
-            other => CliError::failure(other),
-        })
+    })
 }
 
 /// A flag's seconds as a duration: finite and above zero, else a bad-input

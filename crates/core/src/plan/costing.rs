@@ -17,6 +17,7 @@ use super::{
     PodPlan, PreviousValues, SignalValue, Split,
 };
 use crate::comparator::parse_deletion_cost;
+use crate::policy::validate as signal;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
 use crate::signals::utilization::quantize;
@@ -449,198 +450,232 @@ fn evaluate_signal(
 ) -> Vec<(Option<i64>, Arc<str>)> {
     match spec {
         ValidatedSignal::BillingClass(b) => {
-            // a node's class is the same for all its pods: derive it once per
-            // node, and number the classes so pods compare numbers, not names
-            let mut class_ids: HashMap<Option<String>, usize> = HashMap::new();
-            let mut classes: Vec<Option<String>> = Vec::new();
-            let class_of_slot: Vec<usize> = pod_nodes
-                .node
-                .iter()
-                .map(|n| {
-                    let class = class_of(&b.source, n.and_then(|n| n.metadata.labels.as_ref()));
-                    *class_ids.entry(class).or_insert_with_key(|c| {
-                        classes.push(c.clone());
-                        classes.len() - 1
-                    })
-                })
-                .collect();
-            let class: Vec<usize> = pod_nodes
-                .slot
-                .iter()
-                .map(|&s| class_of_slot[s as usize])
-                .collect();
-            // over a class budget: the newest pods beyond it go first
-            let mut over = vec![false; pods.len()];
-            // creation times read once, not twice per comparison
-            let created: Vec<i128> = if b.budgets.is_empty() {
-                Vec::new()
-            } else {
-                pods.iter().map(|p| creation_ns(p)).collect()
-            };
-            for (name, budget) in &b.budgets {
-                let Some(&id) = class_ids.get(&Some(name.clone())) else {
-                    continue;
-                };
-                let mut on: Vec<usize> = (0..pods.len()).filter(|&i| class[i] == id).collect();
-                let excess = on.len().saturating_sub(*budget as usize);
-                if excess == 0 {
-                    continue;
-                }
-                // newest first, then by name descending; the index settles
-                // the rest as a stable sort would, so only the cut is needed
-                on.select_nth_unstable_by(excess - 1, |&a, &b| {
-                    created[b]
-                        .cmp(&created[a])
-                        .then_with(|| pods[b].pod.identity.name.cmp(&pods[a].pod.identity.name))
-                        .then_with(|| a.cmp(&b))
-                });
-                for &i in &on[..excess] {
-                    over[i] = true;
-                }
-            }
-            let lo = b.over_budget_value().unwrap_or(spec.value_range().0);
-            let cost: Vec<i64> = classes
-                .iter()
-                .map(|c| i64::from(b.cost_of(c.as_deref())))
-                .collect();
-            // one detail per (class, over budget), shared by its pods
-            let mut details: Vec<[Option<Arc<str>>; 2]> = vec![[None, None]; classes.len()];
-            (0..pods.len())
-                .map(|i| {
-                    let c = class[i];
-                    let detail = details[c][usize::from(over[i])]
-                        .get_or_insert_with(|| {
-                            let shown = classes[c].as_deref().unwrap_or("(none)");
-                            if over[i] {
-                                format!("{shown} (over budget)").into()
-                            } else {
-                                shown.into()
-                            }
-                        })
-                        .clone();
-                    (Some(if over[i] { lo } else { cost[c] }), detail)
-                })
-                .collect()
+            billing_class_values(b, spec.value_range().0, pods, pod_nodes)
         }
-        ValidatedSignal::Utilization(u) => {
-            // pods are sorted by name, as both maps are: walked side by side
-            // instead of one lookup per pod
-            let mut by_pod = samples
-                .utilization
-                .get(&idx)
-                .map(|s| s.by_pod.iter().peekable());
-            let mut prev_values = previous
-                .iter()
-                .filter(|(_, signal, _)| *signal == idx)
-                .map(|(pod, _, v)| (pod, v))
-                .peekable();
-            let no_sample: Arc<str> = "no sample".into();
-            // formatted into one buffer; values shown alike share one string
-            let mut text = String::new();
-            let mut shown = Shared::default();
-            names
-                .iter()
-                .flatten()
-                .map(|n| {
-                    let n = &**n;
-                    let prev = seek(&mut prev_values, n).and_then(|v| u32::try_from(v).ok());
-                    let q = |v: f64| {
-                        i64::from(quantize(
-                            v,
-                            u.range.min,
-                            u.range.max,
-                            u.buckets,
-                            prev,
-                            u.hysteresis,
-                        ))
-                    };
-                    match by_pod.as_mut().and_then(|m| seek(m, n)) {
-                        Some(Sample::Value(v)) => {
-                            // a value far from any utilisation (-1e308) in a
-                            // few characters, not hundreds of digits
-                            let t = if v.abs() < 1e9 {
-                                formatted(&mut text, format_args!("{v:.3}"))
-                            } else {
-                                formatted(&mut text, format_args!("{v:.3e}"))
-                            };
-                            (Some(q(*v)), shown.get(t, |_| ()).0)
-                        }
-                        Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
-                        None => (None, no_sample.clone()),
-                    }
-                })
-                .collect()
+        ValidatedSignal::Utilization(u) => utilization_values(idx, u, names, samples, previous),
+        ValidatedSignal::NodeConsolidation(c) => consolidation_values(c, pod_nodes),
+        ValidatedSignal::ZoneBalance(z) => zone_values(z, pods.len(), pod_nodes),
+    }
+}
+
+/// `billingClass`: the cost of each pod's node's class; pods over a class
+/// budget get `min` (or the budget's value).
+fn billing_class_values(
+    b: &signal::BillingClass,
+    min: i64,
+    pods: &[&NsPod],
+    pod_nodes: &PodNodes,
+) -> Vec<(Option<i64>, Arc<str>)> {
+    // a node's class is the same for all its pods: derive it once per
+    // node, and number the classes so pods compare numbers, not names
+    let mut class_ids: HashMap<Option<String>, usize> = HashMap::new();
+    let mut classes: Vec<Option<String>> = Vec::new();
+    let class_of_slot: Vec<usize> = pod_nodes
+        .node
+        .iter()
+        .map(|n| {
+            let class = class_of(&b.source, n.and_then(|n| n.metadata.labels.as_ref()));
+            *class_ids.entry(class).or_insert_with_key(|c| {
+                classes.push(c.clone());
+                classes.len() - 1
+            })
+        })
+        .collect();
+    let class: Vec<usize> = pod_nodes
+        .slot
+        .iter()
+        .map(|&s| class_of_slot[s as usize])
+        .collect();
+    // over a class budget: the newest pods beyond it go first
+    let mut over = vec![false; pods.len()];
+    // creation times read once, not twice per comparison
+    let created: Vec<i128> = if b.budgets.is_empty() {
+        Vec::new()
+    } else {
+        pods.iter().map(|p| creation_ns(p)).collect()
+    };
+    for (name, budget) in &b.budgets {
+        let Some(&id) = class_ids.get(&Some(name.clone())) else {
+            continue;
+        };
+        let mut on: Vec<usize> = (0..pods.len()).filter(|&i| class[i] == id).collect();
+        let excess = on.len().saturating_sub(*budget as usize);
+        if excess == 0 {
+            continue;
         }
-        ValidatedSignal::NodeConsolidation(c) => {
-            // the detail depends only on the count and whether the node can
-            // go: formatted once per pair
-            let mut details: HashMap<(i64, bool), Arc<str>> = HashMap::new();
-            let full = i64::from(c.max_pods);
-            pod_nodes
-                .slot
-                .iter()
-                .map(|&s| {
-                    let count = pod_nodes.pods_on[s as usize];
-                    let blocked = pod_nodes.blocked[s as usize];
-                    let detail = details.entry((count, blocked)).or_insert_with(|| {
-                        if blocked {
-                            format!("{count} pods on node, cannot be removed").into()
-                        } else {
-                            format!("{count} pods on node").into()
-                        }
-                    });
-                    // draining a node no autoscaler may remove frees nothing:
-                    // its pods go last, with the full nodes'
-                    let value = if blocked { full } else { count.min(full) };
-                    (Some(value), detail.clone())
-                })
-                .collect()
-        }
-        ValidatedSignal::ZoneBalance(z) => {
-            // a node's zone is the same for all its pods: read once per node
-            let zone_of: Vec<&str> = pod_nodes
-                .node
-                .iter()
-                .map(|n| {
-                    n.and_then(|n| n.metadata.labels.as_ref())
-                        .and_then(|l| l.get(&z.topology_key))
-                        .map_or("", String::as_str)
-                })
-                .collect();
-            // pods grouped through their node's zone number, not its name
-            let mut zone_ids: BTreeMap<&str, usize> = BTreeMap::new();
-            let zone_id: Vec<usize> = zone_of
-                .iter()
-                .map(|zone| {
-                    let next = zone_ids.len();
-                    *zone_ids.entry(zone).or_insert(next)
-                })
-                .collect();
-            let mut members_of = vec![Vec::new(); zone_ids.len()];
-            for (i, &s) in pod_nodes.slot.iter().enumerate() {
-                members_of[zone_id[s as usize]].push(i);
-            }
-            let per_zone: BTreeMap<&str, Vec<usize>> = zone_ids
-                .into_iter()
-                .map(|(zone, id)| (zone, std::mem::take(&mut members_of[id])))
-                .collect();
-            let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
-            let mut out = vec![(None, Arc::<str>::default()); pods.len()];
-            for (zone, members) in &per_zone {
-                // i-th pod of a zone with c pods sits at i + (fullest - c): zones
-                // lose pods round-robin from the fullest down
-                let c = members.len() as i64;
-                let detail: Arc<str> = format!(
-                    "{} ({c} pods)",
-                    if zone.is_empty() { "(none)" } else { zone }
-                )
-                .into();
-                for (pos, &i) in members.iter().enumerate() {
-                    let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
-                    out[i] = (Some(v), detail.clone());
-                }
-            }
-            out
+        // newest first, then by name descending; the index settles
+        // the rest as a stable sort would, so only the cut is needed
+        on.select_nth_unstable_by(excess - 1, |&a, &b| {
+            created[b]
+                .cmp(&created[a])
+                .then_with(|| pods[b].pod.identity.name.cmp(&pods[a].pod.identity.name))
+                .then_with(|| a.cmp(&b))
+        });
+        for &i in &on[..excess] {
+            over[i] = true;
         }
     }
+    let lo = b.over_budget_value().unwrap_or(min);
+    let cost: Vec<i64> = classes
+        .iter()
+        .map(|c| i64::from(b.cost_of(c.as_deref())))
+        .collect();
+    // one detail per (class, over budget), shared by its pods
+    let mut details: Vec<[Option<Arc<str>>; 2]> = vec![[None, None]; classes.len()];
+    (0..pods.len())
+        .map(|i| {
+            let c = class[i];
+            let detail = details[c][usize::from(over[i])]
+                .get_or_insert_with(|| {
+                    let shown = classes[c].as_deref().unwrap_or("(none)");
+                    if over[i] {
+                        format!("{shown} (over budget)").into()
+                    } else {
+                        shown.into()
+                    }
+                })
+                .clone();
+            (Some(if over[i] { lo } else { cost[c] }), detail)
+        })
+        .collect()
+}
+
+/// `utilization`: each pod's sample quantized, with hysteresis against its
+/// previous value.
+fn utilization_values(
+    idx: usize,
+    u: &signal::Utilization,
+    names: &[Vec<Arc<str>>],
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+) -> Vec<(Option<i64>, Arc<str>)> {
+    // pods are sorted by name, as both maps are: walked side by side
+    // instead of one lookup per pod
+    let mut by_pod = samples
+        .utilization
+        .get(&idx)
+        .map(|s| s.by_pod.iter().peekable());
+    let mut prev_values = previous
+        .iter()
+        .filter(|(_, signal, _)| *signal == idx)
+        .map(|(pod, _, v)| (pod, v))
+        .peekable();
+    let no_sample: Arc<str> = "no sample".into();
+    // formatted into one buffer; values shown alike share one string
+    let mut text = String::new();
+    let mut shown = Shared::default();
+    names
+        .iter()
+        .flatten()
+        .map(|n| {
+            let n = &**n;
+            let prev = seek(&mut prev_values, n).and_then(|v| u32::try_from(v).ok());
+            let q = |v: f64| {
+                i64::from(quantize(
+                    v,
+                    u.range.min,
+                    u.range.max,
+                    u.buckets,
+                    prev,
+                    u.hysteresis,
+                ))
+            };
+            match by_pod.as_mut().and_then(|m| seek(m, n)) {
+                Some(Sample::Value(v)) => {
+                    // a value far from any utilisation (-1e308) in a
+                    // few characters, not hundreds of digits
+                    let t = if v.abs() < 1e9 {
+                        formatted(&mut text, format_args!("{v:.3}"))
+                    } else {
+                        formatted(&mut text, format_args!("{v:.3e}"))
+                    };
+                    (Some(q(*v)), shown.get(t, |_| ()).0)
+                }
+                Some(Sample::Unusable(problem)) => (None, problem.to_string().into()),
+                None => (None, no_sample.clone()),
+            }
+        })
+        .collect()
+}
+
+/// `nodeConsolidation`: the pod count of each pod's node.
+fn consolidation_values(
+    c: &signal::NodeConsolidation,
+    pod_nodes: &PodNodes,
+) -> Vec<(Option<i64>, Arc<str>)> {
+    // the detail depends only on the count and whether the node can
+    // go: formatted once per pair
+    let mut details: HashMap<(i64, bool), Arc<str>> = HashMap::new();
+    let full = i64::from(c.max_pods);
+    pod_nodes
+        .slot
+        .iter()
+        .map(|&s| {
+            let count = pod_nodes.pods_on[s as usize];
+            let blocked = pod_nodes.blocked[s as usize];
+            let detail = details.entry((count, blocked)).or_insert_with(|| {
+                if blocked {
+                    format!("{count} pods on node, cannot be removed").into()
+                } else {
+                    format!("{count} pods on node").into()
+                }
+            });
+            // draining a node no autoscaler may remove frees nothing:
+            // its pods go last, with the full nodes'
+            let value = if blocked { full } else { count.min(full) };
+            (Some(value), detail.clone())
+        })
+        .collect()
+}
+
+/// `zoneBalance`: each pod's place in its zone, the fullest zones first.
+fn zone_values(
+    z: &signal::ZoneBalance,
+    pod_count: usize,
+    pod_nodes: &PodNodes,
+) -> Vec<(Option<i64>, Arc<str>)> {
+    // a node's zone is the same for all its pods: read once per node
+    let zone_of: Vec<&str> = pod_nodes
+        .node
+        .iter()
+        .map(|n| {
+            n.and_then(|n| n.metadata.labels.as_ref())
+                .and_then(|l| l.get(&z.topology_key))
+                .map_or("", String::as_str)
+        })
+        .collect();
+    // pods grouped through their node's zone number, not its name
+    let mut zone_ids: BTreeMap<&str, usize> = BTreeMap::new();
+    let zone_id: Vec<usize> = zone_of
+        .iter()
+        .map(|zone| {
+            let next = zone_ids.len();
+            *zone_ids.entry(zone).or_insert(next)
+        })
+        .collect();
+    let mut members_of = vec![Vec::new(); zone_ids.len()];
+    for (i, &s) in pod_nodes.slot.iter().enumerate() {
+        members_of[zone_id[s as usize]].push(i);
+    }
+    let per_zone: BTreeMap<&str, Vec<usize>> = zone_ids
+        .into_iter()
+        .map(|(zone, id)| (zone, std::mem::take(&mut members_of[id])))
+        .collect();
+    let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
+    let mut out = vec![(None, Arc::<str>::default()); pod_count];
+    for (zone, members) in &per_zone {
+        // i-th pod of a zone with c pods sits at i + (fullest - c): zones
+        // lose pods round-robin from the fullest down
+        let c = members.len() as i64;
+        let detail: Arc<str> = format!(
+            "{} ({c} pods)",
+            if zone.is_empty() { "(none)" } else { zone }
+        )
+        .into();
+        for (pos, &i) in members.iter().enumerate() {
+            let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
+            out[i] = (Some(v), detail.clone());
+        }
+    }
+    out
 }

@@ -81,96 +81,31 @@ pub async fn run_with_client(
     }));
     let gates = comparator_gates(&client, &config, &metrics).await?;
     let ns = config.namespace.as_deref();
-    let prometheus = match &config.prometheus_url {
-        Some(url) => Some(
-            PrometheusClient::new(url)
-                .map_err(|e| OperatorError::Config(format!("--prometheus-url: {e}")))?,
-        ),
-        None => None,
-    };
+    let prometheus = config
+        .prometheus_url
+        .as_deref()
+        .map(PrometheusClient::new)
+        .transpose()
+        .map_err(|e| OperatorError::Config(format!("--prometheus-url: {e}")))?;
 
-    // Leadership.
-    let (leader_rx, election) = if config.leader_election {
-        let (rx, election) = lease::start(&client, &config).await?;
-        // a replica restarted in a pod that led before starts unmarked
-        mark_own_pod(&client, false).await;
-        (rx, Some(election))
-    } else {
-        (watch::channel(crate::writes::Gate::Open).1, None)
-    };
-    // every write but the pod patches and the Lease goes through the
-    // leadership's budgeted client: status, Events, finalizer, leader label
-    let reporter = Reporter {
-        controller: crate::MANAGER.into(),
-        instance: Some(config.identity.clone()),
-    };
-    let leadership = Leadership::new(
-        leader_rx,
-        term_patcher,
-        LeaseName {
-            namespace: config.lease_namespace(),
-            name: config.lease_name.clone(),
-        },
-        client.clone(),
-        reporter,
-    );
+    let (leadership, election) = leadership_for(&client, &config, term_patcher).await?;
 
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
-    // Lists are quorum reads (resourceVersion ""), as client-go's relist
-    // after a 410: a list served from a restarted API server's cache
-    // (resourceVersion 0) can be older than that cache's watch window, and
-    // the watcher then looped on 410 with a stale store (a policy's new spec
-    // never seen after an API server restart, on 1.36 with etcd 3.4).
-    let wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
-    let (pods, pods_w) = reflector::store::<CachedPod>();
-    // decoded with the `ObjectMeta` the watch reads, cached without it
-    let pod_events = reflector(
-        pods_w,
-        watcher(api::<caches::WatchedPod>(&client, ns), wc.clone()).map_ok(caches::record_event),
-    )
-    .inspect(health.observer("pods"))
-    .backoff(watch_backoff())
-    .touched_objects();
-    let (nodes, nodes_w) = reflector::store::<Node>();
-    let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
-        .modify(caches::trim_node)
-        .reflect(nodes_w)
-        .inspect(health.observer("nodes"))
-        .backoff(watch_backoff())
-        .touched_objects()
-        .predicate_filter(predicates::labels, Default::default());
-    let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
-    let rs_events = watcher(api::<ReplicaSet>(&client, ns), wc.clone())
-        .modify(caches::trim_replica_set)
-        .reflect(rs_w)
-        .inspect(health.observer("replicasets"))
-        .backoff(watch_backoff())
-        .touched_objects();
-    let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
-    let policy_events = watcher(api::<DeletionCostPolicy>(&client, ns), wc)
-        .reflect(policies_w)
-        .inspect(health.observer("policies"))
-        .backoff(watch_backoff())
-        .applied_objects();
-    // every trigger is throttled per policy (see `throttle`), the
-    // controller's own debounce is off: a steady stream of pod events (the
-    // operator's own writes) must not hold a policy's reconcile back
-    let window = config.debounce;
-    let policy_events = throttle(
+    let Watches {
+        pods,
+        nodes,
+        replica_sets,
+        policies,
+        pod_events,
+        node_events,
+        rs_events,
         policy_events,
-        window,
-        |e: &Result<DeletionCostPolicy, _>| e.as_ref().ok().map(ObjectRef::from_obj),
-    );
-    let controller = Controller::for_stream(policy_events, policies.clone())
-        .with_config(controller::Config::default().debounce(Duration::ZERO));
+    } = watch_all(&client, ns, &health);
+    let window = config.debounce;
+    let controller = policy_controller(policy_events, &policies, window);
 
-    // Health: ready once every cache has synced; until then, say why not.
-    health.track("pods", pods.clone());
-    health.track("nodes", nodes.clone());
-    health.track("replicasets", replica_sets.clone());
-    health.track("policies", policies.clone());
     let waiting_report = tokio::spawn(health.clone().report_until_ready());
     // the listeners' stop: cancelled below, or on any early return
     let stop = CancellationToken::new();
@@ -183,20 +118,7 @@ pub async fn run_with_client(
         policies.clone(),
         ns.map(str::to_string),
     );
-    // with election, each term writes only once its pod cache is as new as
-    // a quorum read: an old leader's last writes are not written again
-    let following = tokio::spawn(
-        leadership.clone().follow(
-            client.clone(),
-            config.qps,
-            config.burst,
-            config.identity.clone(),
-            metrics.clone(),
-            config
-                .leader_election
-                .then(|| CatchUp::new(client.clone(), caches.clone())),
-        ),
-    );
+    let following = follow_leadership(&leadership, &client, &config, &metrics, &caches);
     let engine = Arc::new(Engine::new(
         caches,
         leadership.clone(),
@@ -233,6 +155,121 @@ pub async fn run_with_client(
         stop.clone(),
     )
     .await?;
+    spawn_memory_trim(&engine, &leadership, stop.clone());
+
+    let leader_changes = leadership.changes();
+    let hook_server = serve_hook(&config, &client, &engine, &stop).await?;
+    tracing::info!(
+        namespace = ns.unwrap_or("(all)"),
+        qps = config.qps,
+        burst = config.burst,
+        dry_run = config.dry_run,
+        "starting"
+    );
+    let reserve = shutdown::reserve(config.shutdown_grace);
+    let triggers = policy_triggers(
+        engine.status_due(),
+        pod_events,
+        rs_events,
+        node_events,
+        &policies,
+        window,
+    );
+    let running = controller
+        .reconcile_on(triggers)
+        .reconcile_all_on(leader_changes)
+        .graceful_shutdown_on(shutdown.asked())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
+            }
+        });
+    run_until_stopped(running, &shutdown, reserve, &health).await;
+    waiting_report.abort();
+
+    // No new patcher from here on; then drain the current one.
+    following.abort();
+    drain_writes(&shutdown, reserve, &leadership, &metrics).await;
+    drop(stop_on_return);
+    step_down(&shutdown, &leadership, &client, election, async {
+        let _ = server.await;
+        if let Some(hook) = hook_server {
+            let _ = hook.await;
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// The policies' controller, driven by their own events throttled per
+/// policy within `window`.
+fn policy_controller(
+    policy_events: Events<DeletionCostPolicy>,
+    policies: &Store<DeletionCostPolicy>,
+    window: Duration,
+) -> Controller<DeletionCostPolicy> {
+    // every trigger is throttled per policy (see `throttle`), the
+    // controller's own debounce is off: a steady stream of pod events (the
+    // operator's own writes) must not hold a policy's reconcile back
+    let policy_events = throttle(
+        policy_events,
+        window,
+        |e: &Result<DeletionCostPolicy, _>| e.as_ref().ok().map(ObjectRef::from_obj),
+    );
+    Controller::for_stream(policy_events, policies.clone())
+        .with_config(controller::Config::default().debounce(Duration::ZERO))
+}
+
+/// The pre-scale-down hook and the scale-in webhook (`crates/runtime/src/hook`),
+/// when `--hook-addr` is given.
+async fn serve_hook(
+    config: &RunConfig,
+    client: &Client,
+    engine: &Arc<Engine>,
+    stop: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, OperatorError> {
+    let Some(addr) = config.hook_addr else {
+        return Ok(None);
+    };
+    let served = crate::hook::serve(
+        addr,
+        config.hook.clone(),
+        client.clone(),
+        engine.clone(),
+        stop.clone(),
+    )
+    .await?;
+    Ok(Some(served))
+}
+
+/// Follows the leadership: a patcher for each term. With election, each
+/// term writes only once its pod cache is as new as a quorum read: an old
+/// leader's last writes are not written again.
+fn follow_leadership(
+    leadership: &Leadership,
+    client: &Client,
+    config: &RunConfig,
+    metrics: &Arc<Metrics>,
+    caches: &Caches,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(
+        leadership.clone().follow(
+            client.clone(),
+            config.qps,
+            config.burst,
+            config.identity.clone(),
+            metrics.clone(),
+            config
+                .leader_election
+                .then(|| CatchUp::new(client.clone(), caches.clone())),
+        ),
+    )
+}
+
+/// Gives freed memory back to the system after busy periods: the engine's
+/// churn and the writes made are how busy it was.
+fn spawn_memory_trim(engine: &Arc<Engine>, leadership: &Leadership, stop: CancellationToken) {
     tokio::spawn(memory_trim::release_after_busy_periods(
         {
             let engine = engine.clone();
@@ -247,9 +284,54 @@ pub async fn run_with_client(
                 })
             }
         },
-        stop.clone(),
+        stop,
     ));
+}
 
+/// Runs the controller until it stops after the shutdown was asked; a
+/// replica whose caches never synced stops at once, a controller that
+/// outlives the grace is abandoned.
+async fn run_until_stopped(
+    running: impl std::future::Future<Output = ()>,
+    shutdown: &shutdown::Shutdown,
+    reserve: Duration,
+    health: &Arc<sync::WatchHealth>,
+) {
+    // kube-runtime's graceful shutdown only stops new triggers and waits for
+    // the caches first: bound it, so a replica that never synced still stops.
+    let unsynced = {
+        let (asked, health) = (shutdown.asked(), health.clone());
+        async move {
+            asked.await;
+            if health.is_ready() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = running => {}
+        // no round can have started: nothing to wait for
+        _ = unsynced => {
+            tracing::info!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "stopping before the caches synced: no round was running");
+        }
+        _ = shutdown.deadline(reserve * 2) => {
+            tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
+                "the controller did not stop within the grace period: abandoning it");
+        }
+    }
+}
+
+/// Each watch event as the policies it concerns, with the policies whose
+/// status is due, throttled per policy within `window`.
+fn policy_triggers(
+    status_due: futures::stream::BoxStream<'static, crate::writes::PolicyKey>,
+    pod_events: Events<CachedPod>,
+    rs_events: Events<ReplicaSet>,
+    node_events: Events<Node>,
+    policies: &Store<DeletionCostPolicy>,
+    window: Duration,
+) -> impl futures::Stream<Item = ObjectRef<DeletionCostPolicy>> {
     let in_ns = |store: &Store<DeletionCostPolicy>, ns: Option<String>| {
         store
             .state()
@@ -259,33 +341,8 @@ pub async fn run_with_client(
             .collect::<Vec<_>>()
     };
     let (p1, p2, p3) = (policies.clone(), policies.clone(), policies.clone());
-    let leader_changes = leadership.changes();
-    // --- pre-scale-down hook (crates/runtime/src/hook) ---
-    let hook_server = match config.hook_addr {
-        Some(addr) => Some(
-            crate::hook::serve(
-                addr,
-                config.hook.clone(),
-                client.clone(),
-                engine.clone(),
-                stop.clone(),
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    // ---
-    tracing::info!(
-        namespace = ns.unwrap_or("(all)"),
-        qps = config.qps,
-        burst = config.burst,
-        dry_run = config.dry_run,
-        "starting"
-    );
-    let reserve = shutdown::reserve(config.shutdown_grace);
     // the watches drive their caches; each event maps to the policies it concerns
-    let status_due = engine
-        .status_due()
+    let status_due = status_due
         .map(|k| ObjectRef::<DeletionCostPolicy>::new(&k.name).within(&k.namespace))
         .boxed();
     let mapped = futures::stream::select_all([
@@ -310,50 +367,20 @@ pub async fn run_with_client(
             })
             .boxed(),
     ]);
-    let triggers = throttle(mapped, window, |r: &ObjectRef<DeletionCostPolicy>| {
+    throttle(mapped, window, |r: &ObjectRef<DeletionCostPolicy>| {
         Some(r.clone())
-    });
-    let running = controller
-        .reconcile_on(triggers)
-        .reconcile_all_on(leader_changes)
-        .graceful_shutdown_on(shutdown.asked())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
-            }
-        });
-    // kube-runtime's graceful shutdown only stops new triggers and waits for
-    // the caches first: bound it, so a replica that never synced still stops.
-    let unsynced = {
-        let (asked, health) = (shutdown.asked(), health.clone());
-        async move {
-            asked.await;
-            if health.is_ready() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = running => {}
-        // no round can have started: nothing to wait for
-        _ = unsynced => {
-            tracing::info!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
-                "stopping before the caches synced: no round was running");
-        }
-        _ = shutdown.deadline(reserve * 2) => {
-            tracing::warn!(waiting_for = ?health.waiting_for().iter().map(|w| w.0).collect::<Vec<_>>(),
-                "the controller did not stop within the grace period: abandoning it");
-        }
-    }
-    waiting_report.abort();
+    })
+}
 
-    // No new patcher from here on; then drain the current one.
-    following.abort();
-    let patcher = leadership.take_patcher();
-    if let Some(patcher) = patcher {
-        // briefly: the rest is recomputed by the next leader, which waits
-        // for this replica's Lease meanwhile
+/// Drains the current patcher's writes, briefly: the rest is recomputed by
+/// the next leader, which waits for this replica's Lease meanwhile.
+async fn drain_writes(
+    shutdown: &shutdown::Shutdown,
+    reserve: Duration,
+    leadership: &Leadership,
+    metrics: &Metrics,
+) {
+    if let Some(patcher) = leadership.take_patcher() {
         let within = shutdown
             .remaining()
             .saturating_sub(reserve)
@@ -371,28 +398,140 @@ pub async fn run_with_client(
         }
         metrics.leader.set(0);
     }
-    drop(stop_on_return);
+}
+
+/// Unlabels the pod, gives the Lease back and waits for the `listeners` to
+/// close, all within the shutdown's grace.
+async fn step_down(
+    shutdown: &shutdown::Shutdown,
+    leadership: &Leadership,
+    client: &Client,
+    election: Option<lease::Election>,
+    listeners: impl std::future::Future<Output = ()>,
+) {
     // Unlabel first: the hook Service must not pick a replica on its way out.
     if leadership.is_leader() {
-        let _ = tokio::time::timeout(shutdown.remaining(), mark_own_pod(&client, false)).await;
+        let _ = tokio::time::timeout(shutdown.remaining(), mark_own_pod(client, false)).await;
     }
     // Give the Lease back so a follower takes over now, not at its expiry.
     if let Some(election) = election {
         election.stop(shutdown.remaining()).await;
     }
-    let listeners = async {
-        let _ = server.await;
-        if let Some(hook) = hook_server {
-            let _ = hook.await;
-        }
-    };
     if tokio::time::timeout(shutdown.remaining(), listeners)
         .await
         .is_err()
     {
         tracing::warn!("listeners still open at the shutdown deadline");
     }
-    Ok(())
+}
+
+/// This replica's leadership: elected through the Lease, or always leading
+/// without election. Every write but the pod patches and the Lease goes
+/// through the leadership's budgeted client: status, Events, finalizer,
+/// leader label.
+async fn leadership_for(
+    client: &Client,
+    config: &RunConfig,
+    term_patcher: TermPatcher,
+) -> Result<(Leadership, Option<lease::Election>), OperatorError> {
+    let (leader_rx, election) = if config.leader_election {
+        let (rx, election) = lease::start(client, config).await?;
+        // a replica restarted in a pod that led before starts unmarked
+        mark_own_pod(client, false).await;
+        (rx, Some(election))
+    } else {
+        (watch::channel(crate::writes::Gate::Open).1, None)
+    };
+    let reporter = Reporter {
+        controller: crate::MANAGER.into(),
+        instance: Some(config.identity.clone()),
+    };
+    let leadership = Leadership::new(
+        leader_rx,
+        term_patcher,
+        LeaseName {
+            namespace: config.lease_namespace(),
+            name: config.lease_name.clone(),
+        },
+        client.clone(),
+        reporter,
+    );
+    Ok((leadership, election))
+}
+
+/// A watch's events: the objects they touched.
+type Events<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
+
+/// The four watches: each a cache and the objects its events touched.
+struct Watches {
+    pods: Store<CachedPod>,
+    nodes: Store<Node>,
+    replica_sets: Store<ReplicaSet>,
+    policies: Store<DeletionCostPolicy>,
+    pod_events: Events<CachedPod>,
+    node_events: Events<Node>,
+    rs_events: Events<ReplicaSet>,
+    policy_events: Events<DeletionCostPolicy>,
+}
+
+/// Starts the watches of `ns` (all namespaces: `None`), each reporting its
+/// API errors to `health` and tracked by it until its first list.
+fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>) -> Watches {
+    // Lists are quorum reads (resourceVersion ""), as client-go's relist
+    // after a 410: a list served from a restarted API server's cache
+    // (resourceVersion 0) can be older than that cache's watch window, and
+    // the watcher then looped on 410 with a stale store (a policy's new spec
+    // never seen after an API server restart, on 1.36 with etcd 3.4).
+    let wc = watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent);
+    let (pods, pods_w) = reflector::store::<CachedPod>();
+    // decoded with the `ObjectMeta` the watch reads, cached without it
+    let pod_events = reflector(
+        pods_w,
+        watcher(api::<caches::WatchedPod>(client, ns), wc.clone()).map_ok(caches::record_event),
+    )
+    .inspect(health.observer("pods"))
+    .backoff(watch_backoff())
+    .touched_objects()
+    .boxed();
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
+        .modify(caches::trim_node)
+        .reflect(nodes_w)
+        .inspect(health.observer("nodes"))
+        .backoff(watch_backoff())
+        .touched_objects()
+        .predicate_filter(predicates::labels, Default::default())
+        .boxed();
+    let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
+    let rs_events = watcher(api::<ReplicaSet>(client, ns), wc.clone())
+        .modify(caches::trim_replica_set)
+        .reflect(rs_w)
+        .inspect(health.observer("replicasets"))
+        .backoff(watch_backoff())
+        .touched_objects()
+        .boxed();
+    let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
+    let policy_events = watcher(api::<DeletionCostPolicy>(client, ns), wc)
+        .reflect(policies_w)
+        .inspect(health.observer("policies"))
+        .backoff(watch_backoff())
+        .applied_objects()
+        .boxed();
+    // Health: ready once every cache has synced; until then, say why not.
+    health.track("pods", pods.clone());
+    health.track("nodes", nodes.clone());
+    health.track("replicasets", replica_sets.clone());
+    health.track("policies", policies.clone());
+    Watches {
+        pods,
+        nodes,
+        replica_sets,
+        policies,
+        pod_events,
+        node_events,
+        rs_events,
+        policy_events,
+    }
 }
 
 /// Policies a pod event concerns: those whose selector matches it, those that
