@@ -235,17 +235,49 @@ struct ContainerStatus<'a> {
     _ready: Option<bool>,
 }
 
+/// Strings that repeat across pods, shared: node names and owners.
+pub(super) type Shared = (
+    foldhash::HashMap<Box<str>, Arc<str>>,
+    foldhash::HashSet<Arc<ControllerRef>>,
+);
+
 /// One item as a [`SlimPod`], or `None` for the general path (see the
-/// module doc). `nodes` and `owners` share repeated strings.
-pub(super) fn decode(
-    raw: &str,
-    nodes: &mut foldhash::HashMap<Box<str>, Arc<str>>,
-    owners: &mut foldhash::HashSet<Arc<ControllerRef>>,
-) -> Option<SlimPod> {
+/// module doc).
+pub(super) fn decode(raw: &str, shared: &mut Shared) -> Option<SlimPod> {
     if !raw.starts_with('{') {
         return None;
     }
     let M(p): M<FastPod> = serde_json::from_str(raw).ok()?;
+    slim(p, shared)
+}
+
+/// Why [`decode_prefix`] has no value.
+pub(super) enum Miss {
+    /// The text ends inside the value.
+    Cut,
+    /// Not sure: anything else.
+    Unsure,
+}
+
+/// [`decode`] on the value at the start of `text` (an object), which goes
+/// on past it: the pod (`None`: a value for the general path) and the
+/// value's length.
+pub(super) fn decode_prefix(
+    text: &str,
+    shared: &mut Shared,
+) -> Result<(Option<SlimPod>, usize), Miss> {
+    if !text.starts_with('{') {
+        return Err(Miss::Unsure);
+    }
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<M<FastPod>>();
+    match values.next() {
+        Some(Ok(M(p))) => Ok((slim(p, shared), values.byte_offset())),
+        Some(Err(e)) if e.is_eof() => Err(Miss::Cut),
+        _ => Err(Miss::Unsure),
+    }
+}
+
+fn slim(p: FastPod<'_>, (nodes, owners): &mut Shared) -> Option<SlimPod> {
     let plain = p.kind.as_ref().is_none_or(|k| k.0 == "Pod")
         && p.api_version.as_ref().is_none_or(|v| v.0 == "v1")
         && p.items.is_none()
