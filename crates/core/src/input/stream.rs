@@ -276,7 +276,10 @@ fn stream_items_by<S: ItemSink>(
         if let Some(e) = sink.take_fatal() {
             return Err(e);
         }
-        return Err(text.error.take().unwrap_or_else(|| {
+        // the text reader's error when serde_json stopped at it: the
+        // window may have read past an error in the text before it
+        let read = if e.is_io() { text.error.take() } else { None };
+        return Err(read.unwrap_or_else(|| {
             let mut e = json_syntax(source_name, &e);
             if let InputError::Syntax {
                 position: Some(p), ..
@@ -1439,6 +1442,16 @@ mod tests {
                     inputs.push((format!("{name}, {at} is {b:?}"), t));
                 }
                 inputs.push((format!("{name}, cut at {at}"), bytes[..at].to_vec()));
+            }
+            // an error in the text, and a bad byte a window or less after it
+            for k in [1, 3] {
+                let at = bytes.len() * k / 5;
+                for (error, after) in [(&b"1."[..], 3), (b"x", 40_000), (b"1e", 70_000)] {
+                    let mut t = bytes.to_vec();
+                    t[at + after] = 0x01;
+                    t.splice(at..at + 1, error.iter().copied());
+                    inputs.push((format!("{name}, {error:?} at {at}, 0x01 {after} on"), t));
+                }
             }
             // right after an item and after its comma: a takeover's own line
             let ends: Vec<usize> = text.match_indices("},").map(|(i, _)| i + 1).collect();

@@ -196,6 +196,7 @@ impl<'s, R: Read> Window<'s, R> {
     /// One JSON value at `at` with its length: `None` at a syntax error,
     /// or when the input ends (or fails) inside it.
     fn raw_value(&mut self, at: usize) -> Option<usize> {
+        let mut error_at = None;
         loop {
             let text = self.buf.get(at..)?;
             let mut values = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
@@ -204,7 +205,15 @@ impl<'s, R: Read> Window<'s, R> {
                 Some(Ok(_)) if at + values.byte_offset() < self.buf.len() || self.done => {
                     return Some(values.byte_offset())
                 }
-                Some(Err(e)) if !e.is_eof() => return None,
+                // an error that more text does not move is the text's (a
+                // number cut after its `.` is called invalid, not cut)
+                Some(Err(e)) if !e.is_eof() => {
+                    if error_at.replace((e.line(), e.column())) == Some((e.line(), e.column()))
+                        || !self.more(at)
+                    {
+                        return None;
+                    }
+                }
                 _ => {
                     if !self.more(at) {
                         return None;
