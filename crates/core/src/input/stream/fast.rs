@@ -237,11 +237,26 @@ struct ContainerStatus<'a> {
     _ready: Option<bool>,
 }
 
-/// Strings that repeat across pods, shared: node names and owners.
-pub(super) type Shared = (
-    foldhash::HashMap<Box<str>, Arc<str>>,
-    foldhash::HashSet<Arc<ControllerRef>>,
-);
+/// Strings that repeat across pods, shared: node names, namespaces and
+/// owners.
+#[derive(Default)]
+pub(super) struct Shared {
+    nodes: foldhash::HashMap<Box<str>, Arc<str>>,
+    namespaces: foldhash::HashMap<Box<str>, Arc<str>>,
+    owners: foldhash::HashSet<Arc<ControllerRef>>,
+}
+
+/// `text`, shared with the texts of `table`.
+fn shared(table: &mut foldhash::HashMap<Box<str>, Arc<str>>, text: &str) -> Arc<str> {
+    match table.get(text) {
+        Some(n) => n.clone(),
+        None => {
+            let n: Arc<str> = text.into();
+            table.insert(text.into(), n.clone());
+            n
+        }
+    }
+}
 
 /// One item as a [`SlimPod`], or `None` for the general path (see the
 /// module doc).
@@ -421,7 +436,7 @@ impl<'a> FastPod<'a> {
 
 /// The [`SlimPod`] of a plain, named pod within Kubernetes' limits, or
 /// `None` for the general path.
-pub(super) fn slim(p: Fields<'_>, (nodes, owners): &mut Shared) -> Option<SlimPod> {
+pub(super) fn slim(p: Fields<'_>, shared_texts: &mut Shared) -> Option<SlimPod> {
     let plain = p.kind.as_deref().is_none_or(|k| k == "Pod")
         && p.api_version.as_deref().is_none_or(|v| v == "v1")
         && !p.other;
@@ -456,14 +471,8 @@ pub(super) fn slim(p: Fields<'_>, (nodes, owners): &mut Shared) -> Option<SlimPo
             .map(|&(_, r)| r)
             .fold(0, i64::max)
     });
-    let node_name = match nodes.get(node) {
-        Some(n) => n.clone(),
-        None => {
-            let n: Arc<str> = node.into();
-            nodes.insert(node.into(), n.clone());
-            n
-        }
-    };
+    let node_name = shared(&mut shared_texts.nodes, node);
+    let owners = &mut shared_texts.owners;
     let owner = m.controller.map(|[kind, name, uid]| {
         let r = ControllerRef {
             kind: kind.into(),
@@ -480,7 +489,7 @@ pub(super) fn slim(p: Fields<'_>, (nodes, owners): &mut Shared) -> Option<SlimPo
         }
     });
     Some(SlimPod {
-        namespace: namespace.into(),
+        namespace: shared(&mut shared_texts.namespaces, namespace),
         name: name.into(),
         uid: m.uid.as_deref().unwrap_or_default().into(),
         node_name,
