@@ -101,6 +101,11 @@ pub(crate) trait ItemSink {
     fn stopped(&self) -> bool;
 }
 
+/// How many decimal digits `n` is written with.
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 /// Where an item of the top-level array or List was: `[3]`, `items[3]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ItemAt {
@@ -687,7 +692,8 @@ impl<'s> Collect<'s> {
     fn push(&mut self, pod: SlimPod, location: Location) {
         // the record, its strings and its location, with allocator overhead
         let location_len = match &location {
-            Location::Item(at) => 8 + usize::from(at.list) * 5,
+            // as long as its text (`[3]`, `items[3]`), so both paths count alike
+            Location::Item(at) => usize::from(at.list) * 5 + 2 + decimal_digits(at.index),
             Location::Text(text) => text.len(),
         };
         self.held += (std::mem::size_of::<SlimPod>()
@@ -1460,6 +1466,10 @@ mod tests {
                     (0, &b"x"[..]),
                     (0, b"]"),
                     (0, b",,"),
+                    // what could carry on a number right after the item
+                    (0, b".5"),
+                    (0, b"e1"),
+                    (0, b"7"),
                     (1, b"]"),
                     (1, b"\x02"),
                 ] {
@@ -1520,6 +1530,40 @@ mod tests {
                     assert_eq!(fast, reader, "{name}, {limits:?}, reads of {step}");
                 }
             }
+        }
+    }
+
+    /// Both paths count a pod against `--max-input-bytes` alike, whatever
+    /// the limit: a tiny pod's location weighs as much as its text.
+    #[test]
+    fn the_window_counts_bytes_as_the_reader_path() {
+        let items: Vec<String> = (0..1_000)
+            .map(|i| format!(r#"{{"metadata":{{"name":"p{i}"}}}}"#))
+            .collect();
+        for text in [
+            format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(",")),
+            format!("[{}]", items.join(",")),
+        ] {
+            let run = |limit: u64, path: Path| {
+                pods_by(
+                    "f.json",
+                    text.as_bytes(),
+                    InputLimits::bytes(limit),
+                    0,
+                    path,
+                )
+                .map(|(pods, _)| pods.len())
+                .map_err(|e| e.to_string())
+            };
+            let all = run(1 << 30, Path::Reader);
+            assert_eq!(all, Ok(1_000));
+            let mut refused = 0;
+            for limit in (1_000..400_000).step_by(1_999) {
+                let reader = run(limit, Path::Reader);
+                refused += usize::from(reader.is_err());
+                assert_eq!(run(limit, Path::Window), reader, "limit {limit}");
+            }
+            assert!(refused > 10, "{refused}");
         }
     }
 

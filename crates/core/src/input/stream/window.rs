@@ -84,10 +84,12 @@ impl State {
         match self {
             State::Start => b"",
             State::Before { list: false } => b"[",
-            State::After { list: false, .. } => b"[0",
+            // the space ends the number: what follows the item (`.5`, `e1`,
+            // a digit) must not carry on the skipped one
+            State::After { list: false, .. } => b"[0 ",
             State::End { list: false } => b"[]",
             State::Before { list: true } => b"{\"items\":[",
-            State::After { list: true, .. } => b"{\"items\":[0",
+            State::After { list: true, .. } => b"{\"items\":[0 ",
             State::End { list: true } => b"{\"items\":[]",
         }
     }

@@ -201,7 +201,8 @@ impl<'a> Cursor<'a> {
         let start = self.at;
         self.skip_number()?;
         let digits = &self.text[start..self.at];
-        if digits.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        // serde_json reads `-0` as the float -0.0, which an i32 refuses
+        if digits == "-0" || digits.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
             return Err(Fail::Unsure);
         }
         digits.parse().map(Some).map_err(|_| Fail::Unsure)

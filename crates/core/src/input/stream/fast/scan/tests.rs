@@ -246,6 +246,17 @@ proptest! {
     }
 }
 
+/// `-0` is the float -0.0 to serde_json, which an `i32` refuses: the
+/// scan leaves it to the serde types (a generated `json!(-0)` is written
+/// `0`, so the text is spelled out here).
+#[test]
+fn minus_zero_is_no_restart_count() {
+    let text = r#"{"metadata":{"name":"a"},"status":{"containerStatuses":[{"restartCount":-0}]}}"#;
+    assert!(matches!(scan(text), Err(Fail::Unsure)));
+    assert!(by_serde(text).is_err());
+    agrees(text).unwrap();
+}
+
 #[test]
 fn api_times_at_the_edges_of_months_and_years() {
     for text in [
