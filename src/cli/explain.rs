@@ -171,7 +171,7 @@ pub struct Explanation {
     /// The pod just after it, deleted later.
     pub before: Option<Neighbour>,
     /// The prediction's row for the pod (cost, rank, readiness...).
-    pub pod: Option<PodPrediction>,
+    pub pod: Option<PodPrediction<'static>>,
     /// The cost upstream reads.
     pub cost: i32,
     /// The annotation as written.
@@ -467,31 +467,29 @@ pub fn explain(
         .replica_sets
         .iter()
         .find_map(|g: &GroupPrediction| {
-            g.pods
-                .iter()
-                .position(|p| p.name == out.name)
+            g.slim_pods()
+                .position(|p| *p.name == *out.name)
                 .map(|i| (g, i))
         })
     else {
         return out;
     };
     let neighbour = |j: usize, rule: Option<Rule>| {
-        let p = &group.pods[j];
+        let p = group.pod(j);
         let rule = rule.unwrap_or(Rule::Tie);
         Neighbour {
-            name: p.name.clone(),
+            name: p.name.to_string(),
             position: p.position,
             rule,
             rule_description: rule.describe(),
         }
     };
+    let decided_by = |j: usize| group.pod(j).decided_by;
     out.position = Some(i + 1);
-    out.of = Some(group.pods.len());
-    out.after = i
-        .checked_sub(1)
-        .map(|j| neighbour(j, group.pods[j].decided_by));
-    out.before = (i + 1 < group.pods.len()).then(|| neighbour(i + 1, group.pods[i].decided_by));
-    out.pod = Some(group.pods[i].clone());
+    out.of = Some(group.len());
+    out.after = i.checked_sub(1).map(|j| neighbour(j, decided_by(j)));
+    out.before = (i + 1 < group.len()).then(|| neighbour(i + 1, decided_by(i)));
+    out.pod = Some(group.pod(i).into_owned());
     out
 }
 

@@ -2,8 +2,10 @@
 //! groups them by controlling ReplicaSet, and prints the order the ReplicaSet
 //! controller deletes them in, with the rule that decided each place.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -216,34 +218,35 @@ pub struct AmbiguityReport {
     pub explanation: String,
 }
 
-/// One pod's place in its ReplicaSet's order.
+/// One pod's place in its ReplicaSet's order. Borrows the pods it was
+/// predicted from: a row per pod of a 100k-pod input costs no allocation.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodPrediction {
+pub struct PodPrediction<'a> {
     /// 1-based place: 1 is deleted first.
     pub position: usize,
     /// `metadata.namespace`.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// `metadata.name`.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Cow<'a, str>,
     /// `spec.nodeName` (empty: unassigned).
-    pub node: String,
+    pub node: Cow<'a, str>,
     /// `status.phase`.
-    pub phase: Option<String>,
+    pub phase: Option<Cow<'a, str>>,
     /// Ready condition is True.
     pub ready: bool,
     /// The deletion cost upstream uses.
     pub cost: i32,
     /// The raw annotation value, if set.
-    pub cost_annotation: Option<String>,
+    pub cost_annotation: Option<Cow<'a, str>>,
     /// Why the raw value counts as 0, if it is invalid.
     pub cost_problem: Option<CostProblem>,
     /// Active related pods on the same node (rule 5).
     pub rank: i64,
     /// When the pod became Ready (RFC 3339), for ready pods.
-    pub ready_time: Option<String>,
+    pub ready_time: Option<Timestamp>,
     /// Seconds between `readyTime` and `now`.
     pub ready_age_seconds: Option<i64>,
     /// Max regular container restarts.
@@ -251,7 +254,7 @@ pub struct PodPrediction {
     /// Max sidecar (restartable init container) restarts.
     pub sidecar_restarts: i64,
     /// `metadata.creationTimestamp`.
-    pub created: Option<String>,
+    pub created: Option<Timestamp>,
     /// The rule that puts this pod before the next one (`tie` when none does);
     /// absent for the last pod.
     pub decided_by: Option<Rule>,
@@ -263,14 +266,12 @@ pub struct PodPrediction {
     pub victim: Option<bool>,
 }
 
-/// The order of one ReplicaSet's active pods.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GroupPrediction {
+/// The order of one ReplicaSet's active pods. Its rows are made as they
+/// are read ([`GroupPrediction::pods`]): `-o names` on 100k pods makes none.
+#[derive(Debug, Clone)]
+pub struct GroupPrediction<'a> {
     /// The controller; `null` for pods without a controller ownerReference.
     pub owner: Option<OwnerRef>,
-    /// Pods in deletion order.
-    pub pods: Vec<PodPrediction>,
     /// With `--scale-down-by`: the names upstream deletes, in its order.
     pub victims: Option<Vec<String>>,
     /// With `--scale-down-by`: the cut falls inside a tie, so which of the tied
@@ -278,12 +279,90 @@ pub struct GroupPrediction {
     pub tie_at_cut: Option<bool>,
     /// Set when the comparator is not a strict weak order on these pods.
     pub ambiguity: Option<AmbiguityReport>,
+    members: Vec<&'a SlimPod>,
+    ranking: Ranking,
+    on_node: Arc<PodsOnNode<'a>>,
+    is_victim: Option<Vec<bool>>,
+    now_ns: i128,
+}
+
+impl<'a> GroupPrediction<'a> {
+    /// How many pods the order holds.
+    pub fn len(&self) -> usize {
+        self.ranking.order.len()
+    }
+
+    /// Whether the order holds no pod.
+    pub fn is_empty(&self) -> bool {
+        self.ranking.order.is_empty()
+    }
+
+    /// The pods in deletion order.
+    pub fn slim_pods(&self) -> impl ExactSizeIterator<Item = &'a SlimPod> + '_ {
+        self.ranking.order.iter().map(|&i| self.members[i])
+    }
+
+    /// The row of the pod at 0-based place `pos`.
+    pub fn pod(&self, pos: usize) -> PodPrediction<'a> {
+        let i = self.ranking.order[pos];
+        let p = self.members[i];
+        let decided_by = self.ranking.decided_by.get(pos).copied();
+        let ready_time = if p.ready { p.ready_time } else { None };
+        PodPrediction {
+            position: pos + 1,
+            namespace: Cow::Borrowed(&p.namespace),
+            name: Cow::Borrowed(&p.name),
+            uid: Cow::Borrowed(&p.uid),
+            node: Cow::Borrowed(&p.node_name),
+            phase: p.phase.as_deref().map(Cow::Borrowed),
+            ready: p.ready,
+            cost: p.cost.value,
+            cost_annotation: p.cost_annotation.as_deref().map(Cow::Borrowed),
+            cost_problem: p.cost.problem,
+            rank: self.on_node.rank(&p.node_name),
+            ready_time: timestamp(ready_time),
+            ready_age_seconds: ready_time
+                .map(|t| i64::try_from((self.now_ns - t) / 1_000_000_000).unwrap_or(i64::MAX)),
+            restarts: p.restarts,
+            sidecar_restarts: p.sidecar_restarts,
+            created: timestamp(p.created),
+            decided_by,
+            decided_by_description: decided_by.map(Rule::describe),
+            tie_block: self.ranking.block[pos],
+            victim: self.is_victim.as_ref().map(|v| v[i]),
+        }
+    }
+
+    /// The rows in deletion order.
+    pub fn pods(&self) -> impl ExactSizeIterator<Item = PodPrediction<'a>> + '_ {
+        (0..self.len()).map(|pos| self.pod(pos))
+    }
+}
+
+impl Serialize for GroupPrediction<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        /// The rows, written as they are made.
+        struct Rows<'g, 'a>(&'g GroupPrediction<'a>);
+        impl Serialize for Rows<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.pods())
+            }
+        }
+        let mut st = s.serialize_struct("GroupPrediction", 5)?;
+        st.serialize_field("owner", &self.owner)?;
+        st.serialize_field("pods", &Rows(self))?;
+        st.serialize_field("victims", &self.victims)?;
+        st.serialize_field("tieAtCut", &self.tie_at_cut)?;
+        st.serialize_field("ambiguity", &self.ambiguity)?;
+        st.end()
+    }
 }
 
 /// Everything `predict` found.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Prediction {
+pub struct Prediction<'a> {
     /// The `now` used (RFC 3339).
     pub now: String,
     /// Gates used.
@@ -294,25 +373,44 @@ pub struct Prediction {
     /// The `--scale-down-by` given.
     pub scale_down_by: Option<usize>,
     /// One entry per ReplicaSet, in the order described in `--help`.
-    pub replica_sets: Vec<GroupPrediction>,
+    pub replica_sets: Vec<GroupPrediction<'a>>,
     /// Pods left out as inactive.
     pub inactive: Vec<InactivePod>,
 }
 
-fn time_string(t: GoTime) -> Option<String> {
+impl PodPrediction<'_> {
+    /// The row with its texts copied, outliving the pods it was read from.
+    pub fn into_owned(self) -> PodPrediction<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        PodPrediction {
+            namespace: own(self.namespace),
+            name: own(self.name),
+            uid: own(self.uid),
+            node: own(self.node),
+            phase: self.phase.map(own),
+            cost_annotation: self.cost_annotation.map(own),
+            ..self
+        }
+    }
+}
+
+fn timestamp(t: GoTime) -> Option<Timestamp> {
     t.and_then(|ns| Timestamp::from_nanosecond(ns).ok())
-        .map(|ts| ts.to_string())
 }
 
 /// Orders `pods` per ReplicaSet. `related` (default: `pods`) feeds the
 /// colocation rank. Pure: no I/O.
-pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]>) -> Prediction {
+pub fn predict<'a>(
+    settings: &Settings,
+    pods: &'a [SlimPod],
+    related: Option<&'a [SlimPod]>,
+) -> Prediction<'a> {
     let now = go_time(Some(&Time(settings.now)));
     let cmp = Comparator {
         gates: settings.gates,
         now,
     };
-    let on_node = PodsOnNode::count_slim(related.unwrap_or(pods));
+    let on_node = Arc::new(PodsOnNode::count_slim(related.unwrap_or(pods)));
     let mut inactive = Vec::new();
     // key order = output order: owned groups by (kind, name, uid), then the unowned one
     let mut groups: BTreeMap<(bool, Option<&crate::comparator::ControllerRef>), Vec<&SlimPod>> =
@@ -341,7 +439,7 @@ pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]
                 name: o.name.to_string(),
                 uid: o.uid.to_string(),
             });
-            group_prediction(settings, owner, &members, &on_node, &ranking)
+            group_prediction(settings, owner, members, &on_node, ranking)
         })
         .collect::<Vec<_>>();
     Prediction {
@@ -354,53 +452,21 @@ pub fn predict(settings: &Settings, pods: &[SlimPod], related: Option<&[SlimPod]
     }
 }
 
-fn group_prediction(
+fn group_prediction<'a>(
     settings: &Settings,
     owner: Option<OwnerRef>,
-    members: &[&SlimPod],
-    on_node: &PodsOnNode,
-    ranking: &Ranking,
-) -> GroupPrediction {
-    let now_ns = settings.now.as_nanosecond();
+    members: Vec<&'a SlimPod>,
+    on_node: &Arc<PodsOnNode<'a>>,
+    ranking: Ranking,
+) -> GroupPrediction<'a> {
     let victims = settings.scale_down_by.map(|n| ranking.victims_in_order(n));
-    let mut is_victim = vec![false; members.len()];
-    for &i in victims.iter().flatten() {
-        is_victim[i] = true;
-    }
-    let pods = ranking
-        .order
-        .iter()
-        .enumerate()
-        .map(|(pos, &i)| {
-            let p = members[i];
-            let decided_by = ranking.decided_by.get(pos).copied();
-            let cost = &p.cost;
-            let ready_time = if p.ready { p.ready_time } else { None };
-            PodPrediction {
-                position: pos + 1,
-                namespace: p.namespace.to_string(),
-                name: p.name.to_string(),
-                uid: p.uid.to_string(),
-                node: p.node_name.to_string(),
-                phase: p.phase.as_deref().map(str::to_string),
-                ready: p.ready,
-                cost: cost.value,
-                cost_annotation: p.cost_annotation.as_deref().map(str::to_string),
-                cost_problem: cost.problem,
-                rank: on_node.rank(&p.node_name),
-                ready_time: time_string(ready_time),
-                ready_age_seconds: ready_time
-                    .map(|t| i64::try_from((now_ns - t) / 1_000_000_000).unwrap_or(i64::MAX)),
-                restarts: p.restarts,
-                sidecar_restarts: p.sidecar_restarts,
-                created: time_string(p.created),
-                decided_by,
-                decided_by_description: decided_by.map(Rule::describe),
-                tie_block: ranking.block[pos],
-                victim: settings.scale_down_by.map(|_| is_victim[i]),
-            }
-        })
-        .collect();
+    let is_victim = victims.as_ref().map(|v| {
+        let mut is_victim = vec![false; members.len()];
+        for &i in v {
+            is_victim[i] = true;
+        }
+        is_victim
+    });
     let ambiguity = ranking.ambiguity.as_ref().map(|a| AmbiguityReport {
         pods: a
             .pods
@@ -416,10 +482,14 @@ fn group_prediction(
     });
     GroupPrediction {
         owner,
-        pods,
         victims: victims.map(|v| v.iter().map(|&i| members[i].name.to_string()).collect()),
         tie_at_cut: settings.scale_down_by.map(|n| ranking.tie_at_cut(n)),
         ambiguity,
+        is_victim,
+        now_ns: settings.now.as_nanosecond(),
+        members,
+        ranking,
+        on_node: on_node.clone(),
     }
 }
 
@@ -511,9 +581,9 @@ pub fn invalid_cost_warning(p: &Prediction) -> Option<String> {
     let invalid: Vec<String> = p
         .replica_sets
         .iter()
-        .flat_map(|g| &g.pods)
+        .flat_map(GroupPrediction::slim_pods)
         .filter_map(|pod| {
-            let problem = pod.cost_problem?;
+            let problem = pod.cost.problem?;
             let raw = pod.cost_annotation.as_deref().unwrap_or_default();
             Some(format!("{} ({:?}: {problem})", pod.name, shortened(raw)))
         })
@@ -530,7 +600,7 @@ pub fn render_names(p: &Prediction) -> String {
                 out.push_str(n);
                 out.push('\n');
             }),
-            None => g.pods.iter().for_each(|pod| {
+            None => g.slim_pods().for_each(|pod| {
                 out.push_str(&pod.name);
                 out.push('\n');
             }),
@@ -593,17 +663,18 @@ pub fn render_table(p: &Prediction) -> String {
     let mut footers: Vec<String> = Vec::new();
     for g in &p.replica_sets {
         let label = OwnerRef::label(g.owner.as_ref());
-        for pod in &g.pods {
+        for pod in g.pods() {
+            let pod = &pod;
             let mut row = vec![
                 label.clone(),
                 pod.position.to_string(),
-                pod.name.clone(),
+                pod.name.to_string(),
                 if pod.node.is_empty() {
                     "<none>".into()
                 } else {
-                    pod.node.clone()
+                    pod.node.to_string()
                 },
-                pod.phase.clone().unwrap_or_else(|| "<none>".into()),
+                pod.phase.as_deref().unwrap_or("<none>").to_string(),
                 if pod.ready { "True" } else { "False" }.into(),
                 cost_cell(pod),
                 pod.rank.to_string(),
@@ -834,14 +905,25 @@ pub(crate) fn read_selected(
     }
 }
 
+/// Each family's pods and related pods as slim records, for
+/// [`predict_families`].
+pub fn slim_families(families: &[Family]) -> Vec<(Vec<SlimPod>, Vec<SlimPod>)> {
+    let slim = |pods: &[&_]| pods.iter().map(|p| SlimPod::from_pod(*p)).collect();
+    families
+        .iter()
+        .map(|f| (slim(&f.pods), slim(&f.related)))
+        .collect()
+}
+
 /// Orders each family's pods on its own, its related pods feeding the
 /// colocation rank, and joins the answers in the order of `--help`. Pure.
-pub fn predict_families(settings: &Settings, families: &[Family]) -> Prediction {
-    let mut all: Option<Prediction> = None;
-    for f in families {
-        let pods: Vec<SlimPod> = f.pods.iter().map(|p| SlimPod::from_pod(*p)).collect();
-        let related: Vec<SlimPod> = f.related.iter().map(|p| SlimPod::from_pod(*p)).collect();
-        let p = predict(settings, &pods, Some(&related));
+pub fn predict_families<'a>(
+    settings: &Settings,
+    families: &'a [(Vec<SlimPod>, Vec<SlimPod>)],
+) -> Prediction<'a> {
+    let mut all: Option<Prediction<'a>> = None;
+    for (pods, related) in families {
+        let p = predict(settings, pods, Some(related));
         match &mut all {
             None => all = Some(p),
             Some(a) => {
@@ -903,7 +985,8 @@ fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliErro
     let choice = args.gates.choose(read.version.as_ref())?;
     settings.gates = choice.gates;
     settings.kubernetes_version = choice.version;
-    let prediction = predict_families(&settings, &families);
+    let slim = slim_families(&families);
+    let prediction = predict_families(&settings, &slim);
     let text = match args.output {
         OutputFormat::Names => render_names(&prediction),
         OutputFormat::Json => render_json(&prediction)?,

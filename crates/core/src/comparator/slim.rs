@@ -65,8 +65,9 @@ impl std::fmt::Display for Uid {
 /// What the comparator reads of one pod (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlimPod {
-    /// `metadata.namespace` (empty when absent).
-    pub namespace: Box<str>,
+    /// `metadata.namespace` (empty when absent); pods read from one input
+    /// share it.
+    pub namespace: Arc<str>,
     /// `metadata.name` (empty when absent).
     pub name: Box<str>,
     /// `metadata.uid` (empty when absent).
@@ -120,14 +121,13 @@ impl SlimPod {
     /// [`PodRecord`]: crate::pod::PodRecord
     pub fn from_pod(pod: &(impl PodView + ?Sized)) -> Self {
         let m = pod.meta();
-        let text = |s: Option<&str>| s.unwrap_or_default().into();
         let ready = is_pod_ready(pod);
         let ready_time = pod_ready_time(pod, ready);
         let (restarts, sidecar_restarts) = max_container_restarts(pod);
         let cost_annotation = pod.annotation(POD_DELETION_COST);
         Self {
-            namespace: text(m.namespace),
-            name: text(m.name),
+            namespace: m.namespace.unwrap_or_default().into(),
+            name: m.name.unwrap_or_default().into(),
             uid: m.uid.unwrap_or_default().into(),
             node_name: pod.node_name().unwrap_or_default().into(),
             phase: pod.phase().map(phase_of),

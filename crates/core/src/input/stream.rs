@@ -16,7 +16,6 @@
 use std::borrow::Cow;
 use std::io::{BufReader, Read};
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -27,9 +26,10 @@ use super::{
     json_syntax, not_utf8_message, read_bounded, Expect, InputError, InputLimits, RawObject,
     ServerVersion,
 };
-use crate::comparator::slim::{ControllerRef, SlimPod};
+use crate::comparator::slim::SlimPod;
 
 mod fast;
+mod window;
 
 /// The pods of a `predict` input read from `reader` (a file or stdin, opened
 /// by the CLI); `size_hint` is a regular file's length.
@@ -39,8 +39,26 @@ pub fn pods_from_reader(
     limits: InputLimits,
     size_hint: u64,
 ) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    pods_by(source_name, reader, limits, size_hint, Path::Window)
+}
+
+fn pods_by(
+    source_name: &str,
+    reader: impl Read,
+    limits: InputLimits,
+    size_hint: u64,
+    path: Path,
+) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
     let mut collect = Collect::new(source_name, size_hint, limits);
-    match stream_items(source_name, reader, limits.bytes, size_hint, &mut collect)? {
+    let streamed = stream_items_by(
+        source_name,
+        reader,
+        limits.bytes,
+        size_hint,
+        &mut collect,
+        path,
+    )?;
+    match streamed {
         Streamed::Items => collect.finish(),
         Streamed::Text(text) => {
             let (pods, version) = super::parse_pods_slim_versioned(source_name, &text)?;
@@ -61,6 +79,13 @@ pub(crate) trait ItemSink {
     /// One item of the top-level array or List, as raw JSON, with where it
     /// was (`items[3]`, `[0]`).
     fn item(&mut self, raw: &str, location: String);
+    /// One object item at the start of `text`, which goes on past the item
+    /// (to the end of what was read so far): the sink keeps it and says how
+    /// long it was, or says the text ends inside it, or leaves it to
+    /// [`ItemSink::item`]. An item it takes is valid JSON.
+    fn item_prefix(&mut self, _text: &str, _at: ItemAt) -> Prefix {
+        Prefix::Other
+    }
     /// The input's one object (not a List), or what a single item held.
     fn value(&mut self, value: Value, location: String);
     /// Forgets everything handed so far (a repeated `items` key: the last
@@ -74,6 +99,38 @@ pub(crate) trait ItemSink {
     fn take_fatal(&mut self) -> Option<InputError>;
     /// Whether reading must stop.
     fn stopped(&self) -> bool;
+}
+
+/// How many decimal digits `n` is written with.
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Where an item of the top-level array or List was: `[3]`, `items[3]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ItemAt {
+    /// In a List's `items` (else a top-level array).
+    pub list: bool,
+    pub index: usize,
+}
+
+impl std::fmt::Display for ItemAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.list {
+            f.write_str("items")?;
+        }
+        write!(f, "[{}]", self.index)
+    }
+}
+
+/// What [`ItemSink::item_prefix`] did with an item.
+pub(crate) enum Prefix {
+    /// Kept it; it was this many bytes long.
+    Taken(usize),
+    /// The text ends inside the item: more is needed.
+    Cut,
+    /// Not for this path: [`ItemSink::item`] takes it.
+    Other,
 }
 
 /// How [`stream_items`] read its input.
@@ -92,10 +149,37 @@ pub(crate) enum Streamed {
 /// is the sink's to judge.
 pub(crate) fn stream_items<S: ItemSink>(
     source_name: &str,
+    reader: impl Read,
+    max_bytes: u64,
+    size_hint: u64,
+    sink: &mut S,
+) -> Result<Streamed, InputError> {
+    stream_items_by(
+        source_name,
+        reader,
+        max_bytes,
+        size_hint,
+        sink,
+        Path::Window,
+    )
+}
+
+/// How JSON is read: the window's fast path (then the reader path from
+/// where it stops), or the reader path alone (the tests' reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Window,
+    #[cfg(test)]
+    Reader,
+}
+
+fn stream_items_by<S: ItemSink>(
+    source_name: &str,
     mut reader: impl Read,
     max_bytes: u64,
     size_hint: u64,
     sink: &mut S,
+    path: Path,
 ) -> Result<Streamed, InputError> {
     // look for the first byte that is not ASCII whitespace
     const PEEK: usize = 64 << 10;
@@ -137,7 +221,7 @@ pub(crate) fn stream_items<S: ItemSink>(
         }
         return Ok(Streamed::Items);
     }
-    let mut text = TextReader {
+    let text = TextReader {
         source_name,
         head,
         head_at: 0,
@@ -154,23 +238,74 @@ pub(crate) fn stream_items<S: ItemSink>(
         stream_yaml(source_name, text, max_bytes, size_hint, sink)?;
         return Ok(Streamed::Items);
     }
+    let mut window = window::Window::new(text);
+    let outcome = match path {
+        Path::Window => window.run(sink),
+        #[cfg(test)]
+        Path::Reader => window::Outcome::Takeover(window::Takeover::start()),
+    };
+    let takeover = match outcome {
+        window::Outcome::Takeover(t) => t,
+        window::Outcome::Fatal(e) => return Err(e),
+    };
+    // the reader path from the takeover on: an opening that puts serde_json
+    // in the same state, then the same bytes; positions in its errors are
+    // moved to where those bytes are in the input
+    let opening = takeover.state.opening();
+    let at = window.position(takeover.at);
+    let window::Window { mut text, buf, .. } = window;
+    let rest = std::io::Cursor::new(opening)
+        .chain(std::io::Cursor::new(&buf.as_bytes()[takeover.at..]))
+        .chain(&mut text);
+    let resume = match takeover.state {
+        window::State::Start => None,
+        window::State::Before { .. } | window::State::End { .. } => Some(Resume {
+            fields: takeover.fields,
+            next: 0,
+            skip_first: false,
+        }),
+        window::State::After { index, .. } => Some(Resume {
+            fields: takeover.fields,
+            next: index + 1,
+            skip_first: true,
+        }),
+    };
     let parsed = {
         let mut de =
-            serde_json::Deserializer::from_reader(BufReader::with_capacity(64 << 10, &mut text));
-        Top::<S, Json>::new(&mut *sink, source_name)
-            .deserialize(&mut de)
-            .and_then(|()| de.end())
+            serde_json::Deserializer::from_reader(BufReader::with_capacity(window::CHUNK, rest));
+        let mut top = Top::<S, Json>::new(&mut *sink, source_name);
+        top.resume = resume;
+        top.deserialize(&mut de).and_then(|()| de.end())
     };
     if let Err(e) = parsed {
         if let Some(e) = sink.take_fatal() {
             return Err(e);
         }
-        return Err(text
-            .error
-            .take()
-            .unwrap_or_else(|| json_syntax(source_name, &e)));
+        // the text reader's error when serde_json stopped at it: the
+        // window may have read past an error in the text before it
+        let read = if e.is_io() { text.error.take() } else { None };
+        return Err(read.unwrap_or_else(|| {
+            let mut e = json_syntax(source_name, &e);
+            if let InputError::Syntax {
+                position: Some(p), ..
+            } = &mut e
+            {
+                *p = shifted(*p, at, opening.len() as u64);
+            }
+            e
+        }));
     }
     Ok(Streamed::Items)
+}
+
+/// Where in the input serde_json's position `(l, c)` is, when it read an
+/// opening of `opening` bytes and then the input from `(line, column)` on.
+fn shifted((l, c): (u64, u64), (line, column): (u64, u64), opening: u64) -> (u64, u64) {
+    if l == 1 {
+        (line, (c + column - 1).saturating_sub(opening))
+    } else {
+        (line + l - 1, c)
+    }
 }
 
 /// Streams a YAML input that starts a block mapping (see
@@ -388,9 +523,9 @@ impl<R: Read> TextReader<'_, R> {
     /// 1-based line and column of `data[at]`, `data` starting at the next byte.
     fn position(&self, data: &[u8], at: usize) -> (u64, u64) {
         let before = &data[..at];
-        match before.iter().rposition(|&b| b == b'\n') {
+        match memchr::memrchr(b'\n', before) {
             Some(nl) => (
-                self.line + before.iter().filter(|&&b| b == b'\n').count() as u64,
+                self.line + memchr::memchr_iter(b'\n', before).count() as u64,
                 (at - nl) as u64,
             ),
             None => (self.line, self.column + at as u64),
@@ -517,14 +652,13 @@ struct Collect<'s> {
     source_name: &'s str,
     pods: Vec<SlimPod>,
     /// Where each pod was (`items[3]`), for duplicate errors.
-    locations: Vec<Box<str>>,
+    locations: Vec<Location>,
     shape: Option<InputError>,
     version: Option<ServerVersion>,
     version_error: Option<InputError>,
     pod_error: Option<InputError>,
     /// Shared strings: nodes and owners repeat across pods.
-    nodes: foldhash::HashMap<Box<str>, Arc<str>>,
-    owners: foldhash::HashSet<Arc<ControllerRef>>,
+    shared: fast::Shared,
     /// About how many bytes the pods take, and the most they may: the byte
     /// limit, so that tiny items (`[{"metadata":{"name":"p"}},...` without
     /// end) cannot hold more memory than the text would have.
@@ -547,8 +681,7 @@ impl<'s> Collect<'s> {
             version: None,
             version_error: None,
             pod_error: None,
-            nodes: Default::default(),
-            owners: Default::default(),
+            shared: Default::default(),
             held: 0,
             limit: limits.bytes,
             max_pods: limits.pods,
@@ -556,14 +689,19 @@ impl<'s> Collect<'s> {
         }
     }
 
-    fn push(&mut self, pod: SlimPod, location: &str) {
+    fn push(&mut self, pod: SlimPod, location: Location) {
         // the record, its strings and its location, with allocator overhead
+        let location_len = match &location {
+            // as long as its text (`[3]`, `items[3]`), so both paths count alike
+            Location::Item(at) => usize::from(at.list) * 5 + 2 + decimal_digits(at.index),
+            Location::Text(text) => text.len(),
+        };
         self.held += (std::mem::size_of::<SlimPod>()
             + pod.name.len()
             + pod.uid.len()
             + pod.namespace.len()
             + pod.cost_annotation.as_deref().map_or(0, str::len)
-            + location.len()
+            + location_len
             + 96) as u64;
         if self.held > self.limit && self.fatal.is_none() {
             self.fatal = Some(InputError::TooLarge {
@@ -579,7 +717,7 @@ impl<'s> Collect<'s> {
             });
         }
         self.pods.push(pod);
-        self.locations.push(location.into());
+        self.locations.push(location);
     }
 
     fn clear(&mut self) {
@@ -598,8 +736,8 @@ impl<'s> Collect<'s> {
             return; // only the first shape error is ever reported
         }
         if self.pod_error.is_none() {
-            if let Some(pod) = fast::decode(raw, &mut self.nodes, &mut self.owners) {
-                self.push(pod, &location);
+            if let Some(pod) = fast::decode(raw, &mut self.shared) {
+                self.push(pod, Location::Text(location.into()));
                 return;
             }
         }
@@ -637,7 +775,10 @@ impl<'s> Collect<'s> {
         match pod {
             Ok(pods) => {
                 for p in &pods {
-                    self.push(SlimPod::from_pod(p), &o.location);
+                    self.push(
+                        SlimPod::from_pod(p),
+                        Location::Text(o.location.as_str().into()),
+                    );
                 }
             }
             Err(e) => self.pod_error = Some(e),
@@ -659,9 +800,46 @@ impl<'s> Collect<'s> {
     }
 }
 
+/// Where a pod was, said when it is listed twice.
+enum Location {
+    /// An item the fast path read.
+    Item(ItemAt),
+    /// Any other (`items[3]`, `[0].items[2]`, `document 2`).
+    Text(Box<str>),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Item(at) => at.fmt(f),
+            Location::Text(text) => f.write_str(text),
+        }
+    }
+}
+
 impl ItemSink for Collect<'_> {
     fn item(&mut self, raw: &str, location: String) {
         self.take_item(raw, location);
+    }
+    fn item_prefix(&mut self, text: &str, at: ItemAt) -> Prefix {
+        if self.shape.is_some() || self.pod_error.is_some() {
+            return Prefix::Other;
+        }
+        match fast::decode_prefix(text, &mut self.shared) {
+            Ok((Some(pod), len)) => {
+                self.push(pod, Location::Item(at));
+                Prefix::Taken(len)
+            }
+            Ok((None, len)) => match text.get(..len) {
+                Some(raw) => {
+                    self.take_item(raw, at.to_string());
+                    Prefix::Taken(len)
+                }
+                None => Prefix::Other,
+            },
+            Err(fast::Miss::Cut) => Prefix::Cut,
+            Err(fast::Miss::Unsure) => Prefix::Other,
+        }
     }
     fn value(&mut self, value: Value, location: String) {
         self.general(value, location);
@@ -688,7 +866,7 @@ impl ItemSink for Collect<'_> {
 fn check_unique(
     source_name: &str,
     pods: &[SlimPod],
-    locations: &[Box<str>],
+    locations: &[Location],
 ) -> Result<(), InputError> {
     use foldhash::{HashMap, HashMapExt};
     let mut names: HashMap<(&str, &str), usize> = HashMap::with_capacity(pods.len());
@@ -697,7 +875,7 @@ fn check_unique(
         let p = &pods[i];
         format!(
             "{} (Pod {})",
-            item_label(source_name, &locations[i]),
+            item_label(source_name, &locations[i].to_string()),
             super::qualified(&p.namespace, &p.name)
         )
     };
@@ -727,20 +905,34 @@ fn check_unique(
 
 /// The top-level value: an array, or an object that is a List (its `items`
 /// streamed) or a single object.
-struct Top<'c, 'n, S, F> {
+struct Top<'c, 'n, S, F: Format> {
     sink: &'c mut S,
     source_name: &'n str,
+    /// Where the fast path stopped: its opening's `items` (or array) is the
+    /// one it was reading.
+    resume: Option<Resume<F::Raw>>,
     format: PhantomData<F>,
 }
 
-impl<'c, 'n, S, F> Top<'c, 'n, S, F> {
+impl<'c, 'n, S, F: Format> Top<'c, 'n, S, F> {
     fn new(sink: &'c mut S, source_name: &'n str) -> Self {
         Self {
             sink,
             source_name,
+            resume: None,
             format: PhantomData,
         }
     }
+}
+
+/// What the fast path read before it handed over (see `window`).
+struct Resume<R> {
+    /// The List's fields before `items`.
+    fields: Vec<(String, R)>,
+    /// The index of the next item.
+    next: usize,
+    /// The opening holds an item of its own, the one handed on last.
+    skip_first: bool,
 }
 
 /// How a format's deserializer hands over an item or a field: JSON as its
@@ -796,8 +988,14 @@ impl<'de, S: ItemSink, F: Format> Visitor<'de> for Top<'_, '_, S, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut i = 0usize;
+        let (mut i, mut skip) = self
+            .resume
+            .as_ref()
+            .map_or((0, false), |r| (r.next, r.skip_first));
         while let Some(raw) = seq.next_element::<F::Raw>()? {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
             self.sink.item(&F::text(&raw), format!("[{i}]"));
             if self.sink.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
@@ -810,13 +1008,29 @@ impl<'de, S: ItemSink, F: Format> Visitor<'de> for Top<'_, '_, S, F> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         // every field but `items` as raw text (a List has two or three small
         // ones; a single object has them all); `items` streamed as a List's
-        let mut fields: Vec<(String, F::Raw)> = Vec::new();
+        let mut resume = self.resume;
+        let mut fields: Vec<(String, F::Raw)> = resume
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.fields))
+            .unwrap_or_default();
         let mut items: Option<ItemsSeen> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                // a repeated key: the last one counts, as in a parsed object
-                self.sink.reset();
-                items = Some(map.next_value_seed(Items::<S, F>(&mut *self.sink, PhantomData))?);
+                // the fast path's `items` goes on; a repeated key: the last
+                // one counts, as in a parsed object
+                let (next, skip_first) = match resume.take() {
+                    Some(r) => (r.next, r.skip_first),
+                    None => {
+                        self.sink.reset();
+                        (0, false)
+                    }
+                };
+                items = Some(map.next_value_seed(Items::<S, F> {
+                    sink: &mut *self.sink,
+                    next,
+                    skip_first,
+                    format: PhantomData,
+                })?);
             } else {
                 let raw = map.next_value::<F::Raw>()?;
                 fields.retain(|(k, _)| *k != key);
@@ -880,7 +1094,13 @@ enum ItemsSeen {
     Other(&'static str),
 }
 
-struct Items<'c, S, F>(&'c mut S, PhantomData<F>);
+struct Items<'c, S, F> {
+    sink: &'c mut S,
+    /// The index of the first item, and whether to skip it (see [`Resume`]).
+    next: usize,
+    skip_first: bool,
+    format: PhantomData<F>,
+}
 
 impl<'de, S: ItemSink, F: Format> DeserializeSeed<'de> for Items<'_, S, F> {
     type Value = ItemsSeen;
@@ -897,10 +1117,13 @@ impl<'de, S: ItemSink, F: Format> Visitor<'de> for Items<'_, S, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ItemsSeen, A::Error> {
-        let mut i = 0usize;
+        let (mut i, mut skip) = (self.next, self.skip_first);
         while let Some(raw) = seq.next_element::<F::Raw>()? {
-            self.0.item(&F::text(&raw), format!("items[{i}]"));
-            if self.0.stopped() {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
+            self.sink.item(&F::text(&raw), format!("items[{i}]"));
+            if self.sink.stopped() {
                 return Err(serde::de::Error::custom("stopped reading"));
             }
             i += 1;
@@ -1122,8 +1345,7 @@ mod tests {
     #[test]
     fn fast_decode_matches_the_whole_pod() {
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_str(POD).unwrap();
-        let (mut nodes, mut owners) = Default::default();
-        let fast = fast::decode(POD, &mut nodes, &mut owners).unwrap();
+        let fast = fast::decode(POD, &mut Default::default()).unwrap();
         assert_eq!(fast, SlimPod::from_pod(&pod));
         assert_eq!((fast.restarts, fast.sidecar_restarts), (3, 1));
         assert_eq!(fast.cost_annotation.as_deref(), Some("5"));
@@ -1165,6 +1387,183 @@ mod tests {
         let bad = "[\n {\u{1}}]";
         for step in 1..6 {
             assert_eq!(cut(bad, step).map(|_| ()), Err("f.json: not valid JSON or YAML at line 2 column 3: control character 0x01 is in no JSON or YAML text (binary data?); stopped reading".to_string()), "step {step}");
+        }
+    }
+
+    /// The window's fast path answers as the reader path alone does, on
+    /// inputs of several windows whatever goes wrong where: syntax errors,
+    /// other shapes, bad bytes and limits at points spread over the input,
+    /// compact and indented, an array and a List, reads cut anywhere.
+    #[test]
+    fn the_window_answers_as_the_reader_path() {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.1.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let run = |text: &[u8], limits: InputLimits, step: usize, path: Path| {
+            pods_by("f.json", Trickle(text, step), limits, 0, path).map_err(|e| e.to_string())
+        };
+        let pod = |i: usize| {
+            let extra = match i % 7 {
+                0 => r#","annotations":{"controller.kubernetes.io/pod-deletion-cost":"7"}"#,
+                1 => {
+                    r#","ownerReferences":[{"kind":"ReplicaSet","name":"rs","uid":"r","controller":true}]"#
+                }
+                _ => "",
+            };
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p{i}","uid":"u{i}"{extra}}},"spec":{{"nodeName":"n{}"}},"status":{{"phase":"Running","conditions":[{{"type":"Ready","status":"True","lastTransitionTime":"2025-01-01T00:00:{:02}Z"}}]}}}}"#,
+                i % 13,
+                i % 60
+            )
+        };
+        let items: Vec<String> = (0..900).map(pod).collect();
+        let compact = format!(
+            r#"{{"apiVersion":"v1","metadata":{{"resourceVersion":"1"}},"items":[{}],"kind":"List"}}"#,
+            items.join(",")
+        );
+        let value: Value = serde_json::from_str(&compact).unwrap();
+        let indented = serde_json::to_string_pretty(&value).unwrap();
+        let array = format!("[{}]\n", items.join(",\n"));
+        assert!(compact.len() > 3 * window::CHUNK, "{}", compact.len());
+        let mut inputs: Vec<(String, Vec<u8>)> = Vec::new();
+        for (name, text) in [
+            ("compact", &compact),
+            ("indented", &indented),
+            ("array", &array),
+        ] {
+            let bytes = text.as_bytes();
+            inputs.push((name.to_string(), bytes.to_vec()));
+            // every 19th of the way in, one byte replaced or the rest cut off
+            for k in 1..19 {
+                let at = bytes.len() * k / 19 + k;
+                for b in [&b"x"[..], b",", b"]", b"}", b"\"", b"\x01", b"\xff"] {
+                    let mut t = bytes.to_vec();
+                    t.splice(at..at + 1, b.iter().copied());
+                    inputs.push((format!("{name}, {at} is {b:?}"), t));
+                }
+                inputs.push((format!("{name}, cut at {at}"), bytes[..at].to_vec()));
+            }
+            // an error in the text, and a bad byte a window or less after it
+            for k in [1, 3] {
+                let at = bytes.len() * k / 5;
+                for (error, after) in [(&b"1."[..], 3), (b"x", 40_000), (b"1e", 70_000)] {
+                    let mut t = bytes.to_vec();
+                    t[at + after] = 0x01;
+                    t.splice(at..at + 1, error.iter().copied());
+                    inputs.push((format!("{name}, {error:?} at {at}, 0x01 {after} on"), t));
+                }
+            }
+            // right after an item and after its comma: a takeover's own line
+            let ends: Vec<usize> = text.match_indices("},").map(|(i, _)| i + 1).collect();
+            for &at in [ends[2], ends[ends.len() / 2], ends[ends.len() - 1]].iter() {
+                for (k, b) in [
+                    (0, &b"x"[..]),
+                    (0, b"]"),
+                    (0, b",,"),
+                    // what could carry on a number right after the item
+                    (0, b".5"),
+                    (0, b"e1"),
+                    (0, b"7"),
+                    (1, b"]"),
+                    (1, b"\x02"),
+                ] {
+                    let mut t = bytes.to_vec();
+                    t.splice(at + k..at + k + 1, b.iter().copied());
+                    inputs.push((format!("{name}, {} is {b:?}", at + k), t));
+                }
+            }
+            // other items among the pods
+            for other in [
+                "3",
+                "null",
+                "[]",
+                r#"{"metadata":{"name":"p5"}}"#,
+                r#"{"kind":"Node","metadata":{"name":"n"}}"#,
+                r#"{"metadata":{"name":"q","uid":"u"},"status":{"phase":5}}"#,
+                r#"{"serverVersion":{"major":"1","minor":"30"}}"#,
+            ] {
+                let t = text.replacen(
+                    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p600""#,
+                    &format!(
+                        r#"{other},{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p600""#
+                    ),
+                    1,
+                );
+                inputs.push((format!("{name} with {other}"), t.into_bytes()));
+            }
+            // one item larger than the fast path reads again
+            let big = format!(
+                r#"{{"metadata":{{"name":"big","annotations":{{"a":"{}"}}}}}},"#,
+                "x".repeat(1_200_000)
+            );
+            let t = text.replacen(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p300""#,
+                &format!(r#"{big}{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p300""#),
+                1,
+            );
+            inputs.push((format!("{name} with a big item"), t.into_bytes()));
+        }
+        for (i, head) in [r#"{"items":[]}"#, r#"{"kind":"List","items":null}"#, r#"{"k\u0069nd":"List","items":[{"metadata":{"name":"a"}}],"items":[{"metadata":{"name":"b"}}]}"#, r#"{"kind":"List","kind":"PodList","items":[{"metadata":{"name":"a"}}]}"#, r#"{"items":[{"metadata":{"name":"a"}}],"items":5}"#, "[{\"metadata\":{\"name\":\"a\"}} , \n {\"metadata\":{\"name\":\"b\"}} \n ] \n"].into_iter().enumerate() {
+            inputs.push((format!("small {i}"), head.as_bytes().to_vec()));
+        }
+        let limits = [
+            InputLimits::bytes(1 << 24),
+            InputLimits::bytes(100_000),
+            InputLimits {
+                pods: 500,
+                ..InputLimits::bytes(1 << 24)
+            },
+        ];
+        for (n, (name, text)) in inputs.iter().enumerate() {
+            // every limit and cut reads for some of the inputs (a debug build reads slowly)
+            let some = if n % 8 == 0 { 3 } else { 1 };
+            for &limits in &limits[..some] {
+                for step in [usize::MAX, 4093].into_iter().take(some.min(2)) {
+                    let fast = run(text, limits, step, Path::Window);
+                    let reader = run(text, limits, step, Path::Reader);
+                    assert_eq!(fast, reader, "{name}, {limits:?}, reads of {step}");
+                }
+            }
+        }
+    }
+
+    /// Both paths count a pod against `--max-input-bytes` alike, whatever
+    /// the limit: a tiny pod's location weighs as much as its text.
+    #[test]
+    fn the_window_counts_bytes_as_the_reader_path() {
+        let items: Vec<String> = (0..1_000)
+            .map(|i| format!(r#"{{"metadata":{{"name":"p{i}"}}}}"#))
+            .collect();
+        for text in [
+            format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(",")),
+            format!("[{}]", items.join(",")),
+        ] {
+            let run = |limit: u64, path: Path| {
+                pods_by(
+                    "f.json",
+                    text.as_bytes(),
+                    InputLimits::bytes(limit),
+                    0,
+                    path,
+                )
+                .map(|(pods, _)| pods.len())
+                .map_err(|e| e.to_string())
+            };
+            let all = run(1 << 30, Path::Reader);
+            assert_eq!(all, Ok(1_000));
+            let mut refused = 0;
+            for limit in (1_000..400_000).step_by(1_999) {
+                let reader = run(limit, Path::Reader);
+                refused += usize::from(reader.is_err());
+                assert_eq!(run(limit, Path::Window), reader, "limit {limit}");
+            }
+            assert!(refused > 10, "{refused}");
         }
     }
 

@@ -17,6 +17,8 @@ use crate::comparator::key::go_time;
 use crate::comparator::slim::{cost_of, phase_of, ControllerRef, SlimPod};
 use crate::input::{MAX_LABEL_BYTES, MAX_NAME_BYTES};
 
+mod scan;
+
 /// A string that borrows from the text when it has no escapes.
 #[derive(Debug, Default)]
 struct Str<'a>(Cow<'a, str>);
@@ -235,138 +237,270 @@ struct ContainerStatus<'a> {
     _ready: Option<bool>,
 }
 
+/// Strings that repeat across pods, shared: node names, namespaces and
+/// owners.
+#[derive(Default)]
+pub(super) struct Shared {
+    nodes: foldhash::HashMap<Box<str>, Arc<str>>,
+    namespaces: foldhash::HashMap<Box<str>, Arc<str>>,
+    owners: foldhash::HashSet<Arc<ControllerRef>>,
+}
+
+/// `text`, shared with the texts of `table`.
+fn shared(table: &mut foldhash::HashMap<Box<str>, Arc<str>>, text: &str) -> Arc<str> {
+    match table.get(text) {
+        Some(n) => n.clone(),
+        None => {
+            let n: Arc<str> = text.into();
+            table.insert(text.into(), n.clone());
+            n
+        }
+    }
+}
+
 /// One item as a [`SlimPod`], or `None` for the general path (see the
-/// module doc). `nodes` and `owners` share repeated strings.
-pub(super) fn decode(
-    raw: &str,
-    nodes: &mut foldhash::HashMap<Box<str>, Arc<str>>,
-    owners: &mut foldhash::HashSet<Arc<ControllerRef>>,
-) -> Option<SlimPod> {
+/// module doc).
+pub(super) fn decode(raw: &str, shared: &mut Shared) -> Option<SlimPod> {
     if !raw.starts_with('{') {
         return None;
     }
-    let M(p): M<FastPod> = serde_json::from_str(raw).ok()?;
-    let plain = p.kind.as_ref().is_none_or(|k| k.0 == "Pod")
-        && p.api_version.as_ref().is_none_or(|v| v.0 == "v1")
-        && p.items.is_none()
-        && p.server_version.is_none()
-        && p.client_version.is_none()
-        && p.git_version.is_none();
-    let M(m) = p.metadata?;
-    let name = text(&m.name);
+    let fields = match scan::scan(raw) {
+        Ok((fields, len)) if len == raw.len() => fields,
+        _ => serde_json::from_str::<M<FastPod>>(raw).ok()?.0.fields(),
+    };
+    slim(fields, shared)
+}
+
+/// Why [`decode_prefix`] has no value.
+pub(super) enum Miss {
+    /// The text ends inside the value.
+    Cut,
+    /// Not sure: anything else.
+    Unsure,
+}
+
+/// [`decode`] on the value at the start of `text` (an object), which goes
+/// on past it: the pod (`None`: a value for the general path) and the
+/// value's length.
+pub(super) fn decode_prefix(
+    text: &str,
+    shared: &mut Shared,
+) -> Result<(Option<SlimPod>, usize), Miss> {
+    if !text.starts_with('{') {
+        return Err(Miss::Unsure);
+    }
+    match scan::scan(text) {
+        Ok((fields, len)) => return Ok((slim(fields, shared), len)),
+        Err(scan::Fail::Cut) => return Err(Miss::Cut),
+        Err(scan::Fail::Unsure) => {}
+    }
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<M<FastPod>>();
+    match values.next() {
+        Some(Ok(M(p))) => Ok((slim(p.fields(), shared), values.byte_offset())),
+        Some(Err(e)) if e.is_eof() => Err(Miss::Cut),
+        _ => Err(Miss::Unsure),
+    }
+}
+
+/// What the fast path reads of one pod item, from either decoder: the
+/// serde types above (via [`FastPod::fields`]) or the hand-written scan.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Fields<'a> {
+    pub kind: Option<Cow<'a, str>>,
+    pub api_version: Option<Cow<'a, str>>,
+    /// `items` or a version field: a List or a version, not a pod.
+    pub other: bool,
+    pub metadata: Option<MetaFields<'a>>,
+    pub spec: Option<SpecFields<'a>>,
+    pub status: Option<StatusFields<'a>>,
+}
+
+/// [`Fields`]' `metadata`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct MetaFields<'a> {
+    pub name: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub uid: Option<Cow<'a, str>>,
+    pub created: Option<Time>,
+    pub deleting: bool,
+    /// The deletion cost annotation (the last, if repeated).
+    pub cost: Option<Cow<'a, str>>,
+    /// The first ownerReference with `controller: true`: kind, name, UID.
+    pub controller: Option<[Cow<'a, str>; 3]>,
+    /// Some ownerReference's name is past Kubernetes' limit.
+    pub long_owner_name: bool,
+}
+
+/// [`Fields`]' `spec`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct SpecFields<'a> {
+    pub node_name: Option<Cow<'a, str>>,
+    /// The names of the init containers with `restartPolicy: Always`.
+    pub sidecars: Vec<Cow<'a, str>>,
+}
+
+/// A condition's status and lastTransitionTime.
+pub(super) type ReadyCondition<'a> = (Option<Cow<'a, str>>, Option<Time>);
+
+/// [`Fields`]' `status`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct StatusFields<'a> {
+    pub phase: Option<Cow<'a, str>>,
+    /// The first `Ready` condition.
+    pub ready: Option<ReadyCondition<'a>>,
+    /// The most restarts of a container.
+    pub restarts: i64,
+    /// Each init container's name and restarts.
+    pub init_restarts: Vec<(Cow<'a, str>, i64)>,
+}
+
+fn cow<'a>(s: Option<Str<'a>>) -> Option<Cow<'a, str>> {
+    s.map(|s| s.0)
+}
+
+fn restarts(c: &ContainerStatus<'_>) -> i64 {
+    i64::from(c.restart_count.unwrap_or_default())
+}
+
+impl<'a> FastPod<'a> {
+    /// What the fast path reads of it.
+    fn fields(self) -> Fields<'a> {
+        let metadata = self.metadata.map(|M(m)| {
+            let owners = m.owner_references.into_iter().flatten().map(|M(o)| o);
+            let mut meta = MetaFields {
+                name: cow(m.name),
+                namespace: cow(m.namespace),
+                uid: cow(m.uid),
+                created: m.creation_timestamp,
+                deleting: m.deletion_timestamp.is_some(),
+                cost: m.annotations.and_then(|a| cow(a.0)),
+                ..MetaFields::default()
+            };
+            for o in owners {
+                meta.long_owner_name |= text(&o.name).len() > MAX_NAME_BYTES;
+                if meta.controller.is_none() && o.controller == Some(true) {
+                    meta.controller =
+                        Some([o.kind, o.name, o.uid].map(|s| s.unwrap_or_default().0));
+                }
+            }
+            meta
+        });
+        let spec = self.spec.map(|M(s)| SpecFields {
+            node_name: cow(s.node_name),
+            sidecars: s
+                .init_containers
+                .into_iter()
+                .flatten()
+                .map(|M(c)| c)
+                .filter(|c| c.restart_policy.as_ref().is_some_and(|r| r.0 == "Always"))
+                .map(|c| c.name.unwrap_or_default().0)
+                .collect(),
+        });
+        let status = self.status.map(|M(s)| StatusFields {
+            phase: cow(s.phase),
+            // upstream's IsPodReady: the first Ready condition decides
+            ready: s
+                .conditions
+                .into_iter()
+                .flatten()
+                .map(|M(c)| c)
+                .find(|c| text(&c.type_) == "Ready")
+                .map(|c| (cow(c.status), c.last_transition_time)),
+            restarts: s
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|M(c)| restarts(c))
+                .fold(0, i64::max),
+            init_restarts: s
+                .init_container_statuses
+                .into_iter()
+                .flatten()
+                .map(|M(c)| (restarts(&c), c.name.unwrap_or_default().0))
+                .map(|(r, name)| (name, r))
+                .collect(),
+        });
+        Fields {
+            kind: cow(self.kind),
+            api_version: cow(self.api_version),
+            other: self.items.is_some()
+                || self.server_version.is_some()
+                || self.client_version.is_some()
+                || self.git_version.is_some(),
+            metadata,
+            spec,
+            status,
+        }
+    }
+}
+
+/// The [`SlimPod`] of a plain, named pod within Kubernetes' limits, or
+/// `None` for the general path.
+pub(super) fn slim(p: Fields<'_>, shared_texts: &mut Shared) -> Option<SlimPod> {
+    let plain = p.kind.as_deref().is_none_or(|k| k == "Pod")
+        && p.api_version.as_deref().is_none_or(|v| v == "v1")
+        && !p.other;
+    let m = p.metadata?;
+    let name = m.name.as_deref().unwrap_or_default();
     if !plain || name.is_empty() {
         return None;
     }
     // past Kubernetes' limits on names: the general path names the field
-    let node = p.spec.as_ref().map_or("", |M(s)| text(&s.node_name));
-    let owner_names = m
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|M(o)| text(&o.name));
+    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let node = node.unwrap_or_default();
+    let namespace = m.namespace.as_deref().unwrap_or_default();
     if name.len() > MAX_NAME_BYTES
-        || text(&m.namespace).len() > MAX_LABEL_BYTES
+        || namespace.len() > MAX_LABEL_BYTES
         || node.len() > MAX_NAME_BYTES
-        || owner_names.into_iter().any(|n| n.len() > MAX_NAME_BYTES)
+        || m.long_owner_name
     {
         return None;
     }
-    let status = p.status.map(|M(s)| s);
-    let spec = p.spec.map(|M(s)| s);
-    let conditions = status.as_ref().and_then(|s| s.conditions.as_deref());
-    // upstream's IsPodReady: the first Ready condition decides
-    let ready = conditions
-        .and_then(|cs| cs.iter().map(|M(c)| c).find(|c| text(&c.type_) == "Ready"))
-        .is_some_and(|c| text(&c.status) == "True");
-    let ready_time = if ready {
-        conditions
-            .and_then(|cs| {
-                cs.iter()
-                    .map(|M(c)| c)
-                    .find(|c| text(&c.type_) == "Ready" && text(&c.status) == "True")
-            })
-            .and_then(|c| go_time(c.last_transition_time.as_ref()))
-    } else {
-        None
-    };
-    let max_restarts = |list: Option<&[M<ContainerStatus>]>, only: Option<&[&str]>| {
-        list.into_iter()
-            .flatten()
-            .map(|M(c)| c)
-            .filter(|c| only.is_none_or(|names| names.contains(&text(&c.name))))
-            .map(|c| i64::from(c.restart_count.unwrap_or_default()))
+    let status = p.status.as_ref();
+    let ready_condition = status.and_then(|s| s.ready.as_ref());
+    let ready = ready_condition.is_some_and(|(s, _)| s.as_deref() == Some("True"));
+    let ready_time = ready_condition
+        .filter(|_| ready)
+        .and_then(|(_, t)| go_time(t.as_ref()));
+    let restarts = status.map_or(0, |s| s.restarts);
+    let sidecars = p.spec.as_ref().map_or(&[][..], |s| &s.sidecars[..]);
+    let sidecar_restarts = status.map_or(0, |s| {
+        s.init_restarts
+            .iter()
+            .filter(|(name, _)| sidecars.contains(name))
+            .map(|&(_, r)| r)
             .fold(0, i64::max)
-    };
-    let restarts = max_restarts(
-        status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_deref()),
-        None,
-    );
-    let sidecars: Vec<&str> = spec
-        .iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .map(|M(c)| c)
-        .filter(|c| c.restart_policy.as_ref().is_some_and(|r| r.0 == "Always"))
-        .map(|c| text(&c.name))
-        .collect();
-    let sidecar_restarts = if status.is_some() {
-        max_restarts(
-            status
-                .as_ref()
-                .and_then(|s| s.init_container_statuses.as_deref()),
-            Some(&sidecars),
-        )
-    } else {
-        0
-    };
-    let node = spec.as_ref().map_or("", |s| text(&s.node_name));
-    let node_name = match nodes.get(node) {
-        Some(n) => n.clone(),
-        None => {
-            let n: Arc<str> = node.into();
-            nodes.insert(node.into(), n.clone());
-            n
-        }
-    };
-    let owner = m
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|M(o)| o)
-        .find(|o| o.controller == Some(true))
-        .map(|o| {
-            let r = ControllerRef {
-                kind: text(&o.kind).into(),
-                name: text(&o.name).into(),
-                uid: text(&o.uid).into(),
-            };
-            match owners.get(&r) {
-                Some(shared) => shared.clone(),
-                None => {
-                    let shared = Arc::new(r);
-                    owners.insert(shared.clone());
-                    shared
-                }
+    });
+    let node_name = shared(&mut shared_texts.nodes, node);
+    let owners = &mut shared_texts.owners;
+    let owner = m.controller.map(|[kind, name, uid]| {
+        let r = ControllerRef {
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+        };
+        match owners.get(&r) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared = Arc::new(r);
+                owners.insert(shared.clone());
+                shared
             }
-        });
-    let cost_annotation = m.annotations.and_then(|a| a.0).map(|c| c.0);
+        }
+    });
     Some(SlimPod {
-        namespace: text(&m.namespace).into(),
+        namespace: shared(&mut shared_texts.namespaces, namespace),
         name: name.into(),
-        uid: text(&m.uid).into(),
+        uid: m.uid.as_deref().unwrap_or_default().into(),
         node_name,
-        phase: status
-            .as_ref()
-            .and_then(|s| s.phase.as_ref())
-            .map(|p| phase_of(&p.0)),
-        deleting: m.deletion_timestamp.is_some(),
+        phase: status.and_then(|s| s.phase.as_deref()).map(phase_of),
+        deleting: m.deleting,
         owner,
-        cost: cost_of(cost_annotation.as_deref()),
-        cost_annotation: cost_annotation.map(|c| c.as_ref().into()),
+        cost: cost_of(m.cost.as_deref()),
+        cost_annotation: m.cost.as_deref().map(Into::into),
         ready,
         ready_time,
-        created: go_time(m.creation_timestamp.as_ref()),
+        created: go_time(m.created.as_ref()),
         restarts,
         sidecar_restarts,
     })
