@@ -1351,18 +1351,21 @@ mod tests {
         assert_eq!(fast.cost_annotation.as_deref(), Some("5"));
     }
 
+    /// A reader that gives at most `.1` bytes a read.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
     /// Bytes cut anywhere by the reader: the same answer as in one piece.
     #[test]
     fn reads_cut_anywhere_give_the_same_answer() {
-        struct Trickle<'a>(&'a [u8], usize);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                let n = self.1.min(buf.len()).min(self.0.len());
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         let cut = |text: &str, step: usize| {
             pods_from_reader(
                 "f.json",
@@ -1396,15 +1399,6 @@ mod tests {
     /// compact and indented, an array and a List, reads cut anywhere.
     #[test]
     fn the_window_answers_as_the_reader_path() {
-        struct Trickle<'a>(&'a [u8], usize);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                let n = self.1.min(buf.len()).min(self.0.len());
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         let run = |text: &[u8], limits: InputLimits, step: usize, path: Path| {
             pods_by("f.json", Trickle(text, step), limits, 0, path).map_err(|e| e.to_string())
         };

@@ -93,18 +93,10 @@ pub async fn run_with_client(
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
-    let Watches {
-        pods,
-        nodes,
-        replica_sets,
-        policies,
-        pod_events,
-        node_events,
-        rs_events,
-        policy_events,
-    } = watch_all(&client, ns, &health);
+    let watches = watch_all(&client, ns, &health);
+    let policies = watches.policies;
     let window = config.debounce;
-    let controller = policy_controller(policy_events, &policies, window);
+    let controller = policy_controller(watches.policy_events, &policies, window);
 
     let waiting_report = tokio::spawn(health.clone().report_until_ready());
     // the listeners' stop: cancelled below, or on any early return
@@ -112,9 +104,9 @@ pub async fn run_with_client(
     let stop_on_return = stop.clone().drop_guard();
 
     let caches = Caches::new(
-        pods.clone(),
-        nodes,
-        replica_sets,
+        watches.pods,
+        watches.nodes,
+        watches.replica_sets,
         policies.clone(),
         ns.map(str::to_string),
     );
@@ -169,9 +161,9 @@ pub async fn run_with_client(
     let reserve = shutdown::reserve(config.shutdown_grace);
     let triggers = policy_triggers(
         engine.status_due(),
-        pod_events,
-        rs_events,
-        node_events,
+        watches.pod_events,
+        watches.rs_events,
+        watches.node_events,
         &policies,
         window,
     );
