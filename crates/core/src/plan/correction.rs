@@ -589,6 +589,15 @@ impl ReplicaSetCorrection {
         self.named(&v)
     }
 
+    /// Whether, once every write landed, the cut falls inside a run of pods
+    /// the comparator ranks equal: the controller then picks among them by
+    /// its informer's order, so the victims named are one choice of several
+    /// (all of which the policy accepts), not a prediction.
+    pub fn tie_at_cut(&self) -> bool {
+        (1..self.keys.len()).contains(&self.by)
+            && rank_after(&self.cmp, &self.keys, &self.correction.writes).tie_at_cut(self.by)
+    }
+
     /// The cost the controller reads of `pod` once the writes landed, and
     /// the cost the policy intends for it.
     pub fn costs_of(&self, pod: &str) -> Option<(i32, i32)> {

@@ -421,7 +421,12 @@ fn replica_set_answers(answer: &ScaleInAnswer, plan: &crate::plan::Plan) -> Vec<
                     .collect(),
                 verdict,
                 mismatches,
-                tie_at_cut: !exact && checked.is_some_and(|r| r.tie_at_cut),
+                // a fresh correction may leave the cut in a tie the policy
+                // accepts either way: the controller's list order picks then
+                tie_at_cut: match exact {
+                    true => c.tie_at_cut(),
+                    false => checked.is_some_and(|r| r.tie_at_cut),
+                },
             }
         })
         .collect()

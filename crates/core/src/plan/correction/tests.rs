@@ -156,6 +156,37 @@ fn a_tie_at_the_cut_accepts_any_of_the_tied_pods() {
     assert_eq!(c.wanted, vec![2]);
 }
 
+/// A cut the correction leaves in a tie (equal costs, nothing else told
+/// apart) names one of several victims the policy accepts, not the one the
+/// controller will pick: the correction says so. With the costs apart the
+/// same cut is a prediction.
+#[test]
+fn a_correction_left_in_a_tie_says_so() {
+    let correct_by_one = |keys: &[RankKey<'static>], pods: &[PodCosts]| {
+        let names: Vec<std::sync::Arc<str>> =
+            keys.iter().map(|k| k.name.to_string().into()).collect();
+        let uids = names.clone();
+        ReplicaSetCorrection::new("web", &cmp(), keys, pods, names, &uids, 1)
+    };
+    let mut keys = vec![
+        key(0, "n1", 0, 100),
+        key(1, "n1", 0, 100),
+        key(2, "n1", 1000, 100),
+    ];
+    for k in &mut keys {
+        k.uid = "same".into();
+    }
+    let mut pods = vec![ours(0), ours(0), ours(1000)];
+    let tied = correct_by_one(&keys, &pods);
+    assert!(tied.correction.already_right, "{:?}", tied.correction);
+    assert!(tied.tie_at_cut());
+    keys[0].cost.value = -1;
+    pods[0] = ours(-1);
+    let apart = correct_by_one(&keys, &pods);
+    assert!(apart.correction.already_right, "{:?}", apart.correction);
+    assert!(!apart.tie_at_cut());
+}
+
 #[test]
 fn not_ready_pods_go_first_whatever_their_cost() {
     let mut keys: Vec<_> = (0..5).map(|i| key(i, "n1", 0, 100)).collect();
