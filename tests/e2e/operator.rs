@@ -76,7 +76,11 @@ impl Operator {
             ),
         )
         .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-        let (metrics, hook) = (free_addr(), free_addr());
+        // two free ports, not one twice (a port let go can be handed out again)
+        let metrics = free_addr();
+        let hook = std::iter::repeat_with(free_addr)
+            .find(|a| *a != metrics)
+            .unwrap_or(metrics);
         let log = dir.path().join("operator.log");
         let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log file: {e}"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deletion-cost"));

@@ -31,9 +31,11 @@ pub enum OperatorError {
     /// A flag has a bad value.
     #[error("{0}")]
     Config(String),
-    /// The metrics/health listener failed.
-    #[error("metrics server on {addr}: {message}")]
+    /// A listener (the metrics/health server, the hook) failed.
+    #[error("{listener} on {addr}: {message}")]
     Serve {
+        /// Which listener: `metrics server`, `hook listener`.
+        listener: &'static str,
         /// Listen address.
         addr: SocketAddr,
         /// What failed.
@@ -59,8 +61,9 @@ impl From<ServeError> for OperatorError {
     fn from(e: ServeError) -> Self {
         match e {
             ServeError::Bind { addr, message } => OperatorError::Serve {
+                listener: "hook listener",
                 addr,
-                message: format!("hook listener: {message}"),
+                message,
             },
             ServeError::Tls(message) => OperatorError::Config(message),
         }

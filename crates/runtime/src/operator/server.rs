@@ -87,6 +87,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| OperatorError::Serve {
+            listener: "metrics server",
             addr,
             message: e.to_string(),
         })?;
