@@ -21,6 +21,7 @@ use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
 use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+use super::policy_index::{PolicyIndex, ValidPolicy};
 use crate::plan::Snapshot;
 use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;
@@ -36,6 +37,8 @@ pub struct Caches {
     /// The one namespace whose pods are watched (a namespace-scoped
     /// install), or none when every namespace's are.
     pods_of: Option<String>,
+    /// The policies validated, kept by the policy watch's events.
+    policy_index: Arc<PolicyIndex>,
 }
 
 impl Caches {
@@ -54,7 +57,23 @@ impl Caches {
             replica_sets,
             policies,
             pods_of,
+            policy_index: Arc::default(),
         }
+    }
+
+    /// The same caches with the policy watch's `index` (see
+    /// [`PolicyIndex::observe`]).
+    pub fn with_policy_index(self, index: Arc<PolicyIndex>) -> Self {
+        Caches {
+            policy_index: index,
+            ..self
+        }
+    }
+
+    /// The valid policies of `ns` that are not being deleted, each
+    /// validated once per spec.
+    pub fn valid_policies(&self, ns: &str) -> Vec<ValidPolicy> {
+        self.policy_index.valid_in(ns, self.policies.state())
     }
 
     /// The one namespace whose pods are cached, when the install is

@@ -18,10 +18,13 @@
 pub mod caches;
 pub mod catch_up;
 mod cleanup;
+mod deletions;
 pub mod leadership;
+pub mod policy_index;
 pub mod priced;
 mod round;
 mod scale_in;
+mod scale_in_event;
 pub mod scale_ins;
 mod state;
 pub mod workload;
@@ -36,6 +39,7 @@ use tokio::sync::Semaphore;
 
 use caches::Caches;
 pub use cleanup::CleanupError;
+pub use deletions::VictimComparison;
 use leadership::Leadership;
 pub use priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
@@ -259,6 +263,13 @@ impl Engine {
         &self.leadership
     }
 
+    /// Whether this replica holds the lease: the one place the engine, the
+    /// reconcile, the hook and the pages ask (writes still wait for the
+    /// term's gate, see [`Engine::writer_for`]).
+    pub fn leads(&self) -> bool {
+        self.leadership.is_leader()
+    }
+
     /// The operator's metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -369,7 +380,7 @@ impl Engine {
         let workload = workload.clone();
         tokio::task::spawn_blocking(move || {
             let snapshot = caches.snapshot(&workload.namespace);
-            workload::managing(&workload, &snapshot, caches.policies())
+            workload::managing(&workload, &snapshot, caches.valid_policies(&workload.namespace))
         })
         .await
         .map_err(|e| ManagingError::Planner(e.to_string()))?
@@ -416,7 +427,7 @@ impl Engine {
         }
         self.churn.note();
         let caches = self.caches.clone();
-        let others = self.caches.policies();
+        let others = self.caches.valid_policies(&resolved.namespace);
         let opts = self.plan_options(scale_down_by);
         let (policy, resolved) = (policy.clone(), resolved.clone());
         let key = resolved.key();

@@ -901,7 +901,7 @@ impl Engine {
 
     /// One look at the watched nodes (see [`Engine::follow_removals`]).
     fn check_removals(&self) {
-        if !self.leadership.is_leader() {
+        if !self.leads() {
             return;
         }
         let names = self.priced.watched();

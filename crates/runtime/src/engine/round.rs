@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::caches::Caches;
+use super::policy_index::ValidPolicy;
 use super::state::PolicyState;
 use super::{key_of, Engine};
 use crate::annotations::POLICY_ANNOTATION;
@@ -24,7 +25,9 @@ use crate::pod::PodRecord;
 use crate::policy::{DeletionCostPolicy, Writes};
 use crate::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
-use crate::writes::{PatchRequest, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState};
+use crate::writes::{
+    PatchRequest, Patcher, PodRef, PolicyKey, Priority, Rate, SubmitError, WriteState,
+};
 
 /// Why a round did not produce a plan.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +162,7 @@ pub(super) struct Planned {
 /// releases and the resourceVersions of the pods to write, over `snapshot`.
 pub(super) fn plan_over(
     snapshot: &Snapshot,
-    others: &[Arc<DeletionCostPolicy>],
+    others: &[ValidPolicy],
     policy: &DeletionCostPolicy,
     resolved: &NamedPolicy,
     memory: (&SignalSamples, &PreviousValues),
@@ -221,7 +224,7 @@ pub(super) fn plan_over(
 /// policies win from this one, and which policies win them.
 pub(super) fn overlaps(
     snapshot: &Snapshot,
-    others: &[Arc<DeletionCostPolicy>],
+    others: &[ValidPolicy],
     policy: &DeletionCostPolicy,
     resolved: &NamedPolicy,
 ) -> (BTreeSet<String>, Vec<Conflict>) {
@@ -230,17 +233,11 @@ pub(super) fn overlaps(
     let mut excluded = BTreeSet::new();
     let mut conflicts = Vec::new();
     for other in others {
-        if other.namespace().as_deref() != Some(ns.as_str())
-            || &other.name_any() == name
-            || other.metadata.deletion_timestamp.is_some()
-            || !wins_over(other, policy)
-        {
+        let o = &other.resolved;
+        if &o.namespace != ns || &o.name == name || !wins_over(&other.policy, policy) {
             continue;
         }
-        let Ok(o) = NamedPolicy::validate(&other.name_any(), ns, &other.spec) else {
-            continue;
-        };
-        let shared: Vec<String> = plan::selected_pods(&o, snapshot)
+        let shared: Vec<String> = plan::selected_pods(o, snapshot)
             .intersection(&mine)
             .cloned()
             .collect();
@@ -317,7 +314,7 @@ impl Engine {
         self.refresh_signals(resolved, state).await;
         self.churn.note();
         let caches: Caches = self.caches.clone();
-        let others = self.caches.policies();
+        let others = self.caches.valid_policies(&resolved.namespace);
         let opts = self.plan_options(scale_in.as_ref().map(|t| t.by));
         let (policy, resolved_owned) = (policy.clone(), resolved.clone());
         // moved into the planner and back: the lock keeps everyone else out
@@ -369,6 +366,22 @@ impl Engine {
         })
     }
 
+    /// The patcher a round's writes go to, or why they are held: a dry run,
+    /// signals the round could not read, a follower, a term whose writer is
+    /// not up yet.
+    pub(super) fn writer_for(&self, round: &PolicyRound) -> Result<Patcher, Hold> {
+        if self.dry_run {
+            return Err(Hold::DryRun);
+        }
+        if let Some(problem) = &round.signals {
+            return Err(Hold::SignalsUnavailable(problem.clone()));
+        }
+        if !self.leads() {
+            return Err(Hold::NotLeader);
+        }
+        self.leadership.patcher().ok_or(Hold::WriterStarting)
+    }
+
     /// Hands a round's patches to the patcher, level-triggered: every value
     /// the round wants that the cache does not show is sent, unless the
     /// patcher has it on its way already or landed it a moment ago (the
@@ -384,17 +397,9 @@ impl Engine {
         state
             .submitted
             .retain(|pod, _| round.versions.contains_key(pod));
-        if self.dry_run {
-            return Ok(Submission::Held(Hold::DryRun));
-        }
-        if let Some(problem) = &round.signals {
-            return Ok(Submission::Held(Hold::SignalsUnavailable(problem.clone())));
-        }
-        if !self.leadership.is_leader() {
-            return Ok(Submission::Held(Hold::NotLeader));
-        }
-        let Some(patcher) = self.leadership.patcher() else {
-            return Ok(Submission::Held(Hold::WriterStarting));
+        let patcher = match self.writer_for(round) {
+            Ok(patcher) => patcher,
+            Err(hold) => return Ok(Submission::Held(hold)),
         };
         let key = key_of(&round.resolved);
         let on_scale_in = round.resolved.spec.writes == Writes::OnScaleIn;

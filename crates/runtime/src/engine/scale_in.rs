@@ -20,6 +20,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::priced::{PricedScaleIn, PricingInput};
 use super::round::Hold;
+use super::scale_in_event::Scaled;
 use super::{key_of, Engine, FreshBy, Managed, ManagingError, WorkloadRef};
 use crate::comparator::is_pod_active;
 use crate::owner::controller_of_kind;
@@ -59,6 +60,8 @@ const PREDECESSOR_WAIT: Duration = Duration::from_secs(2);
 pub struct ScaleInCall {
     /// The workload.
     pub workload: WorkloadRef,
+    /// Its UID, when the caller knows it (the scale-in's Event names it).
+    pub uid: Option<String>,
     /// Replicas before.
     pub from: i32,
     /// Replicas after.
@@ -288,9 +291,17 @@ enum Joined {
 impl Engine {
     /// Makes a scale-in exact (see the module docs) and answers by
     /// `call.deadline`; the work goes on past it when it must (writes that
-    /// are queued still land).
+    /// are queued still land). The scale-in's `ScaleInVictims` Event follows
+    /// in the background.
     pub async fn scale_in(self: &Arc<Self>, call: &ScaleInCall) -> Arc<ScaleInAnswer> {
-        if !self.leadership.is_leader() {
+        let answer = self.answer_scale_in(call).await;
+        self.publish_victims(Scaled::of(call), answer.clone());
+        answer
+    }
+
+    /// [`Engine::scale_in`] without its Event.
+    async fn answer_scale_in(self: &Arc<Self>, call: &ScaleInCall) -> Arc<ScaleInAnswer> {
+        if !self.leads() {
             return Arc::new(ScaleInAnswer::bare(ScaleInOutcome::NotLeader));
         }
         let (tx, mut rx, follows) = match self.join_scale_in(call) {
@@ -682,18 +693,7 @@ impl Engine {
         round: &super::round::PolicyRound,
         requests: Vec<PatchRequest>,
     ) -> Result<Option<crate::writes::Batch>, Hold> {
-        if self.dry_run {
-            return Err(Hold::DryRun);
-        }
-        if let Some(problem) = &round.signals {
-            return Err(Hold::SignalsUnavailable(problem.clone()));
-        }
-        if !self.leadership.is_leader() {
-            return Err(Hold::NotLeader);
-        }
-        let Some(patcher) = self.leadership.patcher() else {
-            return Err(Hold::WriterStarting);
-        };
+        let patcher = self.writer_for(round)?;
         if requests.is_empty() {
             return Ok(None);
         }

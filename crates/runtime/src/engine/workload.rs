@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::owner::{self, controller_of_kind};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use kube::ResourceExt;
 
+use super::policy_index::ValidPolicy;
 use super::round::wins_over;
 use crate::comparator::is_pod_active;
 use crate::plan::{NamedPolicy, Snapshot};
@@ -105,24 +105,22 @@ pub fn active_pods_of(
 pub(super) fn managing(
     workload: &WorkloadRef,
     snapshot: &Snapshot,
-    policies: Vec<Arc<DeletionCostPolicy>>,
+    policies: Vec<ValidPolicy>,
 ) -> Result<Managed, NotManaged> {
     let ns = workload.namespace.as_str();
     let replica_sets = workload_replica_sets(workload, &snapshot.replica_sets);
     let pods = active_pods_of(&replica_sets, ns, &snapshot.pods);
     let mut found: Vec<(Arc<DeletionCostPolicy>, NamedPolicy)> = policies
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(ns))
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let resolved = NamedPolicy::validate(&p.name_any(), ns, &p.spec).ok()?;
+        .filter(|p| p.resolved.namespace == ns)
+        .filter_map(|ValidPolicy { policy: p, resolved }| {
             let targets = match &resolved.spec.target {
                 Target::Workload(t) => t.name == workload.name && t.kind == workload.kind,
                 Target::Selector(_) => false,
             };
             let selects =
                 targets || !crate::plan::selected_pods(&resolved, snapshot).is_disjoint(&pods);
-            selects.then_some((p, resolved))
+            selects.then(|| (p, (*resolved).clone()))
         })
         .collect();
     found.sort_by(|a, b| {

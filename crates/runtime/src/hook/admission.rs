@@ -16,7 +16,6 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::DynamicObject;
 use tokio::time::Instant;
 
-use super::event::{publish_victims, Scaled};
 use super::handler::HookState;
 use crate::engine::{FreshBy, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
@@ -97,6 +96,7 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
     }
     let call = ScaleInCall {
         workload: scale.workload.clone(),
+        uid: req.object.as_ref().and_then(|o| o.metadata.uid.clone()),
         from: scale.from,
         to: scale.to,
         caller: FreshBy::Webhook,
@@ -114,15 +114,6 @@ pub(crate) async fn admit(st: &HookState, body: &[u8]) -> AdmissionReview<Dynami
         audit.insert("policy".to_string(), policy);
         audit.insert("victims".to_string(), answer.victims_list());
     }
-    // after the answer: the scale-in does not wait for it
-    let scaled = Scaled {
-        workload: scale.workload.clone(),
-        uid: req.object.as_ref().and_then(|o| o.metadata.uid.clone()),
-        from: scale.from,
-        to: scale.to,
-        action: "AdmitScaleIn",
-    };
-    publish_victims(&st.engine, scaled, answer.clone());
     st.engine
         .metrics()
         .scale_webhook_call(answer.label(), took.as_secs_f64());

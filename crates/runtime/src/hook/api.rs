@@ -267,7 +267,7 @@ pub struct ScaleAnswer {
     /// Replicas the scale subresource was set to.
     pub replicas: i32,
     /// What the controller did compared with the prediction.
-    pub comparison: Option<super::compare::VictimComparison>,
+    pub comparison: Option<crate::engine::VictimComparison>,
 }
 
 /// The answer to a successful `POST /v1/prescale`.

@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
@@ -22,15 +21,10 @@ use super::api::{
     PrescaleResponse, ReplicaSetAnswer, ScaleAnswer, Victim, WorkloadKind,
 };
 use super::auth;
-use super::compare::compare_victims;
 use super::error::HookError;
-use super::event::{publish_victims, Scaled};
 use super::HookConfig;
 use crate::engine::{Engine, FreshBy, Hold, Managed, ScaleInAnswer, ScaleInCall, ScaleInOutcome};
 use crate::plan::Verdict;
-
-/// How often the pod cache is polled while waiting for patches or deletions.
-const POLL: Duration = Duration::from_millis(20);
 
 /// Shared by every hook request.
 pub(crate) struct HookState {
@@ -136,7 +130,7 @@ pub(crate) async fn handle(
     };
     let req = parse_request(&bytes, &limits).map_err(HookError::BadRequest)?;
     auth::authorize(&st.client, &user, &req).await?;
-    if !st.engine.leadership().is_leader() {
+    if !st.engine.leads() {
         return Err(HookError::NotLeader {
             leader: lease_holder(st).await,
         });
@@ -253,6 +247,7 @@ async fn prescale(
     // until the cache shows them and the settle
     let call = ScaleInCall {
         workload: req.workload_ref(),
+        uid: scale.metadata.uid.clone(),
         from: current,
         to: req.replicas,
         caller: FreshBy::Hook,
@@ -261,36 +256,7 @@ async fn prescale(
         settle_cap: st.config.settle_delay,
     };
     let answer = engine.scale_in(&call).await;
-    let scaled = Scaled {
-        workload: call.workload.clone(),
-        uid: scale.metadata.uid.clone(),
-        from: call.from,
-        to: call.to,
-        action: "Prescale",
-    };
-    publish_victims(engine, scaled, answer.clone());
-    let (managed, plan) = match (&answer.outcome, &answer.managed, &answer.plan) {
-        (ScaleInOutcome::NoPolicy(e), _, _) => return Err(HookError::NotFound(e.clone())),
-        (ScaleInOutcome::NotLeader, _, _) | (ScaleInOutcome::Held(Hold::NotLeader), _, _) => {
-            return Err(HookError::NotLeader {
-                leader: lease_holder(st).await,
-            })
-        }
-        (ScaleInOutcome::PlannerFailed(e), _, _) => return Err(HookError::Internal(e.clone())),
-        (ScaleInOutcome::OverBudget { phase, missing }, _, _) => {
-            return Err(timeout(
-                req,
-                &format!("{phase}; {missing} cost write(s) had not shown in the pod cache"),
-            ))
-        }
-        (_, Some(m), Some(p)) => (m.clone(), p.clone()),
-        (other, _, _) => {
-            return Err(HookError::Internal(format!(
-                "the scale-in ended without a plan ({})",
-                other.label()
-            )))
-        }
-    };
+    let (managed, plan) = managed_and_plan(st, req, &answer).await?;
     let patches = patch_summary(&answer);
     if let Some(took) = answer.observed_after {
         engine
@@ -298,37 +264,24 @@ async fn prescale(
             .hook_patch_observed
             .observe(took.as_secs_f64());
     }
-    let mut warnings = plan.warnings.clone();
-    warnings.extend(answer.outcome.warning());
     let replica_sets = replica_set_answers(&answer, &plan);
-    if replica_sets.len() > 1 {
-        warnings.push(format!(
-            "{} ReplicaSets of {} have pods (a rollout?): the controller splits the scale-in between them; victims are shown per ReplicaSet for the whole amount",
-            replica_sets.len(),
-            req.target()
-        ));
-    }
+    let warnings = warnings(req, &answer, &plan, replica_sets.len());
     let victims: Vec<Victim> = replica_sets
         .iter()
         .flat_map(|r| r.victims.iter().cloned())
         .collect();
     let verdict = overall_verdict(replica_sets.iter().map(|r| r.verdict));
 
-    let scale = if req.scale {
-        Some(
-            scale_in(
-                st,
-                req,
+    let scale = match req.scale {
+        true => {
+            let moment = ScaleMoment {
                 deadline,
-                &patches,
-                &victims,
-                &managed,
+                managed: &managed,
                 scale_down_by,
-            )
-            .await?,
-        )
-    } else {
-        None
+            };
+            Some(scale_in(st, req, &moment, &patches, &victims).await?)
+        }
+        false => None,
     };
     Ok(PrescaleResponse {
         namespace: req.namespace.clone(),
@@ -345,6 +298,53 @@ async fn prescale(
         scale,
         warnings,
     })
+}
+
+/// The workload's policy and plan from the engine's answer, or the error
+/// the caller gets when the scale-in ended without them.
+async fn managed_and_plan(
+    st: &HookState,
+    req: &PrescaleRequest,
+    answer: &ScaleInAnswer,
+) -> Result<(Managed, Arc<crate::plan::Plan>), HookError> {
+    match (&answer.outcome, &answer.managed, &answer.plan) {
+        (ScaleInOutcome::NoPolicy(e), _, _) => Err(HookError::NotFound(e.clone())),
+        (ScaleInOutcome::NotLeader, _, _) | (ScaleInOutcome::Held(Hold::NotLeader), _, _) => {
+            Err(HookError::NotLeader {
+                leader: lease_holder(st).await,
+            })
+        }
+        (ScaleInOutcome::PlannerFailed(e), _, _) => Err(HookError::Internal(e.clone())),
+        (ScaleInOutcome::OverBudget { phase, missing }, _, _) => Err(timeout(
+            req,
+            &format!("{phase}; {missing} cost write(s) had not shown in the pod cache"),
+        )),
+        (_, Some(m), Some(p)) => Ok((m.clone(), p.clone())),
+        (other, _, _) => Err(HookError::Internal(format!(
+            "the scale-in ended without a plan ({})",
+            other.label()
+        ))),
+    }
+}
+
+/// The plan's warnings, the outcome's, and one for a workload whose
+/// scale-in the controller splits between `replica_sets` ReplicaSets.
+fn warnings(
+    req: &PrescaleRequest,
+    answer: &ScaleInAnswer,
+    plan: &crate::plan::Plan,
+    replica_sets: usize,
+) -> Vec<String> {
+    let mut warnings = plan.warnings.clone();
+    warnings.extend(answer.outcome.warning());
+    if replica_sets > 1 {
+        warnings.push(format!(
+            "{} ReplicaSets of {} have pods (a rollout?): the controller splits the scale-in between them; victims are shown per ReplicaSet for the whole amount",
+            replica_sets,
+            req.target()
+        ));
+    }
+    warnings
 }
 
 /// What became of the scale-in's writes.
@@ -432,15 +432,23 @@ fn replica_set_answers(answer: &ScaleInAnswer, plan: &crate::plan::Plan) -> Vec<
         .collect()
 }
 
+/// Where a `scale: true` call stands once its costs landed.
+struct ScaleMoment<'a> {
+    /// When the answer is due.
+    deadline: Instant,
+    /// The workload and its policy.
+    managed: &'a Managed,
+    /// How many pods go.
+    scale_down_by: usize,
+}
+
 /// `scale: true`: set the scale subresource, watch the deletions.
 async fn scale_in(
     st: &HookState,
     req: &PrescaleRequest,
-    deadline: Instant,
+    moment: &ScaleMoment<'_>,
     patches: &PatchSummary,
     victims: &[Victim],
-    managed: &Managed,
-    scale_down_by: usize,
 ) -> Result<ScaleAnswer, HookError> {
     let engine = &st.engine;
     let skipped = |why: String| ScaleAnswer {
@@ -459,58 +467,54 @@ async fn scale_in(
         )));
     }
     // the engine waited for the cache and settled already
-    let before = engine.active_pods(managed);
-    let set = timeout_at(deadline, async {
-        // one retry on a conflict (someone else touched the scale meanwhile)
-        let mut last = None;
-        for _ in 0..2 {
-            let mut scale = get_scale(&st.client, req).await?;
-            scale.spec.get_or_insert_with(Default::default).replicas = Some(req.replicas);
-            match replace_scale(&st.client, req, &scale).await {
-                Ok(s) => return Ok(s),
-                Err(kube::Error::Api(s)) if s.code == 409 => last = Some(s.message.clone()),
-                Err(e) => {
-                    return Err(HookError::Internal(format!(
-                        "setting the scale of {}: {}",
-                        req.target(),
-                        auth::api_error(&e)
-                    )))
-                }
-            }
-        }
-        Err(HookError::Conflict(format!(
-            "the scale of {} kept changing: {}",
-            req.target(),
-            last.unwrap_or_default()
-        )))
-    })
-    .await
-    .map_err(|_| timeout(req, "setting the scale subresource"))?;
-    set?;
+    let before = engine.active_pods(moment.managed);
+    timeout_at(moment.deadline, set_scale(&st.client, req))
+        .await
+        .map_err(|_| timeout(req, "setting the scale subresource"))??;
     tracing::info!(workload = %req.target(), replicas = req.replicas, "scaled");
 
     // From here on the scale is set: running out of time answers what was
     // seen so far (a 504 would make callers retry a scale that happened).
     let predicted: Vec<String> = victims.iter().map(|v| v.pod.clone()).collect();
-    let mut comparison = compare_victims(
-        &predicted,
-        &before,
-        &engine.active_pods(managed),
-        scale_down_by,
-    );
-    while !comparison.complete && Instant::now() + POLL < deadline {
-        tokio::time::sleep(POLL).await;
-        comparison = compare_victims(
-            &predicted,
+    let comparison = engine
+        .watch_deletions(
+            moment.managed,
             &before,
-            &engine.active_pods(managed),
-            scale_down_by,
-        );
-    }
+            &predicted,
+            moment.scale_down_by,
+            moment.deadline,
+        )
+        .await;
     Ok(ScaleAnswer {
         performed: true,
         skipped: None,
         replicas: req.replicas,
         comparison: Some(comparison),
     })
+}
+
+/// Sets the workload's scale to the requested replicas, with one retry on a
+/// conflict (someone else touched the scale meanwhile).
+async fn set_scale(client: &Client, req: &PrescaleRequest) -> Result<(), HookError> {
+    let mut last = None;
+    for _ in 0..2 {
+        let mut scale = get_scale(client, req).await?;
+        scale.spec.get_or_insert_with(Default::default).replicas = Some(req.replicas);
+        match replace_scale(client, req, &scale).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => last = Some(s.message.clone()),
+            Err(e) => {
+                return Err(HookError::Internal(format!(
+                    "setting the scale of {}: {}",
+                    req.target(),
+                    auth::api_error(&e)
+                )))
+            }
+        }
+    }
+    Err(HookError::Conflict(format!(
+        "the scale of {} kept changing: {}",
+        req.target(),
+        last.unwrap_or_default()
+    )))
 }

@@ -20,16 +20,14 @@
 //! server's, configured in its AdmissionConfiguration). Every source address
 //! has its own budget of calls to both (`limit`).
 //!
-//! `api`, `error`, `compare` and `cert` are pure; `auth`, `handler`, `tls`,
+//! `api`, `error` and `cert` are pure; `auth`, `handler`, `tls`,
 //! `limit` and `server` are the shell.
 
 pub mod admission;
 pub mod api;
 mod auth;
 pub mod cert;
-pub mod compare;
 pub mod error;
-mod event;
 mod handler;
 mod limit;
 mod server;
@@ -43,7 +41,7 @@ use std::time::Duration;
 use crate::writes::Rate;
 
 pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
-pub use compare::VictimComparison;
+pub use crate::engine::VictimComparison;
 pub use error::HookError;
 pub use server::{serve, ServeError};
 

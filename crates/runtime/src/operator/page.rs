@@ -125,7 +125,7 @@ async fn page(
         .caches()
         .policy(namespace, name)
         .ok_or(PageError::UnknownPolicy(key))?;
-    if !state.engine.leadership().is_leader() {
+    if !state.engine.leads() {
         return Err(PageError::NotLeader);
     }
     let resolved = NamedPolicy::validate(name, namespace, &policy.spec)

@@ -68,7 +68,7 @@ impl Context {
 
     /// Whether this replica holds the lease (and may write).
     fn is_leader(&self) -> bool {
-        self.engine.leadership().is_leader()
+        self.engine.leads()
     }
 
     /// Writes the status when it is due (not with `--dry-run`), with its

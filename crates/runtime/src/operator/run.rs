@@ -31,6 +31,7 @@ use crate::engine::caches::{self, CachedPod, Caches};
 use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::{Engine, SignalSource};
+use crate::engine::policy_index::PolicyIndex;
 use crate::metrics::Metrics;
 use crate::pod::PodRecord;
 use crate::policy::selector::selects;
@@ -109,7 +110,8 @@ pub async fn run_with_client(
         watches.replica_sets,
         policies.clone(),
         ns.map(str::to_string),
-    );
+    )
+    .with_policy_index(watches.policy_index);
     let following = follow_leadership(&leadership, &client, &config, &metrics, &caches);
     let engine = Arc::new(Engine::new(
         caches,
@@ -460,6 +462,8 @@ struct Watches {
     nodes: Store<Node>,
     replica_sets: Store<ReplicaSet>,
     policies: Store<DeletionCostPolicy>,
+    /// The policies validated, kept by their watch's events.
+    policy_index: Arc<PolicyIndex>,
     pod_events: Events<CachedPod>,
     node_events: Events<Node>,
     rs_events: Events<ReplicaSet>,
@@ -503,8 +507,15 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .touched_objects()
         .boxed();
     let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
+    let policy_index = Arc::new(PolicyIndex::default());
+    let index = policy_index.clone();
     let policy_events = watcher(api::<DeletionCostPolicy>(client, ns), wc)
         .reflect(policies_w)
+        .inspect(move |e| {
+            if let Ok(event) = e {
+                index.observe(event);
+            }
+        })
         .inspect(health.observer("policies"))
         .backoff(watch_backoff())
         .applied_objects()
@@ -519,6 +530,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         nodes,
         replica_sets,
         policies,
+        policy_index,
         pod_events,
         node_events,
         rs_events,

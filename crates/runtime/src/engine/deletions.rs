@@ -1,9 +1,17 @@
 //! What the controller deleted after a scale-in, compared with the
-//! prediction (pure).
+//! prediction: the comparison is pure, [`Engine::watch_deletions`] follows
+//! the pod cache until every pod went or time is up.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde::Serialize;
+use tokio::time::Instant;
+
+use super::{Engine, Managed};
+
+/// How often the pod cache is read while waiting for the deletions.
+const POLL: Duration = Duration::from_millis(20);
 
 /// What the controller deleted after the scale-in, against the prediction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -51,6 +59,28 @@ pub fn compare_victims(
         unexpected,
         missed,
         complete,
+    }
+}
+
+impl Engine {
+    /// Follows the pod cache after a scale-in of `managed`'s workload until
+    /// `expected` of the pods active `before` went, or until `deadline`:
+    /// what went, against the `predicted` victims, as seen by then.
+    pub async fn watch_deletions(
+        &self,
+        managed: &Managed,
+        before: &BTreeSet<String>,
+        predicted: &[String],
+        expected: usize,
+        deadline: Instant,
+    ) -> VictimComparison {
+        let mut comparison =
+            compare_victims(predicted, before, &self.active_pods(managed), expected);
+        while !comparison.complete && Instant::now() + POLL < deadline {
+            tokio::time::sleep(POLL).await;
+            comparison = compare_victims(predicted, before, &self.active_pods(managed), expected);
+        }
+        comparison
     }
 }
 

@@ -1,5 +1,5 @@
-//! The `ScaleInVictims` Event: one per scale-in the webhook or the hook
-//! made exact, on the workload, naming the pods predicted to go, whether
+//! The `ScaleInVictims` Event: one per scale-in the engine made exact for
+//! the webhook or the hook, on the workload, naming the pods predicted to go, whether
 //! their costs were fresh, and (with `--prices`) what the scale-in freed
 //! with the policy and what the default order would have freed. Written
 //! after the answer, through the write budget, always as a new Event (not
@@ -12,8 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
-use crate::engine::priced::OBSERVE_FOR;
-use crate::engine::{Engine, PriceOutcome, ScaleInAnswer, WorkloadRef};
+use super::priced::OBSERVE_FOR;
+use super::{Engine, FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
 
 /// How long the Event waits for the scale-in's price: its pods are looked
@@ -27,7 +27,7 @@ const NOTE_MAX: usize = 1000;
 /// A scale-in of `workload` from `from` to `to` replicas, as its Event
 /// tells it.
 #[derive(Debug, Clone)]
-pub(crate) struct Scaled {
+pub(super) struct Scaled {
     /// The workload.
     pub workload: WorkloadRef,
     /// Its UID, when the caller knows it.
@@ -40,33 +40,51 @@ pub(crate) struct Scaled {
     pub action: &'static str,
 }
 
-/// Publishes the scale-in's `ScaleInVictims` Event in the background, once
-/// it is priced when a price is coming; nothing for a call that shares the
-/// scale-in's answer, a workload no policy manages, or a hook call that
-/// removes no replica.
-pub(crate) fn publish_victims(engine: &Engine, scaled: Scaled, answer: Arc<ScaleInAnswer>) {
-    if answer.shared || answer.policy().is_none() || scaled.to >= scaled.from {
-        return;
+impl Scaled {
+    /// The scale-in `call` asked for.
+    pub(super) fn of(call: &ScaleInCall) -> Self {
+        Scaled {
+            workload: call.workload.clone(),
+            uid: call.uid.clone(),
+            from: call.from,
+            to: call.to,
+            action: match call.caller {
+                FreshBy::Hook => "Prescale",
+                FreshBy::Webhook => "AdmitScaleIn",
+            },
+        }
     }
-    // each scale-in its own Event: never folded into an earlier one's count
-    let recorder = engine.leadership().one_event();
-    tokio::spawn(async move {
-        let priced = answer.priced.wait(PRICE_WAIT).await;
-        if answer.priced.expected() && priced.is_none() {
-            tracing::warn!(workload = %scaled.workload, "the scale-in was not priced in time: its Event says so");
+}
+
+impl Engine {
+    /// Publishes the scale-in's `ScaleInVictims` Event in the background,
+    /// once it is priced when a price is coming; nothing for a call that
+    /// shares the scale-in's answer, a workload no policy manages, or a hook
+    /// call that removes no replica.
+    pub(super) fn publish_victims(&self, scaled: Scaled, answer: Arc<ScaleInAnswer>) {
+        if answer.shared || answer.policy().is_none() || scaled.to >= scaled.from {
+            return;
         }
-        let event = victims_event(&scaled, &answer, priced.as_ref());
-        if let Err(e) = recorder.publish(&event, &workload_ref(&scaled)).await {
-            tracing::debug!(error = %e, "the scale-in Event was not written");
-        }
-    });
+        // each scale-in its own Event: never folded into an earlier one's count
+        let recorder = self.leadership.one_event();
+        tokio::spawn(async move {
+            let priced = answer.priced.wait(PRICE_WAIT).await;
+            if answer.priced.expected() && priced.is_none() {
+                tracing::warn!(workload = %scaled.workload, "the scale-in was not priced in time: its Event says so");
+            }
+            let event = victims_event(&scaled, &answer, priced.as_ref());
+            if let Err(e) = recorder.publish(&event, &workload_ref(&scaled)).await {
+                tracing::debug!(error = %e, "the scale-in Event was not written");
+            }
+        });
+    }
 }
 
 /// The Event that tells the workload's readers which pods this scale-in is
 /// predicted to delete, whether their costs were fresh, and what it freed.
 /// The price comes before the victims: a long list is what the 1 kB cap
 /// cuts.
-pub(crate) fn victims_event(
+pub(super) fn victims_event(
     scaled: &Scaled,
     answer: &ScaleInAnswer,
     priced: Option<&PriceOutcome>,
@@ -132,7 +150,7 @@ fn workload_ref(scaled: &Scaled) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{FreshBy, Priced, PricedScaleIn, ScaleInOutcome};
+    use crate::engine::{Priced, PricedScaleIn, ScaleInOutcome};
     use crate::plan::prices::Money;
 
     fn answer(victims: Vec<&str>) -> ScaleInAnswer {
