@@ -20,8 +20,8 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
-use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use super::policy_index::{PolicyIndex, ValidPolicy};
+use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::plan::Snapshot;
 use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;

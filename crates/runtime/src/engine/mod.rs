@@ -380,7 +380,11 @@ impl Engine {
         let workload = workload.clone();
         tokio::task::spawn_blocking(move || {
             let snapshot = caches.snapshot(&workload.namespace);
-            workload::managing(&workload, &snapshot, caches.valid_policies(&workload.namespace))
+            workload::managing(
+                &workload,
+                &snapshot,
+                caches.valid_policies(&workload.namespace),
+            )
         })
         .await
         .map_err(|e| ManagingError::Planner(e.to_string()))?

@@ -168,7 +168,10 @@ mod tests {
         assert!(Arc::ptr_eq(&got, &index.resolved(&status_written).unwrap()));
         // a new spec (generation 2) is validated again
         let changed = policy("a", 2, invalid());
-        assert!(index.resolved(&changed).is_none(), "the new spec is invalid");
+        assert!(
+            index.resolved(&changed).is_none(),
+            "the new spec is invalid"
+        );
         assert_eq!(index.len(), 1);
     }
 

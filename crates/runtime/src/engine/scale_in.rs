@@ -500,19 +500,10 @@ impl Engine {
         follows: bool,
         pricing: &mut Option<PricingInput>,
     ) -> ScaleInAnswer {
-        let mut managed = match self.managing(&call.workload).await {
+        let managed = match self.managed_now(call, follows).await {
             Ok(m) => m,
-            Err(ManagingError::NotManaged(e)) => {
-                return ScaleInAnswer::bare(ScaleInOutcome::NoPolicy(e.to_string()))
-            }
-            Err(e) => return ScaleInAnswer::bare(ScaleInOutcome::PlannerFailed(e.to_string())),
+            Err(answer) => return answer,
         };
-        if follows && self.wait_for_replicas(call, &managed).await {
-            // the pods as the cache shows them now
-            if let Ok(m) = self.managing(&call.workload).await {
-                managed = m;
-            }
-        }
         let mut answer = ScaleInAnswer::bare(ScaleInOutcome::Fresh);
         answer.managed = Some(managed.clone());
         let over = |phase, missing| ScaleInOutcome::OverBudget { phase, missing };
@@ -569,16 +560,62 @@ impl Engine {
             }
         };
         drop(state);
+        self.land(call, answer, batch, &requests).await
+    }
+
+    /// The policy managing the call's workload, with its pods as the cache
+    /// shows them once a scale-in right before this one took effect; the
+    /// answer when none manages it.
+    async fn managed_now(
+        &self,
+        call: &ScaleInCall,
+        follows: bool,
+    ) -> Result<Managed, ScaleInAnswer> {
+        let mut managed = match self.managing(&call.workload).await {
+            Ok(m) => m,
+            Err(ManagingError::NotManaged(e)) => {
+                return Err(ScaleInAnswer::bare(ScaleInOutcome::NoPolicy(e.to_string())))
+            }
+            Err(e) => {
+                return Err(ScaleInAnswer::bare(ScaleInOutcome::PlannerFailed(
+                    e.to_string(),
+                )))
+            }
+        };
+        if follows && self.wait_for_replicas(call, &managed).await {
+            // the pods as the cache shows them now
+            if let Ok(m) = self.managing(&call.workload).await {
+                managed = m;
+            }
+        }
+        Ok(managed)
+    }
+
+    /// The correction's `batch` landed, shown in the pod cache and settled:
+    /// the answer with the pods that go and the outcome.
+    async fn land(
+        &self,
+        call: &ScaleInCall,
+        mut answer: ScaleInAnswer,
+        batch: Option<crate::writes::Batch>,
+        requests: &[PatchRequest],
+    ) -> ScaleInAnswer {
+        let ns = answer
+            .managed
+            .as_ref()
+            .map(|m| m.resolved.namespace.clone())
+            .unwrap_or_default();
+        let ns = ns.as_str();
         answer.writes = requests.len();
         let sent_at = Instant::now();
         let mut landed_at = sent_at;
         let mut shown: Vec<&PatchRequest> = Vec::new();
         if let Some(batch) = batch {
             let Ok(report) = timeout_at(call.deadline, batch.wait()).await else {
-                return self.over_budget(answer, "writing", &requests);
+                return self.over_budget(answer, "writing", requests);
             };
             landed_at = Instant::now();
-            for ((pod, outcome), req) in report.outcomes.iter().zip(&requests) {
+            for ((pod, outcome), req) in report.outcomes.iter().zip(requests) {
                 match outcome {
                     WriteOutcome::Applied => {
                         answer.landed += 1;
@@ -596,7 +633,7 @@ impl Engine {
         })
         .await;
         if waited.is_err() {
-            return self.over_budget(answer, "waiting for the pod cache", &requests);
+            return self.over_budget(answer, "waiting for the pod cache", requests);
         }
         if answer.writes > 0 {
             answer.observed_after = Some(sent_at.elapsed());

@@ -113,15 +113,20 @@ pub(super) fn managing(
     let mut found: Vec<(Arc<DeletionCostPolicy>, NamedPolicy)> = policies
         .into_iter()
         .filter(|p| p.resolved.namespace == ns)
-        .filter_map(|ValidPolicy { policy: p, resolved }| {
-            let targets = match &resolved.spec.target {
-                Target::Workload(t) => t.name == workload.name && t.kind == workload.kind,
-                Target::Selector(_) => false,
-            };
-            let selects =
-                targets || !crate::plan::selected_pods(&resolved, snapshot).is_disjoint(&pods);
-            selects.then(|| (p, (*resolved).clone()))
-        })
+        .filter_map(
+            |ValidPolicy {
+                 policy: p,
+                 resolved,
+             }| {
+                let targets = match &resolved.spec.target {
+                    Target::Workload(t) => t.name == workload.name && t.kind == workload.kind,
+                    Target::Selector(_) => false,
+                };
+                let selects =
+                    targets || !crate::plan::selected_pods(&resolved, snapshot).is_disjoint(&pods);
+                selects.then(|| (p, (*resolved).clone()))
+            },
+        )
         .collect();
     found.sort_by(|a, b| {
         if wins_over(&a.0, &b.0) {

@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use crate::writes::Rate;
 
-pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
 pub use crate::engine::VictimComparison;
+pub use api::{PrescaleRequest, PrescaleResponse, Workload, WorkloadKind};
 pub use error::HookError;
 pub use server::{serve, ServeError};
 

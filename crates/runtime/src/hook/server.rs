@@ -280,6 +280,14 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     })
 }
 
+/// Where the hook's certificate comes from once serving starts: files read
+/// now, or one the operator issues itself (its client, Service and
+/// namespace), or none (plain HTTP).
+struct Certificate {
+    resolver: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
+    self_issued: Option<(kube::Client, String, String)>,
+}
+
 /// Binds the hook's listener (and the scale-in webhook's, when it has its
 /// own) and serves until `shutdown`: requests plan and write through
 /// `engine`, and call the API server (TokenReview, SubjectAccessReview, the
@@ -296,36 +304,13 @@ pub async fn serve(
         Some(webhook) => Some((bind(webhook).await?, webhook)),
         None => None,
     };
-    let client_roots = match &config.webhook_clients {
-        Some(clients) => {
-            if config.tls == HookTls::PlainHttp {
-                return Err(ServeError::Tls("--scale-webhook-client-ca needs TLS: it cannot be used with --hook-insecure-http".into()));
-            }
-            Some(tls::client_roots(&clients.ca).map_err(ServeError::Tls)?)
-        }
-        None => None,
-    };
+    let client_roots = webhook_client_roots(&config)?;
     // with a self-issued certificate the accept loops start once it is
     // ready; the listeners are bound already, so callers wait in their queue
-    let (mut resolver, mut self_issued) = (None, None);
-    match &config.tls {
-        HookTls::Files(files) => {
-            resolver =
-                Some(tls::resolver_from_files(&files.cert, &files.key).map_err(ServeError::Tls)?);
-        }
-        HookTls::SelfIssued { service, namespace } => {
-            let namespace = namespace
-                .clone()
-                .unwrap_or_else(|| engine.leadership().lease().namespace.clone());
-            self_issued = Some((client.clone(), service.clone(), namespace));
-        }
-        HookTls::PlainHttp => {
-            tracing::warn!(%addr, "the hook serves plain HTTP (--hook-insecure-http): callers' bearer tokens travel in clear text");
-        }
-    }
+    let certificate = certificate(&config, &engine, &client, addr)?;
     let read_timeout = config.read_timeout;
     let webhook_ca = config.webhook_ca;
-    if webhook_ca && self_issued.is_none() {
+    if webhook_ca && certificate.self_issued.is_none() {
         tracing::warn!("--scale-webhook-ca keeps the caBundle only with the self-issued hook certificate; with --hook-tls-cert, whoever issues it fills the caBundle (cert-manager's CA injector)");
     }
     let per_source = config.per_source.map(PerSource::new);
@@ -333,35 +318,12 @@ pub async fn serve(
         hook: HookState::new(engine, client, config),
         per_source,
     });
-    let mut listeners = Vec::new();
-    match webhook_socket {
-        Some((socket, webhook)) => {
-            listeners.push(Listener {
-                socket: hook_socket,
-                addr,
-                routes: Routes::Prescale,
-                app: router(state.clone(), Routes::Prescale),
-                clients: ClientAuth::None,
-            });
-            listeners.push(Listener {
-                socket,
-                addr: webhook,
-                routes: Routes::Webhook,
-                app: router(state.clone(), Routes::Webhook),
-                clients: client_roots.map_or(ClientAuth::None, ClientAuth::Required),
-            });
-        }
-        None => listeners.push(Listener {
-            socket: hook_socket,
-            addr,
-            routes: Routes::Both,
-            app: router(state.clone(), Routes::Both),
-            // the hook's callers present no certificate: asked, not required
-            clients: client_roots.map_or(ClientAuth::None, ClientAuth::Optional),
-        }),
-    }
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let listeners = listeners(&state, (hook_socket, addr), webhook_socket, client_roots);
     Ok(tokio::spawn(async move {
+        let Certificate {
+            mut resolver,
+            self_issued,
+        } = certificate;
         if let Some((client, service, namespace)) = self_issued {
             let Some(issued) =
                 tls::self_issued(&client, &service, &namespace, shutdown.clone()).await
@@ -381,42 +343,14 @@ pub async fn serve(
             tokio::spawn(issued.renew(shutdown.clone()));
         }
         if state.per_source.is_some() {
-            let (state, shutdown) = (state.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(FORGET_IDLE_EVERY) => {}
-                    }
-                    if let Some(limits) = &state.per_source {
-                        limits.forget_idle();
-                    }
-                }
-            });
+            tokio::spawn(forget_idle_sources(state.clone(), shutdown.clone()));
         }
+        let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let mut loops = Vec::new();
         for listener in listeners {
-            let acceptor = match &resolver {
-                Some(resolver) => match tls::acceptor(resolver.clone(), &listener.clients) {
-                    Ok(a) => Some(a),
-                    Err(e) => {
-                        tracing::error!(addr = %listener.addr, error = %e, "the hook's listener cannot serve TLS");
-                        continue;
-                    }
-                },
-                None => None,
+            let Some(acceptor) = acceptor_for(&listener, resolver.as_ref()) else {
+                continue;
             };
-            let what = match listener.routes {
-                Routes::Webhook => "serving the scale-in webhook (POST /v1/admit-scale-in)",
-                Routes::Prescale => "serving the pre-scale-down hook (POST /v1/prescale)",
-                Routes::Both => "serving the pre-scale-down hook (POST /v1/prescale) and the scale-in webhook (POST /v1/admit-scale-in)",
-            };
-            tracing::info!(
-                addr = %listener.addr,
-                tls = acceptor.is_some(),
-                client_certificates = listener.clients.describe(),
-                "{what}"
-            );
             loops.push(tokio::spawn(accept_loop(
                 listener,
                 acceptor,
@@ -429,6 +363,133 @@ pub async fn serve(
             let _ = l.await;
         }
     }))
+}
+
+/// The CA whose client certificates the webhook asks for
+/// (`--scale-webhook-client-ca`), which needs TLS.
+fn webhook_client_roots(
+    config: &HookConfig,
+) -> Result<Option<Arc<rustls::RootCertStore>>, ServeError> {
+    let Some(clients) = &config.webhook_clients else {
+        return Ok(None);
+    };
+    if config.tls == HookTls::PlainHttp {
+        return Err(ServeError::Tls(
+            "--scale-webhook-client-ca needs TLS: it cannot be used with --hook-insecure-http"
+                .into(),
+        ));
+    }
+    tls::client_roots(&clients.ca)
+        .map(Some)
+        .map_err(ServeError::Tls)
+}
+
+/// The hook's certificate as `config` names it (files are read now).
+fn certificate(
+    config: &HookConfig,
+    engine: &Engine,
+    client: &kube::Client,
+    addr: SocketAddr,
+) -> Result<Certificate, ServeError> {
+    let mut certificate = Certificate {
+        resolver: None,
+        self_issued: None,
+    };
+    match &config.tls {
+        HookTls::Files(files) => {
+            certificate.resolver =
+                Some(tls::resolver_from_files(&files.cert, &files.key).map_err(ServeError::Tls)?);
+        }
+        HookTls::SelfIssued { service, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| engine.leadership().lease().namespace.clone());
+            certificate.self_issued = Some((client.clone(), service.clone(), namespace));
+        }
+        HookTls::PlainHttp => {
+            tracing::warn!(%addr, "the hook serves plain HTTP (--hook-insecure-http): callers' bearer tokens travel in clear text");
+        }
+    }
+    Ok(certificate)
+}
+
+/// One listener serving both routes, or the hook's and the webhook's each
+/// on its own.
+fn listeners(
+    state: &Arc<Shared>,
+    (hook_socket, addr): (TcpListener, SocketAddr),
+    webhook_socket: Option<(TcpListener, SocketAddr)>,
+    client_roots: Option<Arc<rustls::RootCertStore>>,
+) -> Vec<Listener> {
+    let Some((socket, webhook)) = webhook_socket else {
+        return vec![Listener {
+            socket: hook_socket,
+            addr,
+            routes: Routes::Both,
+            app: router(state.clone(), Routes::Both),
+            // the hook's callers present no certificate: asked, not required
+            clients: client_roots.map_or(ClientAuth::None, ClientAuth::Optional),
+        }];
+    };
+    vec![
+        Listener {
+            socket: hook_socket,
+            addr,
+            routes: Routes::Prescale,
+            app: router(state.clone(), Routes::Prescale),
+            clients: ClientAuth::None,
+        },
+        Listener {
+            socket,
+            addr: webhook,
+            routes: Routes::Webhook,
+            app: router(state.clone(), Routes::Webhook),
+            clients: client_roots.map_or(ClientAuth::None, ClientAuth::Required),
+        },
+    ]
+}
+
+/// Forgets idle sources' budgets now and then, until `shutdown`.
+async fn forget_idle_sources(state: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(FORGET_IDLE_EVERY) => {}
+        }
+        if let Some(limits) = &state.per_source {
+            limits.forget_idle();
+        }
+    }
+}
+
+/// The listener's TLS acceptor (`Some(None)`: plain HTTP), logging what it
+/// serves; `None` when it cannot serve TLS.
+fn acceptor_for(
+    listener: &Listener,
+    resolver: Option<&Arc<dyn rustls::server::ResolvesServerCert>>,
+) -> Option<Option<TlsAcceptor>> {
+    let acceptor = match resolver {
+        Some(resolver) => match tls::acceptor(resolver.clone(), &listener.clients) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::error!(addr = %listener.addr, error = %e, "the hook's listener cannot serve TLS");
+                return None;
+            }
+        },
+        None => None,
+    };
+    let what = match listener.routes {
+        Routes::Webhook => "serving the scale-in webhook (POST /v1/admit-scale-in)",
+        Routes::Prescale => "serving the pre-scale-down hook (POST /v1/prescale)",
+        Routes::Both => "serving the pre-scale-down hook (POST /v1/prescale) and the scale-in webhook (POST /v1/admit-scale-in)",
+    };
+    tracing::info!(
+        addr = %listener.addr,
+        tls = acceptor.is_some(),
+        client_certificates = listener.clients.describe(),
+        "{what}"
+    );
+    Some(acceptor)
 }
 
 /// Accepts connections until `shutdown`, each served on its own task.
@@ -459,57 +520,67 @@ async fn accept_loop(
         let (app, tls) = (listener.app.clone(), tls.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(read_timeout);
-            let result = match tls {
-                Some(acceptor) => {
-                    match tokio::time::timeout(read_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(s)) => {
-                            let certificate = s
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .and_then(|chain| chain.first())
-                                .map(|leaf| {
-                                    Arc::new(cert::client_names(leaf).unwrap_or_else(|e| {
-                                        tracing::debug!(%peer, error = %e, "hook: client certificate names unreadable");
-                                        Vec::new()
-                                    }))
-                                });
-                            let caller = Caller {
-                                addr: peer,
-                                certificate,
-                            };
-                            let service = TowerToHyperService::new(app.layer(Extension(caller)));
-                            builder.serve_connection(TokioIo::new(s), service).await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "hook TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "hook TLS handshake timed out");
-                            return;
-                        }
-                    }
-                }
-                None => {
-                    let caller = Caller {
-                        addr: peer,
-                        certificate: None,
-                    };
-                    let service = TowerToHyperService::new(app.layer(Extension(caller)));
-                    builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "hook connection ended");
-            }
+            serve_connection(app, tls, stream, peer, read_timeout).await;
         });
+    }
+}
+
+/// Serves one connection: the TLS handshake (within `read_timeout`) and the
+/// caller's certificate names first when it is TLS.
+async fn serve_connection(
+    app: axum::Router,
+    tls: Option<TlsAcceptor>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    read_timeout: Duration,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_timeout);
+    let result = match tls {
+        Some(acceptor) => match tokio::time::timeout(read_timeout, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => {
+                let certificate = s
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .map(|leaf| {
+                        Arc::new(cert::client_names(leaf).unwrap_or_else(|e| {
+                            tracing::debug!(%peer, error = %e, "hook: client certificate names unreadable");
+                            Vec::new()
+                        }))
+                    });
+                let caller = Caller {
+                    addr: peer,
+                    certificate,
+                };
+                let service = TowerToHyperService::new(app.layer(Extension(caller)));
+                builder.serve_connection(TokioIo::new(s), service).await
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "hook TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "hook TLS handshake timed out");
+                return;
+            }
+        },
+        None => {
+            let caller = Caller {
+                addr: peer,
+                certificate: None,
+            };
+            let service = TowerToHyperService::new(app.layer(Extension(caller)));
+            builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "hook connection ended");
     }
 }
 

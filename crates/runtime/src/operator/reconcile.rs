@@ -153,22 +153,7 @@ async fn apply_policy(
     let prev_status = policy.status.clone();
     let resolved = match NamedPolicy::validate(&name, &ns, &policy.spec) {
         Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(policy = %key, error = %e, "invalid policy");
-            ctx.engine.metrics().reconciled("invalid");
-            // an invalid policy has no order to report
-            ctx.engine.invalid(&PolicyKey::new(&ns, &name)).await;
-            let st = status::invalid(
-                prev_status.as_ref(),
-                &e.errors,
-                policy.metadata.generation,
-                &now(),
-            );
-            let held = ctx
-                .write_status(&api, &policy, prev_status.as_ref(), st)
-                .await?;
-            return Ok(held.map_or_else(Action::await_change, Action::requeue));
-        }
+        Err(e) => return report_invalid(ctx, &api, &policy, &e).await,
     };
 
     // what an earlier process or leader counted goes on from the status
@@ -180,16 +165,7 @@ async fn apply_policy(
     ctx.engine.remember_scale_ins(&resolved, &kept);
     let round = ctx.engine.reconcile(&policy, &resolved).await?;
     let pkey = PolicyKey::new(&ns, &name);
-    if !ctx.engine.priced_seeded(&pkey) {
-        let status = match fresh_status(&api, &name).await {
-            Some(fresh) => fresh,
-            None => prev_status.clone(),
-        };
-        ctx.engine.seed_priced(
-            &pkey,
-            status.as_ref().and_then(|s| s.priced_scale_ins.as_ref()),
-        );
-    }
+    seed_priced_once(ctx, &api, &policy, &pkey).await;
     tracing::info!(
         policy = %key,
         pods = round.plan.pods.len(),
@@ -221,6 +197,13 @@ async fn apply_policy(
         .write_status(&api, &policy, prev_status.as_ref(), st)
         .await?;
     ctx.engine.metrics().reconciled("ok");
+    let again = next_round_in(&round, &resolved);
+    // a progress change held back is written by the reconcile it is due at
+    Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
+}
+
+/// When the policy's next round is due after `round`.
+fn next_round_in(round: &crate::engine::Reconciled, resolved: &NamedPolicy) -> Duration {
     // failed writes are sent again by the next round: soon, not at the refresh
     let again = if round.rejected > 0 {
         Duration::from_secs(5)
@@ -231,9 +214,46 @@ async fn apply_policy(
     };
     // values a scale-in's hold kept back are written when it ends, not at
     // the next refresh
-    let again = round.hold_ends_in.map_or(again, |d| again.min(d));
-    // a progress change held back is written by the reconcile it is due at
-    Ok(Action::requeue(held.map_or(again, |d| again.min(d))))
+    round.hold_ends_in.map_or(again, |d| again.min(d))
+}
+
+/// An invalid policy: counted, forgotten by the engine (it has no order to
+/// report), and its status says why.
+async fn report_invalid(
+    ctx: &Context,
+    api: &Api<DeletionCostPolicy>,
+    policy: &DeletionCostPolicy,
+    e: &crate::plan::ResolveError,
+) -> Result<Action, OperatorError> {
+    let (ns, name) = (policy.namespace().unwrap_or_default(), policy.name_any());
+    tracing::warn!(policy = %format!("{ns}/{name}"), error = %e, "invalid policy");
+    ctx.engine.metrics().reconciled("invalid");
+    ctx.engine.invalid(&PolicyKey::new(&ns, &name)).await;
+    let prev_status = policy.status.as_ref();
+    let st = status::invalid(prev_status, &e.errors, policy.metadata.generation, &now());
+    let held = ctx.write_status(api, policy, prev_status, st).await?;
+    Ok(held.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Seeds the engine's priced totals of a policy from its status once per
+/// process: read now when it can be, else as cached.
+async fn seed_priced_once(
+    ctx: &Context,
+    api: &Api<DeletionCostPolicy>,
+    policy: &DeletionCostPolicy,
+    pkey: &PolicyKey,
+) {
+    if ctx.engine.priced_seeded(pkey) {
+        return;
+    }
+    let status = match fresh_status(api, &policy.name_any()).await {
+        Some(fresh) => fresh,
+        None => policy.status.clone(),
+    };
+    ctx.engine.seed_priced(
+        pkey,
+        status.as_ref().and_then(|s| s.priced_scale_ins.as_ref()),
+    );
 }
 
 /// The policy's status read now (a quorum list of the one name, which the

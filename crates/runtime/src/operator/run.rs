@@ -30,8 +30,8 @@ use crate::annotations::POLICY_ANNOTATION;
 use crate::engine::caches::{self, CachedPod, Caches};
 use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
-use crate::engine::{Engine, SignalSource};
 use crate::engine::policy_index::PolicyIndex;
+use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
 use crate::pod::PodRecord;
 use crate::policy::selector::selects;
@@ -82,12 +82,10 @@ pub async fn run_with_client(
     }));
     let gates = comparator_gates(&client, &config, &metrics).await?;
     let ns = config.namespace.as_deref();
-    let prometheus = config
-        .prometheus_url
-        .as_deref()
-        .map(PrometheusClient::new)
-        .transpose()
-        .map_err(|e| OperatorError::Config(format!("--prometheus-url: {e}")))?;
+    let signals = SignalSource {
+        prometheus: prometheus_client(&config)?,
+        timeout: config.prometheus_timeout,
+    };
 
     let (leadership, election) = leadership_for(&client, &config, term_patcher).await?;
 
@@ -117,10 +115,7 @@ pub async fn run_with_client(
         caches,
         leadership.clone(),
         metrics.clone(),
-        SignalSource {
-            prometheus,
-            timeout: config.prometheus_timeout,
-        },
+        signals,
         gates,
         config.dry_run,
         config.pricing.clone(),
@@ -139,16 +134,8 @@ pub async fn run_with_client(
         health.clone(),
         config.qps,
     ));
-    let server = server::serve(
-        config.metrics_addr,
-        Arc::new(ServerState::new(
-            engine.clone(),
-            health.clone(),
-            config.identity.clone(),
-        )),
-        stop.clone(),
-    )
-    .await?;
+    let state = ServerState::new(engine.clone(), health.clone(), config.identity.clone());
+    let server = server::serve(config.metrics_addr, Arc::new(state), stop.clone()).await?;
     spawn_memory_trim(&engine, &leadership, stop.clone());
 
     let leader_changes = leadership.changes();
@@ -169,16 +156,7 @@ pub async fn run_with_client(
         &policies,
         window,
     );
-    let running = controller
-        .reconcile_on(triggers)
-        .reconcile_all_on(leader_changes)
-        .graceful_shutdown_on(shutdown.asked())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
-            }
-        });
+    let running = reconciling(controller, triggers, leader_changes, &shutdown, ctx);
     run_until_stopped(running, &shutdown, reserve, &health).await;
     waiting_report.abort();
 
@@ -194,6 +172,37 @@ pub async fn run_with_client(
     })
     .await;
     Ok(())
+}
+
+/// `--prometheus-url`'s client, when one is given.
+fn prometheus_client(config: &RunConfig) -> Result<Option<PrometheusClient>, OperatorError> {
+    config
+        .prometheus_url
+        .as_deref()
+        .map(PrometheusClient::new)
+        .transpose()
+        .map_err(|e| OperatorError::Config(format!("--prometheus-url: {e}")))
+}
+
+/// The policies' reconciles, on their `triggers` and every leadership
+/// change, until the shutdown is asked.
+fn reconciling(
+    controller: Controller<DeletionCostPolicy>,
+    triggers: impl futures::Stream<Item = ObjectRef<DeletionCostPolicy>> + Send + 'static,
+    leader_changes: impl futures::Stream<Item = ()> + Send + 'static,
+    shutdown: &shutdown::Shutdown,
+    ctx: Arc<Context>,
+) -> impl std::future::Future<Output = ()> {
+    controller
+        .reconcile_on(triggers)
+        .reconcile_all_on(leader_changes)
+        .graceful_shutdown_on(shutdown.asked())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %crate::error_chain(&e), "reconcile failed");
+            }
+        })
 }
 
 /// The policies' controller, driven by their own events throttled per

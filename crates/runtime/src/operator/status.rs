@@ -116,122 +116,25 @@ pub fn build(
     obs: &Observed,
     now: &Time,
 ) -> DeletionCostPolicyStatus {
-    let mut counts: BTreeMap<MismatchReason, usize> = BTreeMap::new();
-    for m in plan.replica_sets.iter().flat_map(|r| &r.mismatches) {
-        *counts.entry(m.reason).or_default() += 1;
-    }
-    let ambiguous = plan
-        .replica_sets
-        .iter()
-        .any(|r| r.verdict == Verdict::Ambiguous);
-    let as_intended = counts.is_empty() && !ambiguous;
-    let order = if as_intended {
-        condition(
-            ORDER_AS_INTENDED,
-            true,
-            "AsIntended",
-            "upstream's deletion order matches the policy".into(),
-        )
-    } else if counts.is_empty() {
-        condition(
-            ORDER_AS_INTENDED,
-            false,
-            "Ambiguous",
-            "upstream's order among some pods depends on informer order".into(),
-        )
-    } else {
-        let (top, _) = counts
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(r, n)| (*r, *n))
-            .unwrap_or((MismatchReason::PendingPatch, 0));
-        let summary: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r:?}")).collect();
-        condition(
-            ORDER_AS_INTENDED,
-            false,
-            &format!("{top:?}"),
-            format!("pods deleted before cheaper ones: {}", summary.join(", ")),
-        )
-    };
     let karpenter_pods = plan
         .pods
         .iter()
         .filter(|p| p.owner == CostOwner::Karpenter)
         .count();
-    let signals = match &obs.signals {
-        None => condition(
-            SIGNALS_AVAILABLE,
-            true,
-            "Available",
-            "all signals read".into(),
-        ),
-        Some(p) => condition(SIGNALS_AVAILABLE, false, &p.reason, p.message.clone()),
-    };
-    let ready = if obs.rejected > 0 {
-        condition(
-            READY,
-            false,
-            "QueueFull",
-            format!(
-                "{} patches refused by a full write queue; retrying",
-                obs.rejected
-            ),
-        )
-    } else if let Some(f) = &obs.failing {
-        condition(
-            READY,
-            false,
-            "WritesFailing",
-            format!(
-                "{} pod write(s) failed after their retries (last: {}); {} patches pending; sending again",
-                f.count, f.last, obs.pending_patches
-            ),
-        )
-    } else {
-        let karpenter = if karpenter_pods > 0 {
-            format!("; {karpenter_pods} carry Karpenter's costs (left alone)")
-        } else {
-            String::new()
-        };
-        condition(
-            READY,
-            true,
-            "Reconciled",
-            format!(
-                "{} pods selected, {} patches pending{karpenter}",
-                plan.pods.len(),
-                obs.pending_patches
-            ),
-        )
-    };
-    let conflict = if obs.conflicts.is_empty() {
-        condition(
-            CONFLICT,
-            false,
-            "NoConflict",
-            "no other policy selects these pods".into(),
-        )
-    } else {
-        let list: Vec<String> = obs
-            .conflicts
-            .iter()
-            .map(|c| format!("{} ({} pods)", c.winner, c.pods))
-            .collect();
-        condition(
-            CONFLICT,
-            true,
-            "OverlappingPolicy",
-            format!("older policies win shared pods: {}", list.join(", ")),
-        )
-    };
-    let scale_ins = scale_ins_condition(&obs.scale_ins, obs.refresh_interval, obs.on_scale_in);
+    let conditions = vec![
+        ready_condition(plan, obs, karpenter_pods),
+        order_condition(plan),
+        signals_condition(obs),
+        conflict_condition(obs),
+        scale_ins_condition(&obs.scale_ins, obs.refresh_interval, obs.on_scale_in),
+    ];
     let managed = plan
         .pods
         .iter()
         .filter(|p| matches!(p.action, CostAction::Patch(_)) || p.owner == CostOwner::Ours)
         .count();
     DeletionCostPolicyStatus {
-        conditions: merge_conditions(prev, vec![ready, order, signals, conflict, scale_ins], now),
+        conditions: merge_conditions(prev, conditions, now),
         observed_generation: obs.generation,
         managed_pods: u32::try_from(managed).unwrap_or(u32::MAX),
         karpenter_pods: u32::try_from(karpenter_pods).unwrap_or(u32::MAX),
@@ -258,6 +161,124 @@ pub fn build(
             .clone()
             .or_else(|| prev.and_then(|p| p.priced_scale_ins.clone())),
     }
+}
+
+/// `OrderAsIntended`: whether upstream's order is the policy's, and when not,
+/// the mismatches by reason (the commonest names the reason).
+fn order_condition(plan: &Plan) -> Condition {
+    let mut counts: BTreeMap<MismatchReason, usize> = BTreeMap::new();
+    for m in plan.replica_sets.iter().flat_map(|r| &r.mismatches) {
+        *counts.entry(m.reason).or_default() += 1;
+    }
+    let ambiguous = plan
+        .replica_sets
+        .iter()
+        .any(|r| r.verdict == Verdict::Ambiguous);
+    if counts.is_empty() && !ambiguous {
+        return condition(
+            ORDER_AS_INTENDED,
+            true,
+            "AsIntended",
+            "upstream's deletion order matches the policy".into(),
+        );
+    }
+    if counts.is_empty() {
+        return condition(
+            ORDER_AS_INTENDED,
+            false,
+            "Ambiguous",
+            "upstream's order among some pods depends on informer order".into(),
+        );
+    }
+    let (top, _) = counts
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(r, n)| (*r, *n))
+        .unwrap_or((MismatchReason::PendingPatch, 0));
+    let summary: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r:?}")).collect();
+    condition(
+        ORDER_AS_INTENDED,
+        false,
+        &format!("{top:?}"),
+        format!("pods deleted before cheaper ones: {}", summary.join(", ")),
+    )
+}
+
+/// `SignalsAvailable`: whether the round read every signal.
+fn signals_condition(obs: &Observed) -> Condition {
+    match &obs.signals {
+        None => condition(
+            SIGNALS_AVAILABLE,
+            true,
+            "Available",
+            "all signals read".into(),
+        ),
+        Some(p) => condition(SIGNALS_AVAILABLE, false, &p.reason, p.message.clone()),
+    }
+}
+
+/// `Ready`: refused or failing writes first, else what the plan selected.
+fn ready_condition(plan: &Plan, obs: &Observed, karpenter_pods: usize) -> Condition {
+    if obs.rejected > 0 {
+        return condition(
+            READY,
+            false,
+            "QueueFull",
+            format!(
+                "{} patches refused by a full write queue; retrying",
+                obs.rejected
+            ),
+        );
+    }
+    if let Some(f) = &obs.failing {
+        return condition(
+            READY,
+            false,
+            "WritesFailing",
+            format!(
+                "{} pod write(s) failed after their retries (last: {}); {} patches pending; sending again",
+                f.count, f.last, obs.pending_patches
+            ),
+        );
+    }
+    let karpenter = if karpenter_pods > 0 {
+        format!("; {karpenter_pods} carry Karpenter's costs (left alone)")
+    } else {
+        String::new()
+    };
+    condition(
+        READY,
+        true,
+        "Reconciled",
+        format!(
+            "{} pods selected, {} patches pending{karpenter}",
+            plan.pods.len(),
+            obs.pending_patches
+        ),
+    )
+}
+
+/// `Conflict`: the older policies that win pods this one selects.
+fn conflict_condition(obs: &Observed) -> Condition {
+    if obs.conflicts.is_empty() {
+        return condition(
+            CONFLICT,
+            false,
+            "NoConflict",
+            "no other policy selects these pods".into(),
+        );
+    }
+    let list: Vec<String> = obs
+        .conflicts
+        .iter()
+        .map(|c| format!("{} ({} pods)", c.winner, c.pods))
+        .collect();
+    condition(
+        CONFLICT,
+        true,
+        "OverlappingPolicy",
+        format!("older policies win shared pods: {}", list.join(", ")),
+    )
 }
 
 /// The scale-ins counted, as the status keeps them (none before the first).
