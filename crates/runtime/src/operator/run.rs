@@ -76,10 +76,7 @@ pub async fn run_with_client(
     check_limits(&config)?;
     let shutdown = shutdown::Shutdown::spawn(shutdown, config.shutdown_grace);
     let term_patcher = TermPatcher::default();
-    let metrics = Arc::new(Metrics::new(config.qps, {
-        let p = term_patcher.clone();
-        Box::new(move || p.stats())
-    }));
+    let metrics = operator_metrics(config.qps, &term_patcher);
     let gates = comparator_gates(&client, &config, &metrics).await?;
     let ns = config.namespace.as_deref();
     let signals = SignalSource {
@@ -126,27 +123,14 @@ pub async fn run_with_client(
             .clone()
             .follow_removals(stop.clone().cancelled_owned()),
     );
-    // the reconcile writes (finalizer, status, Events) within the budget
-    let ctx = Arc::new(Context::new(
-        leadership.writes(),
-        engine.clone(),
-        leadership.events(),
-        health.clone(),
-        config.qps,
-    ));
+    let ctx = reconcile_context(&engine, &leadership, &health, config.qps);
     let state = ServerState::new(engine.clone(), health.clone(), config.identity.clone());
     let server = server::serve(config.metrics_addr, Arc::new(state), stop.clone()).await?;
     spawn_memory_trim(&engine, &leadership, stop.clone());
 
     let leader_changes = leadership.changes();
     let hook_server = serve_hook(&config, &client, &engine, &stop).await?;
-    tracing::info!(
-        namespace = ns.unwrap_or("(all)"),
-        qps = config.qps,
-        burst = config.burst,
-        dry_run = config.dry_run,
-        "starting"
-    );
+    log_starting(&config);
     let reserve = shutdown::reserve(config.shutdown_grace);
     let triggers = policy_triggers(
         engine.status_due(),
@@ -164,14 +148,49 @@ pub async fn run_with_client(
     following.abort();
     drain_writes(&shutdown, reserve, &leadership, &metrics).await;
     drop(stop_on_return);
-    step_down(&shutdown, &leadership, &client, election, async {
+    let listeners = async {
         let _ = server.await;
         if let Some(hook) = hook_server {
             let _ = hook.await;
         }
-    })
-    .await;
+    };
+    step_down(&shutdown, &leadership, &client, election, listeners).await;
     Ok(())
+}
+
+/// The operator's metrics, reading the write path's figures from the
+/// current term's patcher.
+fn operator_metrics(qps: f64, term_patcher: &TermPatcher) -> Arc<Metrics> {
+    let p = term_patcher.clone();
+    Arc::new(Metrics::new(qps, Box::new(move || p.stats())))
+}
+
+/// The reconcile's context: its writes (finalizer, status, Events) go
+/// within the term's budget.
+fn reconcile_context(
+    engine: &Arc<Engine>,
+    leadership: &Leadership,
+    health: &Arc<sync::WatchHealth>,
+    qps: f64,
+) -> Arc<Context> {
+    Arc::new(Context::new(
+        leadership.writes(),
+        engine.clone(),
+        leadership.events(),
+        health.clone(),
+        qps,
+    ))
+}
+
+/// What the operator starts with.
+fn log_starting(config: &RunConfig) {
+    tracing::info!(
+        namespace = config.namespace.as_deref().unwrap_or("(all)"),
+        qps = config.qps,
+        burst = config.burst,
+        dry_run = config.dry_run,
+        "starting"
+    );
 }
 
 /// `--prometheus-url`'s client, when one is given.
