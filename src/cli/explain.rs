@@ -198,26 +198,7 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
     let now = super::cluster_flags::parse_now(args.now.as_deref(), clock)?;
     args.gates.resolve()?;
-    let limits = InputLimits {
-        bytes: args.max_input_bytes,
-        pods: args.max_pods,
-    };
-    let cluster = super::live::ClusterArgs {
-        namespace: args.namespace.clone(),
-        all_namespaces: false,
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    };
-    let read = super::predict::read_selected(
-        args.snapshot.as_deref(),
-        &cluster,
-        true,
-        limits,
-        super::live::Wants {
-            nodes: true,
-            policies: args.snapshot.is_none() && args.policy.is_none(),
-        },
-    )?;
+    let read = read_input(&args)?;
     let namespace = read.namespace.clone().unwrap_or_default();
     let families = select(
         &read.snapshot,
@@ -247,15 +228,7 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
     if let Some(note) = super::cluster_flags::default_gates_note(&choice, &read.source) {
         super::stderr::note(&note);
     }
-    let (policy_source, policy_objects) = match &args.policy {
-        Some(path) => {
-            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Manifest)
-                .map_err(CliError::bad_input)?;
-            let objects = crate::input::parse_objects(&name, &text).map_err(CliError::bad_input)?;
-            (name, objects)
-        }
-        None => (read.source.clone(), read.policies.clone()),
-    };
+    let (policy_source, policy_objects) = read_policies(&args, &read)?;
     let view = policy_view(
         &args,
         &policy_source,
@@ -269,16 +242,63 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         &read.snapshot,
     );
-    let text = match args.output {
-        ExplainFormat::Text => render_text(&explanation),
+    let text = render(&explanation, args.output)?;
+    print_out(&text)
+}
+
+/// Reads `--snapshot`, else the live cluster, in the pod's namespace; the
+/// cluster's policies too when no policy file replaces them.
+fn read_input(args: &ExplainArgs) -> Result<super::predict::Selected, CliError> {
+    let limits = InputLimits {
+        bytes: args.max_input_bytes,
+        pods: args.max_pods,
+    };
+    let cluster = super::live::ClusterArgs {
+        namespace: args.namespace.clone(),
+        all_namespaces: false,
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    super::predict::read_selected(
+        args.snapshot.as_deref(),
+        &cluster,
+        true,
+        limits,
+        super::live::Wants {
+            nodes: true,
+            policies: args.snapshot.is_none() && args.policy.is_none(),
+        },
+    )
+}
+
+/// The policies to judge the cost by, with their source's name: `--policy
+/// FILE`, else those read with the pods.
+fn read_policies(
+    args: &ExplainArgs,
+    read: &super::predict::Selected,
+) -> Result<(String, Vec<RawObject>), CliError> {
+    Ok(match &args.policy {
+        Some(path) => {
+            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Manifest)
+                .map_err(CliError::bad_input)?;
+            let objects = crate::input::parse_objects(&name, &text).map_err(CliError::bad_input)?;
+            (name, objects)
+        }
+        None => (read.source.clone(), read.policies.clone()),
+    })
+}
+
+/// The explanation in the asked format, ending in a newline.
+fn render(explanation: &Explanation, format: ExplainFormat) -> Result<String, CliError> {
+    Ok(match format {
+        ExplainFormat::Text => render_text(explanation),
         ExplainFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&explanation)
+            let mut s = serde_json::to_string_pretty(explanation)
                 .map_err(|e| CliError::failure(format!("encoding JSON: {e}")))?;
             s.push('\n');
             s
         }
-    };
-    print_out(&text)
+    })
 }
 
 /// `pod/NAME`, or a bare NAME.
@@ -316,48 +336,12 @@ fn policy_view(
     let name = pod.identity.name.as_deref().unwrap_or_default();
     let ns = pod.identity.namespace.as_deref().unwrap_or_default();
     let all = super::plan::policies(source, objects)?;
-    let selecting: Vec<&super::plan::FilePolicy> = all
-        .iter()
-        .filter(|f| {
-            f.named.namespace == ns && plan::selected_pods(&f.named, snapshot).contains(name)
-        })
-        .collect();
-    let Some(winner) = selecting.iter().copied().reduce(|a, b| {
-        if wins_over(&b.object, &a.object) {
-            b
-        } else {
-            a
-        }
-    }) else {
+    let Some(winner) = winning_policy(&all, ns, name, snapshot) else {
         return Ok(None);
     };
     let policy = &winner.named;
     let now = settings.now.as_nanosecond();
-    let samples = match &args.samples {
-        Some(path) => {
-            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
-                .map_err(CliError::bad_input)?;
-            let samples = super::samples_input::load(
-                &name,
-                &text,
-                policy,
-                Some((now / 1_000_000_000) as f64),
-            )?;
-            // as `plan` says it, so the two never disagree in silence
-            let now_from = match args.now {
-                Some(_) => super::samples_input::NowFrom::Flag,
-                None => super::samples_input::NowFrom::Clock,
-            };
-            let now_text = settings.now.to_string();
-            for w in
-                super::samples_input::stale_warnings(&name, policy, &samples, &now_text, now_from)
-            {
-                super::stderr::warn(&format!("policy {}: {w}", policy.key()));
-            }
-            samples
-        }
-        None => SignalSamples::default(),
-    };
+    let samples = load_samples(args, policy, settings)?;
     let opts = PlanOptions {
         gates: settings.gates,
         now: Some(now),
@@ -383,6 +367,64 @@ fn policy_view(
             wanted: pp.desired,
             action: pp.action.to_string(),
         }))
+}
+
+/// Of the policies in namespace `ns` that select pod `name`, the one the
+/// operator lets win.
+fn winning_policy<'a>(
+    all: &'a [super::plan::FilePolicy],
+    ns: &str,
+    name: &str,
+    snapshot: &Snapshot,
+) -> Option<&'a super::plan::FilePolicy> {
+    let selecting: Vec<&super::plan::FilePolicy> = all
+        .iter()
+        .filter(|f| {
+            f.named.namespace == ns && plan::selected_pods(&f.named, snapshot).contains(name)
+        })
+        .collect();
+    selecting.iter().copied().reduce(|a, b| {
+        if wins_over(&b.object, &a.object) {
+            b
+        } else {
+            a
+        }
+    })
+}
+
+/// The `--samples` file read for `policy` (none given: no samples), warning
+/// of stale samples.
+fn load_samples(
+    args: &ExplainArgs,
+    policy: &plan::NamedPolicy,
+    settings: &Settings,
+) -> Result<SignalSamples, CliError> {
+    let now = settings.now.as_nanosecond();
+    Ok(match &args.samples {
+        Some(path) => {
+            let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
+                .map_err(CliError::bad_input)?;
+            let samples = super::samples_input::load(
+                &name,
+                &text,
+                policy,
+                Some((now / 1_000_000_000) as f64),
+            )?;
+            // as `plan` says it, so the two never disagree in silence
+            let now_from = match args.now {
+                Some(_) => super::samples_input::NowFrom::Flag,
+                None => super::samples_input::NowFrom::Clock,
+            };
+            let now_text = settings.now.to_string();
+            for w in
+                super::samples_input::stale_warnings(&name, policy, &samples, &now_text, now_from)
+            {
+                super::stderr::warn(&format!("policy {}: {w}", policy.key()));
+            }
+            samples
+        }
+        None => SignalSamples::default(),
+    })
 }
 
 /// Why no autoscaler may remove the node `name` of the snapshot: its own
@@ -417,17 +459,7 @@ pub fn explain(
     let me = SlimPod::from_pod(pod);
     let related_slim: Vec<SlimPod> = related.iter().map(|p| SlimPod::from_pod(*p)).collect();
     let owner = me.owner.as_ref().map(|o| format!("{}/{}", o.kind, o.name));
-    let written_for = pod.ours.policy.clone();
-    let cost_origin = match (&me.cost_annotation, &policy) {
-        (None, _) => CostOrigin::None,
-        (Some(_), _) if pod.ours.autoscaler.karpenter_cost => CostOrigin::Karpenter,
-        (Some(_), Some(view)) if written_for.as_deref() == view.policy.split('/').nth(1) => {
-            CostOrigin::Policy {
-                policy: view.policy.clone(),
-            }
-        }
-        (Some(_), _) => CostOrigin::Foreign { written_for },
-    };
+    let cost_origin = cost_origin(&me, pod, policy.as_ref());
     let mut out = Explanation {
         namespace: me.namespace.to_string(),
         name: me.name.to_string(),
@@ -457,12 +489,40 @@ pub fn explain(
             Some("no controller ownerReference: no ReplicaSet deletes it on scale-in".to_string());
         return out;
     };
+    place_in_order(&mut out, settings, &owner, &related_slim);
+    out
+}
+
+/// Where the cost of `me` (the slim view of `pod`) came from, judged
+/// against the policy that plans it now.
+fn cost_origin(me: &SlimPod, pod: &PodRecord, policy: Option<&PolicyView>) -> CostOrigin {
+    let written_for = pod.ours.policy.clone();
+    match (&me.cost_annotation, policy) {
+        (None, _) => CostOrigin::None,
+        (Some(_), _) if pod.ours.autoscaler.karpenter_cost => CostOrigin::Karpenter,
+        (Some(_), Some(view)) if written_for.as_deref() == view.policy.split('/').nth(1) => {
+            CostOrigin::Policy {
+                policy: view.policy.clone(),
+            }
+        }
+        (Some(_), _) => CostOrigin::Foreign { written_for },
+    }
+}
+
+/// Fills in the pod's position among the active pods of its controller
+/// `owner` and its neighbours there (left alone when it is not found).
+fn place_in_order(
+    out: &mut Explanation,
+    settings: &Settings,
+    owner: &crate::comparator::ControllerRef,
+    related_slim: &[SlimPod],
+) {
     let siblings: Vec<SlimPod> = related_slim
         .iter()
-        .filter(|p| p.owner.as_deref() == Some(&*owner))
+        .filter(|p| p.owner.as_deref() == Some(owner))
         .cloned()
         .collect();
-    let prediction = predict(settings, &siblings, Some(&related_slim));
+    let prediction = predict(settings, &siblings, Some(related_slim));
     let Some((group, i)) = prediction
         .replica_sets
         .iter()
@@ -472,7 +532,7 @@ pub fn explain(
                 .map(|i| (g, i))
         })
     else {
-        return out;
+        return;
     };
     let neighbour = |j: usize, rule: Option<Rule>| {
         let p = group.pod(j);
@@ -490,7 +550,6 @@ pub fn explain(
     out.after = i.checked_sub(1).map(|j| neighbour(j, decided_by(j)));
     out.before = (i + 1 < group.len()).then(|| neighbour(i + 1, decided_by(i)));
     out.pod = Some(group.pod(i).into_owned());
-    out
 }
 
 /// The readable view.
@@ -502,6 +561,39 @@ pub fn render_text(e: &Explanation) -> String {
         "  controller: {}",
         e.owner.as_deref().unwrap_or("<none>")
     );
+    render_order(&mut out, e);
+    if let Some(p) = &e.pod {
+        render_pod_state(&mut out, p);
+    }
+    let raw = match (
+        &e.cost_annotation,
+        e.pod.as_ref().and_then(|p| p.cost_problem),
+    ) {
+        (None, _) => " (no pod-deletion-cost annotation: read as 0)".to_string(),
+        (Some(raw), Some(problem)) => format!(" (annotation {raw:?}: {problem}, read as 0)"),
+        (Some(_), None) => String::new(),
+    };
+    let _ = writeln!(out, "  cost:       {}{raw}", e.cost);
+    let _ = writeln!(out, "  from:       {}", origin_text(e));
+    if let Some(n) = &e.node_removal {
+        let _ = writeln!(out, "  autoscaler: {n}");
+    }
+    render_policy(&mut out, e.policy.as_ref());
+    let _ = writeln!(
+        out,
+        "\nnow {}{}",
+        e.now,
+        e.kubernetes_version
+            .as_ref()
+            .map(|v| format!(" (Kubernetes {v} defaults)"))
+            .unwrap_or_default()
+    );
+    out
+}
+
+/// The `order`, `after` and `before` lines: the pod's place and the rules
+/// that put it there.
+fn render_order(out: &mut String, e: &Explanation) {
     match (&e.not_ordered, e.position, e.of) {
         (Some(why), _, _) => {
             let _ = writeln!(out, "  order:      none: {why}");
@@ -528,34 +620,31 @@ pub fn render_text(e: &Explanation) -> String {
             b.position, b.name, b.rule_description
         );
     }
-    if let Some(p) = &e.pod {
-        let _ = writeln!(
-            out,
-            "  node:       {} ({} related pod(s) on it)",
-            if p.node.is_empty() { "<none>" } else { &p.node },
-            p.rank
-        );
-        let _ = writeln!(
-            out,
-            "  state:      {}, Ready={}{}, restarts {}",
-            p.phase.as_deref().unwrap_or("<none>"),
-            if p.ready { "True" } else { "False" },
-            p.ready_age_seconds
-                .map(|s| format!(" for {}", human_age(s)))
-                .unwrap_or_default(),
-            p.restarts
-        );
-    }
-    let raw = match (
-        &e.cost_annotation,
-        e.pod.as_ref().and_then(|p| p.cost_problem),
-    ) {
-        (None, _) => " (no pod-deletion-cost annotation: read as 0)".to_string(),
-        (Some(raw), Some(problem)) => format!(" (annotation {raw:?}: {problem}, read as 0)"),
-        (Some(_), None) => String::new(),
-    };
-    let _ = writeln!(out, "  cost:       {}{raw}", e.cost);
-    let origin = match &e.cost_origin {
+}
+
+/// The `node` and `state` lines of the pod's prediction row.
+fn render_pod_state(out: &mut String, p: &PodPrediction<'static>) {
+    let _ = writeln!(
+        out,
+        "  node:       {} ({} related pod(s) on it)",
+        if p.node.is_empty() { "<none>" } else { &p.node },
+        p.rank
+    );
+    let _ = writeln!(
+        out,
+        "  state:      {}, Ready={}{}, restarts {}",
+        p.phase.as_deref().unwrap_or("<none>"),
+        if p.ready { "True" } else { "False" },
+        p.ready_age_seconds
+            .map(|s| format!(" for {}", human_age(s)))
+            .unwrap_or_default(),
+        p.restarts
+    );
+}
+
+/// Where the cost came from, in words (the `from` line).
+fn origin_text(e: &Explanation) -> String {
+    match &e.cost_origin {
         CostOrigin::None => "none".to_string(),
         CostOrigin::Policy { policy } => format!("policy {policy}, from its signals"),
         CostOrigin::Foreign {
@@ -576,12 +665,12 @@ pub fn render_text(e: &Explanation) -> String {
         CostOrigin::Karpenter => format!(
             "Karpenter's deletion-cost controller ({KARPENTER_MANAGED_COST}): no policy overwrites it"
         ),
-    };
-    let _ = writeln!(out, "  from:       {origin}");
-    if let Some(n) = &e.node_removal {
-        let _ = writeln!(out, "  autoscaler: {n}");
     }
-    match &e.policy {
+}
+
+/// The `policy`, `signals` and `plan` lines, or that no policy plans the pod.
+fn render_policy(out: &mut String, policy: Option<&PolicyView>) {
+    match policy {
         None => {
             let _ = writeln!(
                 out,
@@ -606,16 +695,6 @@ pub fn render_text(e: &Explanation) -> String {
             let _ = writeln!(out, "  plan:       {wanted}: {}", v.action);
         }
     }
-    let _ = writeln!(
-        out,
-        "\nnow {}{}",
-        e.now,
-        e.kubernetes_version
-            .as_ref()
-            .map(|v| format!(" (Kubernetes {v} defaults)"))
-            .unwrap_or_default()
-    );
-    out
 }
 
 #[cfg(test)]

@@ -141,61 +141,96 @@ async fn read_async(
     list::<ReplicaSet>(&client, ns, &at, "replicasets", &mut items).await?;
     list::<Deployment>(&client, ns, &at, "deployments", &mut items).await?;
     if wants.nodes {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let mut found = Vec::new();
-        match pages(&nodes, &at, "nodes", &mut found).await {
-            Ok(()) => items.append(&mut found),
-            // a namespace's user often may not list nodes (cluster-scoped):
-            // the plan goes on without them and says what that changes
-            Err(e) if e.message.starts_with("forbidden:") => super::stderr::warn(&format!(
-                "the kubeconfig's user (context {context}) may not list nodes: planned without \
-                 nodes, so billing classes and node signals read them as nodes missing from a \
-                 snapshot (no labels)"
-            )),
-            Err(e) => return Err(e),
-        }
+        list_nodes(&client, &at, &mut items).await?;
     }
     let mut policies = Vec::new();
     if wants.policies {
-        let api: Api<DynamicObject> = match ns {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &policy_resource()),
-            None => Api::all_with(client.clone(), &policy_resource()),
-        };
-        let mut found = Vec::new();
-        pages(&api, &at, "deletioncostpolicies", &mut found).await?;
-        let resource = policy_resource();
-        let objects: Vec<Value> = found
-            .into_iter()
-            .map(|mut v| {
-                // list items carry no kind; kubectl adds it, and so do we
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("apiVersion".into(), resource.api_version.clone().into());
-                    o.insert("kind".into(), resource.kind.clone().into());
-                }
-                v
-            })
-            .collect();
-        let text = list_text(objects)?;
-        policies = parse_objects(&source, &text).map_err(CliError::bad_input)?;
+        policies = list_policies(&client, ns, &at, &source).await?;
     }
+    let (snapshot, version) = read_snapshot(&source, items, &info, limits)?;
+    Ok(LiveRead {
+        source,
+        namespace,
+        snapshot,
+        version,
+        policies,
+    })
+}
+
+/// Adds the cluster's nodes to `items`; a user who may not list them gets
+/// a warning and the read goes on without them.
+async fn list_nodes(
+    client: &Client,
+    at: &Where<'_>,
+    items: &mut Vec<Value>,
+) -> Result<(), CliError> {
+    let context = at.context;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut found = Vec::new();
+    match pages(&nodes, at, "nodes", &mut found).await {
+        Ok(()) => items.append(&mut found),
+        // a namespace's user often may not list nodes (cluster-scoped):
+        // the plan goes on without them and says what that changes
+        Err(e) if e.message.starts_with("forbidden:") => super::stderr::warn(&format!(
+            "the kubeconfig's user (context {context}) may not list nodes: planned without \
+             nodes, so billing classes and node signals read them as nodes missing from a \
+             snapshot (no labels)"
+        )),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// The DeletionCostPolicy objects of namespace `ns` (`None`: all), read as
+/// a policy file's objects are.
+async fn list_policies(
+    client: &Client,
+    ns: Option<&str>,
+    at: &Where<'_>,
+    source: &str,
+) -> Result<Vec<RawObject>, CliError> {
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &policy_resource()),
+        None => Api::all_with(client.clone(), &policy_resource()),
+    };
+    let mut found = Vec::new();
+    pages(&api, at, "deletioncostpolicies", &mut found).await?;
+    let resource = policy_resource();
+    let objects: Vec<Value> = found
+        .into_iter()
+        .map(|mut v| {
+            // list items carry no kind; kubectl adds it, and so do we
+            if let Some(o) = v.as_object_mut() {
+                o.insert("apiVersion".into(), resource.api_version.clone().into());
+                o.insert("kind".into(), resource.kind.clone().into());
+            }
+            v
+        })
+        .collect();
+    let text = list_text(objects)?;
+    parse_objects(source, &text).map_err(CliError::bad_input)
+}
+
+/// The objects listed and `/version`, read as a snapshot file and the
+/// version it carries.
+fn read_snapshot(
+    source: &str,
+    items: Vec<Value>,
+    info: &k8s_openapi::apimachinery::pkg::version::Info,
+    limits: InputLimits,
+) -> Result<(Snapshot, Option<ServerVersion>), CliError> {
     let mut reader = SnapshotReader::new(limits);
     let text = list_text(items)?;
     reader
-        .read(&source, text.as_bytes(), text.len() as u64)
+        .read(source, text.as_bytes(), text.len() as u64)
         .map_err(CliError::bad_input)?;
-    let version_text = serde_json::to_string(&info)
+    let version_text = serde_json::to_string(info)
         .map_err(|e| CliError::failure(format!("encoding /version: {e}")))?;
     reader
         .read_text(&format!("{source}: /version"), &version_text)
         .map_err(CliError::bad_input)?;
     let read = reader.finish().map_err(CliError::bad_input)?;
-    Ok(LiveRead {
-        source,
-        namespace,
-        snapshot: read.snapshot,
-        version: read.version,
-        policies,
-    })
+    Ok((read.snapshot, read.version))
 }
 
 /// The client for the kubeconfig's context, its name, the server's URL and

@@ -17,7 +17,9 @@ use crate::input::{
 };
 use crate::owner;
 use crate::plan::prices::Prices;
-use crate::plan::savings::{cores, freed_list, memory, plan_savings, signed, Savings};
+use crate::plan::savings::{
+    cores, freed_list, memory, plan_savings, signed, Choice, Difference, Savings,
+};
 use crate::plan::{
     self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, SnapshotReader, Verdict,
 };
@@ -1175,12 +1177,36 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         ("with the policy", &s.policy),
         ("Kubernetes default", &s.upstream),
     ];
+    let rows = choice_rows(&choices, &s.difference);
+    out.push_str(&table::aligned(&rows, "  ", 2));
+    let rows = capacity_rows(&choices);
+    if rows.len() > 1 {
+        out.push('\n');
+        out.push_str(&table::aligned(&rows, "  ", 2));
+    }
+    for (label, c) in choices {
+        render_choice_notes(&mut out, label, c);
+    }
+    let _ = writeln!(
+        out,
+        "  Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs"
+    );
+    let _ = writeln!(
+        out,
+        "  a node counts as freed when no active pod but DaemonSet pods stays on it and no annotation keeps it; the autoscaler decides whether it goes"
+    );
+    out
+}
+
+/// The savings table: per choice what it deletes, the nodes it frees and
+/// their price, then the difference between the two.
+fn choice_rows(choices: &[(&str, &Choice); 2], d: &Difference) -> Vec<Vec<String>> {
     let mut rows = vec![
         ["CHOICE", "DELETES", "NODES FREED", "PER HOUR", "PER MONTH"]
             .map(String::from)
             .to_vec(),
     ];
-    for (label, c) in choices {
+    for &(label, c) in choices {
         rows.push(vec![
             label.to_string(),
             if c.victims.is_empty() {
@@ -1193,7 +1219,6 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
             c.monthly.to_string(),
         ]);
     }
-    let d = &s.difference;
     rows.push(vec![
         "difference (policy - default)".into(),
         String::new(),
@@ -1205,7 +1230,12 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
         signed(d.hourly),
         signed(d.monthly),
     ]);
-    out.push_str(&table::aligned(&rows, "  ", 2));
+    rows
+}
+
+/// The capacity table: per choice and billing class the nodes freed, their
+/// allocatable cpu and memory and their price (only the header: none freed).
+fn capacity_rows(choices: &[(&str, &Choice); 2]) -> Vec<Vec<String>> {
     let mut rows = vec![[
         "CAPACITY FREED",
         "BILLING CLASS",
@@ -1217,7 +1247,7 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     ]
     .map(String::from)
     .to_vec()];
-    for (label, c) in choices {
+    for &(label, c) in choices {
         for t in &c.by_billing_class {
             rows.push(vec![
                 label.to_string(),
@@ -1232,46 +1262,37 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
             ]);
         }
     }
-    if rows.len() > 1 {
-        out.push('\n');
-        out.push_str(&table::aligned(&rows, "  ", 2));
+    rows
+}
+
+/// The notes on one choice's figures: nodes without a price or without
+/// allocatable, a cut inside a tie, nodes emptied but kept.
+fn render_choice_notes(out: &mut String, label: &str, c: &Choice) {
+    if !c.unpriced_nodes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {label}: no price for {} (left out of the sums)",
+            c.unpriced_nodes.join(", ")
+        );
     }
-    for (label, c) in choices {
-        if !c.unpriced_nodes.is_empty() {
-            let _ = writeln!(
-                out,
-                "  {label}: no price for {} (left out of the sums)",
-                c.unpriced_nodes.join(", ")
-            );
-        }
-        let unreported: usize = c
-            .by_billing_class
-            .iter()
-            .map(|t| t.nodes_without_allocatable)
-            .sum();
-        if unreported > 0 {
-            let _ = writeln!(
-                out,
-                "  {label}: {unreported} freed node(s) report no allocatable cpu or memory (not in CPU, MEMORY)"
-            );
-        }
-        if c.tie_at_cut {
-            let _ = writeln!(
-                out,
-                "  {label}: a cut falls inside a tie: upstream may delete other pods it ranks equal, and free other nodes"
-            );
-        }
-        for n in &c.not_removable {
-            let _ = writeln!(out, "  {label}: emptied but not freed: {n}");
-        }
+    let unreported: usize = c
+        .by_billing_class
+        .iter()
+        .map(|t| t.nodes_without_allocatable)
+        .sum();
+    if unreported > 0 {
+        let _ = writeln!(
+            out,
+            "  {label}: {unreported} freed node(s) report no allocatable cpu or memory (not in CPU, MEMORY)"
+        );
     }
-    let _ = writeln!(
-        out,
-        "  Kubernetes default: the pods the ReplicaSet controller deletes without the policy's costs"
-    );
-    let _ = writeln!(
-        out,
-        "  a node counts as freed when no active pod but DaemonSet pods stays on it and no annotation keeps it; the autoscaler decides whether it goes"
-    );
-    out
+    if c.tie_at_cut {
+        let _ = writeln!(
+            out,
+            "  {label}: a cut falls inside a tie: upstream may delete other pods it ranks equal, and free other nodes"
+        );
+    }
+    for n in &c.not_removable {
+        let _ = writeln!(out, "  {label}: emptied but not freed: {n}");
+    }
 }

@@ -643,70 +643,20 @@ fn cost_cell(pod: &PodPrediction) -> String {
 /// `-o table`.
 pub fn render_table(p: &Prediction) -> String {
     let with_victims = p.scale_down_by.is_some();
-    let mut header = vec![
-        "REPLICASET",
-        "#",
-        "POD",
-        "NODE",
-        "PHASE",
-        "READY",
-        "COST",
-        "RANK",
-        "READY-AGE",
-        "RESTARTS",
-    ];
-    if with_victims {
-        header.push("VICTIM");
-    }
-    header.push("DECIDED-BY");
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut footers: Vec<String> = Vec::new();
     for g in &p.replica_sets {
         let label = OwnerRef::label(g.owner.as_ref());
         for pod in g.pods() {
-            let pod = &pod;
-            let mut row = vec![
-                label.clone(),
-                pod.position.to_string(),
-                pod.name.to_string(),
-                if pod.node.is_empty() {
-                    "<none>".into()
-                } else {
-                    pod.node.to_string()
-                },
-                pod.phase.as_deref().unwrap_or("<none>").to_string(),
-                if pod.ready { "True" } else { "False" }.into(),
-                cost_cell(pod),
-                pod.rank.to_string(),
-                pod.ready_age_seconds.map_or_else(|| "-".into(), human_age),
-                if pod.sidecar_restarts > 0 {
-                    format!("{} (+{} sidecar)", pod.restarts, pod.sidecar_restarts)
-                } else {
-                    pod.restarts.to_string()
-                },
-            ];
-            if with_victims {
-                row.push(if pod.victim == Some(true) { "yes" } else { "" }.into());
-            }
-            row.push(pod.decided_by.map_or("-", |r| r.describe()).to_string());
-            rows.push(row);
+            rows.push(table_row(&label, &pod, with_victims));
         }
-        if let Some(a) = &g.ambiguity {
-            footers.push(format!(
-                "{label}: AMBIGUOUS order of {}: {}",
-                a.pods.join(", "),
-                a.explanation
-            ));
-        }
-        if g.tie_at_cut == Some(true) {
-            footers.push(format!(
-                "{label}: the cut after {} pod(s) falls inside a tie: which of the tied pods upstream deletes depends on its input order",
-                p.scale_down_by.unwrap_or(0)
-            ));
-        }
+        footers.extend(group_footers(&label, g, p.scale_down_by));
     }
     let no_rows = rows.is_empty();
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let header: Vec<String> = table_header(with_victims)
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
     let mut out = table::aligned(std::iter::once(header).chain(rows), "", 3);
     if no_rows {
         out.push_str("(no active pods)\n");
@@ -728,6 +678,85 @@ pub fn render_table(p: &Prediction) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The table's columns; VICTIM only with `--scale-down-by`.
+fn table_header(with_victims: bool) -> Vec<&'static str> {
+    let mut header = vec![
+        "REPLICASET",
+        "#",
+        "POD",
+        "NODE",
+        "PHASE",
+        "READY",
+        "COST",
+        "RANK",
+        "READY-AGE",
+        "RESTARTS",
+    ];
+    if with_victims {
+        header.push("VICTIM");
+    }
+    header.push("DECIDED-BY");
+    header
+}
+
+/// One pod's row, under its ReplicaSet's `label`.
+fn table_row(label: &str, pod: &PodPrediction, with_victims: bool) -> Vec<String> {
+    let mut row = vec![
+        label.to_string(),
+        pod.position.to_string(),
+        pod.name.to_string(),
+        if pod.node.is_empty() {
+            "<none>".into()
+        } else {
+            pod.node.to_string()
+        },
+        pod.phase.as_deref().unwrap_or("<none>").to_string(),
+        if pod.ready { "True" } else { "False" }.into(),
+        cost_cell(pod),
+        pod.rank.to_string(),
+        pod.ready_age_seconds.map_or_else(|| "-".into(), human_age),
+        if pod.sidecar_restarts > 0 {
+            format!("{} (+{} sidecar)", pod.restarts, pod.sidecar_restarts)
+        } else {
+            pod.restarts.to_string()
+        },
+    ];
+    if with_victims {
+        row.push(if pod.victim == Some(true) { "yes" } else { "" }.into());
+    }
+    row.push(pod.decided_by.map_or("-", |r| r.describe()).to_string());
+    row
+}
+
+/// The lines under the table about one group: an ambiguous order, a cut
+/// inside a tie.
+fn group_footers(label: &str, g: &GroupPrediction, scale_down_by: Option<usize>) -> Vec<String> {
+    let mut footers = Vec::new();
+    if let Some(a) = &g.ambiguity {
+        footers.push(format!(
+            "{label}: AMBIGUOUS order of {}: {}",
+            a.pods.join(", "),
+            a.explanation
+        ));
+    }
+    if g.tie_at_cut == Some(true) {
+        footers.push(format!(
+            "{label}: the cut after {} pod(s) falls inside a tie: which of the tied pods upstream deletes depends on its input order",
+            scale_down_by.unwrap_or(0)
+        ));
+    }
+    footers
+}
+
+/// The prediction in the asked format.
+fn render(prediction: &Prediction, format: OutputFormat) -> Result<String, CliError> {
+    Ok(match format {
+        OutputFormat::Names => render_names(prediction),
+        OutputFormat::Json => render_json(prediction)?,
+        OutputFormat::Table => render_table(prediction),
+    })
 }
 
 /// Reads pods; an input without pods, an item that is not a named Pod, or a
@@ -822,11 +851,7 @@ pub fn run(args: PredictArgs) -> Result<(), CliError> {
     settings.gates = choice.gates;
     settings.kubernetes_version = choice.version;
     let prediction = predict(&settings, &pods, related.as_deref());
-    let text = match args.output {
-        OutputFormat::Names => render_names(&prediction),
-        OutputFormat::Json => render_json(&prediction)?,
-        OutputFormat::Table => render_table(&prediction),
-    };
+    let text = render(&prediction, args.output)?;
     if let Some(w) = missing_uid_warning(&source, &pods) {
         super::stderr::warn(&w);
     }
@@ -944,18 +969,7 @@ pub fn predict_families<'a>(
 /// `predict KIND/NAME`, `-l`, `-n`, `-A`: the pods named, from a snapshot
 /// or the live cluster, each family ordered with its own related pods.
 fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliError> {
-    let target = args
-        .target
-        .as_deref()
-        .map(str::parse::<Target>)
-        .transpose()
-        .map_err(CliError::bad_input)?;
-    if let Some(t) = target.as_ref().filter(|t| t.kind == TargetKind::Pod) {
-        return Err(CliError::bad_input(format!(
-            "{t}: predict orders the pods of a deployment/NAME or replicaset/NAME; for one pod's \
-             place use `deletion-cost explain {t}`"
-        )));
-    }
+    let target = parse_workload(args.target.as_deref())?;
     let selector = args
         .selector
         .as_deref()
@@ -987,11 +1001,7 @@ fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliErro
     settings.kubernetes_version = choice.version;
     let slim = slim_families(&families);
     let prediction = predict_families(&settings, &slim);
-    let text = match args.output {
-        OutputFormat::Names => render_names(&prediction),
-        OutputFormat::Json => render_json(&prediction)?,
-        OutputFormat::Table => render_table(&prediction),
-    };
+    let text = render(&prediction, args.output)?;
     let pods: Vec<SlimPod> = families
         .iter()
         .flat_map(|f| &f.pods)
@@ -1004,20 +1014,7 @@ fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliErro
         super::stderr::note(&note);
     }
     if pods.is_empty() {
-        let what = match (&target, &read.namespace) {
-            (Some(t), Some(ns)) => format!("{t} in namespace {ns}"),
-            (_, Some(ns)) => format!("namespace {ns}"),
-            (_, None) => "any namespace".to_string(),
-        };
-        let labels = args
-            .selector
-            .as_deref()
-            .map(|s| format!(" with labels {s}"))
-            .unwrap_or_default();
-        super::stderr::note(&format!(
-            "no pods in {what}{labels} ({}): nothing to order",
-            read.source
-        ));
+        note_no_pods(target.as_ref(), &read, args.selector.as_deref());
     }
     if let Some(w) = invalid_cost_warning(&prediction) {
         super::stderr::warn(&w);
@@ -1026,6 +1023,37 @@ fn run_selected(args: PredictArgs, mut settings: Settings) -> Result<(), CliErro
         super::stderr::note(&n);
     }
     print_out(&text)
+}
+
+/// The `KIND/NAME` given, if any; a pod is refused (`explain` places one).
+fn parse_workload(given: Option<&str>) -> Result<Option<Target>, CliError> {
+    let target = given
+        .map(str::parse::<Target>)
+        .transpose()
+        .map_err(CliError::bad_input)?;
+    if let Some(t) = target.as_ref().filter(|t| t.kind == TargetKind::Pod) {
+        return Err(CliError::bad_input(format!(
+            "{t}: predict orders the pods of a deployment/NAME or replicaset/NAME; for one pod's \
+             place use `deletion-cost explain {t}`"
+        )));
+    }
+    Ok(target)
+}
+
+/// Notes that what was asked for holds no pods: nothing to order.
+fn note_no_pods(target: Option<&Target>, read: &Selected, selector: Option<&str>) {
+    let what = match (target, &read.namespace) {
+        (Some(t), Some(ns)) => format!("{t} in namespace {ns}"),
+        (_, Some(ns)) => format!("namespace {ns}"),
+        (_, None) => "any namespace".to_string(),
+    };
+    let labels = selector
+        .map(|s| format!(" with labels {s}"))
+        .unwrap_or_default();
+    super::stderr::note(&format!(
+        "no pods in {what}{labels} ({}): nothing to order",
+        read.source
+    ));
 }
 
 #[cfg(test)]

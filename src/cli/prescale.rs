@@ -121,6 +121,30 @@ pub fn render_table(answer: &Value) -> String {
         out.push_str(&format!("held: {}\n", s(&p["held"])));
     }
     out.push_str(&format!("verdict: {}\n", s(&answer["verdict"])));
+    render_victims(&mut out, answer);
+    for rs in answer["replicaSets"].as_array().into_iter().flatten() {
+        for m in rs["mismatches"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "mismatch in {}: {} goes before {} ({})\n",
+                s(&rs["name"]),
+                s(&m["pod"]),
+                s(&m["before"]),
+                s(&m["reason"])
+            ));
+        }
+    }
+    let sc = &answer["scale"];
+    if !sc.is_null() {
+        render_scale(&mut out, sc);
+    }
+    for w in answer["warnings"].as_array().into_iter().flatten() {
+        out.push_str(&format!("warning: {}\n", s(w)));
+    }
+    out
+}
+
+/// The victims' table, after a blank line; nothing when there are none.
+fn render_victims(out: &mut String, answer: &Value) {
     let victims = answer["victims"].as_array().cloned().unwrap_or_default();
     if !victims.is_empty() {
         let header = ["RANK", "POD", "REPLICASET", "COST", "INTENDED"].map(String::from);
@@ -136,46 +160,33 @@ pub fn render_table(answer: &Value) -> String {
         out.push('\n');
         out.push_str(&table::aligned(std::iter::once(header).chain(rows), "", 2));
     }
-    for rs in answer["replicaSets"].as_array().into_iter().flatten() {
-        for m in rs["mismatches"].as_array().into_iter().flatten() {
-            out.push_str(&format!(
-                "mismatch in {}: {} goes before {} ({})\n",
-                s(&rs["name"]),
-                s(&m["pod"]),
-                s(&m["before"]),
-                s(&m["reason"])
-            ));
-        }
+}
+
+/// What became of the `--scale` asked for: the pods deleted against those
+/// predicted, or why it was not scaled.
+fn render_scale(out: &mut String, sc: &Value) {
+    if sc["performed"] == json!(true) {
+        let c = &sc["comparison"];
+        let list = |v: &Value| {
+            v.as_array()
+                .map(|a| a.iter().map(s).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        };
+        out.push_str(&format!(
+            "\nscaled to {}: deleted [{}], predicted [{}], as predicted: {}{}\n",
+            s(&sc["replicas"]),
+            list(&c["deleted"]),
+            list(&c["predicted"]),
+            s(&c["asPredicted"]),
+            if c["complete"] == json!(true) {
+                ""
+            } else {
+                " (not all deletions seen yet)"
+            }
+        ));
+    } else {
+        out.push_str(&format!("\nnot scaled: {}\n", s(&sc["skipped"])));
     }
-    let sc = &answer["scale"];
-    if !sc.is_null() {
-        if sc["performed"] == json!(true) {
-            let c = &sc["comparison"];
-            let list = |v: &Value| {
-                v.as_array()
-                    .map(|a| a.iter().map(s).collect::<Vec<_>>().join(", "))
-                    .unwrap_or_default()
-            };
-            out.push_str(&format!(
-                "\nscaled to {}: deleted [{}], predicted [{}], as predicted: {}{}\n",
-                s(&sc["replicas"]),
-                list(&c["deleted"]),
-                list(&c["predicted"]),
-                s(&c["asPredicted"]),
-                if c["complete"] == json!(true) {
-                    ""
-                } else {
-                    " (not all deletions seen yet)"
-                }
-            ));
-        } else {
-            out.push_str(&format!("\nnot scaled: {}\n", s(&sc["skipped"])));
-        }
-    }
-    for w in answer["warnings"].as_array().into_iter().flatten() {
-        out.push_str(&format!("warning: {}\n", s(w)));
-    }
-    out
 }
 
 /// The message of a non-2xx answer (pure).

@@ -243,6 +243,32 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
 /// The hook's and the webhook's settings, each flag checked in the flag's
 /// words before the cluster is contacted.
 fn hook_config(args: &RunArgs) -> Result<HookConfig, CliError> {
+    check_hook_limits(args)?;
+    check_service_name(&args.hook_service_name)?;
+    let per_source = per_source_rate(args)?;
+    check_webhook_flags(args)?;
+    Ok(HookConfig {
+        webhook_addr: args.scale_webhook_addr,
+        webhook_clients: args.scale_webhook_client_ca.clone().map(|ca| {
+            crate::hook::WebhookClients {
+                ca,
+                names: args.scale_webhook_client_name.clone(),
+            }
+        }),
+        per_source,
+        settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
+        max_concurrent: args.hook_max_concurrent,
+        token_audiences: args.hook_token_audience.clone(),
+        webhook_budget: Duration::from_secs_f64(args.scale_webhook_budget),
+        webhook_ca: args.scale_webhook_ca,
+        tls: hook_tls(args),
+        ..HookConfig::default()
+    })
+}
+
+/// Checks the hook's settle delay, the webhook's time budget and the
+/// hook's concurrency.
+fn check_hook_limits(args: &RunArgs) -> Result<(), CliError> {
     if !(args.hook_settle_delay.is_finite() && args.hook_settle_delay >= 0.0) {
         return Err(CliError::bad_input(
             "--hook-settle-delay must be a number of seconds >= 0",
@@ -261,7 +287,12 @@ fn hook_config(args: &RunArgs) -> Result<HookConfig, CliError> {
             "--hook-max-concurrent must be at least 1",
         ));
     }
-    let service = &args.hook_service_name;
+    Ok(())
+}
+
+/// Checks `--hook-service-name` is a DNS label: the self-issued
+/// certificate names the Service.
+fn check_service_name(service: &str) -> Result<(), CliError> {
     if service.is_empty()
         || service.len() > 63
         || !service
@@ -274,18 +305,25 @@ fn hook_config(args: &RunArgs) -> Result<HookConfig, CliError> {
             "--hook-service-name {service:?} is not a Service name (a DNS label: a-z, 0-9, '-')"
         )));
     }
-    let per_source = if args.hook_source_qps == 0.0 {
-        None
-    } else {
-        Some(
-            crate::writes::Rate::new(
-                "--hook-source-qps/--hook-source-burst",
-                args.hook_source_qps,
-                args.hook_source_burst,
-            )
-            .map_err(CliError::bad_input)?,
-        )
-    };
+    Ok(())
+}
+
+/// The hook's limit per caller; `None` when `--hook-source-qps` is 0.
+fn per_source_rate(args: &RunArgs) -> Result<Option<crate::writes::Rate>, CliError> {
+    if args.hook_source_qps == 0.0 {
+        return Ok(None);
+    }
+    crate::writes::Rate::new(
+        "--hook-source-qps/--hook-source-burst",
+        args.hook_source_qps,
+        args.hook_source_burst,
+    )
+    .map(Some)
+    .map_err(CliError::bad_input)
+}
+
+/// Checks the webhook's own port and its client authentication flags.
+fn check_webhook_flags(args: &RunArgs) -> Result<(), CliError> {
     if let (Some(hook), Some(webhook)) = (args.hook_addr, args.scale_webhook_addr) {
         if hook == webhook {
             return Err(CliError::bad_input(format!(
@@ -306,32 +344,22 @@ fn hook_config(args: &RunArgs) -> Result<HookConfig, CliError> {
     if let Some(ca) = &args.scale_webhook_client_ca {
         crate::hook::tls::client_roots(ca).map_err(CliError::bad_input)?;
     }
-    Ok(HookConfig {
-        webhook_addr: args.scale_webhook_addr,
-        webhook_clients: args.scale_webhook_client_ca.clone().map(|ca| {
-            crate::hook::WebhookClients {
-                ca,
-                names: args.scale_webhook_client_name.clone(),
-            }
-        }),
-        per_source,
-        settle_delay: Duration::from_secs_f64(args.hook_settle_delay),
-        max_concurrent: args.hook_max_concurrent,
-        token_audiences: args.hook_token_audience.clone(),
-        webhook_budget: Duration::from_secs_f64(args.scale_webhook_budget),
-        webhook_ca: args.scale_webhook_ca,
-        tls: match (args.hook_tls_cert.clone(), args.hook_tls_key.clone()) {
-            (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
-            _ if args.hook_insecure_http => HookTls::PlainHttp,
-            _ => HookTls::SelfIssued {
-                service: args.hook_service_name.clone(),
-                namespace: std::env::var("POD_NAMESPACE")
-                    .ok()
-                    .filter(|s| !s.is_empty()),
-            },
+    Ok(())
+}
+
+/// How the hook serves: the given certificate, plain HTTP, or a
+/// certificate it issues itself for its Service.
+fn hook_tls(args: &RunArgs) -> HookTls {
+    match (args.hook_tls_cert.clone(), args.hook_tls_key.clone()) {
+        (Some(cert), Some(key)) => HookTls::Files(TlsFiles { cert, key }),
+        _ if args.hook_insecure_http => HookTls::PlainHttp,
+        _ => HookTls::SelfIssued {
+            service: args.hook_service_name.clone(),
+            namespace: std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|s| !s.is_empty()),
         },
-        ..HookConfig::default()
-    })
+    }
 }
 
 /// A flag's seconds as a duration: finite and above zero, else a bad-input

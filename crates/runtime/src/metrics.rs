@@ -185,53 +185,9 @@ impl std::fmt::Debug for PatcherCollector {
 impl Collector for PatcherCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = (self.stats)();
-        let mut family = encoder.encode_descriptor(
-            "deletion_cost_patches",
-            "Pod patches by result (applied, gone, retried, failed, coalesced, rejected, abandoned)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (result, v) in [
-            ("applied", stats.applied),
-            ("gone", stats.gone),
-            ("retried", stats.retried),
-            ("failed", stats.failed),
-            ("coalesced", stats.coalesced),
-            ("rejected", stats.rejected),
-            ("abandoned", stats.abandoned),
-        ] {
-            let labels = ResultLabel {
-                result: result.into(),
-            };
-            ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
-        }
-        let mut errors = encoder.encode_descriptor(
-            "deletion_cost_patch_errors",
-            "Failed pod write attempts by reason (unauthorized: 401/403, rejected: other 4xx, ...)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (reason, v) in ERROR_REASONS.iter().zip(stats.errors) {
-            let labels = ReasonLabel {
-                reason: (*reason).into(),
-            };
-            ConstCounter::new(v).encode(errors.encode_family(&labels)?)?;
-        }
-        let mut writes = encoder.encode_descriptor(
-            "deletion_cost_api_writes",
-            "Writes sent to the API server, every kind but the Lease's, all within the one --qps/--burst budget: by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (kind, counts) in WriteKind::ALL.iter().zip(stats.writes) {
-            for (outcome, v) in OUTCOMES.iter().zip(counts) {
-                let labels = KindOutcome {
-                    kind: kind.label().into(),
-                    outcome: (*outcome).into(),
-                };
-                ConstCounter::new(v).encode(writes.encode_family(&labels)?)?;
-            }
-        }
+        encode_patch_results(&mut encoder, &stats)?;
+        encode_patch_errors(&mut encoder, &stats)?;
+        encode_api_writes(&mut encoder, &stats)?;
         ConstGauge::new(i64::try_from(stats.permits_waiting).unwrap_or(i64::MAX)).encode(
             encoder.encode_descriptor(
                 "deletion_cost_api_writes_waiting",
@@ -254,167 +210,250 @@ impl Collector for PatcherCollector {
             None,
             MetricType::Gauge,
         )?)?;
-        let buckets: Vec<(f64, u64)> = WAIT_BUCKETS
-            .iter()
-            .copied()
-            .chain([f64::INFINITY])
-            .zip(stats.wait_buckets)
-            .collect();
-        let count = stats.wait_buckets.iter().sum();
-        encoder
-            .encode_descriptor(
-                "deletion_cost_rate_limit_wait_seconds",
-                "Time ready writes were held back by the rate limiters",
-                None,
-                MetricType::Histogram,
-            )?
-            .encode_histogram::<ResultLabel>(
-                stats.rate_limit_wait.as_secs_f64(),
-                count,
-                &buckets,
-                None,
-            )
+        encode_rate_limit_wait(&mut encoder, &stats)
     }
+}
+
+/// `deletion_cost_patches`: pod patches by result.
+fn encode_patch_results(
+    encoder: &mut DescriptorEncoder<'_>,
+    stats: &StatsSnapshot,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        "deletion_cost_patches",
+        "Pod patches by result (applied, gone, retried, failed, coalesced, rejected, abandoned)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, v) in [
+        ("applied", stats.applied),
+        ("gone", stats.gone),
+        ("retried", stats.retried),
+        ("failed", stats.failed),
+        ("coalesced", stats.coalesced),
+        ("rejected", stats.rejected),
+        ("abandoned", stats.abandoned),
+    ] {
+        let labels = ResultLabel {
+            result: result.into(),
+        };
+        ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// `deletion_cost_patch_errors`: failed pod write attempts by reason.
+fn encode_patch_errors(
+    encoder: &mut DescriptorEncoder<'_>,
+    stats: &StatsSnapshot,
+) -> Result<(), std::fmt::Error> {
+    let mut errors = encoder.encode_descriptor(
+        "deletion_cost_patch_errors",
+        "Failed pod write attempts by reason (unauthorized: 401/403, rejected: other 4xx, ...)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (reason, v) in ERROR_REASONS.iter().zip(stats.errors) {
+        let labels = ReasonLabel {
+            reason: (*reason).into(),
+        };
+        ConstCounter::new(v).encode(errors.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// `deletion_cost_api_writes`: every write in the budget by kind and outcome.
+fn encode_api_writes(
+    encoder: &mut DescriptorEncoder<'_>,
+    stats: &StatsSnapshot,
+) -> Result<(), std::fmt::Error> {
+    let mut writes = encoder.encode_descriptor(
+        "deletion_cost_api_writes",
+        "Writes sent to the API server, every kind but the Lease's, all within the one --qps/--burst budget: by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (kind, counts) in WriteKind::ALL.iter().zip(stats.writes) {
+        for (outcome, v) in OUTCOMES.iter().zip(counts) {
+            let labels = KindOutcome {
+                kind: kind.label().into(),
+                outcome: (*outcome).into(),
+            };
+            ConstCounter::new(v).encode(writes.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// `deletion_cost_rate_limit_wait_seconds`: the histogram of the time ready
+/// writes were held back.
+fn encode_rate_limit_wait(
+    encoder: &mut DescriptorEncoder<'_>,
+    stats: &StatsSnapshot,
+) -> Result<(), std::fmt::Error> {
+    let buckets: Vec<(f64, u64)> = WAIT_BUCKETS
+        .iter()
+        .copied()
+        .chain([f64::INFINITY])
+        .zip(stats.wait_buckets)
+        .collect();
+    let count = stats.wait_buckets.iter().sum();
+    encoder
+        .encode_descriptor(
+            "deletion_cost_rate_limit_wait_seconds",
+            "Time ready writes were held back by the rate limiters",
+            None,
+            MetricType::Histogram,
+        )?
+        .encode_histogram::<ResultLabel>(stats.rate_limit_wait.as_secs_f64(), count, &buckets, None)
 }
 
 impl Metrics {
     /// Registers every metric. `qps` is the operator-wide write limit;
     /// `patcher_stats` reads the patcher's counters at scrape time.
     pub fn new(qps: f64, patcher_stats: PatcherStatsSource) -> Self {
-        let mut registry = Registry::default();
-        let reconciles = Family::<ResultLabel, Counter>::default();
-        let order_mismatches = Family::<PolicyReason, Gauge>::default();
-        let signal_fetch_errors = Family::<PolicyReason, Counter>::default();
-        let hook_requests = Family::<OutcomeLabel, Counter>::default();
-        let leader = Gauge::default();
-        let comparator_info = Family::<ComparatorLabels, Gauge>::default();
-        let hook_patch_observed = Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied());
-        let scale_webhook_calls = Family::<OutcomeLabel, Counter>::default();
-        let scale_webhook_seconds = Histogram::new(WEBHOOK_BUCKETS.iter().copied());
-        let scale_in_writes = Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied());
-        registry.register(
+        let mut metrics = Self::unregistered();
+        // registration order is the exposition order
+        metrics.register_scale_in();
+        metrics.register_priced();
+        metrics.register_operator();
+        metrics
+            .registry
+            .register_collector(Box::new(PatcherCollector {
+                stats: patcher_stats,
+                qps,
+            }));
+        metrics
+    }
+
+    /// Every metric at zero, in a registry that holds none of them yet.
+    fn unregistered() -> Self {
+        Self {
+            registry: Registry::default(),
+            reconciles: Family::default(),
+            order_mismatches: Family::default(),
+            signal_fetch_errors: Family::default(),
+            hook_requests: Family::default(),
+            hook_patch_observed: Histogram::new(HOOK_OBSERVED_BUCKETS.iter().copied()),
+            scale_webhook_calls: Family::default(),
+            scale_webhook_seconds: Histogram::new(WEBHOOK_BUCKETS.iter().copied()),
+            scale_in_writes: Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied()),
+            scale_ins_priced: Family::default(),
+            scale_in_victims: Family::default(),
+            scale_in_freed_nodes: Family::default(),
+            scale_in_freed_hourly: Family::default(),
+            freed_nodes_settled: Family::default(),
+            freed_hourly_settled: Family::default(),
+            freed_nodes_awaiting: Family::default(),
+            prices_reloads: Family::default(),
+            leader: Gauge::default(),
+            comparator_info: Family::default(),
+        }
+    }
+
+    /// Registers the scale-in webhook's calls and time, and the pod writes
+    /// per scale-in.
+    fn register_scale_in(&mut self) {
+        self.registry.register(
             "deletion_cost_scale_webhook_calls",
             "Scale-in admission webhook calls by outcome (fresh, shared, budget_exceeded, no_policy, dry_run, follower, writer_starting, signals_unavailable, planner_failed, writes_failed, unreachable, not_scale_in, rate_limited, unauthenticated, forbidden)",
-            scale_webhook_calls.clone(),
+            self.scale_webhook_calls.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_scale_in_writes",
             "Pod writes each scale-in made (the hook's and the webhook's minimal correction)",
-            scale_in_writes.clone(),
+            self.scale_in_writes.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_scale_webhook_seconds",
             "Scale-in admission webhook: time from the call to the answer (what it adds to a scale-in)",
-            scale_webhook_seconds.clone(),
+            self.scale_webhook_seconds.clone(),
         );
-        let scale_ins_priced = Family::<PolicyLabel, Counter>::default();
-        let scale_in_victims = Family::<PolicyChoice, Counter>::default();
-        let scale_in_freed_nodes = Family::<PolicyChoice, Counter>::default();
-        let scale_in_freed_hourly = Family::<PolicyChoice, AmountCounter>::default();
-        let freed_nodes_settled = Family::<PolicyOutcome, Counter>::default();
-        let freed_hourly_settled = Family::<PolicyOutcome, AmountCounter>::default();
-        let freed_nodes_awaiting = Family::<PolicyLabel, Gauge>::default();
-        registry.register(
+    }
+
+    /// Registers the priced scale-ins' figures, the freed nodes' fate and
+    /// the prices file's reloads.
+    fn register_priced(&mut self) {
+        self.registry.register(
             "deletion_cost_scale_ins_priced",
             "Scale-ins priced as they happened (run --prices), by policy",
-            scale_ins_priced.clone(),
+            self.scale_ins_priced.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_scale_in_victims",
             "Pods deleted by priced scale-ins, by policy and choice (policy: the pods the scale-in deleted; default: those the default order would have deleted without the policy's costs)",
-            scale_in_victims.clone(),
+            self.scale_in_victims.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_scale_in_freed_nodes",
             "Nodes priced scale-ins left without a pod that keeps them, by policy and choice",
-            scale_in_freed_nodes.clone(),
+            self.scale_in_freed_nodes.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_scale_in_freed_hourly",
             "Hourly prices (the prices file's currency) of the nodes priced scale-ins freed, summed, by policy and choice",
-            scale_in_freed_hourly.clone(),
+            self.scale_in_freed_hourly.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_freed_nodes_settled",
             "Nodes freed with the policy, by outcome: removed (the Node object went away within --node-removal-window) or not_removed",
-            freed_nodes_settled.clone(),
+            self.freed_nodes_settled.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_freed_hourly_settled",
             "Hourly prices of the nodes freed with the policy, by outcome (removed, not_removed)",
-            freed_hourly_settled.clone(),
+            self.freed_hourly_settled.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_freed_nodes_awaiting_removal",
             "Nodes freed with the policy whose removal window is still open",
-            freed_nodes_awaiting.clone(),
+            self.freed_nodes_awaiting.clone(),
         );
-        let prices_reloads = Family::<ResultLabel, Counter>::default();
-        registry.register(
+        self.registry.register(
             "deletion_cost_prices_reloads",
             "The --prices file read again after it changed, by result (ok; failed: the prices before it stay)",
-            prices_reloads.clone(),
+            self.prices_reloads.clone(),
         );
-        registry.register(
+    }
+
+    /// Registers the reconciles, the order mismatches, the signal and hook
+    /// figures, leadership and the comparator's gates.
+    fn register_operator(&mut self) {
+        self.registry.register(
             "deletion_cost_reconciles",
             "Policy reconciles by result",
-            reconciles.clone(),
+            self.reconciles.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_order_mismatches",
             "Pods deleted before cheaper ones, by policy and reason",
-            order_mismatches.clone(),
+            self.order_mismatches.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_signal_fetch_errors",
             "Signal fetch failures by policy and reason",
-            signal_fetch_errors.clone(),
+            self.signal_fetch_errors.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_hook_requests",
             "Pre-scale-down hook requests by outcome",
-            hook_requests.clone(),
+            self.hook_requests.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_hook_patch_observed_seconds",
             "Pre-scale-down hook: time from submitting patches to seeing them all in the pod cache",
-            hook_patch_observed.clone(),
+            self.hook_patch_observed.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_leader",
             "1 while this replica leads and writes (with leader election: from the end of its term's catch-up, a quorum read of the pods)",
-            leader.clone(),
+            self.leader.clone(),
         );
-        registry.register(
+        self.registry.register(
             "deletion_cost_comparator_info",
             "The comparator's feature gates (1), by the Kubernetes version whose defaults apply and where it came from",
-            comparator_info.clone(),
+            self.comparator_info.clone(),
         );
-        registry.register_collector(Box::new(PatcherCollector {
-            stats: patcher_stats,
-            qps,
-        }));
-        Self {
-            registry,
-            reconciles,
-            order_mismatches,
-            signal_fetch_errors,
-            hook_requests,
-            hook_patch_observed,
-            scale_webhook_calls,
-            scale_webhook_seconds,
-            scale_in_writes,
-            scale_ins_priced,
-            scale_in_victims,
-            scale_in_freed_nodes,
-            scale_in_freed_hourly,
-            freed_nodes_settled,
-            freed_hourly_settled,
-            freed_nodes_awaiting,
-            prices_reloads,
-            leader,
-            comparator_info,
-        }
     }
 
     /// Counts a reading of the changed prices file.

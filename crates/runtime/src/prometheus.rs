@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::signals::query::{render_query, QueryTemplateError};
-use crate::signals::samples::{map_series, parse_query_response, snippet, ResponseError};
+use crate::signals::samples::{
+    map_series, parse_query_response, snippet, QueryResponse, ResponseError,
+};
 use crate::signals::UtilizationSamples;
 
 /// Label used to find the pod when the policy names none.
@@ -255,75 +257,14 @@ impl PrometheusClient {
         opts: &FetchOptions,
     ) -> Result<Fetched, PromError> {
         let started = Instant::now();
-        let exchange = async {
-            let mut request = self
-                .client
-                .query(query)
-                .timeout(i64::try_from(opts.timeout.as_millis()).unwrap_or(i64::MAX));
-            if let Some(at) = opts.eval_at {
-                request = request.at(at);
-            }
-            // POST: long selectors must not hit URL length limits.
-            let response = request
-                .post_raw()
-                .await
-                .map_err(|e| self.send_error(e, opts))?;
-            let status = response.status();
-            let body = response.text().await.map_err(|e| {
-                if e.is_timeout() {
-                    self.reqwest_error(&e, opts)
-                } else {
-                    // The server answered, then the body broke off.
-                    PromError::InvalidBody {
-                        url: self.url.clone(),
-                        problem: format!("reading the body failed: {}", crate::error_chain(&e)),
-                    }
-                }
-            })?;
-            Ok::<_, PromError>((status, body))
-        };
+        let exchange = self.exchange(query, opts);
         let (status, body) = tokio::time::timeout(opts.timeout, exchange)
             .await
             .map_err(|_| PromError::Timeout {
                 url: self.url.clone(),
                 after: opts.timeout,
             })??;
-        let parsed = parse_query_response(&body);
-        let response = match parsed {
-            Ok(r) if status.is_success() => r,
-            Err(ResponseError::Api {
-                error_type,
-                message,
-            }) => {
-                return Err(PromError::Api {
-                    url: self.url.clone(),
-                    query: query.to_string(),
-                    status: status.as_u16(),
-                    error_type,
-                    message,
-                })
-            }
-            _ if !status.is_success() => {
-                return Err(PromError::HttpStatus {
-                    url: self.url.clone(),
-                    status: status.as_u16(),
-                    body: snippet(&body),
-                })
-            }
-            Ok(r) => r,
-            Err(ResponseError::ResultType { result_type }) => {
-                return Err(PromError::UnexpectedResultType {
-                    query: query.to_string(),
-                    result_type,
-                })
-            }
-            Err(e @ ResponseError::Body { .. }) => {
-                return Err(PromError::InvalidBody {
-                    url: self.url.clone(),
-                    problem: e.to_string(),
-                })
-            }
-        };
+        let response = self.read_answer(query, status, &body)?;
         let now = opts.now_secs.unwrap_or_else(unix_now);
         let mapped = map_series(
             &response.series,
@@ -349,6 +290,79 @@ impl PrometheusClient {
                 elapsed: started.elapsed(),
             },
         })
+    }
+
+    /// Sends the query and reads the answer's status and body (the caller
+    /// bounds the whole exchange by the timeout).
+    async fn exchange(
+        &self,
+        query: &str,
+        opts: &FetchOptions,
+    ) -> Result<(reqwest::StatusCode, String), PromError> {
+        let mut request = self
+            .client
+            .query(query)
+            .timeout(i64::try_from(opts.timeout.as_millis()).unwrap_or(i64::MAX));
+        if let Some(at) = opts.eval_at {
+            request = request.at(at);
+        }
+        // POST: long selectors must not hit URL length limits.
+        let response = request
+            .post_raw()
+            .await
+            .map_err(|e| self.send_error(e, opts))?;
+        let status = response.status();
+        let body = response.text().await.map_err(|e| {
+            if e.is_timeout() {
+                self.reqwest_error(&e, opts)
+            } else {
+                // The server answered, then the body broke off.
+                PromError::InvalidBody {
+                    url: self.url.clone(),
+                    problem: format!("reading the body failed: {}", crate::error_chain(&e)),
+                }
+            }
+        })?;
+        Ok((status, body))
+    }
+
+    /// The answer to `query` parsed, or what was wrong with it: Prometheus's
+    /// own error first, then a bad status, then a body that is not a vector.
+    fn read_answer(
+        &self,
+        query: &str,
+        status: reqwest::StatusCode,
+        body: &str,
+    ) -> Result<QueryResponse, PromError> {
+        match parse_query_response(body) {
+            Ok(r) if status.is_success() => Ok(r),
+            Err(ResponseError::Api {
+                error_type,
+                message,
+            }) => Err(PromError::Api {
+                url: self.url.clone(),
+                query: query.to_string(),
+                status: status.as_u16(),
+                error_type,
+                message,
+            }),
+            _ if !status.is_success() => Err(PromError::HttpStatus {
+                url: self.url.clone(),
+                status: status.as_u16(),
+                body: snippet(body),
+            }),
+            Ok(r) => Ok(r),
+            Err(ResponseError::ResultType { result_type }) => {
+                Err(PromError::UnexpectedResultType {
+                    query: query.to_string(),
+                    result_type,
+                })
+            }
+            Err(e @ ResponseError::Body { .. }) => Err(PromError::InvalidBody {
+                url: self.url.clone(),
+                problem: e.to_string(),
+            }),
+        }
     }
 
     fn send_error(&self, e: prometheus_http_query::Error, opts: &FetchOptions) -> PromError {

@@ -15,7 +15,9 @@ use super::budget::{BudgetError, WriteKind};
 use super::gate::WriteGate;
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
-use super::queue::{Admit, Candidate, Finished, Job, Queue, Submitted, WriteOutcome, WriteState};
+use super::queue::{
+    Admit, Candidate, Depth, Finished, Job, Queue, Submitted, WriteOutcome, WriteState,
+};
 use super::stats::{Count, PatcherStats, StatsSnapshot};
 use super::writer::{PodWriter, WriteError};
 
@@ -545,39 +547,8 @@ fn dispatch(
         }
         // waiters that gave up lose their place
         st.permits.retain(|tx| !tx.is_closed());
-        let pods = if room > 0 {
-            let policies = &st.policies;
-            let held = |p: &PolicyKey| {
-                policies
-                    .get(p)
-                    .and_then(|l| l.held_until)
-                    .filter(|t| *t > now)
-            };
-            Some(st.queue.candidate(held))
-        } else {
-            // every in-flight slot taken: pods wait for one, permits need none
-            None
-        };
-        let urgent = pods == Some(Candidate::Ready) && st.queue.urgent_ready();
-        let permit_waits = !st.permits.is_empty();
-        let next = if urgent {
-            Next::Pod
-        } else if permit_waits && (st.permit_turn || pods != Some(Candidate::Ready)) {
-            Next::Permit
-        } else {
-            match pods {
-                Some(Candidate::Ready) => Next::Pod,
-                Some(Candidate::BlockedUntil(t)) => {
-                    st.blocked_since.get_or_insert(now);
-                    wake = earlier(wake, Some(t));
-                    break;
-                }
-                Some(Candidate::Idle) => {
-                    st.blocked_since = None;
-                    break;
-                }
-                None => break,
-            }
+        let Some(next) = next_writer(st, now, room, &mut wake) else {
+            break;
         };
         if let Err(t) = st.global.try_acquire() {
             if next == Next::Pod {
@@ -595,24 +566,7 @@ fn dispatch(
             st.permit_turn = false;
             continue;
         }
-        let policies = &mut st.policies;
-        let admit = |p: &PolicyKey| match policies.get_mut(p) {
-            None => Admit::Yes,
-            Some(limit) => match limit.held_until.filter(|t| *t > now) {
-                Some(t) => Admit::NotUntil(t),
-                None => match limit.limiter.try_acquire() {
-                    Ok(()) => {
-                        limit.held_until = None;
-                        Admit::Yes
-                    }
-                    Err(t) => {
-                        limit.held_until = Some(t);
-                        Admit::NotUntil(t)
-                    }
-                },
-            },
-        };
-        match st.queue.pick(admit) {
+        match pick_pod(st, now) {
             Ok(job) => {
                 if let Some(since) = st.blocked_since.take() {
                     stats.add_wait(now - since);
@@ -634,6 +588,75 @@ fn dispatch(
     (jobs, earlier(wake, st.queue.next_retry()))
 }
 
+/// Who gets the next token: an urgent pod write, else a waiting permit on
+/// its turn (or when no pod write is ready), else a ready pod write. `None`
+/// when nothing may go now; `wake` then says when to look again.
+fn next_writer(
+    st: &mut State,
+    now: Instant,
+    room: usize,
+    wake: &mut Option<Instant>,
+) -> Option<Next> {
+    let pods = if room > 0 {
+        let policies = &st.policies;
+        let held = |p: &PolicyKey| {
+            policies
+                .get(p)
+                .and_then(|l| l.held_until)
+                .filter(|t| *t > now)
+        };
+        Some(st.queue.candidate(held))
+    } else {
+        // every in-flight slot taken: pods wait for one, permits need none
+        None
+    };
+    let urgent = pods == Some(Candidate::Ready) && st.queue.urgent_ready();
+    let permit_waits = !st.permits.is_empty();
+    let next = if urgent {
+        Next::Pod
+    } else if permit_waits && (st.permit_turn || pods != Some(Candidate::Ready)) {
+        Next::Permit
+    } else {
+        match pods {
+            Some(Candidate::Ready) => Next::Pod,
+            Some(Candidate::BlockedUntil(t)) => {
+                st.blocked_since.get_or_insert(now);
+                *wake = earlier(*wake, Some(t));
+                return None;
+            }
+            Some(Candidate::Idle) => {
+                st.blocked_since = None;
+                return None;
+            }
+            None => return None,
+        }
+    };
+    Some(next)
+}
+
+/// Picks the next pod write its policy's own limit admits (taking one of
+/// its tokens); `Err` says when a held policy frees up.
+fn pick_pod(st: &mut State, now: Instant) -> Result<Job, Option<Instant>> {
+    let policies = &mut st.policies;
+    let admit = |p: &PolicyKey| match policies.get_mut(p) {
+        None => Admit::Yes,
+        Some(limit) => match limit.held_until.filter(|t| *t > now) {
+            Some(t) => Admit::NotUntil(t),
+            None => match limit.limiter.try_acquire() {
+                Ok(()) => {
+                    limit.held_until = None;
+                    Admit::Yes
+                }
+                Err(t) => {
+                    limit.held_until = Some(t);
+                    Admit::NotUntil(t)
+                }
+            },
+        },
+    };
+    st.queue.pick(admit)
+}
+
 type Done = (PodRef, Result<(), WriteError>);
 
 async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConfig) {
@@ -650,25 +673,8 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
         while let Some(res) = inflight.try_join_next_with_id() {
             on_done(&shared, &cfg, &mut rng, &mut jobs, res, now);
         }
-        let step = {
-            let mut st = shared.lock();
-            match st.drain_deadline {
-                Some(deadline)
-                    if (st.queue.is_empty() && st.permits.is_empty()) || now >= deadline =>
-                {
-                    st.accepting = false;
-                    // permits still waiting are refused (their senders dropped)
-                    st.permits.clear();
-                    Err(st.queue.abandon_all())
-                }
-                _ => {
-                    let room = max_in_flight.saturating_sub(inflight.len());
-                    let (ready, wake) = dispatch(&mut st, now, room, &shared.stats, &gate);
-                    Ok((ready, earlier(wake, st.drain_deadline), st.queue.depth()))
-                }
-            }
-        };
-        let (ready, wake, depth) = match step {
+        let room = max_in_flight.saturating_sub(inflight.len());
+        let (ready, wake, depth) = match next_step(&shared, &gate, now, room) {
             Ok(step) => step,
             Err(abandoned) => {
                 inflight.abort_all();
@@ -677,30 +683,7 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
             }
         };
         for job in ready {
-            tracing::debug!(
-                namespace = %job.req.pod.namespace, pod = %job.req.pod.name,
-                policy = %job.req.policy, cost = ?job.req.cost, attempt = job.attempt,
-                priority = job.priority, "patching pod deletion cost"
-            );
-            let writer = Arc::clone(&writer);
-            let timeout = cfg.write_timeout;
-            let req = job.req.clone();
-            let gate = gate.clone();
-            let handle = inflight.spawn(async move {
-                // checked again right before the call: the term may have
-                // ended since the job was picked
-                if !gate.allows_now() {
-                    return (req.pod, Err(WriteError::OutsideTerm));
-                }
-                let body = req.body();
-                let call = writer.patch(&req.pod.namespace, &req.pod.name, &body);
-                let result = match tokio::time::timeout(timeout, call).await {
-                    Ok(r) => r,
-                    Err(_) => Err(WriteError::Timeout),
-                };
-                (req.pod, result)
-            });
-            jobs.insert(handle.id(), job);
+            start_write(job, &writer, &cfg, &gate, &mut inflight, &mut jobs);
         }
         shared
             .stats
@@ -721,6 +704,66 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
             _ = sleep_until_opt(wake) => {}
         }
     }
+}
+
+/// One look at the state under its lock: the jobs to start, when to look
+/// again and the queue's depth; or, once the drain is over, the pods
+/// abandoned (nothing more is accepted or granted).
+fn next_step(
+    shared: &Shared,
+    gate: &WriteGate,
+    now: Instant,
+    room: usize,
+) -> Result<(Vec<Job>, Option<Instant>, Depth), Vec<PodRef>> {
+    let mut st = shared.lock();
+    match st.drain_deadline {
+        Some(deadline) if (st.queue.is_empty() && st.permits.is_empty()) || now >= deadline => {
+            st.accepting = false;
+            // permits still waiting are refused (their senders dropped)
+            st.permits.clear();
+            Err(st.queue.abandon_all())
+        }
+        _ => {
+            let (ready, wake) = dispatch(&mut st, now, room, &shared.stats, gate);
+            Ok((ready, earlier(wake, st.drain_deadline), st.queue.depth()))
+        }
+    }
+}
+
+/// Spawns the write of one job picked, under the write timeout; the task
+/// is tracked in `inflight` and the job kept in `jobs` by its task's id.
+fn start_write<W: PodWriter>(
+    job: Job,
+    writer: &Arc<W>,
+    cfg: &PatcherConfig,
+    gate: &WriteGate,
+    inflight: &mut JoinSet<Done>,
+    jobs: &mut HashMap<tokio::task::Id, Job>,
+) {
+    tracing::debug!(
+        namespace = %job.req.pod.namespace, pod = %job.req.pod.name,
+        policy = %job.req.policy, cost = ?job.req.cost, attempt = job.attempt,
+        priority = job.priority, "patching pod deletion cost"
+    );
+    let writer = Arc::clone(writer);
+    let timeout = cfg.write_timeout;
+    let req = job.req.clone();
+    let gate = gate.clone();
+    let handle = inflight.spawn(async move {
+        // checked again right before the call: the term may have
+        // ended since the job was picked
+        if !gate.allows_now() {
+            return (req.pod, Err(WriteError::OutsideTerm));
+        }
+        let body = req.body();
+        let call = writer.patch(&req.pod.namespace, &req.pod.name, &body);
+        let result = match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(WriteError::Timeout),
+        };
+        (req.pod, result)
+    });
+    jobs.insert(handle.id(), job);
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
