@@ -158,9 +158,6 @@ pub fn run() -> ExitCode {
         Err(e) => return clap_error(e, early),
     };
     init_logging(cli.log_format);
-    // glibc otherwise keeps what a large input's reading freed (fixed
-    // thresholds: 100k pods planned in 309 MiB instead of 332 MiB)
-    crate::operator::memory_trim::configure();
     let result = match cli.command {
         Command::Predict(args) => predict::run(args),
         Command::Plan(args) => plan::run(args),

@@ -30,7 +30,6 @@ mod state;
 pub mod workload;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,23 +63,6 @@ pub struct SignalSource {
     pub prometheus: Option<PrometheusClient>,
     /// Per-query timeout.
     pub timeout: Duration,
-}
-
-/// Whether rounds allocated (a snapshot and a plan) since it was last asked:
-/// the operator gives freed heap back to the OS after such busy periods.
-#[derive(Debug, Default)]
-pub struct Churn(AtomicBool);
-
-impl Churn {
-    /// Records that a round allocated and freed a lot.
-    pub fn note(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether anything was noted since the last call; clears the note.
-    pub fn take(&self) -> bool {
-        self.0.swap(false, Ordering::Relaxed)
-    }
 }
 
 /// Policies whose status is due, each once: bounded by the number of
@@ -186,7 +168,6 @@ pub struct Engine {
     leadership: Leadership,
     metrics: Arc<Metrics>,
     dry_run: bool,
-    churn: Churn,
     signals: SignalSource,
     gates: FeatureGates,
     policies: Policies,
@@ -223,7 +204,6 @@ impl Engine {
             leadership,
             metrics,
             dry_run,
-            churn: Churn::default(),
             signals,
             gates,
             policies: Policies::default(),
@@ -278,11 +258,6 @@ impl Engine {
     /// Compute and report, write nothing (`--dry-run`).
     pub fn dry_run(&self) -> bool {
         self.dry_run
-    }
-
-    /// Whether rounds ran since this was last asked.
-    pub fn take_churn(&self) -> bool {
-        self.churn.take()
     }
 
     /// A policy's round for its reconcile: signals when due, the plan, its
@@ -429,7 +404,6 @@ impl Engine {
         if !resolved.spec.utilization_signals().is_empty() && state.last_fetch.is_none() {
             return Err(PreviewError::NotPlannedYet(resolved.key()));
         }
-        self.churn.note();
         let caches = self.caches.clone();
         let others = self.caches.valid_policies(&resolved.namespace);
         let opts = self.plan_options(scale_down_by);
@@ -472,19 +446,4 @@ pub enum ManagingError {
     /// The search failed (a bug: it panicked on the blocking pool).
     #[error("finding the workload's policy failed: {0}")]
     Planner(String),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn churn_is_reported_once() {
-        let churn = Churn::default();
-        assert!(!churn.take());
-        churn.note();
-        churn.note();
-        assert!(churn.take());
-        assert!(!churn.take());
-    }
 }

@@ -312,7 +312,6 @@ impl Engine {
             state.last_fetch = None;
         }
         self.refresh_signals(resolved, state).await;
-        self.churn.note();
         let caches: Caches = self.caches.clone();
         let others = self.caches.valid_policies(&resolved.namespace);
         let opts = self.plan_options(scale_in.as_ref().map(|t| t.by));

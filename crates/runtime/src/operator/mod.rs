@@ -14,7 +14,6 @@
 //! | [`lease`] | the election on a Lease |
 //! | [`sync`] | which caches have synced (`/readyz`) |
 //! | [`server`] | `/metrics`, `/healthz`, `/readyz` and the policy pages ([`page`]) |
-//! | [`memory_trim`] | giving freed heap back to the OS |
 //! | [`prices`] | `--prices` read again when the file changes |
 //! | [`shutdown`] | one deadline for every stage of a shutdown |
 //! | [`error`] | the shell's error enum |
@@ -26,7 +25,6 @@
 pub mod config;
 pub mod error;
 pub mod lease;
-pub mod memory_trim;
 pub mod page;
 pub mod prices;
 pub mod reconcile;

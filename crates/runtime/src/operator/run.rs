@@ -25,7 +25,7 @@ use super::error::OperatorError;
 use super::reconcile::{self, Context};
 use super::server::{self, ServerState};
 use super::throttle::throttle;
-use super::{lease, memory_trim, shutdown, sync};
+use super::{lease, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::engine::caches::{self, CachedPod, Caches};
 use crate::engine::catch_up::CatchUp;
@@ -46,7 +46,6 @@ const DRAIN_AT_STOP: Duration = Duration::from_secs(3);
 /// Runs the operator until SIGTERM/SIGINT.
 pub async fn run(config: RunConfig) -> Result<(), OperatorError> {
     check_limits(&config)?;
-    memory_trim::configure();
     // The outer bound: whatever stage the operator is in (even connecting or
     // waiting for a first list), it is gone by the end of the grace period.
     let shutdown = shutdown::Shutdown::spawn(shutdown::signal(), config.shutdown_grace);
@@ -126,7 +125,6 @@ pub async fn run_with_client(
     let ctx = reconcile_context(&engine, &leadership, &health, config.qps);
     let state = ServerState::new(engine.clone(), health.clone(), config.identity.clone());
     let server = server::serve(config.metrics_addr, Arc::new(state), stop.clone()).await?;
-    spawn_memory_trim(&engine, &leadership, stop.clone());
 
     let leader_changes = leadership.changes();
     let hook_server = serve_hook(&config, &client, &engine, &stop).await?;
@@ -287,27 +285,6 @@ fn follow_leadership(
                 .then(|| CatchUp::new(client.clone(), caches.clone())),
         ),
     )
-}
-
-/// Gives freed memory back to the system after busy periods: the engine's
-/// churn and the writes made are how busy it was.
-fn spawn_memory_trim(engine: &Arc<Engine>, leadership: &Leadership, stop: CancellationToken) {
-    tokio::spawn(memory_trim::release_after_busy_periods(
-        {
-            let engine = engine.clone();
-            move || engine.take_churn()
-        },
-        {
-            let leadership = leadership.clone();
-            move || {
-                leadership.patcher().map_or(0, |p| {
-                    let s = p.stats();
-                    s.attempts() + s.rejected + s.abandoned
-                })
-            }
-        },
-        stop,
-    ));
 }
 
 /// Runs the controller until it stops after the shutdown was asked; a
