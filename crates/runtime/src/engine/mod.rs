@@ -234,12 +234,12 @@ impl Engine {
     }
 
     /// The watched objects rounds read.
-    pub fn caches(&self) -> &Caches {
+    pub(crate) fn caches(&self) -> &Caches {
         &self.caches
     }
 
     /// Whether this replica leads, and the patcher of its term.
-    pub fn leadership(&self) -> &Leadership {
+    pub(crate) fn leadership(&self) -> &Leadership {
         &self.leadership
     }
 
@@ -251,12 +251,12 @@ impl Engine {
     }
 
     /// The operator's metrics.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
     /// Compute and report, write nothing (`--dry-run`).
-    pub fn dry_run(&self) -> bool {
+    pub(crate) fn dry_run(&self) -> bool {
         self.dry_run
     }
 
@@ -319,7 +319,7 @@ impl Engine {
 
     /// Notes that a scale-in of `managed`'s workload got fresh costs from
     /// `by` (the policy's status says which scalers are covered).
-    pub fn note_scale_in(&self, managed: &Managed, by: FreshBy) {
+    pub(crate) fn note_scale_in(&self, managed: &Managed, by: FreshBy) {
         let key = key_of(&managed.resolved);
         self.scale_ins.note(&key, by, managed.workload.to_string());
         // the status says so at the next reconcile: ask for one, as a
@@ -329,7 +329,7 @@ impl Engine {
 
     /// Takes in the scale-ins a policy's status kept (see
     /// [`scale_ins::ScaleInLog`]): a restart or a new leader counts on.
-    pub fn remember_scale_ins(&self, resolved: &NamedPolicy, kept: &ScaleIns) {
+    pub(crate) fn remember_scale_ins(&self, resolved: &NamedPolicy, kept: &ScaleIns) {
         self.scale_ins.remember(&key_of(resolved), kept);
     }
 
@@ -368,7 +368,7 @@ impl Engine {
 
     /// Whether the pod cache shows what `req` writes (or the pod is gone or
     /// replaced).
-    pub fn cache_shows(&self, req: &PatchRequest) -> bool {
+    pub(crate) fn cache_shows(&self, req: &PatchRequest) -> bool {
         let Some(p) = self.caches.pod(&req.pod.namespace, &req.pod.name) else {
             return true;
         };
@@ -379,7 +379,7 @@ impl Engine {
     }
 
     /// The active pods of `managed`'s workload as the cache shows them now.
-    pub fn active_pods(&self, managed: &Managed) -> BTreeSet<String> {
+    pub(crate) fn active_pods(&self, managed: &Managed) -> BTreeSet<String> {
         workload::active_pods_of(
             &managed.replica_sets,
             &managed.workload.namespace,

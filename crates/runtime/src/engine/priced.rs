@@ -697,19 +697,14 @@ pub struct PricingInput {
 }
 
 impl Engine {
-    /// The prices scale-ins are priced with, if any (`--prices`).
-    pub fn pricing(&self) -> Option<&Pricing> {
-        self.pricing.as_ref()
-    }
-
     /// Whether this term has read `key`'s priced totals from its status.
-    pub fn priced_seeded(&self, key: &PolicyKey) -> bool {
+    pub(crate) fn priced_seeded(&self, key: &PolicyKey) -> bool {
         self.pricing.is_none() || self.priced.seeded(key)
     }
 
     /// Reads `key`'s priced totals from its status (read fresh by the
     /// caller), under what this term priced before; once per term.
-    pub fn seed_priced(&self, key: &PolicyKey, status: Option<&PricedScaleIns>) {
+    pub(crate) fn seed_priced(&self, key: &PolicyKey, status: Option<&PricedScaleIns>) {
         if self.pricing.is_none() {
             return;
         }
@@ -722,7 +717,7 @@ impl Engine {
     /// `key`'s priced totals as its status should show them: `None` without
     /// prices, before this term read its status, or when nothing was ever
     /// priced.
-    pub fn priced_scale_ins(&self, key: &PolicyKey) -> Option<PricedScaleIns> {
+    pub(crate) fn priced_scale_ins(&self, key: &PolicyKey) -> Option<PricedScaleIns> {
         self.pricing.as_ref()?;
         self.priced.view(key)
     }
