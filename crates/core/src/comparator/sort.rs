@@ -100,39 +100,8 @@ fn sorted_keys(cmp: &Comparator, recs: &[SortRec], level: Level) -> Option<Sorte
         return None;
     }
     let key = |r: &SortRec| level_key(cmp, r, level);
-    // each field's range; the time word's 0 (zero time) sits apart from the
-    // others, so its range starts at the lowest non-zero word
-    let ranges = |chunk: &[SortRec]| {
-        let (mut lo, mut hi) = ([u64::MAX; LEVEL_FIELDS], [0u64; LEVEL_FIELDS]);
-        let mut by_uid = false;
-        for r in chunk {
-            let (k, class) = key(r);
-            for f in 0..LEVEL_FIELDS {
-                if f < TIME || k[f] != 0 {
-                    lo[f] = lo[f].min(k[f]);
-                }
-                hi[f] = hi[f].max(k[f]);
-            }
-            by_uid |= class.is_some();
-        }
-        (lo, hi, by_uid)
-    };
-    let merge = |(lo1, hi1, u1): Ranges, (lo2, hi2, u2): Ranges| {
-        (
-            std::array::from_fn(|f| lo1[f].min(lo2[f])),
-            std::array::from_fn(|f| hi1[f].max(hi2[f])),
-            u1 || u2,
-        )
-    };
-    type Ranges = ([u64; LEVEL_FIELDS], [u64; LEVEL_FIELDS], bool);
     let parallel = recs.len() >= PARALLEL;
-    let (lo, hi, by_uid) = if parallel {
-        recs.par_chunks(PARALLEL / 2)
-            .map(ranges)
-            .reduce(|| ranges(&[]), merge)
-    } else {
-        ranges(recs)
-    };
+    let (lo, hi, by_uid) = key_ranges(cmp, recs, level, parallel);
     let lo = lo.map(|v| if v == u64::MAX { 0 } else { v });
     // the time word maps to 0 for zero and 1 + (word - lo) otherwise
     let field = |f: usize, v: u64| match f {
@@ -176,6 +145,46 @@ fn sorted_keys(cmp: &Comparator, recs: &[SortRec], level: Level) -> Option<Sorte
         pos_bits,
         uid_bits,
     })
+}
+
+/// Each level-key field's lowest and highest value over some records, and
+/// whether any of them is ordered by uid.
+type Ranges = ([u64; LEVEL_FIELDS], [u64; LEVEL_FIELDS], bool);
+
+/// The [`Ranges`] of `recs`' keys for `level`, on both threads when
+/// `parallel`. The time word's 0 (zero time) sits apart from the others, so
+/// its range starts at the lowest non-zero word.
+fn key_ranges(cmp: &Comparator, recs: &[SortRec], level: Level, parallel: bool) -> Ranges {
+    let key = |r: &SortRec| level_key(cmp, r, level);
+    let ranges = |chunk: &[SortRec]| {
+        let (mut lo, mut hi) = ([u64::MAX; LEVEL_FIELDS], [0u64; LEVEL_FIELDS]);
+        let mut by_uid = false;
+        for r in chunk {
+            let (k, class) = key(r);
+            for f in 0..LEVEL_FIELDS {
+                if f < TIME || k[f] != 0 {
+                    lo[f] = lo[f].min(k[f]);
+                }
+                hi[f] = hi[f].max(k[f]);
+            }
+            by_uid |= class.is_some();
+        }
+        (lo, hi, by_uid)
+    };
+    let merge = |(lo1, hi1, u1): Ranges, (lo2, hi2, u2): Ranges| {
+        (
+            std::array::from_fn(|f| lo1[f].min(lo2[f])),
+            std::array::from_fn(|f| hi1[f].max(hi2[f])),
+            u1 || u2,
+        )
+    };
+    if parallel {
+        recs.par_chunks(PARALLEL / 2)
+            .map(ranges)
+            .reduce(|| ranges(&[]), merge)
+    } else {
+        ranges(recs)
+    }
 }
 
 /// Sorts `recs` by `level` and the levels below it.

@@ -57,33 +57,50 @@ pub(super) fn verify(
         if group.len() > 1 {
             if class.is_some() {
                 let classes: Vec<i64> = (start..end).map(|i| lk(i).1.unwrap_or(0)).collect();
-                check_uid_group(uids, recs, group, |p| classes[p], uid_rule)?;
-                let mut sorted = classes.clone();
-                sorted.sort_unstable();
-                if sorted.windows(2).all(|w| w[0] != w[1]) {
-                    // every class has one pod: nothing left to compare
-                    start = end;
-                    continue;
-                }
-                // members grouped by class, sorted order kept within each
-                let mut by_class: Vec<(i64, (usize, usize))> =
-                    classes.iter().copied().zip(group.iter().copied()).collect();
-                by_class.sort_by_key(|&(c, _)| c);
-                let members: Vec<(usize, usize)> = by_class.iter().map(|&(_, it)| it).collect();
-                let mut from = 0;
-                for chunk in by_class.chunk_by(|a, b| a.0 == b.0) {
-                    let class = &members[from..from + chunk.len()];
-                    // the UID tie-break interleaves the whole group, so a
-                    // conflict inside one time class involves all of it
-                    verify(cmp, uids, recs, class, next, uid_rule)
-                        .map_err(|_| fail(group, uid_rule))?;
-                    from += chunk.len();
-                }
+                verify_time_classes(cmp, uids, recs, group, &classes, next, uid_rule)?;
             } else {
                 verify(cmp, uids, recs, group, next, context)?;
             }
         }
         start = end;
+    }
+    Ok(())
+}
+
+/// [`verify`] for a `group` of equal keys whose pods compare by UID across
+/// time classes (`classes[p]` is the class of `group[p]`): the UID order
+/// across classes, then each class by the next level.
+fn verify_time_classes(
+    cmp: &Comparator,
+    uids: &(impl Uids + ?Sized),
+    recs: &[SortRec],
+    group: &[(usize, usize)],
+    classes: &[i64],
+    next: Level,
+    uid_rule: Rule,
+) -> Result<(), Ambiguity> {
+    check_uid_group(uids, recs, group, |p| classes[p], uid_rule)?;
+    let mut sorted = classes.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).all(|w| w[0] != w[1]) {
+        // every class has one pod: nothing left to compare
+        return Ok(());
+    }
+    // members grouped by class, sorted order kept within each
+    let mut by_class: Vec<(i64, (usize, usize))> =
+        classes.iter().copied().zip(group.iter().copied()).collect();
+    by_class.sort_by_key(|&(c, _)| c);
+    let members: Vec<(usize, usize)> = by_class.iter().map(|&(_, it)| it).collect();
+    let mut from = 0;
+    for chunk in by_class.chunk_by(|a, b| a.0 == b.0) {
+        let class = &members[from..from + chunk.len()];
+        // the UID tie-break interleaves the whole group, so a
+        // conflict inside one time class involves all of it
+        verify(cmp, uids, recs, class, next, uid_rule).map_err(|_| Ambiguity {
+            pods: group.iter().map(|&(i, _)| i).collect(),
+            rule: uid_rule,
+        })?;
+        from += chunk.len();
     }
     Ok(())
 }

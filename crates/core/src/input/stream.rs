@@ -181,45 +181,10 @@ fn stream_items_by<S: ItemSink>(
     sink: &mut S,
     path: Path,
 ) -> Result<Streamed, InputError> {
-    // look for the first byte that is not ASCII whitespace
-    const PEEK: usize = 64 << 10;
-    let mut head: Vec<u8> = Vec::new();
-    let first = loop {
-        if let Some(&b) = head.iter().find(|b| !b" \t\r\n".contains(b)) {
-            break Some(b);
-        }
-        if head.len() >= PEEK || head.len() as u64 > max_bytes {
-            break None;
-        }
-        let start = head.len();
-        head.resize(start + 8192, 0);
-        let n = super::read_some(&mut reader, &mut head[start..], source_name)?;
-        head.truncate(start + n);
-        if n == 0 {
-            break None;
-        }
-    };
+    let (head, first) = peek_start(source_name, &mut reader, max_bytes)?;
     let json = matches!(first, Some(b'{' | b'['));
     if !json && !starts_one_block_mapping(&head) {
-        let rest = std::io::Cursor::new(head).chain(reader);
-        let text = read_bounded(source_name, rest, max_bytes, size_hint, Expect::Manifest)?;
-        if !is_one_block_mapping(&text) {
-            return Ok(Streamed::Text(text));
-        }
-        // one mapping whose first line came in a later read: its items go
-        // to the sink one by one from the text, never held as one tree
-        let parsed = serde_saphyr::with_deserializer_from_str_with_options(
-            &text,
-            super::yaml_options(text.len()),
-            |de| Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de),
-        );
-        if let Err(e) = parsed {
-            if let Some(e) = sink.take_fatal() {
-                return Err(e);
-            }
-            return Err(super::yaml_syntax(source_name, &e));
-        }
-        return Ok(Streamed::Items);
+        return read_whole(source_name, head, reader, max_bytes, size_hint, sink);
     }
     let text = TextReader {
         source_name,
@@ -248,9 +213,78 @@ fn stream_items_by<S: ItemSink>(
         window::Outcome::Takeover(t) => t,
         window::Outcome::Fatal(e) => return Err(e),
     };
-    // the reader path from the takeover on: an opening that puts serde_json
-    // in the same state, then the same bytes; positions in its errors are
-    // moved to where those bytes are in the input
+    read_after_takeover(source_name, window, takeover, sink)?;
+    Ok(Streamed::Items)
+}
+
+/// Reads the input's first bytes until the first that is not ASCII
+/// whitespace (at most 64 KiB, or past `max_bytes`): the bytes read, kept
+/// to be served first, and that byte if found.
+fn peek_start(
+    source_name: &str,
+    reader: &mut impl Read,
+    max_bytes: u64,
+) -> Result<(Vec<u8>, Option<u8>), InputError> {
+    const PEEK: usize = 64 << 10;
+    let mut head: Vec<u8> = Vec::new();
+    let first = loop {
+        if let Some(&b) = head.iter().find(|b| !b" \t\r\n".contains(b)) {
+            break Some(b);
+        }
+        if head.len() >= PEEK || head.len() as u64 > max_bytes {
+            break None;
+        }
+        let start = head.len();
+        head.resize(start + 8192, 0);
+        let n = super::read_some(reader, &mut head[start..], source_name)?;
+        head.truncate(start + n);
+        if n == 0 {
+            break None;
+        }
+    };
+    Ok((head, first))
+}
+
+/// An input that is neither JSON nor starts a block mapping in its first
+/// bytes: read whole and handed back, unless it is one mapping after all.
+fn read_whole<S: ItemSink>(
+    source_name: &str,
+    head: Vec<u8>,
+    reader: impl Read,
+    max_bytes: u64,
+    size_hint: u64,
+    sink: &mut S,
+) -> Result<Streamed, InputError> {
+    let rest = std::io::Cursor::new(head).chain(reader);
+    let text = read_bounded(source_name, rest, max_bytes, size_hint, Expect::Manifest)?;
+    if !is_one_block_mapping(&text) {
+        return Ok(Streamed::Text(text));
+    }
+    // one mapping whose first line came in a later read: its items go
+    // to the sink one by one from the text, never held as one tree
+    let parsed = serde_saphyr::with_deserializer_from_str_with_options(
+        &text,
+        super::yaml_options(text.len()),
+        |de| Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de),
+    );
+    if let Err(e) = parsed {
+        if let Some(e) = sink.take_fatal() {
+            return Err(e);
+        }
+        return Err(super::yaml_syntax(source_name, &e));
+    }
+    Ok(Streamed::Items)
+}
+
+/// The reader path from the window's takeover on: an opening that puts
+/// serde_json in the same state, then the same bytes; positions in its
+/// errors are moved to where those bytes are in the input.
+fn read_after_takeover<R: Read, S: ItemSink>(
+    source_name: &str,
+    window: window::Window<'_, R>,
+    takeover: window::Takeover,
+    sink: &mut S,
+) -> Result<(), InputError> {
     let opening = takeover.state.opening();
     let at = window.position(takeover.at);
     let window::Window { mut text, buf, .. } = window;
@@ -295,7 +329,7 @@ fn stream_items_by<S: ItemSink>(
             e
         }));
     }
-    Ok(Streamed::Items)
+    Ok(())
 }
 
 /// Where in the input serde_json's position `(l, c)` is, when it read an
@@ -328,29 +362,15 @@ fn stream_yaml<R: Read, S: ItemSink>(
         stopped_at: None,
         lines: 0,
     };
-    // a file's length when known (the budget's anchor limit shrinks with a
-    // small text), else the most the input may hold
-    let len = match size_hint {
-        0 => max_bytes,
-        known => known.min(max_bytes),
-    };
-    let mut options = super::yaml_options(usize::try_from(len).unwrap_or(usize::MAX));
-    if let Some(budget) = options.budget.as_mut() {
-        // the text reader enforces --max-input-bytes
-        budget.max_reader_input_bytes = None;
-    }
-    // errors are one line without the source snippet: no ring buffer kept
-    options.with_snippet = false;
+    let options = streamed_yaml_options(max_bytes, size_hint);
     let parsed =
         serde_saphyr::with_deserializer_from_reader_with_options(&mut doc, options, |de| {
             Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de)
         });
-    let stopped = |sink: &mut S, doc: &mut FirstDocument<TextReader<'_, R>>| {
-        sink.take_fatal()
-            .or_else(|| doc.inner.get_mut().error.take())
-    };
     if let Err(e) = parsed {
-        return Err(stopped(sink, &mut doc).unwrap_or_else(|| super::yaml_syntax(source_name, &e)));
+        return Err(
+            first_stop(sink, &mut doc).unwrap_or_else(|| super::yaml_syntax(source_name, &e))
+        );
     }
     let Some(marker) = doc.stopped_at.take() else {
         return Ok(());
@@ -364,7 +384,47 @@ fn stream_yaml<R: Read, S: ItemSink>(
             message: "missing explicit document end marker before directive".to_string(),
         });
     }
-    // the rest: usually nothing, or small documents after the first
+    stream_later_documents(source_name, marker, doc, sink)
+}
+
+/// The YAML reader's options for a streamed input of at most `max_bytes`
+/// (`size_hint`: a regular file's length, else 0).
+fn streamed_yaml_options(max_bytes: u64, size_hint: u64) -> serde_saphyr::Options {
+    // a file's length when known (the budget's anchor limit shrinks with a
+    // small text), else the most the input may hold
+    let len = match size_hint {
+        0 => max_bytes,
+        known => known.min(max_bytes),
+    };
+    let mut options = super::yaml_options(usize::try_from(len).unwrap_or(usize::MAX));
+    if let Some(budget) = options.budget.as_mut() {
+        // the text reader enforces --max-input-bytes
+        budget.max_reader_input_bytes = None;
+    }
+    // errors are one line without the source snippet: no ring buffer kept
+    options.with_snippet = false;
+    options
+}
+
+/// The error that stopped a streamed YAML read, if any: the sink's (a
+/// limit passed), else the text reader's.
+fn first_stop<R: Read, S: ItemSink>(
+    sink: &mut S,
+    doc: &mut FirstDocument<TextReader<'_, R>>,
+) -> Option<InputError> {
+    sink.take_fatal()
+        .or_else(|| doc.inner.get_mut().error.take())
+}
+
+/// What follows the first document from its end `marker` on (a `---` or
+/// `...` line): usually nothing, or small documents, read whole and handed
+/// to the sink as `document 2` on.
+fn stream_later_documents<R: Read, S: ItemSink>(
+    source_name: &str,
+    marker: Vec<u8>,
+    mut doc: FirstDocument<TextReader<'_, R>>,
+    sink: &mut S,
+) -> Result<(), InputError> {
     let mut rest = if marker.starts_with(b"...") {
         Vec::new()
     } else {
@@ -372,7 +432,7 @@ fn stream_yaml<R: Read, S: ItemSink>(
     };
     let offset = doc.lines + u64::from(rest.is_empty());
     if doc.inner.read_to_end(&mut rest).is_err() {
-        if let Some(e) = stopped(sink, &mut doc) {
+        if let Some(e) = first_stop(sink, &mut doc) {
             return Err(e);
         }
     }
@@ -570,66 +630,10 @@ impl<R: Read> Read for TextReader<'_, R> {
         loop {
             let c = self.carried;
             out[..c].copy_from_slice(&self.carry[..c]);
-            let n = if self.head_at < self.head.len() {
-                let k = (self.head.len() - self.head_at).min(out.len() - c);
-                out[c..c + k].copy_from_slice(&self.head[self.head_at..self.head_at + k]);
-                self.head_at += k;
-                if self.head_at == self.head.len() {
-                    self.head = Vec::new();
-                    self.head_at = 0;
-                }
-                k
-            } else {
-                // read at most one byte past the limit, to know it was passed
-                let room = self.limit.saturating_add(1).saturating_sub(self.total);
-                let want = (out.len() - c).min(usize::try_from(room).unwrap_or(usize::MAX));
-                loop {
-                    match self.inner.read(&mut out[c..c + want.max(1)]) {
-                        Ok(n) => break n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(error) => {
-                            let e = InputError::Io {
-                                source_name: self.source_name.to_string(),
-                                error,
-                            };
-                            return Err(self.fail(e));
-                        }
-                    }
-                }
-            };
-            self.total += n as u64;
-            if self.total > self.limit {
-                let e = InputError::TooLarge {
-                    source_name: self.source_name.to_string(),
-                    limit: self.limit,
-                    size: None,
-                };
-                return Err(self.fail(e));
-            }
+            let n = self.fill(out, c)?;
             let data_len = c + n;
             let at_end = n == 0;
-            let valid = match std::str::from_utf8(&out[..data_len]) {
-                Ok(_) => data_len,
-                Err(e) => {
-                    let end = e.valid_up_to();
-                    if e.error_len().is_some() || at_end {
-                        let data = out[..data_len].to_vec();
-                        if let Some(at) = first_control(&data[..end]) {
-                            let message = self.control_message(&data, data[at]);
-                            return Err(self.not_text(&data, at, message));
-                        }
-                        let head: &[u8] = if self.at_start() { &data } else { &[] };
-                        let message = not_utf8_message(head, data[end]);
-                        return Err(self.not_text(&data, end, message));
-                    }
-                    end
-                }
-            };
-            if let Some(at) = first_control(&out[..valid]) {
-                let data = out[..data_len].to_vec();
-                let message = self.control_message(&data, data[at]);
-                return Err(self.not_text(&data, at, message));
-            }
+            let valid = self.text_end(out, data_len, at_end)?;
             self.carried = data_len - valid;
             let mut carry = [0u8; 4];
             carry[..self.carried].copy_from_slice(&out[valid..data_len]);
@@ -642,6 +646,82 @@ impl<R: Read> Read for TextReader<'_, R> {
             self.column = column;
             return Ok(valid);
         }
+    }
+}
+
+impl<R: Read> TextReader<'_, R> {
+    /// Reads the next bytes into `out[c..]` (after `c` carried ones): what
+    /// is left of the head first, then the inner reader. Passing the limit
+    /// is an error; 0 is the end of the input.
+    #[inline]
+    fn fill(&mut self, out: &mut [u8], c: usize) -> std::io::Result<usize> {
+        let n = if self.head_at < self.head.len() {
+            let k = (self.head.len() - self.head_at).min(out.len() - c);
+            out[c..c + k].copy_from_slice(&self.head[self.head_at..self.head_at + k]);
+            self.head_at += k;
+            if self.head_at == self.head.len() {
+                self.head = Vec::new();
+                self.head_at = 0;
+            }
+            k
+        } else {
+            // read at most one byte past the limit, to know it was passed
+            let room = self.limit.saturating_add(1).saturating_sub(self.total);
+            let want = (out.len() - c).min(usize::try_from(room).unwrap_or(usize::MAX));
+            loop {
+                match self.inner.read(&mut out[c..c + want.max(1)]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(error) => {
+                        let e = InputError::Io {
+                            source_name: self.source_name.to_string(),
+                            error,
+                        };
+                        return Err(self.fail(e));
+                    }
+                }
+            }
+        };
+        self.total += n as u64;
+        if self.total > self.limit {
+            let e = InputError::TooLarge {
+                source_name: self.source_name.to_string(),
+                limit: self.limit,
+                size: None,
+            };
+            return Err(self.fail(e));
+        }
+        Ok(n)
+    }
+
+    /// How many bytes of `out[..data_len]` are text to hand on: whole UTF-8
+    /// characters (a character cut by the read waits for the next, unless
+    /// the input ended) with no control character; anything else is an error.
+    #[inline]
+    fn text_end(&mut self, out: &[u8], data_len: usize, at_end: bool) -> std::io::Result<usize> {
+        let valid = match std::str::from_utf8(&out[..data_len]) {
+            Ok(_) => data_len,
+            Err(e) => {
+                let end = e.valid_up_to();
+                if e.error_len().is_some() || at_end {
+                    let data = out[..data_len].to_vec();
+                    if let Some(at) = first_control(&data[..end]) {
+                        let message = self.control_message(&data, data[at]);
+                        return Err(self.not_text(&data, at, message));
+                    }
+                    let head: &[u8] = if self.at_start() { &data } else { &[] };
+                    let message = not_utf8_message(head, data[end]);
+                    return Err(self.not_text(&data, end, message));
+                }
+                end
+            }
+        };
+        if let Some(at) = first_control(&out[..valid]) {
+            let data = out[..data_len].to_vec();
+            let message = self.control_message(&data, data[at]);
+            return Err(self.not_text(&data, at, message));
+        }
+        Ok(valid)
     }
 }
 

@@ -193,16 +193,7 @@ fn pessimistic<'k>(
 pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) -> Correction {
     let n = keys.len();
     if k == 0 || k >= n {
-        // upstream deletes every pod without sorting when k reaches n
-        let all: Vec<usize> = (0..n.min(k)).collect();
-        return Correction {
-            wanted: all.clone(),
-            as_they_stand: all.clone(),
-            already_right: true,
-            writes: Vec::new(),
-            after: all,
-            unreachable: None,
-        };
+        return nothing_to_choose(n, k);
     }
     let intended_keys: Vec<RankKey> = keys
         .iter()
@@ -214,24 +205,12 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
         .collect();
     let intended = rank_pods(cmp, &intended_keys);
     let live = rank_pods(cmp, keys);
-    let (before, tied) = cut(&intended, k);
-    let mut must = vec![false; n];
-    let mut may = vec![false; n];
-    before.iter().for_each(|&i| must[i] = true);
-    tied.iter().for_each(|&i| may[i] = true);
-    // at a tie at the cut: the tied pods that go first now
-    let mut wanted: Vec<usize> = before.to_vec();
-    let need = k - before.len();
-    let mut live_pos = vec![0; n];
-    live.order
-        .iter()
-        .enumerate()
-        .for_each(|(pos, &i)| live_pos[i] = pos);
-    let mut tied_now = tied.to_vec();
-    tied_now.sort_by_key(|&i| live_pos[i]);
-    wanted.extend(tied_now.into_iter().take(need));
-    let mut in_wanted = vec![false; n];
-    wanted.iter().for_each(|&i| in_wanted[i] = true);
+    let WantedCut {
+        must,
+        may,
+        wanted,
+        in_wanted,
+    } = wanted_cut(&intended, &live, n, k);
 
     // values in flight read pessimistically (see the module docs): first
     // whether every victim set the pods can give is one the policy accepts
@@ -273,16 +252,7 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
         return correction;
     }
     let deciding = class(&intended_keys[intended.order[k - 1]]);
-    // the deciding class in the order the controller uses now, by cost
-    // first: only a cost boundary separates pods whatever the later rules
-    // (which need not form a strict weak order) say
-    let mut seq: Vec<usize> = standing
-        .order
-        .iter()
-        .copied()
-        .filter(|&i| class(&keys[i]) == deciding)
-        .collect();
-    seq.sort_by_key(|&i| pessimistic[i].cost.value);
+    let seq = deciding_class(standing, keys, &pessimistic, deciding);
     let plan = best_cut(&seq, &pessimistic, pods, &in_wanted);
     correction.writes = match plan {
         Some(writes) => writes,
@@ -291,7 +261,97 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
             best_effort(&seq, &pessimistic, pods, &in_wanted)
         }
     };
-    // wanted pods first, in the order the policy intends
+    order_writes_and_predict(cmp, &intended, &pessimistic, n, k, &mut correction);
+    correction
+}
+
+/// The correction when the controller has nothing to choose: a scale-in by
+/// 0, or by all pods (upstream deletes every pod without sorting when k
+/// reaches n).
+fn nothing_to_choose(n: usize, k: usize) -> Correction {
+    let all: Vec<usize> = (0..n.min(k)).collect();
+    Correction {
+        wanted: all.clone(),
+        as_they_stand: all.clone(),
+        already_right: true,
+        writes: Vec::new(),
+        after: all,
+        unreachable: None,
+    }
+}
+
+/// The pods the policy wants deleted, as index sets over the keys.
+struct WantedCut {
+    /// Before the cut in the intended order: must go.
+    must: Vec<bool>,
+    /// In a tie at the intended cut: may go.
+    may: Vec<bool>,
+    /// The `must` pods, then (at a tie at the cut) the tied pods that go
+    /// first now.
+    wanted: Vec<usize>,
+    /// Membership of `wanted`.
+    in_wanted: Vec<bool>,
+}
+
+/// The cut after `k` of the `intended` ranking of `n` pods; a tie at it is
+/// settled by the `live` order, so that as few pods as possible need a write.
+fn wanted_cut(intended: &Ranking, live: &Ranking, n: usize, k: usize) -> WantedCut {
+    let (before, tied) = cut(intended, k);
+    let mut must = vec![false; n];
+    let mut may = vec![false; n];
+    before.iter().for_each(|&i| must[i] = true);
+    tied.iter().for_each(|&i| may[i] = true);
+    // at a tie at the cut: the tied pods that go first now
+    let mut wanted: Vec<usize> = before.to_vec();
+    let need = k - before.len();
+    let mut live_pos = vec![0; n];
+    live.order
+        .iter()
+        .enumerate()
+        .for_each(|(pos, &i)| live_pos[i] = pos);
+    let mut tied_now = tied.to_vec();
+    tied_now.sort_by_key(|&i| live_pos[i]);
+    wanted.extend(tied_now.into_iter().take(need));
+    let mut in_wanted = vec![false; n];
+    wanted.iter().for_each(|&i| in_wanted[i] = true);
+    WantedCut {
+        must,
+        may,
+        wanted,
+        in_wanted,
+    }
+}
+
+/// The pods of the `deciding` class in the order the controller uses now
+/// (`standing`), by cost first: only a cost boundary separates pods
+/// whatever the later rules (which need not form a strict weak order) say.
+fn deciding_class(
+    standing: &Ranking,
+    keys: &[RankKey],
+    pessimistic: &[RankKey],
+    deciding: (bool, u8, bool),
+) -> Vec<usize> {
+    let mut seq: Vec<usize> = standing
+        .order
+        .iter()
+        .copied()
+        .filter(|&i| class(&keys[i]) == deciding)
+        .collect();
+    seq.sort_by_key(|&i| pessimistic[i].cost.value);
+    seq
+}
+
+/// Puts the writes in order (wanted pods first, in the order the policy
+/// intends) and sets the pods the controller deletes once they landed
+/// (`n` pods, a scale-in by `k`).
+fn order_writes_and_predict(
+    cmp: &Comparator,
+    intended: &Ranking,
+    pessimistic: &[RankKey],
+    n: usize,
+    k: usize,
+    correction: &mut Correction,
+) {
     let mut intended_pos = vec![0; n];
     intended
         .order
@@ -310,9 +370,8 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
         after.sort_by_key(|&i| intended_pos[i]);
         after
     } else {
-        rank_after(cmp, &pessimistic, &correction.writes).victims(k)
+        rank_after(cmp, pessimistic, &correction.writes).victims(k)
     };
-    correction
 }
 
 fn rank_after(cmp: &Comparator, keys: &[RankKey], writes: &[Write]) -> Ranking {

@@ -17,6 +17,7 @@ use super::{
     PodPlan, PreviousValues, SignalValue, Split,
 };
 use crate::comparator::parse_deletion_cost;
+use crate::pod::OurAnnotations;
 use crate::policy::validate as signal;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
 use crate::signals::billing::class_of;
@@ -90,19 +91,7 @@ pub(super) fn cost_pods(
     let Split { parallel, chunk } = split;
     let mut warnings = Vec::new();
     let pod_nodes = PodNodes::new(pods, &selection.nodes, nodes);
-    let missing_nodes: BTreeSet<&str> = pod_nodes
-        .names
-        .iter()
-        .zip(&pod_nodes.node)
-        .filter(|(n, node)| !n.is_empty() && node.is_none())
-        .map(|(n, _)| *n)
-        .collect();
-    if !missing_nodes.is_empty() {
-        warnings.push(format!(
-            "nodes not in the snapshot (their labels read as empty): {}",
-            crate::input::capped_list(missing_nodes, crate::input::LISTED)
-        ));
-    }
+    warnings.extend(missing_nodes_warning(&pod_nodes));
 
     // Names are copied first, chunk by chunk: the plans share them, and the
     // utilisation join then reads them from one place instead of from pods
@@ -120,25 +109,7 @@ pub(super) fn cost_pods(
     // ReplicaSet names all its pods share, so the threads do not contend for
     // those reference counts; only node names (~30 pods each) are shared.
     let node_names: Vec<Arc<str>> = pod_nodes.names.iter().map(|n| Arc::from(*n)).collect();
-    let mut tasks: Vec<CostTask> = names
-        .into_iter()
-        .enumerate()
-        .map(|(c, names)| {
-            let from = c * chunk;
-            let to = (from + chunk).min(pods.len());
-            CostTask {
-                pods: &pods[from..to],
-                node_slot: &pod_nodes.slot[from..to],
-                names,
-                values: Vec::new(),
-            }
-        })
-        .collect();
-    for values in &mut signal_values {
-        for (task, values) in tasks.iter_mut().zip(values.chunks_mut(chunk)) {
-            task.values.push(values);
-        }
-    }
+    let tasks = cost_tasks(pods, chunk, &pod_nodes.slot, names, &mut signal_values);
     let run = |task| cost_chunk(policy, task, &node_names, &selection.replica_sets);
     let costed: Vec<CostedChunk> = if parallel {
         tasks.into_par_iter().map(run).collect()
@@ -166,6 +137,54 @@ pub(super) fn cost_pods(
         },
         warnings,
     )
+}
+
+/// The warning naming the selected pods' nodes the snapshot lacks, if any.
+fn missing_nodes_warning(pod_nodes: &PodNodes) -> Option<String> {
+    let missing_nodes: BTreeSet<&str> = pod_nodes
+        .names
+        .iter()
+        .zip(&pod_nodes.node)
+        .filter(|(n, node)| !n.is_empty() && node.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    (!missing_nodes.is_empty()).then(|| {
+        format!(
+            "nodes not in the snapshot (their labels read as empty): {}",
+            crate::input::capped_list(missing_nodes, crate::input::LISTED)
+        )
+    })
+}
+
+/// The pods cut into chunks of `chunk` (as `names` already is), each with
+/// its pods' node slots and its share of every signal's values.
+fn cost_tasks<'t, 'p, 'a>(
+    pods: &'t [&'p NsPod<'a>],
+    chunk: usize,
+    node_slot: &'t [u32],
+    names: Vec<Vec<Arc<str>>>,
+    signal_values: &'t mut [Vec<SignalEntry>],
+) -> Vec<CostTask<'t, 'p, 'a>> {
+    let mut tasks: Vec<CostTask> = names
+        .into_iter()
+        .enumerate()
+        .map(|(c, names)| {
+            let from = c * chunk;
+            let to = (from + chunk).min(pods.len());
+            CostTask {
+                pods: &pods[from..to],
+                node_slot: &node_slot[from..to],
+                names,
+                values: Vec::new(),
+            }
+        })
+        .collect();
+    for values in signal_values {
+        for (task, values) in tasks.iter_mut().zip(values.chunks_mut(chunk)) {
+            task.values.push(values);
+        }
+    }
+    tasks
 }
 
 /// One signal's value for one pod, with its readable detail.
@@ -218,62 +237,25 @@ fn cost_chunk(
     for (i, (row, name)) in pods.iter().zip(names).enumerate() {
         let pod = row.pod;
         let uid: Arc<str> = pod.identity.uid.as_deref().unwrap_or("").into();
-        let (current_raw, current) = match pod.ours.deletion_cost.as_deref() {
-            Some(raw) => {
-                let (raw, cost) = costs.get(raw, |r| parse_deletion_cost(r).value);
-                (Some(raw), cost)
-            }
-            None => (None, parse_deletion_cost("0").value),
-        };
-        let writer = pod.ours.policy.as_ref();
-        let owner = match (&current_raw, writer) {
-            // Karpenter's marker wins over any other
-            _ if pod.ours.autoscaler.karpenter_cost => CostOwner::Karpenter,
-            (None, _) => CostOwner::None,
-            (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
-            (Some(_), w) => CostOwner::Foreign(w.cloned()),
-        };
-        let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
-        combined.clear();
-        let mut missing: Option<String> = None;
-        for (idx, spec) in policy.spec.signals.iter().enumerate() {
-            // each value is read once: move its detail out instead of cloning
-            let (v, detail) = std::mem::take(&mut values[idx][i]);
-            let no_value = v.is_none();
-            let v = match v {
-                Some(v) => Some(v),
-                None => match policy.spec.on_signal_missing {
-                    OnSignalMissing::KeepLastValue => {
-                        missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind_name()));
-                        None
-                    }
-                    OnSignalMissing::Skip => Some(spec.value_range().0),
-                    OnSignalMissing::UseDefault => Some(default_value(spec)),
-                },
-            };
-            if let Some(v) = v {
-                // only utilisation reads its last value back
-                if matches!(spec, ValidatedSignal::Utilization(_)) {
-                    kept_values.push((name.clone(), idx, v));
-                }
-                combined.push(v);
-            }
-            breakdown.push(SignalValue {
-                signal: spec.kind_name(),
-                value: v,
-                detail,
-                missing: no_value,
-            });
-        }
+        let (current_raw, current) = current_cost(&mut costs, &pod.ours);
+        let owner = cost_owner(policy, &pod.ours, &current_raw);
+        let (breakdown, missing) = pod_signals(
+            policy,
+            &mut values,
+            i,
+            &name,
+            &mut combined,
+            &mut kept_values,
+        );
         let desired = missing.is_none().then(|| policy.spec.combine(&combined));
-        let action = match (&owner, desired) {
-            (CostOwner::Karpenter, _) => CostAction::KeepKarpenter,
-            (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => {
-                CostAction::KeepForeign
-            }
-            (_, None) => CostAction::KeepLastValue(missing.clone().unwrap_or_default()),
-            (_, Some(d)) => write_action(&owner, current_raw.as_deref(), d, &mut desired_text),
-        };
+        let action = cost_action(
+            policy,
+            &owner,
+            current_raw.as_deref(),
+            desired,
+            &missing,
+            &mut desired_text,
+        );
         if let CostAction::Patch(cost) = action {
             patches.push(CostWrite {
                 namespace: namespace.clone(),
@@ -283,11 +265,10 @@ fn cost_chunk(
             });
         }
         let node = node_names[node_slot[i] as usize].clone();
-        let replica_set = row.replica_set.map(|r| {
-            rs_names[r as usize]
-                .get_or_insert_with(|| replica_sets[r as usize].into())
-                .clone()
-        });
+        let replica_set = row
+            .replica_set
+            .map(|r| shared_name(&mut rs_names, replica_sets, r));
+        let kept_as_is = matches!(action, CostAction::KeepForeign | CostAction::KeepKarpenter);
         plans.push(PodPlan {
             name,
             uid,
@@ -297,11 +278,7 @@ fn cost_chunk(
             current_raw,
             current,
             owner,
-            desired: if matches!(action, CostAction::KeepForeign | CostAction::KeepKarpenter) {
-                None
-            } else {
-                desired
-            },
+            desired: desired.filter(|_| !kept_as_is),
             action,
         });
     }
@@ -311,6 +288,113 @@ fn cost_chunk(
         patches,
         kept_values,
     }
+}
+
+/// The shared copy of ReplicaSet `r`'s name, made on first use.
+#[inline]
+fn shared_name(names: &mut [Option<Arc<str>>], replica_sets: &[&str], r: u32) -> Arc<str> {
+    names[r as usize]
+        .get_or_insert_with(|| replica_sets[r as usize].into())
+        .clone()
+}
+
+/// The cost a pod carries, as written (shared) and as the controller reads
+/// it; no annotation reads as 0.
+#[inline]
+fn current_cost(costs: &mut Shared<i32>, ours: &OurAnnotations) -> (Option<Arc<str>>, i32) {
+    match ours.deletion_cost.as_deref() {
+        Some(raw) => {
+            let (raw, cost) = costs.get(raw, |r| parse_deletion_cost(r).value);
+            (Some(raw), cost)
+        }
+        None => (None, parse_deletion_cost("0").value),
+    }
+}
+
+/// What to do with a pod's cost: leave Karpenter's (and, when the policy
+/// respects them, foreign ones) alone, keep the last value when a signal is
+/// `missing`, else write `desired` unless the pod already carries it.
+#[inline]
+fn cost_action(
+    policy: &NamedPolicy,
+    owner: &CostOwner,
+    current_raw: Option<&str>,
+    desired: Option<i32>,
+    missing: &Option<String>,
+    desired_text: &mut String,
+) -> CostAction {
+    match (owner, desired) {
+        (CostOwner::Karpenter, _) => CostAction::KeepKarpenter,
+        (CostOwner::Foreign(_), _) if policy.spec.respect_foreign_costs => CostAction::KeepForeign,
+        (_, None) => CostAction::KeepLastValue(missing.clone().unwrap_or_default()),
+        (_, Some(d)) => write_action(owner, current_raw, d, desired_text),
+    }
+}
+
+/// Who wrote a pod's cost (`current_raw`, as it carries it), from its
+/// annotations: Karpenter's marker wins over any other.
+#[inline]
+fn cost_owner(
+    policy: &NamedPolicy,
+    ours: &OurAnnotations,
+    current_raw: &Option<Arc<str>>,
+) -> CostOwner {
+    let writer = ours.policy.as_ref();
+    match (current_raw, writer) {
+        _ if ours.autoscaler.karpenter_cost => CostOwner::Karpenter,
+        (None, _) => CostOwner::None,
+        (Some(_), Some(w)) if *w == policy.name => CostOwner::Ours,
+        (Some(_), w) => CostOwner::Foreign(w.cloned()),
+    }
+}
+
+/// Pod `i`'s signal values, moved out of `values[signal][i]`: its
+/// breakdown for the plan, and the first missing signal's detail when the
+/// policy then keeps the last value. Usable values go to `combined`
+/// (cleared first), and utilisation values (the only ones read back) to
+/// `kept_values`.
+#[inline]
+fn pod_signals(
+    policy: &NamedPolicy,
+    values: &mut [&mut [SignalEntry]],
+    i: usize,
+    name: &Arc<str>,
+    combined: &mut Vec<i64>,
+    kept_values: &mut Vec<(Arc<str>, usize, i64)>,
+) -> (Vec<SignalValue>, Option<String>) {
+    let mut breakdown = Vec::with_capacity(policy.spec.signals.len());
+    combined.clear();
+    let mut missing: Option<String> = None;
+    for (idx, spec) in policy.spec.signals.iter().enumerate() {
+        // each value is read once: move its detail out instead of cloning
+        let (v, detail) = std::mem::take(&mut values[idx][i]);
+        let no_value = v.is_none();
+        let v = match v {
+            Some(v) => Some(v),
+            None => match policy.spec.on_signal_missing {
+                OnSignalMissing::KeepLastValue => {
+                    missing.get_or_insert_with(|| format!("{}: {detail}", spec.kind_name()));
+                    None
+                }
+                OnSignalMissing::Skip => Some(spec.value_range().0),
+                OnSignalMissing::UseDefault => Some(default_value(spec)),
+            },
+        };
+        if let Some(v) = v {
+            // only utilisation reads its last value back
+            if matches!(spec, ValidatedSignal::Utilization(_)) {
+                kept_values.push((name.clone(), idx, v));
+            }
+            combined.push(v);
+        }
+        breakdown.push(SignalValue {
+            signal: spec.kind_name(),
+            value: v,
+            detail,
+            missing: no_value,
+        });
+    }
+    (breakdown, missing)
 }
 
 /// `Unchanged` when the pod already carries `cost` as this policy wrote it,

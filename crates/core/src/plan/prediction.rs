@@ -149,38 +149,10 @@ pub(super) fn key_replica_sets<'a>(
     now: GoTime,
     parallel: bool,
 ) -> (Vec<KeyedReplicaSet<'a>>, Vec<String>) {
-    const NOT_SELECTED: u32 = u32::MAX;
-    let (ns_pods, replica_sets) = (&selection.pods, &selection.replica_sets);
+    let ns_pods = &selection.pods;
     let slots = selection.nodes.names.len();
     let mut warnings = Vec::new();
-    let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
-    // upstream orders every active pod a ReplicaSet owns, selected or not:
-    // one group per ReplicaSet with a selected pod, filled in one pass over
-    // the namespace in the namespace's order
-    let mut owned_by: Vec<Option<Vec<u32>>> = vec![None; replica_sets.len()];
-    let mut without_rs = Vec::new();
-    for (i, &p) in by_name.iter().enumerate() {
-        plan_index[p as usize] = i as u32;
-        match ns_pods[p as usize].replica_set {
-            Some(r) => owned_by[r as usize] = Some(Vec::new()),
-            None => without_rs.push(p),
-        }
-    }
-    for (i, p) in ns_pods.iter().enumerate().filter(|(_, p)| p.active) {
-        if let Some(Some(owned)) = p.replica_set.map(|r| &mut owned_by[r as usize]) {
-            owned.push(i as u32);
-        }
-    }
-    // by name, the selected pods without a ReplicaSet first
-    let mut groups: Vec<(Option<&str>, Vec<u32>)> = owned_by
-        .into_iter()
-        .zip(replica_sets)
-        .filter_map(|(owned, name)| Some((Some(*name), owned?)))
-        .collect();
-    if !without_rs.is_empty() {
-        groups.push((None, without_rs));
-    }
-    groups.sort_by_key(|(name, _)| *name);
+    let (plan_index, groups) = replica_set_groups(by_name, ns_pods, &selection.replica_sets);
     // related pods, and their count per node, depend only on the controller:
     // computed once per controller, not once per ReplicaSet
     let mut related_by_owner: HashMap<&str, (usize, Vec<i64>)> = HashMap::new();
@@ -235,18 +207,71 @@ pub(super) fn key_replica_sets<'a>(
             related_pods: related_count,
         });
     }
-    match missing_rs.as_slice() {
-        [] => {}
-        [n] => warnings.push(format!(
+    warnings.extend(missing_replica_sets_warning(&missing_rs));
+    (out, warnings)
+}
+
+/// Marks a pod of the namespace that is not among the selected ones.
+const NOT_SELECTED: u32 = u32::MAX;
+
+/// A ReplicaSet's name (none: the selected pods without one) and the
+/// namespace's active pods it owns.
+type PodGroup<'a> = (Option<&'a str>, Vec<u32>);
+
+/// The pods to key, by ReplicaSet: each namespace pod's index in plan order
+/// (or [`NOT_SELECTED`]), and one group per ReplicaSet with a selected pod
+/// (its name and the namespace's active pods it owns), by name, the
+/// selected pods without a ReplicaSet first.
+fn replica_set_groups<'a>(
+    by_name: &[u32],
+    ns_pods: &[NsPod],
+    replica_sets: &[&'a str],
+) -> (Vec<u32>, Vec<PodGroup<'a>>) {
+    let mut plan_index = vec![NOT_SELECTED; ns_pods.len()];
+    // upstream orders every active pod a ReplicaSet owns, selected or not:
+    // one group per ReplicaSet with a selected pod, filled in one pass over
+    // the namespace in the namespace's order
+    let mut owned_by: Vec<Option<Vec<u32>>> = vec![None; replica_sets.len()];
+    let mut without_rs = Vec::new();
+    for (i, &p) in by_name.iter().enumerate() {
+        plan_index[p as usize] = i as u32;
+        match ns_pods[p as usize].replica_set {
+            Some(r) => owned_by[r as usize] = Some(Vec::new()),
+            None => without_rs.push(p),
+        }
+    }
+    for (i, p) in ns_pods.iter().enumerate().filter(|(_, p)| p.active) {
+        if let Some(Some(owned)) = p.replica_set.map(|r| &mut owned_by[r as usize]) {
+            owned.push(i as u32);
+        }
+    }
+    // by name, the selected pods without a ReplicaSet first
+    let mut groups: Vec<PodGroup> = owned_by
+        .into_iter()
+        .zip(replica_sets)
+        .filter_map(|(owned, name)| Some((Some(*name), owned?)))
+        .collect();
+    if !without_rs.is_empty() {
+        groups.push((None, without_rs));
+    }
+    groups.sort_by_key(|(name, _)| *name);
+    (plan_index, groups)
+}
+
+/// One warning for the ReplicaSets the snapshot lacks, however many (a
+/// short line at any snapshot size).
+fn missing_replica_sets_warning(missing_rs: &[&str]) -> Option<String> {
+    match missing_rs {
+        [] => None,
+        [n] => Some(format!(
             "ReplicaSet {n} is not in the snapshot: colocation ranks use its own pods"
         )),
-        many => warnings.push(format!(
+        many => Some(format!(
             "{} ReplicaSets are not in the snapshot ({}): colocation ranks use each one's own pods",
             many.len(),
             crate::input::capped_list(many, crate::input::LISTED)
         )),
     }
-    (out, warnings)
 }
 
 /// Orders each keyed ReplicaSet with the comparator and checks the result;
@@ -288,74 +313,99 @@ pub(super) fn check_replica_sets(
             ));
         }
         if opts.assume_patches_applied {
-            // The cost annotation is the only thing a patch changes that the
-            // comparator reads, so this equals keying a patched copy of each
-            // pod without cloning it.
-            for (k, plan) in keys.iter_mut().zip(&owned_plans) {
-                if let Some(CostAction::Patch(c)) = plan.map(|x| &x.action) {
-                    // what upstream parses from the decimal we write (tested)
-                    k.cost = ParsedCost {
-                        value: *c,
-                        problem: None,
-                    };
-                }
-            }
+            apply_patches(&mut keys, &owned_plans);
         }
-        let ranking = rank_pods(&cmp, &keys);
-        let ordered = OrderedPods { keys, ranking };
-        let order = &ordered.ranking.order;
-        // a managed pod's name is its plan's, shared
-        let key_names: Vec<Arc<str>> = ordered
-            .keys
-            .iter()
-            .zip(&owned_plans)
-            .map(|(k, plan)| plan.map_or_else(|| Arc::from(&*k.name), |p| p.name.clone()))
-            .collect();
-        let name = |i: usize| key_names[i].clone();
-        let names: Vec<Arc<str>> = order.iter().map(|&i| name(i)).collect();
-        let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
-        let intended_costs: Vec<i32> = order
-            .iter()
-            .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
-            .collect();
-        let victims: Vec<Arc<str>> = opts
-            .scale_down_by
-            .map(|n| {
-                ordered
-                    .ranking
-                    .victims_in_order(n)
-                    .into_iter()
-                    .map(name)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let tie_at_cut = opts
-            .scale_down_by
-            .is_some_and(|n| ordered.ranking.tie_at_cut(n));
-        let (verdict, mismatches) =
-            check::check_order(&cmp, &ordered, &intended_costs, &owned_plans);
-        let ambiguous = ordered
-            .ranking
-            .ambiguity
-            .as_ref()
-            .map(|a| a.pods.iter().map(|&i| name(i)).collect())
-            .unwrap_or_default();
-        out.push(ReplicaSetPlan {
-            name: rs_name.unwrap_or("(none)").to_string(),
+        out.push(replica_set_plan(
+            &cmp,
+            opts,
+            rs_name,
             deployment,
-            predicted: names,
-            intended_costs,
-            live_costs,
-            victims,
-            verdict,
-            mismatches,
-            ambiguous,
-            tie_at_cut,
-            ties: ordered.ranking.ties(),
+            keys,
+            &owned_plans,
             related_pods,
-        });
+        ));
     }
     (out, corrections)
+}
+
+/// Sets each key's cost to the one its plan patches. The cost annotation is
+/// the only thing a patch changes that the comparator reads, so this equals
+/// keying a patched copy of each pod without cloning it.
+fn apply_patches(keys: &mut [RankKey], owned_plans: &[Option<&PodPlan>]) {
+    for (k, plan) in keys.iter_mut().zip(owned_plans) {
+        if let Some(CostAction::Patch(c)) = plan.map(|x| &x.action) {
+            // what upstream parses from the decimal we write (tested)
+            k.cost = ParsedCost {
+                value: *c,
+                problem: None,
+            };
+        }
+    }
+}
+
+/// Orders one ReplicaSet's pods (`keys`, costs as the plan leaves them)
+/// with the comparator and checks the order against the plan's intent.
+fn replica_set_plan(
+    cmp: &Comparator,
+    opts: &PlanOptions,
+    rs_name: Option<&str>,
+    deployment: Option<String>,
+    keys: Vec<RankKey>,
+    owned_plans: &[Option<&PodPlan>],
+    related_pods: usize,
+) -> ReplicaSetPlan {
+    let ranking = rank_pods(cmp, &keys);
+    let ordered = OrderedPods { keys, ranking };
+    let order = &ordered.ranking.order;
+    // a managed pod's name is its plan's, shared
+    let key_names: Vec<Arc<str>> = ordered
+        .keys
+        .iter()
+        .zip(owned_plans)
+        .map(|(k, plan)| plan.map_or_else(|| Arc::from(&*k.name), |p| p.name.clone()))
+        .collect();
+    let name = |i: usize| key_names[i].clone();
+    let names: Vec<Arc<str>> = order.iter().map(|&i| name(i)).collect();
+    let live_costs: Vec<i32> = ordered.in_order().map(|k| k.cost.value).collect();
+    let intended_costs: Vec<i32> = order
+        .iter()
+        .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
+        .collect();
+    let victims: Vec<Arc<str>> = opts
+        .scale_down_by
+        .map(|n| {
+            ordered
+                .ranking
+                .victims_in_order(n)
+                .into_iter()
+                .map(name)
+                .collect()
+        })
+        .unwrap_or_default();
+    let tie_at_cut = opts
+        .scale_down_by
+        .is_some_and(|n| ordered.ranking.tie_at_cut(n));
+    let (verdict, mismatches) = check::check_order(cmp, &ordered, &intended_costs, owned_plans);
+    let ambiguous = ordered
+        .ranking
+        .ambiguity
+        .as_ref()
+        .map(|a| a.pods.iter().map(|&i| name(i)).collect())
+        .unwrap_or_default();
+    ReplicaSetPlan {
+        name: rs_name.unwrap_or("(none)").to_string(),
+        deployment,
+        predicted: names,
+        intended_costs,
+        live_costs,
+        victims,
+        verdict,
+        mismatches,
+        ambiguous,
+        tie_at_cut,
+        ties: ordered.ranking.ties(),
+        related_pods,
+    }
 }
 
 /// The minimal correction of one ReplicaSet (`keys` with live costs) for

@@ -240,9 +240,40 @@ fn choice(
         .map(|p| p.node)
         .collect();
     let emptied: BTreeSet<&str> = hosting.difference(&kept).copied().collect();
-    // what keeps an emptied node: its own annotations, then the pods staying
+    let blocked = blocked_nodes(nodes, pods, &emptied, is_victim);
+    let freed_nodes: Vec<FreedNode> = emptied
+        .iter()
+        .filter(|name| !blocked.contains_key(*name))
+        .map(|&name| freed_node(nodes, prices, name))
+        .collect();
+    let by_billing_class = by_billing_class(&freed_nodes);
+    let hourly: Money = freed_nodes.iter().filter_map(|n| n.hourly).sum();
+    Choice {
+        victims: victims.pods.iter().map(|(_, n)| n.to_string()).collect(),
+        tie_at_cut: victims.tie_at_cut,
+        not_removable: blocked.into_values().collect(),
+        unpriced_nodes: freed_nodes
+            .iter()
+            .filter(|n| n.hourly.is_none())
+            .map(|n| n.name.clone())
+            .collect(),
+        freed_nodes,
+        by_billing_class,
+        hourly,
+        monthly: hourly.times(HOURS_PER_MONTH),
+    }
+}
+
+/// What keeps each `emptied` node that an autoscaler may not remove: its
+/// own annotations, then the pods staying on it (those not `is_victim`).
+fn blocked_nodes<'n>(
+    nodes: &BTreeMap<&str, &NodeFacts>,
+    pods: &[PodFacts<'n>],
+    emptied: &BTreeSet<&'n str>,
+    is_victim: impl Fn(&PodFacts) -> bool,
+) -> BTreeMap<&'n str, BlockedNode> {
     let mut blocked: BTreeMap<&str, BlockedNode> = BTreeMap::new();
-    for &name in &emptied {
+    for &name in emptied {
         for b in nodes.get(name).into_iter().flat_map(|n| n.blockers.iter()) {
             blocked
                 .entry(name)
@@ -258,27 +289,32 @@ fn choice(
                 .push(b.clone());
         }
     }
-    let freed_nodes: Vec<FreedNode> = emptied
-        .iter()
-        .filter(|name| !blocked.contains_key(*name))
-        .map(|&name| {
-            let node = nodes.get(name);
-            let billing_class = node.and_then(|n| n.billing_class.clone());
-            let instance_type = node.and_then(|n| n.instance_type);
-            let price = prices.price_of(instance_type, billing_class.as_deref());
-            FreedNode {
-                name: name.to_string(),
-                billing_class,
-                instance_type: instance_type.map(str::to_string),
-                allocatable_cpu_millicores: node.and_then(|n| n.cpu_millicores),
-                allocatable_memory_bytes: node.and_then(|n| n.memory_bytes),
-                hourly: price.map(|(m, _)| m),
-                price_from: price.map(|(_, from)| from),
-            }
-        })
-        .collect();
+    blocked
+}
+
+/// Node `name`, freed, with what it offers and its price (none when the
+/// snapshot or the prices lack it).
+fn freed_node(nodes: &BTreeMap<&str, &NodeFacts>, prices: &Prices, name: &str) -> FreedNode {
+    let node = nodes.get(name);
+    let billing_class = node.and_then(|n| n.billing_class.clone());
+    let instance_type = node.and_then(|n| n.instance_type);
+    let price = prices.price_of(instance_type, billing_class.as_deref());
+    FreedNode {
+        name: name.to_string(),
+        billing_class,
+        instance_type: instance_type.map(str::to_string),
+        allocatable_cpu_millicores: node.and_then(|n| n.cpu_millicores),
+        allocatable_memory_bytes: node.and_then(|n| n.memory_bytes),
+        hourly: price.map(|(m, _)| m),
+        price_from: price.map(|(_, from)| from),
+    }
+}
+
+/// The freed nodes' totals per billing class, by class name, the nodes
+/// without a class last.
+fn by_billing_class(freed_nodes: &[FreedNode]) -> Vec<ClassTotal> {
     let mut classes: BTreeMap<(bool, Option<&str>), ClassTotal> = BTreeMap::new();
-    for n in &freed_nodes {
+    for n in freed_nodes {
         let class = n.billing_class.as_deref();
         let t = classes
             .entry((class.is_none(), class))
@@ -311,28 +347,13 @@ fn choice(
             None => t.unpriced_nodes += 1,
         }
     }
-    let by_billing_class: Vec<ClassTotal> = classes
+    classes
         .into_values()
         .map(|mut t| {
             t.monthly = t.hourly.times(HOURS_PER_MONTH);
             t
         })
-        .collect();
-    let hourly: Money = freed_nodes.iter().filter_map(|n| n.hourly).sum();
-    Choice {
-        victims: victims.pods.iter().map(|(_, n)| n.to_string()).collect(),
-        tie_at_cut: victims.tie_at_cut,
-        not_removable: blocked.into_values().collect(),
-        unpriced_nodes: freed_nodes
-            .iter()
-            .filter(|n| n.hourly.is_none())
-            .map(|n| n.name.clone())
-            .collect(),
-        freed_nodes,
-        by_billing_class,
-        hourly,
-        monthly: hourly.times(HOURS_PER_MONTH),
-    }
+        .collect()
 }
 
 /// What `plan`'s scale-down is worth against upstream's own choice over

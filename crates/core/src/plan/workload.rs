@@ -219,59 +219,12 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
             target: t.to_string(),
         });
     }
-    // (namespace, ReplicaSet) -> its controller Deployment's name
-    let mut rs_owner: HashMap<(&str, &str), Option<&str>> = HashMap::new();
-    for rs in &snapshot.replica_sets {
-        let m = &rs.metadata;
-        let deployment =
-            controller_of_kind(m.owner_references.as_ref(), "Deployment").map(|o| o.name.as_str());
-        rs_owner.insert(
-            (
-                m.namespace.as_deref().unwrap_or_default(),
-                m.name.as_deref().unwrap_or_default(),
-            ),
-            deployment,
-        );
-    }
-    let family_of = |pod: &'a PodRecord| -> FamilyKey<'a> {
-        let ns = pod.identity.namespace.as_deref().unwrap_or_default();
-        match controller_of(pod.owner_references()) {
-            None => FamilyKey::Unowned,
-            Some(o) => match (o.kind.as_str(), rs_owner.get(&(ns, o.name.as_str()))) {
-                ("ReplicaSet", Some(Some(d))) => FamilyKey::Owned(ns, "Deployment", d),
-                (kind, _) => FamilyKey::Owned(ns, kind, o.name.as_str()),
-            },
-        }
-    };
-    let wanted = |pod: &PodRecord| -> bool {
-        let m = &pod.identity;
-        let ns = m.namespace.as_deref().unwrap_or_default();
-        if query.namespace.is_some_and(|q| q != ns) {
-            return false;
-        }
-        if query.selector.is_some_and(|s| !selects(s, pod.labels())) {
-            return false;
-        }
-        let controller = || controller_of(pod.owner_references());
-        match query.target {
-            None => true,
-            Some(t) => match t.kind {
-                TargetKind::Pod => m.name.as_deref() == Some(t.name.as_str()),
-                TargetKind::ReplicaSet => {
-                    controller().is_some_and(|o| o.kind == "ReplicaSet" && o.name == t.name)
-                }
-                TargetKind::Deployment => controller().is_some_and(|o| {
-                    o.kind == "ReplicaSet"
-                        && rs_owner.get(&(ns, o.name.as_str())) == Some(&Some(t.name.as_str()))
-                }),
-            },
-        }
-    };
+    let rs_owner = deployments_by_replica_set(snapshot);
     let mut families: BTreeMap<FamilyKey<'a>, Family<'a>> = BTreeMap::new();
     for pod in snapshot.pods.iter().map(|p| &**p) {
-        if wanted(pod) {
+        if is_asked_for(query, &rs_owner, pod) {
             families
-                .entry(family_of(pod))
+                .entry(family_of(&rs_owner, pod))
                 .or_insert_with(|| Family {
                     pods: Vec::new(),
                     related: Vec::new(),
@@ -292,7 +245,7 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
         }
     }
     for pod in snapshot.pods.iter().map(|p| &**p) {
-        if let Some(f) = families.get_mut(&family_of(pod)) {
+        if let Some(f) = families.get_mut(&family_of(&rs_owner, pod)) {
             f.related.push(pod);
         }
     }
@@ -306,6 +259,67 @@ pub fn select<'a>(snapshot: &'a Snapshot, query: &Query) -> Result<Vec<Family<'a
             f
         })
         .collect())
+}
+
+/// `(namespace, ReplicaSet name)` -> its controller Deployment's name.
+type DeploymentOf<'a> = HashMap<(&'a str, &'a str), Option<&'a str>>;
+
+/// Each ReplicaSet of the snapshot with the Deployment that controls it.
+fn deployments_by_replica_set(snapshot: &Snapshot) -> DeploymentOf<'_> {
+    let mut rs_owner: DeploymentOf = HashMap::new();
+    for rs in &snapshot.replica_sets {
+        let m = &rs.metadata;
+        let deployment =
+            controller_of_kind(m.owner_references.as_ref(), "Deployment").map(|o| o.name.as_str());
+        rs_owner.insert(
+            (
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
+            ),
+            deployment,
+        );
+    }
+    rs_owner
+}
+
+/// The family `pod` belongs to: its Deployment's when a ReplicaSet of one
+/// controls it, else its controller's.
+fn family_of<'a>(rs_owner: &DeploymentOf<'a>, pod: &'a PodRecord) -> FamilyKey<'a> {
+    let ns = pod.identity.namespace.as_deref().unwrap_or_default();
+    match controller_of(pod.owner_references()) {
+        None => FamilyKey::Unowned,
+        Some(o) => match (o.kind.as_str(), rs_owner.get(&(ns, o.name.as_str()))) {
+            ("ReplicaSet", Some(Some(d))) => FamilyKey::Owned(ns, "Deployment", d),
+            (kind, _) => FamilyKey::Owned(ns, kind, o.name.as_str()),
+        },
+    }
+}
+
+/// Whether `query` asks for `pod`: its namespace, its labels, and the
+/// object named (the pod, its ReplicaSet or that one's Deployment).
+fn is_asked_for(query: &Query, rs_owner: &DeploymentOf, pod: &PodRecord) -> bool {
+    let m = &pod.identity;
+    let ns = m.namespace.as_deref().unwrap_or_default();
+    if query.namespace.is_some_and(|q| q != ns) {
+        return false;
+    }
+    if query.selector.is_some_and(|s| !selects(s, pod.labels())) {
+        return false;
+    }
+    let controller = || controller_of(pod.owner_references());
+    match query.target {
+        None => true,
+        Some(t) => match t.kind {
+            TargetKind::Pod => m.name.as_deref() == Some(t.name.as_str()),
+            TargetKind::ReplicaSet => {
+                controller().is_some_and(|o| o.kind == "ReplicaSet" && o.name == t.name)
+            }
+            TargetKind::Deployment => controller().is_some_and(|o| {
+                o.kind == "ReplicaSet"
+                    && rs_owner.get(&(ns, o.name.as_str())) == Some(&Some(t.name.as_str()))
+            }),
+        },
+    }
 }
 
 /// Whether the object `t` names is in `namespace` of the snapshot.

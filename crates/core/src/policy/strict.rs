@@ -174,62 +174,14 @@ fn check_value(schema: &Value, value: &mut Value, path: &str, errors: &mut Vec<V
                 ));
                 return;
             };
-            let noun = if path == "spec.signals" {
-                "signal"
-            } else {
-                "item"
-            };
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (items.len() as u64) < min {
-                    errors.push(error(
-                        path,
-                        format!("must list at least {min} {noun}{}", plural(min)),
-                    ));
-                }
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    errors.push(error(
-                        path,
-                        format!(
-                            "must list at most {max} {noun}{}, found {}",
-                            plural(max),
-                            items.len()
-                        ),
-                    ));
-                }
-            }
-            let Some(item_schema) = schema.get("items") else {
-                return;
-            };
-            for (i, item) in items.iter_mut().enumerate() {
-                let at = format!("{path}[{i}]");
-                if item.is_null() {
-                    errors.push(error(&at, "must not be null"));
-                    continue;
-                }
-                check_value(item_schema, item, &at, errors);
-            }
+            check_array(schema, items, path, errors);
         }
         "string" => match value.as_str() {
             None => errors.push(error(
                 path,
                 format!("must be a string, found {}", describe(value)),
             )),
-            Some(s) => {
-                check_enum(schema, s, path, errors);
-                let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0);
-                if (s.chars().count() as u64) < min {
-                    errors.push(error(
-                        path,
-                        if min == 1 {
-                            "must not be empty".to_string()
-                        } else {
-                            format!("must be at least {min} characters long")
-                        },
-                    ));
-                }
-            }
+            Some(s) => check_string(schema, s, path, errors),
         },
         "integer" => check_integer(schema, value, path, errors),
         "number" => match value.as_f64() {
@@ -244,6 +196,63 @@ fn check_value(schema: &Value, value: &mut Value, path: &str, errors: &mut Vec<V
             format!("must be true or false, found {}", describe(value)),
         )),
         _ => {}
+    }
+}
+
+/// A list's length against `minItems`/`maxItems`, then each item against
+/// the `items` schema (a null item is an error of its own).
+fn check_array(schema: &Value, items: &mut [Value], path: &str, errors: &mut Vec<ValidationError>) {
+    let noun = if path == "spec.signals" {
+        "signal"
+    } else {
+        "item"
+    };
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+        if (items.len() as u64) < min {
+            errors.push(error(
+                path,
+                format!("must list at least {min} {noun}{}", plural(min)),
+            ));
+        }
+    }
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+        if items.len() as u64 > max {
+            errors.push(error(
+                path,
+                format!(
+                    "must list at most {max} {noun}{}, found {}",
+                    plural(max),
+                    items.len()
+                ),
+            ));
+        }
+    }
+    let Some(item_schema) = schema.get("items") else {
+        return;
+    };
+    for (i, item) in items.iter_mut().enumerate() {
+        let at = format!("{path}[{i}]");
+        if item.is_null() {
+            errors.push(error(&at, "must not be null"));
+            continue;
+        }
+        check_value(item_schema, item, &at, errors);
+    }
+}
+
+/// A string against the schema's `enum` and `minLength`.
+fn check_string(schema: &Value, s: &str, path: &str, errors: &mut Vec<ValidationError>) {
+    check_enum(schema, s, path, errors);
+    let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+    if (s.chars().count() as u64) < min {
+        errors.push(error(
+            path,
+            if min == 1 {
+                "must not be empty".to_string()
+            } else {
+                format!("must be at least {min} characters long")
+            },
+        ));
     }
 }
 

@@ -522,38 +522,8 @@ pub fn validate(spec: &DeletionCostPolicySpec) -> Result<ValidatedPolicy, Valida
     let mut errors = Vec::new();
     let target = validate_target(spec, &mut errors);
 
-    let refresh_interval = match &spec.refresh_interval {
-        None => DEFAULT_REFRESH_INTERVAL,
-        Some(text) => match parse_duration(text) {
-            Ok(d) if d < MIN_REFRESH_INTERVAL => {
-                errors.push(ValidationError::new(
-                    "spec.refreshInterval",
-                    format!("{text:?} is too short: must be at least 1s"),
-                ));
-                DEFAULT_REFRESH_INTERVAL
-            }
-            Ok(d) => d,
-            Err(message) => {
-                errors.push(ValidationError::new("spec.refreshInterval", message));
-                DEFAULT_REFRESH_INTERVAL
-            }
-        },
-    };
-
-    if let Some(rl) = &spec.rate_limit {
-        if !(rl.qps.is_finite() && rl.qps > 0.0) {
-            errors.push(ValidationError::new(
-                "spec.rateLimit.qps",
-                format!("must be a number greater than 0, got {}", rl.qps),
-            ));
-        }
-        if rl.burst < 1 {
-            errors.push(ValidationError::new(
-                "spec.rateLimit.burst",
-                "must be at least 1",
-            ));
-        }
-    }
+    let refresh_interval = validate_refresh_interval(spec, &mut errors);
+    validate_rate_limit(spec, &mut errors);
 
     if spec.signals.is_empty() {
         errors.push(ValidationError::new(
@@ -606,6 +576,48 @@ pub fn validate(spec: &DeletionCostPolicySpec) -> Result<ValidatedPolicy, Valida
             multipliers,
         }),
         _ => Err(ValidationErrors(errors)),
+    }
+}
+
+/// `spec.refreshInterval`, its default when unset or wrong.
+fn validate_refresh_interval(
+    spec: &DeletionCostPolicySpec,
+    errors: &mut Vec<ValidationError>,
+) -> Duration {
+    match &spec.refresh_interval {
+        None => DEFAULT_REFRESH_INTERVAL,
+        Some(text) => match parse_duration(text) {
+            Ok(d) if d < MIN_REFRESH_INTERVAL => {
+                errors.push(ValidationError::new(
+                    "spec.refreshInterval",
+                    format!("{text:?} is too short: must be at least 1s"),
+                ));
+                DEFAULT_REFRESH_INTERVAL
+            }
+            Ok(d) => d,
+            Err(message) => {
+                errors.push(ValidationError::new("spec.refreshInterval", message));
+                DEFAULT_REFRESH_INTERVAL
+            }
+        },
+    }
+}
+
+/// `spec.rateLimit`: a positive qps and a burst of at least 1.
+fn validate_rate_limit(spec: &DeletionCostPolicySpec, errors: &mut Vec<ValidationError>) {
+    if let Some(rl) = &spec.rate_limit {
+        if !(rl.qps.is_finite() && rl.qps > 0.0) {
+            errors.push(ValidationError::new(
+                "spec.rateLimit.qps",
+                format!("must be a number greater than 0, got {}", rl.qps),
+            ));
+        }
+        if rl.burst < 1 {
+            errors.push(ValidationError::new(
+                "spec.rateLimit.burst",
+                "must be at least 1",
+            ));
+        }
     }
 }
 
@@ -806,42 +818,9 @@ fn utilization(
     if pod_label.trim().is_empty() {
         err("prometheus.podLabel", "must not be empty".into());
     }
-    let max_age = match &u.prometheus.max_age {
-        None => DEFAULT_MAX_AGE,
-        Some(text) => match parse_duration(text) {
-            Ok(d) if d.is_zero() => {
-                err("prometheus.maxAge", "must be greater than 0".into());
-                DEFAULT_MAX_AGE
-            }
-            Ok(d) => d,
-            Err(message) => {
-                err("prometheus.maxAge", message);
-                DEFAULT_MAX_AGE
-            }
-        },
-    };
+    let max_age = max_age_of(&u.prometheus.max_age, &mut err);
     let range = u.range;
-    if !range.min.is_finite() {
-        err(
-            "range.min",
-            format!("must be a finite number, got {}", range.min),
-        );
-    }
-    if !range.max.is_finite() {
-        err(
-            "range.max",
-            format!("must be a finite number, got {}", range.max),
-        );
-    }
-    if range.min.is_finite() && range.max.is_finite() && range.max <= range.min {
-        err(
-            "range.max",
-            format!(
-                "must be greater than range.min ({} <= {})",
-                range.max, range.min
-            ),
-        );
-    }
+    check_range(range, &mut err);
     let buckets = u.buckets.unwrap_or(DEFAULT_BUCKETS);
     if buckets < 1 {
         err("buckets", "must be at least 1".into());
@@ -870,6 +849,50 @@ fn utilization(
         hysteresis,
         default: u.default,
         weight: weight_of(at, u.weight, spec.combine, errors),
+    }
+}
+
+/// A utilisation signal's `prometheus.maxAge`, its default when unset or
+/// wrong (`err` takes the field under the signal and the problem).
+fn max_age_of(max_age: &Option<String>, err: &mut impl FnMut(&str, String)) -> Duration {
+    match max_age {
+        None => DEFAULT_MAX_AGE,
+        Some(text) => match parse_duration(text) {
+            Ok(d) if d.is_zero() => {
+                err("prometheus.maxAge", "must be greater than 0".into());
+                DEFAULT_MAX_AGE
+            }
+            Ok(d) => d,
+            Err(message) => {
+                err("prometheus.maxAge", message);
+                DEFAULT_MAX_AGE
+            }
+        },
+    }
+}
+
+/// A utilisation signal's `range`: finite ends, `max` above `min`.
+fn check_range(range: ValueRange, err: &mut impl FnMut(&str, String)) {
+    if !range.min.is_finite() {
+        err(
+            "range.min",
+            format!("must be a finite number, got {}", range.min),
+        );
+    }
+    if !range.max.is_finite() {
+        err(
+            "range.max",
+            format!("must be a finite number, got {}", range.max),
+        );
+    }
+    if range.min.is_finite() && range.max.is_finite() && range.max <= range.min {
+        err(
+            "range.max",
+            format!(
+                "must be greater than range.min ({} <= {})",
+                range.max, range.min
+            ),
+        );
     }
 }
 

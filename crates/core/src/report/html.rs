@@ -888,17 +888,7 @@ fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[P
 fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
     let fill = v.colour();
     let ink = text_on(fill);
-    let mut classes = String::from("pod");
-    for (on, c) in [
-        (v.victim, " victim"),
-        (v.foreign(), " foreign"),
-        (v.missing(), " missing"),
-        (!v.out_of_order.is_empty(), " out-of-order"),
-    ] {
-        if on {
-            classes.push_str(c);
-        }
-    }
+    let classes = pod_classes(v);
     let stroke = if v.victim {
         "stroke=\"#000\" stroke-width=\"3.5\""
     } else if v.missing() {
@@ -946,6 +936,49 @@ fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
         );
     }
     // line 2: cost and marks
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11.5\" fill=\"{ink}\">{}</text>",
+        x + 7,
+        y + 36,
+        esc(&cost_line(v))
+    );
+    if let Some(m) = v.out_of_order.first() {
+        let label = format!("! {}", short_reason(m.reason));
+        let width = 8 + label.chars().count() as u32 * 7;
+        let _ = write!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"{width}\" height=\"16\" rx=\"2\" fill=\"#b42318\" stroke=\"#fff\"/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\" fill=\"#fff\">{}</text>",
+            right - width,
+            y + 24,
+            right - width + 4,
+            y + 36,
+            esc(&label)
+        );
+    }
+    out.push_str("</g>");
+}
+
+/// A pod box's CSS classes: `pod`, then one per mark it carries.
+fn pod_classes(v: &PodRow) -> String {
+    let mut classes = String::from("pod");
+    for (on, c) in [
+        (v.victim, " victim"),
+        (v.foreign(), " foreign"),
+        (v.missing(), " missing"),
+        (!v.out_of_order.is_empty(), " out-of-order"),
+    ] {
+        if on {
+            classes.push_str(c);
+        }
+    }
+    classes
+}
+
+/// A pod box's second line: its cost (and the one wanted, when it differs)
+/// and its marks.
+fn cost_line(v: &PodRow) -> String {
     let mut line2 = match (v.live_cost, v.plan.and_then(|p| p.desired)) {
         (Some(live), Some(want)) if live != want => format!("cost {live} → {want}"),
         (Some(live), _) => format!("cost {live}"),
@@ -963,28 +996,7 @@ fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
     if v.plan.is_none() {
         line2.push_str(" · not managed");
     }
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"11.5\" fill=\"{ink}\">{}</text>",
-        x + 7,
-        y + 36,
-        esc(&line2)
-    );
-    if let Some(m) = v.out_of_order.first() {
-        let label = format!("! {}", short_reason(m.reason));
-        let width = 8 + label.chars().count() as u32 * 7;
-        let _ = write!(
-            out,
-            "<rect x=\"{}\" y=\"{}\" width=\"{width}\" height=\"16\" rx=\"2\" fill=\"#b42318\" stroke=\"#fff\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\" fill=\"#fff\">{}</text>",
-            right - width,
-            y + 24,
-            right - width + 4,
-            y + 36,
-            esc(&label)
-        );
-    }
-    out.push_str("</g>");
+    line2
 }
 
 fn table(out: &mut Page, s: &Section, views: &[PodRow], index: &HashMap<&str, usize>) {
@@ -1040,6 +1052,13 @@ fn row(out: &mut Page, s: &Section, v: &PodRow) {
         esc(&v.rank()),
         esc(v.name)
     );
+    row_values(out, s, v);
+    row_notes(out, v);
+}
+
+/// A table row's cells from the node to the patch: the plan's values, or
+/// the live cost of a pod the policy does not select.
+fn row_values(out: &mut Page, s: &Section, v: &PodRow) {
     match v.plan {
         Some(p) => {
             let _ = write!(
@@ -1074,6 +1093,11 @@ fn row(out: &mut Page, s: &Section, v: &PodRow) {
             );
         }
     }
+}
+
+/// A table row's notes cell (victim, out of order, foreign, missing,
+/// ambiguous), which ends the row.
+fn row_notes(out: &mut Page, v: &PodRow) {
     out.push_str("<td class=\"notes\">");
     if v.victim {
         out.push_str("<span class=\"tag victim\">VICTIM</span>");
@@ -1137,60 +1161,10 @@ fn strip(out: &mut Page, s: &Section, rs_i: usize, views: &[PodRow], index: &Has
         };
         let (col, row) = ((pos % per_row) as u32, (pos / per_row) as u32);
         let (x, y) = (12 + col * step_x, 24 + row * step_y);
-        let fill = v.colour();
-        let stroke = if v.victim {
-            "stroke=\"#000\" stroke-width=\"3.5\""
-        } else {
-            "stroke=\"#555\""
-        };
-        let _ = write!(
-            out,
-            "<g class=\"step{}\" data-pod=\"{}\"><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{STRIP_W}\" height=\"{STRIP_H}\" rx=\"4\" fill=\"{}\" {stroke}/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"{ink}\">#{}{}</text>\
-             <text class=\"mono\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{ink}\">{}</text></g>",
-            if v.victim { " victim" } else { "" },
-            esc(v.name),
-            esc(&hover(s, v)),
-            hex(fill),
-            x + 6,
-            y + 15,
-            pos + 1,
-            if v.victim { " VICTIM" } else { "" },
-            x + 6,
-            y + 32,
-            esc(&tail(v.name, 15)),
-            ink = text_on(fill),
-        );
-        if !v.out_of_order.is_empty() {
-            let _ = write!(
-                out,
-                "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"#b42318\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">!</text>",
-                x + STRIP_W - 10,
-                y + 11,
-                x + STRIP_W - 10,
-                y + 15
-            );
-        }
+        strip_step(out, s, v, pos, x, y);
     }
     if let Some(k) = cut.filter(|&k| k > 0) {
-        // the cut sits after the k-th pod
-        let (col, row) = if k % per_row == 0 {
-            (per_row as u32, (k / per_row) as u32 - 1)
-        } else {
-            ((k % per_row) as u32, (k / per_row) as u32)
-        };
-        let x = 12 + col * step_x - 4;
-        let y = 24 + row * step_y;
-        let _ = write!(
-            out,
-            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#000\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\">▲ scale down by {} cuts here</text>",
-            y - 4,
-            y + STRIP_H + 4,
-            x.saturating_sub(4),
-            y + STRIP_H + 17,
-            s.scale_down_by.unwrap_or(k),
-        );
+        strip_cut(out, s, k, per_row, (step_x, step_y));
     }
     if more {
         let beyond = match s.scale_down_by {
@@ -1205,6 +1179,68 @@ fn strip(out: &mut Page, s: &Section, rs_i: usize, views: &[PodRow], index: &Has
         );
     }
     out.push_str("</svg>\n");
+}
+
+/// One pod's box in a strip, at `(x, y)`: its place (`pos`, from 0), name
+/// and marks.
+fn strip_step(out: &mut Page, s: &Section, v: &PodRow, pos: usize, x: u32, y: u32) {
+    let fill = v.colour();
+    let stroke = if v.victim {
+        "stroke=\"#000\" stroke-width=\"3.5\""
+    } else {
+        "stroke=\"#555\""
+    };
+    let _ = write!(
+        out,
+        "<g class=\"step{}\" data-pod=\"{}\"><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{STRIP_W}\" height=\"{STRIP_H}\" rx=\"4\" fill=\"{}\" {stroke}/>\
+         <text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"{ink}\">#{}{}</text>\
+         <text class=\"mono\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{ink}\">{}</text></g>",
+        if v.victim { " victim" } else { "" },
+        esc(v.name),
+        esc(&hover(s, v)),
+        hex(fill),
+        x + 6,
+        y + 15,
+        pos + 1,
+        if v.victim { " VICTIM" } else { "" },
+        x + 6,
+        y + 32,
+        esc(&tail(v.name, 15)),
+        ink = text_on(fill),
+    );
+    if !v.out_of_order.is_empty() {
+        let _ = write!(
+            out,
+            "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"#b42318\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">!</text>",
+            x + STRIP_W - 10,
+            y + 11,
+            x + STRIP_W - 10,
+            y + 15
+        );
+    }
+}
+
+/// The strip's cut after the `k`-th pod (`k` > 0), its rows `per_row` boxes
+/// long, boxes `step` apart.
+fn strip_cut(out: &mut Page, s: &Section, k: usize, per_row: usize, (step_x, step_y): (u32, u32)) {
+    // the cut sits after the k-th pod
+    let (col, row) = if k.is_multiple_of(per_row) {
+        (per_row as u32, (k / per_row) as u32 - 1)
+    } else {
+        ((k % per_row) as u32, (k / per_row) as u32)
+    };
+    let x = 12 + col * step_x - 4;
+    let y = 24 + row * step_y;
+    let _ = write!(
+        out,
+        "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#000\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\
+         <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\">▲ scale down by {} cuts here</text>",
+        y - 4,
+        y + STRIP_H + 4,
+        x.saturating_sub(4),
+        y + STRIP_H + 17,
+        s.scale_down_by.unwrap_or(k),
+    );
 }
 
 #[cfg(test)]

@@ -406,22 +406,10 @@ fn parse_json_file(file: &str, text: &str) -> Result<SamplesFile, SamplesError> 
 
 /// One of the JSON forms 1–2 at `prefix` (empty for the top level).
 fn parse_json_form(file: &str, prefix: &str, value: &Value) -> Result<RawSamples, SamplesError> {
-    let path = |rest: &str| -> String {
-        match (prefix.is_empty(), rest.is_empty()) {
-            (true, true) => "$".to_string(),
-            (true, false) => rest.to_string(),
-            (false, true) => prefix.to_string(),
-            (false, false) => format!("{prefix}.{rest}"),
-        }
-    };
-    let json_err = |p: String, problem: String| SamplesError::Json {
-        file: file.to_string(),
-        path: p,
-        problem,
-    };
+    let at = JsonAt { file, prefix };
     let Value::Object(obj) = value else {
-        return Err(json_err(
-            path(""),
+        return Err(at.err(
+            at.path(""),
             format!(
                 "expected an object (\"samples\" or a Prometheus answer), found {}",
                 describe(value)
@@ -443,8 +431,8 @@ fn parse_json_form(file: &str, prefix: &str, value: &Value) -> Result<RawSamples
         };
     }
     let Some(samples) = obj.get("samples") else {
-        return Err(json_err(
-            path(""),
+        return Err(at.err(
+            at.path(""),
             format!(
                 "expected \"samples\" (simple form), \"status\" (Prometheus answer) or \"signals\"; found keys {}",
                 obj.keys().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")
@@ -452,116 +440,185 @@ fn parse_json_form(file: &str, prefix: &str, value: &Value) -> Result<RawSamples
         ));
     };
     if let Some(other) = obj.keys().find(|k| *k != "samples") {
-        return Err(json_err(
-            path(other),
+        return Err(at.err(
+            at.path(other),
             "unexpected key next to \"samples\"".to_string(),
         ));
     }
     let Value::Array(items) = samples else {
-        return Err(json_err(
-            path("samples"),
+        return Err(at.err(
+            at.path("samples"),
             format!("expected an array, found {}", describe(samples)),
         ));
     };
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let here = |field: &str| {
-            if field.is_empty() {
-                path(&format!("samples[{i}]"))
-            } else {
-                path(&format!("samples[{i}].{field}"))
-            }
-        };
-        let Value::Object(fields) = item else {
-            return Err(json_err(
-                here(""),
-                format!(
-                    "expected {{\"pod\": ..., \"value\": ...}}, found {}",
-                    describe(item)
-                ),
-            ));
-        };
-        if let Some(other) = fields
-            .keys()
-            .find(|k| !matches!(k.as_str(), "pod" | "value" | "timestamp"))
-        {
-            return Err(json_err(
-                here(other),
-                "unknown field (expected pod, value, timestamp)".to_string(),
-            ));
-        }
-        let pod = match fields.get("pod") {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-            Some(other) => {
-                return Err(json_err(
-                    here("pod"),
-                    format!("expected a pod name, found {}", describe(other)),
-                ))
-            }
-            None => return Err(json_err(here("pod"), "missing".to_string())),
-        };
-        let value = match fields.get("value") {
-            Some(Value::Number(n)) => n
-                .as_f64()
-                .ok_or_else(|| json_err(here("value"), format!("{n} is not a usable number")))?,
-            Some(Value::String(s)) => parse_value(s)
-                .ok_or_else(|| json_err(here("value"), format!("{s:?} is not a number")))?,
-            Some(other) => {
-                return Err(json_err(
-                    here("value"),
-                    format!(
-                        "expected a number or a string such as \"NaN\", found {}",
-                        describe(other)
-                    ),
-                ))
-            }
-            None => return Err(json_err(here("value"), "missing".to_string())),
-        };
-        let timestamp = match fields.get("timestamp") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => match n.as_f64() {
-                Some(t) if t.is_finite() => Some(t),
-                _ => {
-                    return Err(json_err(
-                        here("timestamp"),
-                        format!("{n} is not a Unix time in seconds"),
-                    ))
-                }
-            },
-            Some(other) => {
-                return Err(json_err(
-                    here("timestamp"),
-                    format!("expected Unix seconds, found {}", describe(other)),
-                ))
-            }
-        };
-        out.push(PodValue {
-            pod,
-            value,
-            timestamp,
-        });
+        out.push(parse_json_sample(&at, i, item)?);
     }
     Ok(RawSamples::ByPod(out))
 }
 
+/// Where a JSON form sits in its file, so that its errors name the file and
+/// the full path of the offending value.
+struct JsonAt<'a> {
+    file: &'a str,
+    /// Path of the form itself (empty for the top level).
+    prefix: &'a str,
+}
+
+impl JsonAt<'_> {
+    /// The path of `rest` inside the form (`$` for a top-level form itself).
+    fn path(&self, rest: &str) -> String {
+        match (self.prefix.is_empty(), rest.is_empty()) {
+            (true, true) => "$".to_string(),
+            (true, false) => rest.to_string(),
+            (false, true) => self.prefix.to_string(),
+            (false, false) => format!("{}.{rest}", self.prefix),
+        }
+    }
+
+    /// A [`SamplesError::Json`] at path `path` of this file.
+    fn err(&self, path: String, problem: String) -> SamplesError {
+        SamplesError::Json {
+            file: self.file.to_string(),
+            path,
+            problem,
+        }
+    }
+}
+
+/// Item `i` of the simple form's `samples` array: `{pod, value, timestamp?}`.
+fn parse_json_sample(at: &JsonAt<'_>, i: usize, item: &Value) -> Result<PodValue, SamplesError> {
+    let here = |field: &str| {
+        if field.is_empty() {
+            at.path(&format!("samples[{i}]"))
+        } else {
+            at.path(&format!("samples[{i}].{field}"))
+        }
+    };
+    let Value::Object(fields) = item else {
+        return Err(at.err(
+            here(""),
+            format!(
+                "expected {{\"pod\": ..., \"value\": ...}}, found {}",
+                describe(item)
+            ),
+        ));
+    };
+    if let Some(other) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "pod" | "value" | "timestamp"))
+    {
+        return Err(at.err(
+            here(other),
+            "unknown field (expected pod, value, timestamp)".to_string(),
+        ));
+    }
+    let pod = match fields.get("pod") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+        Some(other) => {
+            return Err(at.err(
+                here("pod"),
+                format!("expected a pod name, found {}", describe(other)),
+            ))
+        }
+        None => return Err(at.err(here("pod"), "missing".to_string())),
+    };
+    let value =
+        json_sample_value(fields.get("value")).map_err(|problem| at.err(here("value"), problem))?;
+    let timestamp = json_sample_timestamp(fields.get("timestamp"))
+        .map_err(|problem| at.err(here("timestamp"), problem))?;
+    Ok(PodValue {
+        pod,
+        value,
+        timestamp,
+    })
+}
+
+/// A sample's `value`: a JSON number, or a string as Prometheus writes it.
+/// The error is the problem only; the caller adds the path.
+fn json_sample_value(value: Option<&Value>) -> Result<f64, String> {
+    match value {
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .ok_or_else(|| format!("{n} is not a usable number")),
+        Some(Value::String(s)) => parse_value(s).ok_or_else(|| format!("{s:?} is not a number")),
+        Some(other) => Err(format!(
+            "expected a number or a string such as \"NaN\", found {}",
+            describe(other)
+        )),
+        None => Err("missing".to_string()),
+    }
+}
+
+/// A sample's optional `timestamp` (finite Unix seconds; absent or null: none).
+/// The error is the problem only; the caller adds the path.
+fn json_sample_timestamp(timestamp: Option<&Value>) -> Result<Option<f64>, String> {
+    match timestamp {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(t) if t.is_finite() => Ok(Some(t)),
+            _ => Err(format!("{n} is not a Unix time in seconds")),
+        },
+        Some(other) => Err(format!("expected Unix seconds, found {}", describe(other))),
+    }
+}
+
+/// The CSV form 3: a header line, then one `pod,value[,timestamp]` per line.
 fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
-    let csv_err = |line: usize, problem: String| SamplesError::Csv {
+    let mut rows = CsvRows::new(file, text);
+    let Some((header_line, header)) = rows.next_row()? else {
+        return Err(SamplesError::Signals {
+            file: file.to_string(),
+            problem: "the file holds no samples".to_string(),
+        });
+    };
+    let with_timestamp = csv_header_has_timestamp(file, header_line, &header)?;
+    let mut out = Vec::new();
+    while let Some((n, fields)) = rows.next_row()? {
+        out.push(parse_csv_row(file, n, &fields, with_timestamp)?);
+    }
+    Ok(RawSamples::ByPod(out))
+}
+
+/// A [`SamplesError::Csv`] at 1-based `line` of `file`.
+fn csv_err(file: &str, line: usize, problem: String) -> SamplesError {
+    SamplesError::Csv {
         file: file.to_string(),
         line,
         problem,
-    };
-    // The header is checked here (case and spacing forgiven), and a row's
-    // field count is reported with its line rather than as csv's error.
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .comment(Some(b'#'))
-        .trim(csv::Trim::All)
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    // csv counts neither empty nor comment lines, and a record's position
-    // is where the previous one ended: step over those lines, then count.
-    let bytes = text.as_bytes();
-    let line_at = |pos: Option<&csv::Position>| {
+    }
+}
+
+/// The CSV form's rows with their 1-based lines, blank and comment lines
+/// skipped. The header is checked by the caller (case and spacing forgiven),
+/// and a row's field count is reported with its line rather than as csv's error.
+struct CsvRows<'a> {
+    file: &'a str,
+    bytes: &'a [u8],
+    records: csv::StringRecordsIntoIter<&'a [u8]>,
+}
+
+impl<'a> CsvRows<'a> {
+    fn new(file: &'a str, text: &'a str) -> Self {
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .comment(Some(b'#'))
+            .trim(csv::Trim::All)
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        CsvRows {
+            file,
+            bytes: text.as_bytes(),
+            records: reader.into_records(),
+        }
+    }
+
+    /// The 1-based line of the record at `pos`. csv counts neither empty nor
+    /// comment lines, and a record's position is where the previous one
+    /// ended: step over those lines, then count.
+    fn line_at(&self, pos: Option<&csv::Position>) -> usize {
+        let bytes = self.bytes;
         let mut at = pos.map_or(0, |p| p.byte() as usize).min(bytes.len());
         loop {
             match bytes.get(at) {
@@ -576,98 +633,117 @@ fn parse_csv(file: &str, text: &str) -> Result<RawSamples, SamplesError> {
             }
         }
         bytes[..at].iter().filter(|b| **b == b'\n').count() + 1
-    };
-    let mut rows = reader.records().map(|row| {
-        row.map_err(|e| csv_err(line_at(e.position()), e.to_string()))
-            .map(|r| (line_at(r.position()), r))
-    });
-    // A row of one empty field is a line of spaces, and csv sees a comment
-    // only at the very start of a line: skip those, and indented `#` lines.
-    let mut next_row = move || loop {
-        match rows.next() {
-            Some(Ok((_, r)))
-                if (r.len() == 1 && r.get(0) == Some(""))
-                    || r.get(0).is_some_and(|f| f.starts_with('#')) =>
-            {
-                continue
-            }
-            other => return other.transpose(),
-        }
-    };
-    let Some((header_line, header)) = next_row()? else {
-        return Err(SamplesError::Signals {
-            file: file.to_string(),
-            problem: "the file holds no samples".to_string(),
-        });
-    };
-    let columns: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
-    let with_timestamp = match columns.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["pod", "value"] => false,
-        ["pod", "value", "timestamp"] => true,
-        _ => {
-            return Err(csv_err(
-                header_line,
-                format!(
-                    "expected the header \"pod,value\" or \"pod,value,timestamp\", found {:?} (a JSON file must start with '{{')",
-                    // the first 40 characters: a file of one long line is not echoed whole
-                    crate::input::shortened(&header.iter().collect::<Vec<_>>().join(","))
-                ),
-            ));
-        }
-    };
-    let mut out = Vec::new();
-    while let Some((n, fields)) = next_row()? {
-        let expected = if with_timestamp { 3 } else { 2 };
-        if fields.len() != expected {
-            return Err(csv_err(
-                n,
-                format!(
-                    "expected {expected} fields ({}), found {} in {:?}",
-                    if with_timestamp {
-                        "pod,value,timestamp"
-                    } else {
-                        "pod,value"
-                    },
-                    fields.len(),
-                    crate::input::shortened(&fields.iter().collect::<Vec<_>>().join(","))
-                ),
-            ));
-        }
-        if fields[0].is_empty() {
-            return Err(csv_err(n, "empty pod name".to_string()));
-        }
-        let value = parse_value(&fields[1]).ok_or_else(|| {
-            csv_err(
-                n,
-                format!(
-                    "value {:?} is not a number",
-                    crate::input::shortened(&fields[1])
-                ),
-            )
-        })?;
-        let timestamp = if with_timestamp && !fields[2].is_empty() {
-            match fields[2].parse::<f64>() {
-                Ok(t) if t.is_finite() => Some(t),
-                _ => {
+    }
+
+    /// The next row that holds data, with its line. A row of one empty field
+    /// is a line of spaces, and csv sees a comment only at the very start of
+    /// a line: skip those, and indented `#` lines.
+    fn next_row(&mut self) -> Result<Option<(usize, csv::StringRecord)>, SamplesError> {
+        loop {
+            let row = match self.records.next() {
+                None => return Ok(None),
+                Some(Err(e)) => {
                     return Err(csv_err(
-                        n,
-                        format!(
-                            "timestamp {:?} is not Unix seconds",
-                            crate::input::shortened(&fields[2])
-                        ),
+                        self.file,
+                        self.line_at(e.position()),
+                        e.to_string(),
                     ))
                 }
+                Some(Ok(r)) => r,
+            };
+            let line = self.line_at(row.position());
+            if (row.len() == 1 && row.get(0) == Some(""))
+                || row.get(0).is_some_and(|f| f.starts_with('#'))
+            {
+                continue;
             }
-        } else {
-            None
-        };
-        out.push(PodValue {
-            pod: fields[0].to_string(),
-            value,
-            timestamp,
-        });
+            return Ok(Some((line, row)));
+        }
     }
-    Ok(RawSamples::ByPod(out))
+}
+
+/// Checks the CSV header and says whether rows carry a timestamp.
+fn csv_header_has_timestamp(
+    file: &str,
+    header_line: usize,
+    header: &csv::StringRecord,
+) -> Result<bool, SamplesError> {
+    let columns: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
+    match columns.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["pod", "value"] => Ok(false),
+        ["pod", "value", "timestamp"] => Ok(true),
+        _ => Err(csv_err(
+            file,
+            header_line,
+            format!(
+                "expected the header \"pod,value\" or \"pod,value,timestamp\", found {:?} (a JSON file must start with '{{')",
+                // the first 40 characters: a file of one long line is not echoed whole
+                crate::input::shortened(&header.iter().collect::<Vec<_>>().join(","))
+            ),
+        )),
+    }
+}
+
+/// One CSV data row at line `n`: pod, value and, with a timestamp column,
+/// an optional timestamp.
+fn parse_csv_row(
+    file: &str,
+    n: usize,
+    fields: &csv::StringRecord,
+    with_timestamp: bool,
+) -> Result<PodValue, SamplesError> {
+    let expected = if with_timestamp { 3 } else { 2 };
+    if fields.len() != expected {
+        return Err(csv_err(
+            file,
+            n,
+            format!(
+                "expected {expected} fields ({}), found {} in {:?}",
+                if with_timestamp {
+                    "pod,value,timestamp"
+                } else {
+                    "pod,value"
+                },
+                fields.len(),
+                crate::input::shortened(&fields.iter().collect::<Vec<_>>().join(","))
+            ),
+        ));
+    }
+    if fields[0].is_empty() {
+        return Err(csv_err(file, n, "empty pod name".to_string()));
+    }
+    let value = parse_value(&fields[1]).ok_or_else(|| {
+        csv_err(
+            file,
+            n,
+            format!(
+                "value {:?} is not a number",
+                crate::input::shortened(&fields[1])
+            ),
+        )
+    })?;
+    let timestamp = if with_timestamp && !fields[2].is_empty() {
+        match fields[2].parse::<f64>() {
+            Ok(t) if t.is_finite() => Some(t),
+            _ => {
+                return Err(csv_err(
+                    file,
+                    n,
+                    format!(
+                        "timestamp {:?} is not Unix seconds",
+                        crate::input::shortened(&fields[2])
+                    ),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(PodValue {
+        pod: fields[0].to_string(),
+        value,
+        timestamp,
+    })
 }
 
 /// Parses a sample value as Prometheus writes it: a decimal number, `NaN`,
