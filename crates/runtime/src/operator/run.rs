@@ -107,20 +107,13 @@ pub async fn run_with_client(
     )
     .with_policy_index(watches.policy_index);
     let following = follow_leadership(&leadership, &client, &config, &metrics, &caches);
-    let engine = Arc::new(Engine::new(
+    let engine = start_engine(
         caches,
-        leadership.clone(),
-        metrics.clone(),
-        signals,
-        gates,
-        config.dry_run,
-        config.pricing.clone(),
-    ));
-    // the nodes priced scale-ins freed: removed by the autoscaler or not
-    tokio::spawn(
-        engine
-            .clone()
-            .follow_removals(stop.clone().cancelled_owned()),
+        &leadership,
+        &metrics,
+        (signals, gates),
+        &config,
+        &stop,
     );
     let ctx = reconcile_context(&engine, &leadership, &health, config.qps);
     let state = ServerState::new(engine.clone(), health.clone(), config.identity.clone());
@@ -146,14 +139,47 @@ pub async fn run_with_client(
     following.abort();
     drain_writes(&shutdown, reserve, &leadership, &metrics).await;
     drop(stop_on_return);
-    let listeners = async {
-        let _ = server.await;
-        if let Some(hook) = hook_server {
-            let _ = hook.await;
-        }
-    };
+    let listeners = closed(server, hook_server);
     step_down(&shutdown, &leadership, &client, election, listeners).await;
     Ok(())
+}
+
+/// The engine over `caches`, following the nodes priced scale-ins freed
+/// (removed by the autoscaler or not) until `stop`.
+fn start_engine(
+    caches: Caches,
+    leadership: &Leadership,
+    metrics: &Arc<Metrics>,
+    (signals, gates): (SignalSource, crate::comparator::FeatureGates),
+    config: &RunConfig,
+    stop: &CancellationToken,
+) -> Arc<Engine> {
+    let engine = Arc::new(Engine::new(
+        caches,
+        leadership.clone(),
+        metrics.clone(),
+        signals,
+        gates,
+        config.dry_run,
+        config.pricing.clone(),
+    ));
+    tokio::spawn(
+        engine
+            .clone()
+            .follow_removals(stop.clone().cancelled_owned()),
+    );
+    engine
+}
+
+/// Resolves once the metrics server and the hook's listeners closed.
+async fn closed(
+    server: tokio::task::JoinHandle<()>,
+    hook_server: Option<tokio::task::JoinHandle<()>>,
+) {
+    let _ = server.await;
+    if let Some(hook) = hook_server {
+        let _ = hook.await;
+    }
 }
 
 /// The operator's metrics, reading the write path's figures from the
