@@ -15,6 +15,10 @@
 //! wins; a scale-in by k writes at most k values unless a cost it may not
 //! touch (a foreign one, int32's ends) forces a raise.
 //!
+//! With `LogarithmicScaleDown` the later rules read ages in power-of-two
+//! buckets, which move with the clock: a cut only they decide is not taken
+//! as right, and is written to a cost boundary like any other.
+//!
 //! Values that may still land (writes in flight) are read pessimistically:
 //! a wanted pod at the higher of its cost and the value on its way, a kept
 //! pod at the lower. Lowering a wanted pod's cost or raising a kept pod's
@@ -160,6 +164,28 @@ fn accepted(accept: &Ranking, must_first: &Ranking, k: usize, must: &[bool], may
     only_accepted && before.iter().filter(|&&i| must[i]).count() == n_must
 }
 
+/// Whether the pods either side of the cut after `k` are told apart by a
+/// rule the clock moves: with `LogarithmicScaleDown` the ready and creation
+/// times count by power-of-two age buckets, which a pod crosses as time
+/// passes (about a second wide for a pod a few seconds old), and the rules
+/// after them are reached only while the buckets are equal. The controller
+/// sorts moments after the answer, so such a cut may fall elsewhere then.
+fn moves_with_the_clock(cmp: &Comparator, r: &Ranking, k: usize) -> bool {
+    use crate::comparator::Rule;
+    cmp.gates.logarithmic_scale_down
+        && matches!(
+            r.decided_by.get(k.wrapping_sub(1)),
+            Some(
+                Rule::ReadyTime
+                    | Rule::ReadyTimeUid
+                    | Rule::Restarts
+                    | Rule::SidecarRestarts
+                    | Rule::CreationTime
+                    | Rule::CreationTimeUid
+            )
+        )
+}
+
 /// `keys` with each value in flight read pessimistically: pods `late`
 /// accepts at the higher of their cost and the value on its way (as late
 /// as it may put them), the others at the lower.
@@ -225,7 +251,9 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
     let accept = accept_own.as_ref().unwrap_or(&live);
     let must_first = must_own.as_ref().unwrap_or(&live);
     let as_they_stand = accept.victims(k);
-    if accepted(accept, must_first, k, &must, &may) {
+    // a cut the clock can move is no cut: the controller sorts moments later
+    let steady = !moves_with_the_clock(cmp, accept, k) && !moves_with_the_clock(cmp, must_first, k);
+    if steady && accepted(accept, must_first, k, &must, &may) {
         return Correction {
             wanted,
             after: as_they_stand.clone(),

@@ -136,6 +136,40 @@ fn a_foreign_cost_at_the_bottom_is_raised_around_not_written() {
     assert_eq!(c.writes.len(), 3);
 }
 
+/// Two pods of one cost told apart only by their ready-age buckets (3 s
+/// and 5 s: buckets 2-4 s and 4-8 s): the clock can change that before the
+/// controller sorts, so the cut is written to a cost boundary rather than
+/// taken as right, and it holds at any later moment.
+#[test]
+fn a_cut_only_the_age_buckets_decide_is_written() {
+    let keys = vec![
+        key(0, "a", 0, 3),
+        key(1, "b", 0, 5),
+        key(2, "c", 1000, 9),
+        key(3, "d", 1000, 9),
+    ];
+    let pods = vec![ours(0), ours(0), ours(1000), ours(1000)];
+    let live = rank_pods(&cmp(), &keys);
+    assert_eq!(live.decided_by[0], crate::comparator::Rule::ReadyTime);
+    let c = correct(&cmp(), &keys, &pods, 1);
+    assert!(!c.already_right, "{c:?}");
+    assert_eq!(c.writes.len(), 1, "{c:?}");
+    for later in [0, 1, 2, 7, 60] {
+        let now = NOW + later * SEC;
+        let then = Comparator {
+            now: Some(now),
+            ..cmp()
+        };
+        let after: Vec<RankKey> = apply(&keys, &c.writes)
+            .into_iter()
+            .map(|k| k.with_now(Some(now)))
+            .collect();
+        let r = rank_pods(&then, &after);
+        assert_eq!(r.victims(1), c.wanted, "{later} s later");
+        assert_eq!(r.decided_by[0], crate::comparator::Rule::DeletionCost);
+    }
+}
+
 #[test]
 fn a_tie_at_the_cut_accepts_any_of_the_tied_pods() {
     // intended: pods 1 and 2 tie for the one victim slot; pod 2 goes first now
@@ -337,6 +371,10 @@ proptest! {
     fn once_written_the_controller_deletes_exactly_the_wanted_pods((keys, pods, k) in case()) {
         let c = correct(&cmp(), &keys, &pods, k);
         prop_assert!(intended_accepts(&keys, &pods, k, &c.wanted));
+        if c.already_right && pods.iter().all(|p| p.in_flight.is_none()) {
+            // taken as right only where the clock cannot move the cut
+            prop_assert!(!super::moves_with_the_clock(&cmp(), &rank_pods(&cmp(), &keys), k));
+        }
         if c.unreachable.is_some() {
             return Ok(());
         }
