@@ -59,6 +59,17 @@ fn issue(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (S
 }
 
 /// The hook's serving certificate for 127.0.0.1 from `ca`, as files in `dir`.
+/// The webhook's callers: certificates of `clients_ca` (its PEM written to
+/// `dir`) naming one of `names` (any name when empty).
+fn webhook_clients(dir: &Path, clients_ca: &Ca, names: &[&str]) -> WebhookClients {
+    let ca = dir.join("clients-ca.crt");
+    std::fs::write(&ca, &clients_ca.pem).unwrap();
+    WebhookClients {
+        ca,
+        names: names.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
 fn serving_files(dir: &Path, ca: &Ca) -> TlsFiles {
     let (cert, key) = issue(
         ca,
@@ -171,13 +182,12 @@ async fn the_webhook_answers_only_the_client_certificate_it_was_told_of() {
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, clients_ca, other_ca) = (ca("hook CA"), ca("webhook clients"), ca("intruder"));
-    let ca_file = dir.path().join("clients-ca.crt");
-    std::fs::write(&ca_file, &clients_ca.pem).unwrap();
     let hook = HookConfig {
-        webhook_clients: Some(WebhookClients {
-            ca: ca_file,
-            names: vec!["kube-apiserver".into()],
-        }),
+        webhook_clients: Some(webhook_clients(
+            dir.path(),
+            &clients_ca,
+            &["kube-apiserver"],
+        )),
         ..HookConfig::default()
     };
     let (op, addr) = start(&fake, serving_files(dir.path(), &server_ca), hook).await;
@@ -273,15 +283,10 @@ async fn the_webhook_on_its_own_listener_requires_the_certificate_at_the_handsha
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, clients_ca) = (ca("hook CA"), ca("webhook clients"));
-    let ca_file = dir.path().join("clients-ca.crt");
-    std::fs::write(&ca_file, &clients_ca.pem).unwrap();
     let webhook = free_addr();
     let hook = HookConfig {
         webhook_addr: Some(webhook),
-        webhook_clients: Some(WebhookClients {
-            ca: ca_file,
-            names: Vec::new(),
-        }),
+        webhook_clients: Some(webhook_clients(dir.path(), &clients_ca, &[])),
         ..HookConfig::default()
     };
     let (op, addr) = start(&fake, serving_files(dir.path(), &server_ca), hook).await;
@@ -399,15 +404,10 @@ async fn the_api_servers_certificate_is_not_counted_against_the_budget() {
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, clients_ca) = (ca("hook CA"), ca("webhook clients"));
-    let ca_file = dir.path().join("clients-ca.crt");
-    std::fs::write(&ca_file, &clients_ca.pem).unwrap();
     // one call, then one every 100 s
     let hook = HookConfig {
         per_source: Some(Rate::new("test", 0.01, 1).unwrap()),
-        webhook_clients: Some(WebhookClients {
-            ca: ca_file,
-            names: Vec::new(),
-        }),
+        webhook_clients: Some(webhook_clients(dir.path(), &clients_ca, &[])),
         ..HookConfig::default()
     };
     let (op, addr) = start(&fake, serving_files(dir.path(), &server_ca), hook).await;

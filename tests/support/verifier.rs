@@ -382,41 +382,39 @@ impl ApiServerVerifier {
         (seen, send)
     }
 
-    async fn finalizer_creation(mut self, policy: DeletionCostPolicy) -> Self {
-        let (seen, send) = self.next().await;
-        assert_eq!(seen.method, Method::PATCH, "{seen}");
-        assert_eq!(seen.path, policy_path(&policy, ""), "{seen}");
-        assert_eq!(seen.content_type, "application/json-patch+json", "{seen}");
-        assert_eq!(
-            seen.body,
-            json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-            ]),
-            "{seen}"
-        );
-        let mut finalized = policy;
-        finalized.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        send.send_response(ok(&serde_json::to_value(&finalized).expect("a policy")));
-        self
+    async fn finalizer_creation(self, policy: DeletionCostPolicy) -> Self {
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]);
+        self.finalizer_patch(policy, patch, Some(vec![FINALIZER.into()]))
+            .await
     }
 
-    async fn finalizer_removal(mut self, policy: DeletionCostPolicy) -> Self {
+    async fn finalizer_removal(self, policy: DeletionCostPolicy) -> Self {
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ]);
+        self.finalizer_patch(policy, patch, None).await
+    }
+
+    /// The policy's JSON patch of its finalizers, exactly `patch`; answered
+    /// with the policy holding `finalizers`.
+    async fn finalizer_patch(
+        mut self,
+        policy: DeletionCostPolicy,
+        patch: serde_json::Value,
+        finalizers: Option<Vec<String>>,
+    ) -> Self {
         let (seen, send) = self.next().await;
         assert_eq!(seen.method, Method::PATCH, "{seen}");
         assert_eq!(seen.path, policy_path(&policy, ""), "{seen}");
         assert_eq!(seen.content_type, "application/json-patch+json", "{seen}");
-        assert_eq!(
-            seen.body,
-            json!([
-                {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
-                {"op": "remove", "path": "/metadata/finalizers/0"},
-            ]),
-            "{seen}"
-        );
-        let mut gone = policy;
-        gone.metadata.finalizers = None;
-        send.send_response(ok(&serde_json::to_value(&gone).expect("a policy")));
+        assert_eq!(seen.body, patch, "{seen}");
+        let mut answered = policy;
+        answered.metadata.finalizers = finalizers;
+        send.send_response(ok(&serde_json::to_value(&answered).expect("a policy")));
         self
     }
 
