@@ -2,10 +2,11 @@
 //! read a namespace's other policies for overlaps, and every scale-in looks
 //! for the policy managing its workload; before, each of them validated every
 //! policy of the namespace again. The policy watch's events keep the index
-//! (a new spec is validated as it arrives, a deleted policy leaves); a policy
-//! the index has not seen in its current spec yet is validated when read.
+//! (a new spec is validated as it arrives, a deleted policy leaves, and so
+//! does one a relist no longer shows); a policy the index has not seen in
+//! its current spec yet is validated when read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use kube::runtime::watcher;
@@ -57,21 +58,43 @@ struct Entry {
 #[derive(Default)]
 pub struct PolicyIndex {
     by_key: Mutex<HashMap<(String, String), Entry>>,
+    /// The names a relist of the watch has shown so far: at its end, the
+    /// others (deleted while the watch was down) leave.
+    relisted: Mutex<HashSet<(String, String)>>,
 }
 
 impl PolicyIndex {
     /// Keeps the index as the policy watch sees the policies change.
     pub fn observe(&self, event: &watcher::Event<DeletionCostPolicy>) {
         match event {
-            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+            watcher::Event::Apply(p) => {
                 self.resolved(p);
+            }
+            watcher::Event::InitApply(p) => {
+                self.resolved(p);
+                if let Ok(mut relisted) = self.relisted.lock() {
+                    relisted.insert(key_of(p));
+                }
             }
             watcher::Event::Delete(p) => {
                 if let Ok(mut by_key) = self.by_key.lock() {
                     by_key.remove(&key_of(p));
                 }
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::Init => {
+                if let Ok(mut relisted) = self.relisted.lock() {
+                    relisted.clear();
+                }
+            }
+            watcher::Event::InitDone => {
+                let Ok(mut relisted) = self.relisted.lock() else {
+                    return;
+                };
+                let listed = std::mem::take(&mut *relisted);
+                if let Ok(mut by_key) = self.by_key.lock() {
+                    by_key.retain(|key, _| listed.contains(key));
+                }
+            }
         }
     }
 
@@ -183,6 +206,16 @@ mod tests {
         index.observe(&watcher::Event::Apply(policy("b", 1, invalid())));
         assert_eq!(index.len(), 2);
         index.observe(&watcher::Event::Delete(a.clone()));
+        assert_eq!(index.len(), 1);
+        // a relist that no longer shows b (deleted while the watch was
+        // down): b leaves at its end
+        index.observe(&watcher::Event::Init);
+        index.observe(&watcher::Event::InitApply(a.clone()));
+        assert_eq!(index.len(), 2, "a is back, b stays until the relist ends");
+        index.observe(&watcher::Event::InitDone);
+        assert_eq!(index.len(), 1, "b was not relisted");
+        index.observe(&watcher::Event::Delete(a.clone()));
+        index.observe(&watcher::Event::Apply(policy("b", 1, invalid())));
         assert_eq!(index.len(), 1);
         let all = vec![Arc::new(a), Arc::new(policy("b", 1, invalid()))];
         let valid = index.valid_in("shop", all.clone());
