@@ -54,6 +54,12 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# A CI run builds once, from nothing: incremental caches would only take
+# disk (gigabytes over the debug, release and test builds).
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0
+fi
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"

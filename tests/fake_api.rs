@@ -106,6 +106,19 @@ async fn list_get_and_merge_patch_round_trip() {
         .unwrap();
     let seen = fake.get_json("Pod", "a", "p1").unwrap();
     assert_eq!(seen.pointer("/metadata/annotations"), Some(&json!({})));
+
+    // a read of metadata only gets a PartialObjectMetadata, as from the
+    // real server; a missing object is a 404 (None)
+    let meta = pods.get_metadata("p2").await.unwrap();
+    assert_eq!(
+        meta.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    assert_eq!(
+        meta.metadata.labels,
+        pods.get("p2").await.unwrap().metadata.labels
+    );
+    assert!(pods.get_metadata_opt("nowhere").await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -55,13 +55,7 @@ fn finalized(mut p: DeletionCostPolicy) -> DeletionCostPolicy {
 /// (pods `web-0`, `web-1` on spot, `web-2`, `web-3` on demand), each with
 /// the given annotations, and `policy`.
 fn world(annotations: [Value; 4], policy: DeletionCostPolicy) -> World {
-    let nodes = [("spot-1", "spot"), ("od-1", "on-demand")]
-        .into_iter()
-        .map(|(name, class)| {
-            json!({"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": class}}})
-        })
-        .collect();
+    let nodes = nodes([("spot-1", "spot", "1"), ("od-1", "on-demand", "1")]);
     let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": "web-rs", "namespace": NS, "uid": "web-rs-uid",
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
@@ -78,6 +72,18 @@ fn world(annotations: [Value; 4], policy: DeletionCostPolicy) -> World {
         pods,
         policies: vec![policy],
     }
+}
+
+/// Nodes with their billing class and resourceVersion.
+fn nodes(classes: [(&str, &str, &str); 2]) -> Vec<Value> {
+    classes
+        .into_iter()
+        .map(|(name, class, rv)| {
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "resourceVersion": rv,
+                    "labels": {"karpenter.sh/capacity-type": class}}})
+        })
+        .collect()
 }
 
 fn no_annotations() -> [Value; 4] {
@@ -180,6 +186,20 @@ fn scale_review(from: i64, to: i64) -> Value {
         "object": scale(to), "oldObject": scale(from), "dryRun": false}})
 }
 
+/// The webhook's answer to `review`.
+async fn admit(hook: std::net::SocketAddr, review: Value) -> Value {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+        .post(format!("http://{hook}/v1/admit-scale-in"))
+        .json(&review)
+        .send()
+        .await
+        .expect("the webhook answers")
+        .json()
+        .await
+        .expect("an AdmissionReview")
+}
+
 #[tokio::test]
 async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in_an_event() {
     let ours = |cost: &str| json!({POD_DELETION_COST: cost, POLICY_ANNOTATION: "web"});
@@ -192,21 +212,14 @@ async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in
     let server = verifier.run(Scenario::ScaleIn {
         policy: "web",
         deployment: "web",
+        // as the cache shows them
+        nodes: world(no_annotations(), policy()).nodes,
         // the fewest writes that make exactly the spot pods go
         writes: vec![("web-0", 10)],
         note: "scale-in 4 -> 2 (1 cost write(s)); predicted victims web-rs/web-0,web-rs/web-1"
             .into(),
     });
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let answer: Value = reqwest::Client::new()
-        .post(format!("http://{hook}/v1/admit-scale-in"))
-        .json(&scale_review(4, 2))
-        .send()
-        .await
-        .expect("the webhook answers")
-        .json()
-        .await
-        .expect("an AdmissionReview");
+    let answer = admit(hook, scale_review(4, 2)).await;
     let response = &answer["response"];
     assert_eq!(response["allowed"], true, "{answer}");
     assert_eq!(response["uid"], "review-1", "{answer}");
@@ -215,6 +228,36 @@ async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in
         "{answer}"
     );
     assert!(response.get("warnings").is_none(), "{answer}");
+    let verifier = finished(server).await;
+    finished(verifier.run(Scenario::RadioSilence)).await;
+}
+
+#[tokio::test]
+async fn a_scale_in_plans_on_the_node_labels_the_server_holds_not_the_caches() {
+    let ours = |cost: &str| json!({POD_DELETION_COST: cost, POLICY_ANNOTATION: "web"});
+    // costs as the last round wrote them, when spot-1 was spot
+    let annotations = [ours("10"), ours("10"), ours("100"), ours("100")];
+    let (pieces, verifier) = start(world(annotations, finalized(policy()))).await;
+    let hook = free_addr();
+    pieces.serve_hook(hook).await;
+    let server = verifier.run(Scenario::ScaleIn {
+        policy: "web",
+        deployment: "web",
+        // the classes swapped a moment ago: the node watch has not shown it
+        nodes: nodes([("spot-1", "on-demand", "2"), ("od-1", "spot", "2")]),
+        // the pods of od-1, spot now, go: the fewest writes put them just
+        // below the others
+        writes: vec![("web-2", 9), ("web-3", 9)],
+        note: "scale-in 4 -> 2 (2 cost write(s)); predicted victims web-rs/web-2,web-rs/web-3"
+            .into(),
+    });
+    let answer = admit(hook, scale_review(4, 2)).await;
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], true, "{answer}");
+    assert_eq!(
+        response["auditAnnotations"]["victims"], "web-rs/web-2,web-rs/web-3",
+        "{answer}"
+    );
     let verifier = finished(server).await;
     finished(verifier.run(Scenario::RadioSilence)).await;
 }

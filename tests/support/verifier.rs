@@ -261,13 +261,16 @@ pub enum Scenario {
         /// The pods whose cost it wrote.
         removed: Vec<&'static str>,
     },
-    /// A scale-in webhook call: the correction's cost writes (in any order
+    /// A scale-in webhook call: the reads of its pods' nodes (metadata
+    /// only, in any order), the correction's cost writes (in any order
     /// among themselves), then the `ScaleInVictims` Event on the workload.
     ScaleIn {
         /// The policy that manages the workload.
         policy: &'static str,
         /// The Deployment scaled in.
         deployment: &'static str,
+        /// Its pods' nodes as the server holds them now (each read once).
+        nodes: Vec<Value>,
         /// Each pod written, with its cost.
         writes: Vec<(&'static str, i32)>,
         /// The Event's note.
@@ -282,6 +285,7 @@ struct Seen {
     method: Method,
     path: String,
     query: String,
+    accept: String,
     content_type: String,
     body: Value,
 }
@@ -344,11 +348,13 @@ impl ApiServerVerifier {
                 Scenario::ScaleIn {
                     policy,
                     deployment,
+                    nodes,
                     writes,
                     note,
                 } => {
                     let writes = writes.into_iter().map(|(p, c)| (p, Some(c))).collect();
-                    let this = self.pod_patches(policy, writes).await;
+                    let this = self.node_reads(nodes).await;
+                    let this = this.pod_patches(policy, writes).await;
                     this.victims_event(deployment, &note).await
                 }
                 Scenario::RadioSilence => self.radio_silence().await,
@@ -367,6 +373,12 @@ impl ApiServerVerifier {
             path: parts.uri.path().to_string(),
             query: parts.uri.query().unwrap_or_default().to_string(),
             method: parts.method,
+            accept: parts
+                .headers
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
             content_type: parts
                 .headers
                 .get(http::header::CONTENT_TYPE)
@@ -420,6 +432,43 @@ impl ApiServerVerifier {
 
     /// One merge patch per pod of `expected` (a cost, or `None` for the
     /// removal of both annotations), in any order, each exactly once.
+    /// A scale-in's reads of its pods' nodes: one GET each, in any order,
+    /// asking for metadata only; answered with `nodes` as the server holds
+    /// them.
+    async fn node_reads(mut self, nodes: Vec<Value>) -> Self {
+        let mut want: BTreeMap<String, Value> = nodes
+            .into_iter()
+            .map(|n| {
+                (
+                    n["metadata"]["name"]
+                        .as_str()
+                        .expect("a node name")
+                        .to_string(),
+                    n,
+                )
+            })
+            .collect();
+        while !want.is_empty() {
+            let (seen, send) = self.next().await;
+            assert_eq!(seen.method, Method::GET, "a node read: {seen}");
+            let name = seen
+                .path
+                .strip_prefix("/api/v1/nodes/")
+                .unwrap_or_else(|| panic!("a node read: {seen}"));
+            let node = want
+                .remove(name)
+                .unwrap_or_else(|| panic!("node {name} read once, as expected: {seen}"));
+            assert!(
+                seen.accept.contains("as=PartialObjectMetadata"),
+                "metadata only ({}): {seen}",
+                seen.accept
+            );
+            send.send_response(ok(&json!({"apiVersion": "meta.k8s.io/v1",
+                "kind": "PartialObjectMetadata", "metadata": node["metadata"]})));
+        }
+        self
+    }
+
     async fn pod_patches(mut self, policy: &str, expected: Vec<(&str, Option<i32>)>) -> Self {
         let mut want: BTreeMap<&str, Option<i32>> = expected.into_iter().collect();
         while !want.is_empty() {

@@ -106,6 +106,13 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`:
+    // the object's metadata only, as the real server answers it
+    let metadata_only = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata;"));
     let user = parts
         .headers
         .get(super::USER_HEADER)
@@ -178,6 +185,16 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     let resp = match injected {
         Some(err) => error_response(&err),
         None => match target {
+            Some(t) if metadata_only && verb == Some(Verb::Get) && t.sub.is_none() => {
+                lock(&sh.store)
+                    .get(
+                        t.res,
+                        t.namespace.as_deref().unwrap_or_default(),
+                        t.name.as_deref().unwrap_or_default(),
+                    )
+                    .map(|obj| json_response(200, &partial_object_metadata(&obj)))
+                    .unwrap_or_else(|e| error_response(&e))
+            }
             Some(t) => dispatch(
                 &sh,
                 &method,
@@ -206,6 +223,12 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         r.injected = was_injected;
     }
     resp
+}
+
+/// An object as `PartialObjectMetadata`: its metadata only.
+fn partial_object_metadata(obj: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": obj.get("metadata").cloned().unwrap_or(Value::Null)})
 }
 
 fn parse_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {

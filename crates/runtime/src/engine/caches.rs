@@ -20,6 +20,7 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
+use super::fresh_nodes::FresherNodes;
 use super::policy_index::{PolicyIndex, ValidPolicy};
 use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
 use crate::plan::Snapshot;
@@ -39,6 +40,8 @@ pub struct Caches {
     pods_of: Option<String>,
     /// The policies validated, kept by the policy watch's events.
     policy_index: Arc<PolicyIndex>,
+    /// Nodes scale-ins read ahead of the node watch.
+    fresher_nodes: Arc<FresherNodes>,
 }
 
 impl Caches {
@@ -58,6 +61,7 @@ impl Caches {
             policies,
             pods_of,
             policy_index: Arc::default(),
+            fresher_nodes: Arc::default(),
         }
     }
 
@@ -90,7 +94,7 @@ impl Caches {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
             pods: self.pods(),
-            nodes: self.nodes.state(),
+            nodes: self.fresher_nodes.over(self.nodes.state()),
             replica_sets: self
                 .replica_sets
                 .state()
@@ -115,9 +119,16 @@ impl Caches {
             .map(|c| c.0.clone())
     }
 
-    /// One cached node.
+    /// One cached node (or the one a scale-in read, when newer).
     pub fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.get(&ObjectRef::new(name))
+        self.fresher_nodes
+            .one(name, self.nodes.get(&ObjectRef::new(name)))
+    }
+
+    /// Keeps a node read from the API server: snapshots and [`Caches::node`]
+    /// show it until the node watch shows it as new.
+    pub fn keep_fresher_node(&self, node: Node) {
+        self.fresher_nodes.keep(node);
     }
 
     /// One cached ReplicaSet.

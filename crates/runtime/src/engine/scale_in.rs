@@ -513,6 +513,9 @@ impl Engine {
             return answer;
         };
         state.hold(&managed.pods, Instant::now() + HOLD);
+        // the billing classes as they are now, not as the watch last showed
+        // them (under the lock: a round the relabelling started waits)
+        self.read_nodes_now(&managed, call.deadline).await;
         let target = ScaleInTarget {
             replica_sets: managed.replica_sets.clone(),
             by: usize::try_from(call.from - call.to).unwrap_or(0),

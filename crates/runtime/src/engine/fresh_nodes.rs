@@ -1,0 +1,281 @@
+//! Nodes read from the API server ahead of the node watch
+//! ([`FresherNodes`]), and the scale-in's read of its workload's nodes
+//! ([`Engine::read_nodes_now`]).
+//!
+//! A scale-in plans on the billing class its pods' nodes carry now. The
+//! node watch delivers a label change a few milliseconds after it is
+//! written, and a scale request can arrive within those milliseconds (a
+//! node relabelled, then the workload scaled in at once): planned on the
+//! watch's nodes, the scale-in would name the pods the old labels made
+//! cheapest. So a scale-in reads its workload's nodes (metadata only, one
+//! GET each, a quorum read) and plans on them where they are newer than the
+//! cache's; each stays until the watch shows it as new.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use tokio::time::{timeout_at, Instant};
+
+use super::caches::trim_node;
+use super::{Engine, Managed};
+
+/// How long a node read here serves when the watch never shows it as new
+/// (the node deleted, the watch down): a scale-in reads it again anyway.
+const KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// Nodes read at once.
+const READS_AT_ONCE: usize = 16;
+
+/// The longest a scale-in spends reading its nodes (a quarter of what is
+/// left of its budget at most); past it, the nodes not read yet come from
+/// the watch.
+const READ_BUDGET: Duration = Duration::from_millis(500);
+
+/// Nodes read from the API server that may be newer than the node watch's.
+#[derive(Default)]
+pub struct FresherNodes {
+    by_name: Mutex<HashMap<String, (Arc<Node>, Instant)>>,
+}
+
+impl FresherNodes {
+    /// Keeps `node`, read now.
+    pub fn keep(&self, node: Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        if let Ok(mut by_name) = self.by_name.lock() {
+            by_name.insert(name, (Arc::new(node), Instant::now()));
+        }
+    }
+
+    /// `watched` with every node read here that is newer in its place (and
+    /// nodes read here the watch has not shown yet added); forgets those
+    /// the watch has caught up with.
+    pub fn over(&self, mut watched: Vec<Arc<Node>>) -> Vec<Arc<Node>> {
+        let Ok(mut by_name) = self.by_name.lock() else {
+            return watched;
+        };
+        if by_name.is_empty() {
+            return watched;
+        }
+        let now = Instant::now();
+        by_name.retain(|_, (_, at)| now.saturating_duration_since(*at) < KEPT_FOR);
+        for node in &mut watched {
+            let Some(name) = node.metadata.name.as_deref() else {
+                continue;
+            };
+            let Some((read, _)) = by_name.get(name) else {
+                continue;
+            };
+            if newer(read, node) {
+                *node = read.clone();
+            } else {
+                by_name.remove(name);
+            }
+        }
+        let seen: BTreeSet<&str> = watched
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let unseen: Vec<Arc<Node>> = by_name
+            .iter()
+            .filter(|(name, _)| !seen.contains(name.as_str()))
+            .map(|(_, (n, _))| n.clone())
+            .collect();
+        watched.extend(unseen);
+        watched
+    }
+
+    /// `watched` (one node of the watch), or the node read here when newer.
+    pub fn one(&self, name: &str, watched: Option<Arc<Node>>) -> Option<Arc<Node>> {
+        let read = self
+            .by_name
+            .lock()
+            .ok()
+            .and_then(|by_name| by_name.get(name).map(|(n, _)| n.clone()));
+        match (read, watched) {
+            (Some(read), Some(w)) if !newer(&read, &w) => Some(w),
+            (Some(read), _) => Some(read),
+            (None, w) => w,
+        }
+    }
+}
+
+/// Whether `read` is newer than `watched`: a greater resourceVersion when
+/// both are numbers (etcd's revisions, as every API server in use hands
+/// out), else a different one.
+fn newer(read: &Node, watched: &Node) -> bool {
+    let (r, w) = (
+        read.metadata.resource_version.as_deref(),
+        watched.metadata.resource_version.as_deref(),
+    );
+    match (
+        r.and_then(|v| v.parse::<u64>().ok()),
+        w.and_then(|v| v.parse::<u64>().ok()),
+    ) {
+        (Some(r), Some(w)) => r > w,
+        _ => r != w,
+    }
+}
+
+impl Engine {
+    /// Reads the nodes of `managed`'s pods from the API server (metadata
+    /// only), so the scale-in plans on the billing classes they carry now
+    /// (see the module docs). Nodes not read by its budget, or whose read
+    /// failed, come from the watch.
+    pub(super) async fn read_nodes_now(&self, managed: &Managed, deadline: Instant) {
+        let ns = &managed.workload.namespace;
+        let names: BTreeSet<String> = managed
+            .pods
+            .iter()
+            .filter_map(|pod| self.caches.pod(ns, pod)?.spec.as_ref()?.node_name.clone())
+            .collect();
+        if names.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let left = deadline.saturating_duration_since(started);
+        let until = started + READ_BUDGET.min(left / 4);
+        let api: Api<Node> = Api::all(self.leadership.writes());
+        let mut reads = futures::stream::iter(names.iter().cloned())
+            .map(|name| {
+                let api = api.clone();
+                async move {
+                    let got = api.get_metadata_opt(&name).await;
+                    (name, got)
+                }
+            })
+            .buffer_unordered(READS_AT_ONCE);
+        let (mut read, mut failed) = (0usize, 0usize);
+        let finished = timeout_at(until, async {
+            while let Some((name, got)) = reads.next().await {
+                match got {
+                    Ok(Some(meta)) => {
+                        let mut node = Node {
+                            metadata: meta.metadata,
+                            ..Node::default()
+                        };
+                        trim_node(&mut node);
+                        self.caches.keep_fresher_node(node);
+                        read += 1;
+                    }
+                    // gone: the watch's deletion follows
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed += 1;
+                        tracing::debug!(node = %name, error = %crate::error_chain(&e), "reading a scale-in's node failed: its labels come from the watch");
+                    }
+                }
+            }
+        })
+        .await;
+        tracing::debug!(
+            workload = %managed.workload,
+            nodes = names.len(),
+            read,
+            failed,
+            all = finished.is_ok(),
+            millis = started.elapsed().as_millis() as u64,
+            "read the scale-in's nodes"
+        );
+        if finished.is_err() {
+            tracing::warn!(
+                workload = %managed.workload,
+                nodes = names.len(),
+                read,
+                "reading the scale-in's nodes took longer than its share of the budget: the rest come from the watch (a label changed moments ago may not count)"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, rv: &str, class: &str) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": rv,
+                "labels": {"billing": class}}
+        }))
+        .unwrap()
+    }
+
+    fn classes(nodes: &[Arc<Node>]) -> Vec<(String, String)> {
+        let mut out: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap(),
+                    n.metadata.labels.as_ref().unwrap()["billing"].clone(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_node_read_ahead_of_the_watch_serves_until_the_watch_shows_it() {
+        let fresher = FresherNodes::default();
+        fresher.keep(node("a", "12", "spot"));
+        fresher.keep(node("new", "13", "spot"));
+        let watched = vec![
+            Arc::new(node("a", "10", "on-demand")),
+            Arc::new(node("b", "11", "on-demand")),
+        ];
+        // the read is newer: it counts, and a node the watch has not shown
+        // yet is added
+        let pair = |n: &str, c: &str| (n.to_string(), c.to_string());
+        assert_eq!(
+            classes(&fresher.over(watched.clone())),
+            vec![
+                pair("a", "spot"),
+                pair("b", "on-demand"),
+                pair("new", "spot")
+            ]
+        );
+        assert_eq!(
+            fresher
+                .one("a", Some(watched[0].clone()))
+                .unwrap()
+                .metadata
+                .labels
+                .as_ref()
+                .unwrap()["billing"],
+            "spot"
+        );
+        // the watch caught up (a later change even): the read is forgotten
+        let caught_up = vec![Arc::new(node("a", "14", "on-demand"))];
+        assert_eq!(
+            classes(&fresher.over(caught_up.clone())),
+            vec![pair("a", "on-demand"), pair("new", "spot")]
+        );
+        assert_eq!(
+            classes(&fresher.over(vec![Arc::new(node("a", "12", "spot"))])),
+            vec![pair("a", "spot"), pair("new", "spot")]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_watch_never_shows_is_forgotten_after_a_while() {
+        let fresher = FresherNodes::default();
+        fresher.keep(node("gone", "20", "spot"));
+        assert_eq!(fresher.over(Vec::new()).len(), 1);
+        tokio::time::advance(KEPT_FOR).await;
+        assert!(fresher.over(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn newer_compares_revisions_as_numbers() {
+        assert!(newer(&node("a", "100", "x"), &node("a", "99", "x")));
+        assert!(!newer(&node("a", "99", "x"), &node("a", "100", "x")));
+        assert!(!newer(&node("a", "7", "x"), &node("a", "7", "x")));
+        // not numbers: any difference counts as newer
+        assert!(newer(&node("a", "b", "x"), &node("a", "c", "x")));
+    }
+}
