@@ -1,10 +1,11 @@
 //! Pods from objects or text: the typed fast path for a plain `PodList`, the
-//! general path with its checks, and the trimmed pods `predict` keeps.
+//! general path with its checks, and the slim pods `predict` keeps.
 
 use super::{
     check_object_limits, check_pod_name, check_unique_pods, is_version_object, item_label,
     parse_objects, server_version, InputError, RawObject, ServerVersion,
 };
+use crate::comparator::slim::SlimPod;
 
 /// Decodes every object as a Pod. Objects of another kind, objects with
 /// neither a kind nor a name (`{}`, `{"foo": 1}`), Pods without a name, and
@@ -63,12 +64,12 @@ pub fn parse_pods(
 /// for duplicates), else of the general path (whose errors say whether an
 /// item is a Pod at all), each passed through `keep`; none is an error.
 /// The general path also returns the version the input carries, if any.
-pub(super) fn checked_pods(
+pub(super) fn checked_pods<T>(
     source_name: &str,
     text: &str,
     typed: Option<(Vec<k8s_openapi::api::core::v1::Pod>, impl std::fmt::Display)>,
-    keep: impl Fn(k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod,
-) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
+    keep: impl Fn(k8s_openapi::api::core::v1::Pod) -> T,
+) -> Result<(Vec<T>, Option<ServerVersion>), InputError> {
     let (pods, version) = match typed {
         Some((pods, prefix))
             if pods
@@ -80,13 +81,13 @@ pub(super) fn checked_pods(
                     .enumerate()
                     .map(|(i, p)| (item_label(source_name, &format!("{prefix}[{i}]")), p)),
             )?;
-            (pods, None)
+            (pods.into_iter().map(keep).collect(), None)
         }
         _ => {
             let mut objects = parse_objects(source_name, text)?;
             let version = server_version(&objects)?;
             objects.retain(|o| !is_version_object(o));
-            let pods = pods_from(&objects)?.into_iter().map(keep).collect();
+            let pods: Vec<T> = pods_from(&objects)?.into_iter().map(keep).collect();
             (pods, version)
         }
     };
@@ -97,92 +98,39 @@ pub(super) fn checked_pods(
 }
 
 /// [`parse_pods`] for `predict`, which keeps of each pod only what the
-/// comparator reads ([`trim_pod`]): a List of 100,000 pods then takes a
+/// comparator reads, as a [`SlimPod`]: a List of 100,000 pods then takes a
 /// fraction of the memory. Each item is still decoded as a whole `Pod` (the
-/// same checks, the same errors) and slimmed at once, so only one whole pod
-/// is held at a time.
+/// same checks, the same errors) and made slim at once, so only one whole
+/// pod is held at a time on the typed path.
 #[cfg(test)]
-pub(crate) fn parse_pods_slim(
-    source_name: &str,
-    text: &str,
-) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, InputError> {
+pub(crate) fn parse_pods_slim(source_name: &str, text: &str) -> Result<Vec<SlimPod>, InputError> {
     parse_pods_slim_versioned(source_name, text).map(|(pods, _)| pods)
 }
 
-/// `parse_pods_slim` (tests only), with the Kubernetes version the input carries (see
-/// [`ServerVersion`]): `predict` reads its gates from it.
+/// `parse_pods_slim`, with the Kubernetes version the input carries (see
+/// [`ServerVersion`]): `predict` reads its gates from it. `predict` streams
+/// its input (`input::stream`); this reads what it hands back whole.
 pub fn parse_pods_slim_versioned(
     source_name: &str,
     text: &str,
-) -> Result<(Vec<k8s_openapi::api::core::v1::Pod>, Option<ServerVersion>), InputError> {
-    checked_pods(source_name, text, typed_slim_pod_list(text), trim_pod)
-}
-
-/// The fields of a pod that the comparator, the grouping by owner and the
-/// checks of the input read: name, namespace, UID, creation and deletion
-/// times, the deletion-cost annotation, owner references, node, restartable
-/// init containers (name and restart policy), phase, conditions and the
-/// containers' restart counts. Labels, container specs, images, IPs and
-/// managedFields go.
-pub fn trim_pod(pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    let m = pod.metadata;
-    let annotations = m.annotations.and_then(|mut a| {
-        let cost = a.remove(crate::annotations::POD_DELETION_COST)?;
-        Some(std::collections::BTreeMap::from([(
-            crate::annotations::POD_DELETION_COST.to_string(),
-            cost,
-        )]))
-    });
-    let statuses = |list: Option<Vec<ContainerStatus>>| {
-        list.map(|l| {
-            l.into_iter()
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    restart_count: c.restart_count,
-                    ready: c.ready,
-                    ..Default::default()
-                })
-                .collect()
-        })
-    };
-    Pod {
-        metadata: ObjectMeta {
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            creation_timestamp: m.creation_timestamp,
-            deletion_timestamp: m.deletion_timestamp,
-            annotations,
-            owner_references: m.owner_references,
-            ..Default::default()
-        },
-        spec: pod.spec.map(|s| PodSpec {
-            node_name: s.node_name,
-            init_containers: s.init_containers.map(|l| {
-                l.into_iter()
-                    .map(|c| Container {
-                        name: c.name,
-                        restart_policy: c.restart_policy,
-                        ..Default::default()
-                    })
-                    .collect()
-            }),
-            ..Default::default()
-        }),
-        status: pod.status.map(|s| PodStatus {
-            phase: s.phase,
-            conditions: s.conditions,
-            container_statuses: statuses(s.container_statuses),
-            init_container_statuses: statuses(s.init_container_statuses),
-            ..Default::default()
-        }),
+) -> Result<(Vec<SlimPod>, Option<ServerVersion>), InputError> {
+    if let Some((pods, prefix)) = typed_slim_pod_list(text) {
+        if pods.iter().all(|p| !p.name.is_empty()) {
+            super::stream::check_unique(source_name, &pods, |i| format!("{prefix}[{i}]"))?;
+            if pods.is_empty() {
+                return Err(no_pods(source_name, text));
+            }
+            return Ok((pods, None));
+        }
     }
+    // the general path, whose errors name the item and field; each whole
+    // pod made slim as it is taken
+    let none: Option<(Vec<k8s_openapi::api::core::v1::Pod>, &str)> = None;
+    checked_pods(source_name, text, none, |p| SlimPod::from_pod(&p))
 }
 
-/// A JSON array of pods decoded one at a time, each slimmed at once.
-pub(super) struct SlimPods(Vec<k8s_openapi::api::core::v1::Pod>);
+/// A JSON array of pods decoded one at a time, each made slim at once.
+pub(super) struct SlimPods(Vec<SlimPod>);
 
 impl<'de> serde::Deserialize<'de> for SlimPods {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -198,7 +146,7 @@ impl<'de> serde::Deserialize<'de> for SlimPods {
             ) -> Result<SlimPods, A::Error> {
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
                 while let Some(pod) = seq.next_element::<k8s_openapi::api::core::v1::Pod>()? {
-                    out.push(trim_pod(pod));
+                    out.push(SlimPod::from_pod(&pod));
                 }
                 Ok(SlimPods(out))
             }
@@ -207,10 +155,8 @@ impl<'de> serde::Deserialize<'de> for SlimPods {
     }
 }
 
-/// [`typed_pod_list`], slimming each pod as it is decoded.
-pub(super) fn typed_slim_pod_list(
-    text: &str,
-) -> Option<(Vec<k8s_openapi::api::core::v1::Pod>, &'static str)> {
+/// [`typed_pod_list`], making each pod slim as it is decoded.
+pub(super) fn typed_slim_pod_list(text: &str) -> Option<(Vec<SlimPod>, &'static str)> {
     #[derive(serde::Deserialize)]
     struct Items {
         kind: Option<String>,

@@ -68,7 +68,7 @@ fn pods_by(
                     limit: limits.pods,
                 });
             }
-            Ok((pods.iter().map(SlimPod::from_pod).collect(), version))
+            Ok((pods, version))
         }
     }
 }
@@ -869,7 +869,7 @@ impl<'s> Collect<'s> {
         if let Some(e) = self.shape.or(self.version_error).or(self.pod_error) {
             return Err(e);
         }
-        check_unique(self.source_name, &self.pods, &self.locations)?;
+        check_unique(self.source_name, &self.pods, |i| &self.locations[i])?;
         if self.pods.is_empty() {
             return Err(InputError::NoPods {
                 source_name: self.source_name.to_string(),
@@ -942,11 +942,12 @@ impl ItemSink for Collect<'_> {
 }
 
 /// [`super::check_unique_pods`] on slim pods: the first pod that repeats an
-/// earlier one by namespace and name, or by UID, with both items named.
-fn check_unique(
+/// earlier one by namespace and name, or by UID, with both items named
+/// (`location(i)`: where the i-th was, as `items[3]`).
+pub(super) fn check_unique<L: std::fmt::Display>(
     source_name: &str,
     pods: &[SlimPod],
-    locations: &[Location],
+    location: impl Fn(usize) -> L,
 ) -> Result<(), InputError> {
     use foldhash::{HashMap, HashMapExt};
     let mut names: HashMap<(&str, &str), usize> = HashMap::with_capacity(pods.len());
@@ -955,7 +956,7 @@ fn check_unique(
         let p = &pods[i];
         format!(
             "{} (Pod {})",
-            item_label(source_name, &locations[i].to_string()),
+            item_label(source_name, &location(i).to_string()),
             super::qualified(&p.namespace, &p.name)
         )
     };
@@ -1249,7 +1250,6 @@ mod tests {
     fn whole(text: &str) -> Result<(Vec<SlimPod>, Option<ServerVersion>), String> {
         read_bounded("f.json", text.as_bytes(), 1 << 20, 0, Expect::Manifest)
             .and_then(|t| super::super::parse_pods_slim_versioned("f.json", &t))
-            .map(|(p, v)| (p.iter().map(SlimPod::from_pod).collect(), v))
             .map_err(|e| e.to_string())
     }
 
