@@ -200,64 +200,67 @@ async fn admit(hook: std::net::SocketAddr, review: Value) -> Value {
         .expect("an AdmissionReview")
 }
 
-#[tokio::test]
-async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in_an_event() {
+/// A scale-in 4 -> 2 through the webhook, the pods carrying this policy's
+/// `costs` and the nodes as the server holds them (`nodes`): exactly the
+/// node reads and `writes`, then the Event, and `victims` in the answer
+/// with no warning.
+async fn scale_in_exactly(
+    costs: [&str; 4],
+    nodes: Vec<Value>,
+    writes: Vec<(&'static str, i32)>,
+    victims: &str,
+) {
     let ours = |cost: &str| json!({POD_DELETION_COST: cost, POLICY_ANNOTATION: "web"});
-    // web-0's cost is stale (written under an earlier spec): as the costs
-    // stand, web-0 would stay and an on-demand pod would go
-    let annotations = [ours("1000"), ours("10"), ours("100"), ours("100")];
-    let (pieces, verifier) = start(world(annotations, finalized(policy()))).await;
+    let (pieces, verifier) = start(world(costs.map(ours), finalized(policy()))).await;
     let hook = free_addr();
     pieces.serve_hook(hook).await;
+    let note = format!(
+        "scale-in 4 -> 2 ({} cost write(s)); predicted victims {victims}",
+        writes.len()
+    );
     let server = verifier.run(Scenario::ScaleIn {
         policy: "web",
         deployment: "web",
-        // as the cache shows them
-        nodes: world(no_annotations(), policy()).nodes,
-        // the fewest writes that make exactly the spot pods go
-        writes: vec![("web-0", 10)],
-        note: "scale-in 4 -> 2 (1 cost write(s)); predicted victims web-rs/web-0,web-rs/web-1"
-            .into(),
+        nodes,
+        writes,
+        note,
     });
     let answer = admit(hook, scale_review(4, 2)).await;
     let response = &answer["response"];
     assert_eq!(response["allowed"], true, "{answer}");
     assert_eq!(response["uid"], "review-1", "{answer}");
-    assert_eq!(
-        response["auditAnnotations"]["victims"], "web-rs/web-0,web-rs/web-1",
-        "{answer}"
-    );
+    assert_eq!(response["auditAnnotations"]["victims"], victims, "{answer}");
     assert!(response.get("warnings").is_none(), "{answer}");
     let verifier = finished(server).await;
     finished(verifier.run(Scenario::RadioSilence)).await;
 }
 
 #[tokio::test]
+async fn a_scale_in_webhook_call_writes_the_correction_then_names_the_victims_in_an_event() {
+    scale_in_exactly(
+        // web-0's cost is stale (written under an earlier spec): as the
+        // costs stand, web-0 would stay and an on-demand pod would go
+        ["1000", "10", "100", "100"],
+        // as the cache shows them
+        world(no_annotations(), policy()).nodes,
+        // the fewest writes that make exactly the spot pods go
+        vec![("web-0", 10)],
+        "web-rs/web-0,web-rs/web-1",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_scale_in_plans_on_the_node_labels_the_server_holds_not_the_caches() {
-    let ours = |cost: &str| json!({POD_DELETION_COST: cost, POLICY_ANNOTATION: "web"});
-    // costs as the last round wrote them, when spot-1 was spot
-    let annotations = [ours("10"), ours("10"), ours("100"), ours("100")];
-    let (pieces, verifier) = start(world(annotations, finalized(policy()))).await;
-    let hook = free_addr();
-    pieces.serve_hook(hook).await;
-    let server = verifier.run(Scenario::ScaleIn {
-        policy: "web",
-        deployment: "web",
+    scale_in_exactly(
+        // as the last round wrote them, when spot-1 was spot
+        ["10", "10", "100", "100"],
         // the classes swapped a moment ago: the node watch has not shown it
-        nodes: nodes([("spot-1", "on-demand", "2"), ("od-1", "spot", "2")]),
+        nodes([("spot-1", "on-demand", "2"), ("od-1", "spot", "2")]),
         // the pods of od-1, spot now, go: the fewest writes put them just
         // below the others
-        writes: vec![("web-2", 9), ("web-3", 9)],
-        note: "scale-in 4 -> 2 (2 cost write(s)); predicted victims web-rs/web-2,web-rs/web-3"
-            .into(),
-    });
-    let answer = admit(hook, scale_review(4, 2)).await;
-    let response = &answer["response"];
-    assert_eq!(response["allowed"], true, "{answer}");
-    assert_eq!(
-        response["auditAnnotations"]["victims"], "web-rs/web-2,web-rs/web-3",
-        "{answer}"
-    );
-    let verifier = finished(server).await;
-    finished(verifier.run(Scenario::RadioSilence)).await;
+        vec![("web-2", 9), ("web-3", 9)],
+        "web-rs/web-2,web-rs/web-3",
+    )
+    .await;
 }

@@ -369,22 +369,16 @@ impl ApiServerVerifier {
             .expect("the operator's client is still there");
         let (parts, body) = req.into_parts();
         let bytes = body.collect_bytes().await.expect("a request body");
+        let header = |name| {
+            let value = parts.headers.get(name).and_then(|v| v.to_str().ok());
+            value.unwrap_or_default().to_string()
+        };
         let seen = Seen {
             path: parts.uri.path().to_string(),
             query: parts.uri.query().unwrap_or_default().to_string(),
+            accept: header(http::header::ACCEPT),
+            content_type: header(http::header::CONTENT_TYPE),
             method: parts.method,
-            accept: parts
-                .headers
-                .get(http::header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string(),
-            content_type: parts
-                .headers
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string(),
             body: if bytes.is_empty() {
                 Value::Null
             } else {
@@ -392,6 +386,25 @@ impl ApiServerVerifier {
             },
         };
         (seen, send)
+    }
+
+    /// The next request, which must be a `method` on a path under
+    /// `prefix` (`what` it is, for the failure): it, the name after the
+    /// prefix, and where its answer goes.
+    async fn next_on(
+        &mut self,
+        method: Method,
+        prefix: &str,
+        what: &str,
+    ) -> (Seen, String, Answer) {
+        let (seen, send) = self.next().await;
+        assert_eq!(seen.method, method, "{what}: {seen}");
+        let name = seen
+            .path
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("{what}: {seen}"))
+            .to_string();
+        (seen, name, send)
     }
 
     async fn finalizer_creation(self, policy: DeletionCostPolicy) -> Self {
@@ -449,14 +462,11 @@ impl ApiServerVerifier {
             })
             .collect();
         while !want.is_empty() {
-            let (seen, send) = self.next().await;
-            assert_eq!(seen.method, Method::GET, "a node read: {seen}");
-            let name = seen
-                .path
-                .strip_prefix("/api/v1/nodes/")
-                .unwrap_or_else(|| panic!("a node read: {seen}"));
+            let (seen, name, send) = self
+                .next_on(Method::GET, "/api/v1/nodes/", "a node read")
+                .await;
             let node = want
-                .remove(name)
+                .remove(&name)
                 .unwrap_or_else(|| panic!("node {name} read once, as expected: {seen}"));
             assert!(
                 seen.accept.contains("as=PartialObjectMetadata"),
@@ -472,13 +482,13 @@ impl ApiServerVerifier {
     async fn pod_patches(mut self, policy: &str, expected: Vec<(&str, Option<i32>)>) -> Self {
         let mut want: BTreeMap<&str, Option<i32>> = expected.into_iter().collect();
         while !want.is_empty() {
-            let (seen, send) = self.next().await;
-            assert_eq!(seen.method, Method::PATCH, "a pod patch: {seen}");
-            let name = seen
-                .path
-                .strip_prefix("/api/v1/namespaces/shop/pods/")
-                .unwrap_or_else(|| panic!("a pod patch: {seen}"))
-                .to_string();
+            let (seen, name, send) = self
+                .next_on(
+                    Method::PATCH,
+                    "/api/v1/namespaces/shop/pods/",
+                    "a pod patch",
+                )
+                .await;
             let cost = want
                 .remove(name.as_str())
                 .unwrap_or_else(|| panic!("pod {name} written once, as expected: {seen}"));
