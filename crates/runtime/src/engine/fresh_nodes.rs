@@ -91,16 +91,19 @@ impl FresherNodes {
     }
 
     /// `watched` (one node of the watch), or the node read here when newer.
+    /// Whether the node exists is the watch's to say: one it no longer
+    /// shows is gone (the freed nodes a priced scale-in follows are seen
+    /// removed at once), even if a scale-in read it moments before.
     pub fn one(&self, name: &str, watched: Option<Arc<Node>>) -> Option<Arc<Node>> {
+        let watched = watched?;
         let read = self
             .by_name
             .lock()
             .ok()
             .and_then(|by_name| by_name.get(name).map(|(n, _)| n.clone()));
-        match (read, watched) {
-            (Some(read), Some(w)) if !newer(&read, &w) => Some(w),
-            (Some(read), _) => Some(read),
-            (None, w) => w,
+        match read {
+            Some(read) if newer(&read, &watched) => Some(read),
+            _ => Some(watched),
         }
     }
 }
@@ -249,6 +252,9 @@ mod tests {
                 .unwrap()["billing"],
             "spot"
         );
+        // a node the watch does not show (not yet, or no longer) is not
+        // there for a single look, though a snapshot plans with it
+        assert!(fresher.one("new", None).is_none());
         // the watch caught up (a later change even): the read is forgotten
         let caught_up = vec![Arc::new(node("a", "14", "on-demand"))];
         assert_eq!(
