@@ -751,8 +751,10 @@ struct Collect<'s> {
 
 impl<'s> Collect<'s> {
     fn new(source_name: &'s str, size_hint: u64, limits: InputLimits) -> Self {
-        // ~1 KB of JSON a pod at least: avoids regrowing a large vector
-        let guess = usize::try_from(size_hint / 1024).unwrap_or(0).min(1 << 20);
+        // ~250 bytes of JSON a pod at least (a slim `-o json` item is ~470,
+        // a whole one ~1.7 KB): the vectors are never regrown and copied.
+        // Only what is filled takes memory: the rest is never touched.
+        let guess = usize::try_from(size_hint / 256).unwrap_or(0).min(1 << 20);
         Self {
             source_name,
             pods: Vec::with_capacity(guess),
@@ -949,9 +951,13 @@ pub(super) fn check_unique<L: std::fmt::Display>(
     pods: &[SlimPod],
     location: impl Fn(usize) -> L,
 ) -> Result<(), InputError> {
-    use foldhash::{HashMap, HashMapExt};
-    let mut names: HashMap<(&str, &str), usize> = HashMap::with_capacity(pods.len());
-    let mut uids: HashMap<&str, usize> = HashMap::with_capacity(pods.len());
+    // the names and the UIDs looked at on both threads: the first pod that
+    // repeats either is the first the one loop over both would meet (at one
+    // pod, the name is said first)
+    let (by_name_at, by_uid) = rayon::join(
+        || first_repeat(pods.iter().map(|p| Some((&*p.namespace, &*p.name)))),
+        || first_repeat(pods.iter().map(|p| Some(&*p.uid).filter(|u| !u.is_empty()))),
+    );
     let who = |i: usize| {
         let p = &pods[i];
         format!(
@@ -960,28 +966,42 @@ pub(super) fn check_unique<L: std::fmt::Display>(
             super::qualified(&p.namespace, &p.name)
         )
     };
-    for (i, pod) in pods.iter().enumerate() {
-        let key = (&*pod.namespace, &*pod.name);
-        if let Some(&first) = names.get(&key) {
-            return Err(InputError::Duplicate {
-                first: who(first),
-                second: who(i),
-                what: format!("name {}", super::qualified(key.0, key.1)),
-            });
+    let by_name = |(f, s): (usize, usize)| {
+        let p = &pods[s];
+        (
+            f,
+            s,
+            format!("name {}", super::qualified(&p.namespace, &p.name)),
+        )
+    };
+    let (first, second, what) = match (by_name_at, by_uid) {
+        (Some(n), None) => by_name(n),
+        (Some(n), Some((_, u))) if n.1 <= u => by_name(n),
+        (_, Some((f, s))) => (f, s, format!("uid {}", pods[s].uid)),
+        (None, None) => return Ok(()),
+    };
+    Err(InputError::Duplicate {
+        first: who(first),
+        second: who(second),
+        what,
+    })
+}
+
+/// The first key that repeats an earlier one (`None`s left out): where it
+/// was first and where again.
+fn first_repeat<K: std::hash::Hash + Eq>(
+    keys: impl ExactSizeIterator<Item = Option<K>>,
+) -> Option<(usize, usize)> {
+    use foldhash::{HashMap, HashMapExt};
+    let mut seen: HashMap<K, usize> = HashMap::with_capacity(keys.len());
+    for (i, key) in keys.enumerate() {
+        let Some(key) = key else { continue };
+        if let Some(&first) = seen.get(&key) {
+            return Some((first, i));
         }
-        if !pod.uid.is_empty() {
-            if let Some(&first) = uids.get(&*pod.uid) {
-                return Err(InputError::Duplicate {
-                    first: who(first),
-                    second: who(i),
-                    what: format!("uid {}", pod.uid),
-                });
-            }
-            uids.insert(&pod.uid, i);
-        }
-        names.insert(key, i);
+        seen.insert(key, i);
     }
-    Ok(())
+    None
 }
 
 /// The top-level value: an array, or an object that is a List (its `items`
@@ -1668,5 +1688,42 @@ mod tests {
             ..InputLimits::bytes(1 << 20)
         };
         fails(yaml.as_bytes(), ten_pods, "more than --max-pods 10");
+    }
+
+    /// The repeats found on two threads are the ones the one loop over
+    /// whole pods reports first (`check_unique_pods`), by name or by UID.
+    #[test]
+    fn the_first_repeat_is_the_sequential_checks() {
+        let pod = |name: &str, uid: &str| -> k8s_openapi::api::core::v1::Pod {
+            serde_json::from_value(serde_json::json!(
+                {"metadata": {"name": name, "namespace": "s", "uid": uid}}))
+            .unwrap()
+        };
+        let cases: [&[(&str, &str)]; 6] = [
+            &[("a", "1"), ("b", "2"), ("c", "3")],
+            // a UID repeated before a name is
+            &[("a", "1"), ("b", "2"), ("c", "1"), ("b", "4")],
+            // a name repeated before a UID is
+            &[("a", "1"), ("a", "2"), ("c", "1")],
+            // both at one pod: the name is said
+            &[("a", "1"), ("b", "2"), ("a", "2")],
+            // empty UIDs never repeat
+            &[("a", ""), ("b", ""), ("c", "3")],
+            &[("a", ""), ("b", "x"), ("c", ""), ("d", "x")],
+        ];
+        for case in cases {
+            let whole: Vec<_> = case.iter().map(|(n, u)| pod(n, u)).collect();
+            let slim: Vec<SlimPod> = whole.iter().map(SlimPod::from_pod).collect();
+            let reference = super::super::check_unique_pods(
+                whole
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (item_label("f.json", &format!("[{i}]")), p)),
+            )
+            .map_err(|e| e.to_string());
+            let got =
+                check_unique("f.json", &slim, |i| format!("[{i}]")).map_err(|e| e.to_string());
+            assert_eq!(got, reference, "{case:?}");
+        }
     }
 }
