@@ -64,6 +64,9 @@ impl FresherNodes {
         }
         let now = Instant::now();
         by_name.retain(|_, (_, at)| now.saturating_duration_since(*at) < KEPT_FOR);
+        // the reads the watch shows, by name: a round looks at every node,
+        // so no set of all of them is made
+        let mut shown = BTreeSet::new();
         for node in &mut watched {
             let Some(name) = node.metadata.name.as_deref() else {
                 continue;
@@ -71,19 +74,16 @@ impl FresherNodes {
             let Some((read, _)) = by_name.get(name) else {
                 continue;
             };
+            shown.insert(name.to_string());
             if newer(read, node) {
                 *node = read.clone();
             } else {
                 by_name.remove(name);
             }
         }
-        let seen: BTreeSet<&str> = watched
-            .iter()
-            .filter_map(|n| n.metadata.name.as_deref())
-            .collect();
         let unseen: Vec<Arc<Node>> = by_name
             .iter()
-            .filter(|(name, _)| !seen.contains(name.as_str()))
+            .filter(|(name, _)| !shown.contains(name.as_str()))
             .map(|(_, (n, _))| n.clone())
             .collect();
         watched.extend(unseen);
