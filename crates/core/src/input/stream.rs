@@ -30,6 +30,7 @@ use crate::comparator::slim::SlimPod;
 
 mod fast;
 mod window;
+mod yaml_window;
 
 /// The pods of a `predict` input read from `reader` (a file or stdin, opened
 /// by the CLI); `size_hint` is a regular file's length.
@@ -344,10 +345,12 @@ fn shifted((l, c): (u64, u64), (line, column): (u64, u64), opening: u64) -> (u64
 
 /// Streams a YAML input that starts a block mapping (see
 /// [`starts_one_block_mapping`]): its first document is read as the bytes
-/// arrive, each item of a List handed to the sink. A document marker or
-/// directive at the start of a line ends it; what follows is read whole and
-/// its documents taken as the whole-text path takes them (`document 2`
-/// on), though the first document's items keep their single-document names.
+/// arrive, each item of a List handed to the sink, by the fast path
+/// ([`yaml_window`]) as far as it goes and by the YAML reader from there. A
+/// document marker or directive at the start of a line ends it; what
+/// follows is read whole and its documents taken as the whole-text path
+/// takes them (`document 2` on), though the first document's items keep
+/// their single-document names.
 fn stream_yaml<R: Read, S: ItemSink>(
     source_name: &str,
     text: TextReader<'_, R>,
@@ -355,8 +358,18 @@ fn stream_yaml<R: Read, S: ItemSink>(
     size_hint: u64,
     sink: &mut S,
 ) -> Result<(), InputError> {
+    let mut window = window::Window::new(text);
+    let takeover = match yaml_window::run(&mut window, sink) {
+        yaml_window::Outcome::Takeover(t) => t,
+        yaml_window::Outcome::Fatal(e) => return Err(e),
+    };
+    let (line, _) = window.position(takeover.at);
+    let window::Window { mut text, buf, .. } = window;
+    let rest = std::io::Cursor::new(takeover.opening.as_bytes())
+        .chain(std::io::Cursor::new(&buf.as_bytes()[takeover.at..]))
+        .chain(&mut text);
     let mut doc = FirstDocument {
-        inner: BufReader::with_capacity(64 << 10, text),
+        inner: BufReader::with_capacity(64 << 10, rest),
         line: Vec::new(),
         at: 0,
         stopped_at: None,
@@ -365,13 +378,29 @@ fn stream_yaml<R: Read, S: ItemSink>(
     let options = streamed_yaml_options(max_bytes, size_hint);
     let parsed =
         serde_saphyr::with_deserializer_from_reader_with_options(&mut doc, options, |de| {
-            Top::<S, Yaml>::new(&mut *sink, source_name).deserialize(de)
+            let mut top = Top::<S, Yaml>::new(&mut *sink, source_name);
+            top.resume = takeover.resume.map(|(next, skip_first)| Resume {
+                fields: Vec::new(),
+                next,
+                skip_first,
+            });
+            top.deserialize(de)
         });
     if let Err(e) = parsed {
-        return Err(
-            first_stop(sink, &mut doc).unwrap_or_else(|| super::yaml_syntax(source_name, &e))
-        );
+        return Err(first_stop(sink, &mut doc).unwrap_or_else(|| {
+            let mut e = super::yaml_syntax(source_name, &e);
+            if let InputError::Syntax {
+                position: Some((l, _)),
+                ..
+            } = &mut e
+            {
+                *l = takeover.input_line(*l, line);
+            }
+            e
+        }));
     }
+    // lines handed on whole: the marker's line is the next
+    doc.lines = takeover.input_line(doc.lines + 1, line) - 1;
     let Some(marker) = doc.stopped_at.take() else {
         return Ok(());
     };
@@ -408,21 +437,45 @@ fn streamed_yaml_options(max_bytes: u64, size_hint: u64) -> serde_saphyr::Option
 
 /// The error that stopped a streamed YAML read, if any: the sink's (a
 /// limit passed), else the text reader's.
-fn first_stop<R: Read, S: ItemSink>(
+fn first_stop<R: Read + KeepsError, S: ItemSink>(
     sink: &mut S,
-    doc: &mut FirstDocument<TextReader<'_, R>>,
+    doc: &mut FirstDocument<R>,
 ) -> Option<InputError> {
     sink.take_fatal()
-        .or_else(|| doc.inner.get_mut().error.take())
+        .or_else(|| doc.inner.get_mut().take_error())
+}
+
+/// A reader that keeps the error that stopped it (the text reader, or a
+/// chain that ends with it).
+trait KeepsError {
+    fn take_error(&mut self) -> Option<InputError>;
+}
+
+impl<R> KeepsError for TextReader<'_, R> {
+    fn take_error(&mut self) -> Option<InputError> {
+        self.error.take()
+    }
+}
+
+impl<T: KeepsError + ?Sized> KeepsError for &mut T {
+    fn take_error(&mut self) -> Option<InputError> {
+        (**self).take_error()
+    }
+}
+
+impl<A, T: KeepsError> KeepsError for std::io::Chain<A, T> {
+    fn take_error(&mut self) -> Option<InputError> {
+        self.get_mut().1.take_error()
+    }
 }
 
 /// What follows the first document from its end `marker` on (a `---` or
 /// `...` line): usually nothing, or small documents, read whole and handed
 /// to the sink as `document 2` on.
-fn stream_later_documents<R: Read, S: ItemSink>(
+fn stream_later_documents<R: Read + KeepsError, S: ItemSink>(
     source_name: &str,
     marker: Vec<u8>,
-    mut doc: FirstDocument<TextReader<'_, R>>,
+    mut doc: FirstDocument<R>,
     sink: &mut S,
 ) -> Result<(), InputError> {
     let mut rest = if marker.starts_with(b"...") {
@@ -1461,6 +1514,130 @@ mod tests {
             self.0 = &self.0[n..];
             Ok(n)
         }
+    }
+
+    /// Block-style Lists as `kubectl get -o yaml` prints them, read by the
+    /// YAML fast path as far as it goes and by the reader from where it
+    /// stops: the answer and every error as on the whole text, however the
+    /// reads are cut.
+    #[test]
+    fn the_yaml_fast_path_answers_as_the_whole_text() {
+        let pod = |i: usize, extra: &str| {
+            format!(
+                "- apiVersion: v1\n  kind: Pod\n  metadata:\n    creationTimestamp: \"2025-01-01T00:00:{:02}Z\"\n    name: p-{i}\n    namespace: s\n    uid: u-{i}\n    ownerReferences:\n    - apiVersion: apps/v1\n      controller: true\n      kind: ReplicaSet\n      name: rs\n      uid: r\n  spec:\n    nodeName: n{}\n  status:\n    conditions:\n    - lastTransitionTime: '2025-01-01T00:01:00Z'\n      status: 'True'\n      type: Ready\n    containerStatuses:\n    - name: c\n      restartCount: {}\n{extra}    phase: Running\n",
+                i % 60,
+                i % 3,
+                i % 5
+            )
+        };
+        let items = |n: usize, odd: &dyn Fn(usize) -> String| -> String {
+            (0..n).map(|i| pod(i, &odd(i))).collect()
+        };
+        let plain = items(24, &|_| String::new());
+        // item 17 has what the fast path leaves to the reader
+        let unsure = |what: &'static str| {
+            items(24, &move |i| {
+                if i == 17 {
+                    what.to_string()
+                } else {
+                    String::new()
+                }
+            })
+        };
+        let list = |body: &str| {
+            format!(
+                "apiVersion: v1\nitems:\n{body}kind: List\nmetadata:\n  resourceVersion: \"\"\n"
+            )
+        };
+        let indented = plain
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>();
+        let cases: Vec<String> = vec![
+            list(&plain),
+            format!("# kubectl get pods -o yaml\napiVersion: v1\nkind: List\nitems:\n\n{plain}"),
+            format!("items:\n{indented}kind: List\n"),
+            list(&unsure("    hostIP: &ip 10.0.0.1\n")),
+            list(&unsure("    ready: yes\n")),
+            list(&format!(
+                "{}{}",
+                unsure("    x: &a 1\n"),
+                "- metadata: {name: q, uid: *a}\n"
+            )),
+            list(&unsure("    [oops\n")),
+            list(&unsure("    restartPolicy: a: b\n")),
+            list(&items(24, &|i| {
+                if i == 20 {
+                    "    phase: 5\n    phase: 6\n".into()
+                } else {
+                    String::new()
+                }
+            })),
+            list(&format!("{plain}{}", pod(3, ""))),
+            list(&format!("{plain}- 3\n")),
+            list(&format!("{plain}  spec: [\n")),
+            format!("{}---\nkind: List\nitems:\n{}", list(&plain), pod(99, "")),
+            format!("{}%YAML 1.2\n---\n", list(&plain)),
+            format!("{}items:\n{}", list(&plain), pod(99, "")),
+            format!("kind: List\nitems:\n{plain}- x\n kind: y\n"),
+            format!(
+                "kind: List\nitems:\n{}",
+                plain.replace("restartCount: 4", "restartCount: abc")
+            ),
+            format!(
+                "kind: List\nitems:\n{}",
+                plain.replace("  spec:\n", "  spec: !!map\n")
+            ),
+            format!("kind: List\nmetadata:\n  a: 1\nitems:\n{plain}"),
+            format!("kind: List\nitems: []\n"),
+            format!("kind: List\nitems:\nkind: List\n"),
+        ];
+        for (i, text) in cases.iter().enumerate() {
+            let whole = whole(text);
+            assert_eq!(streamed(text), whole, "case {i}: {text}");
+            for step in [3, 4096] {
+                let cut = pods_from_reader(
+                    "f.json",
+                    Trickle(text.as_bytes(), step),
+                    InputLimits::bytes(1 << 20),
+                    0,
+                )
+                .map_err(|e| e.to_string());
+                assert_eq!(cut, whole, "case {i}, reads of {step}");
+            }
+        }
+        // the errors above are the reader's, at their lines in the input:
+        // the flow sequence opened at `[oops` fails at the next line's `:`
+        let oops = cases[6]
+            .lines()
+            .position(|l| l.contains("[oops"))
+            .unwrap_or(0)
+            + 1;
+        let e = streamed(&cases[6]).unwrap_err();
+        assert!(
+            e.contains(&format!("at line {} column 10:", oops + 1)),
+            "{e}"
+        );
+        assert_eq!(streamed(&cases[0]).map(|(p, _)| p.len()), Ok(24));
+        // an entry longer than the fast path reads ahead (a MiB): the
+        // reader reads it and the rest
+        let long = format!("    note: {}\n", "x".repeat(1 << 20));
+        let big = list(&items(3, &|i| {
+            if i == 1 {
+                long.clone()
+            } else {
+                String::new()
+            }
+        }));
+        let big = big.replace("    phase: Running\n    note", "    note");
+        let limit = 4 << 20;
+        let big_whole = read_bounded("f.json", big.as_bytes(), limit, 0, Expect::Manifest)
+            .and_then(|t| super::super::parse_pods_slim_versioned("f.json", &t))
+            .map_err(|e| e.to_string());
+        let big_streamed = pods_from_reader("f.json", big.as_bytes(), InputLimits::bytes(limit), 0)
+            .map_err(|e| e.to_string());
+        assert_eq!(big_streamed, big_whole);
+        assert_eq!(big_streamed.map(|(p, _)| p.len()), Ok(3));
     }
 
     /// Bytes cut anywhere by the reader: the same answer as in one piece.

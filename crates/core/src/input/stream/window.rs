@@ -37,7 +37,7 @@ pub(super) struct Window<'s, R> {
     line: u64,
     column: u64,
     /// The reader is at its end, or failed (its error kept in `text`).
-    done: bool,
+    pub(super) done: bool,
 }
 
 /// A List's fields by name, as raw text.
@@ -137,7 +137,7 @@ impl<'s, R: Read> Window<'s, R> {
 
     /// More bytes for a value at `at` that the window cuts: false when
     /// none came, or the value is past [`MAX_RETRIED`] already.
-    fn more(&mut self, at: usize) -> bool {
+    pub(super) fn more(&mut self, at: usize) -> bool {
         self.buf.len() - at <= MAX_RETRIED && self.fill()
     }
 
@@ -170,7 +170,7 @@ impl<'s, R: Read> Window<'s, R> {
     }
 
     /// Forgets the bytes before `at` (handed on, never read again).
-    fn forget(&mut self, at: usize) {
+    pub(super) fn forget(&mut self, at: usize) {
         (self.line, self.column) = self.position(at);
         self.buf.drain(..at);
     }
