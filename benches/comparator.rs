@@ -5,8 +5,9 @@
 //! read from the List,
 //! (c) parsing a `kubectl get pods -o json` List of that size, through the
 //! general path (`parse_objects` + `pods_from`) and through `parse_pods`
-//! (what `predict` uses), and (d) `predict` end to end on that List written
-//! to a file: read, parse, order, render the table.
+//! (what `predict` uses), and that List as block-style YAML through the
+//! same reader (`read_pods_slim_yaml`), and (d) `predict` end to end on the
+//! List written to a file: read, parse, order, render the table.
 //!
 //! Run: `cargo bench --bench comparator -- --sample-size 10 --warm-up-time 1 --measurement-time 3`
 
@@ -122,6 +123,29 @@ fn bench(c: &mut Criterion) {
                 .unwrap()
             })
         });
+        // the same List as block-style YAML (what `kubectl get -o yaml` prints)
+        let value: serde_json::Value = serde_json::from_str(&list).unwrap();
+        let yaml = serde_saphyr::to_string(&value).unwrap();
+        drop(value);
+        let (from_yaml, _) =
+            pods_from_reader("bench.yaml", yaml.as_bytes(), InputLimits::NONE, 0).unwrap();
+        assert_eq!(from_yaml.len(), n);
+        g.bench_with_input(
+            BenchmarkId::new("read_pods_slim_yaml", n),
+            &yaml,
+            |b, text| {
+                b.iter(|| {
+                    pods_from_reader(
+                        "bench.yaml",
+                        black_box(text.as_bytes()),
+                        InputLimits::NONE,
+                        0,
+                    )
+                    .unwrap()
+                })
+            },
+        );
+        drop(yaml);
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &list).unwrap();
         let path = file.path().to_str().unwrap().to_string();

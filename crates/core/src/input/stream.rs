@@ -2,8 +2,10 @@
 //! handed as JSON text to an [`ItemSink`] and decoded at once, so neither the
 //! text nor a tree of it is ever held. JSON items are taken as raw text; a
 //! YAML input whose first line starts a block mapping (`kubectl get -o
-//! yaml`) has each item parsed on its own and written out as JSON. Other
-//! YAML (and JSON after anything but ASCII whitespace) is handed back whole.
+//! yaml`) has each item written out as JSON, by a line reader
+//! ([`yaml_window`]) or, for what it is not sure of, by the YAML reader.
+//! Other YAML (and JSON after anything but ASCII whitespace) is handed back
+//! whole.
 //! Two sinks: `predict`'s, here, which keeps [`SlimPod`]s, and `plan`'s
 //! `SnapshotReader`.
 //!

@@ -78,6 +78,8 @@ struct Line {
     content: usize,
     /// The line's `\n` (or the text's end).
     end: usize,
+    /// It holds a tab or a carriage return.
+    odd: bool,
 }
 
 impl Line {
@@ -124,10 +126,17 @@ impl Transcoder<'_, '_> {
                 Err(Miss::Cut)
             };
         }
-        let end = match memchr::memchr(b'\n', &self.text[at..]) {
-            Some(k) => at + k,
-            None if self.complete => self.text.len(),
-            None => return Err(Miss::Cut),
+        // one scan finds the line's end, or first a tab or carriage return
+        let (end, odd) = match memchr::memchr3(b'\n', b'\t', b'\r', &self.text[at..]) {
+            Some(k) if self.text[at + k] == b'\n' => (at + k, false),
+            found => {
+                let from = at + found.unwrap_or(self.text.len() - at);
+                match memchr::memchr(b'\n', &self.text[from..]) {
+                    Some(k) => (from + k, found.is_some()),
+                    None if self.complete => (self.text.len(), found.is_some()),
+                    None => return Err(Miss::Cut),
+                }
+            }
         };
         let indent = self.text[at..end]
             .iter()
@@ -138,6 +147,7 @@ impl Transcoder<'_, '_> {
             indent,
             content: at + indent,
             end,
+            odd,
         };
         self.last = Some(line);
         Ok(Some(line))
@@ -158,13 +168,13 @@ impl Transcoder<'_, '_> {
             };
             let rest = &self.text[line.content..line.end];
             if rest.is_empty() || rest[0] == b'#' {
-                if memchr::memchr(b'\r', rest).is_some() {
+                if line.odd && memchr::memchr(b'\r', rest).is_some() {
                     return Err(Miss::Unsure);
                 }
                 self.consume(line);
                 continue;
             }
-            if memchr::memchr2(b'\t', b'\r', rest).is_some() {
+            if line.odd {
                 return Err(Miss::Unsure);
             }
             return Ok(Some(line));
@@ -246,8 +256,9 @@ impl Transcoder<'_, '_> {
         self.deeper()?;
         self.out.push('{');
         let base = self.keys.len();
+        let mut sorted = true;
         if let Some((key, colon, line)) = first {
-            self.pair(base, key, colon, line, indent)?;
+            self.pair((base, &mut sorted), key, colon, line, indent)?;
         }
         while let Some(line) = self.content_line()? {
             if line.indent < indent || (line.indent == indent && line.is_dash(self.text)) {
@@ -260,7 +271,7 @@ impl Transcoder<'_, '_> {
             if self.keys.len() > base {
                 self.out.push(',');
             }
-            self.pair(base, key, colon, line, indent)?;
+            self.pair((base, &mut sorted), key, colon, line, indent)?;
         }
         self.keys.truncate(base);
         self.out.push('}');
@@ -269,7 +280,15 @@ impl Transcoder<'_, '_> {
     }
 
     /// One key and its value (from after the `:` at `colon` on `line`).
-    fn pair(&mut self, base: usize, key: Key, colon: usize, line: Line, indent: usize) -> Step {
+    /// `sorted`: the mapping's keys so far came in increasing order.
+    fn pair(
+        &mut self,
+        (base, sorted): (usize, &mut bool),
+        key: Key,
+        colon: usize,
+        line: Line,
+        indent: usize,
+    ) -> Step {
         let start = self.out.len();
         match key {
             Key::Plain(s, e) | Key::Quoted(s, e) => push_json_str(self.out, &self.src[s..e]),
@@ -277,9 +296,16 @@ impl Transcoder<'_, '_> {
         }
         let written = (start, self.out.len());
         let new = &self.out[start..];
-        if self.keys[base..]
-            .iter()
-            .any(|&(s, e)| &self.out[s..e] == new)
+        // writers sort keys: past the last of increasing keys, a key
+        // repeats none
+        let past_last = self.keys[base..]
+            .last()
+            .is_none_or(|&(s, e)| &self.out[s..e] < new);
+        *sorted &= past_last;
+        if !*sorted
+            && self.keys[base..]
+                .iter()
+                .any(|&(s, e)| &self.out[s..e] == new)
         {
             return Err(Miss::Unsure);
         }
@@ -371,7 +397,8 @@ impl Transcoder<'_, '_> {
                 self.consume(line);
                 Ok(())
             }
-            b'|' => {
+            b'|' | b'>' => {
+                let folded = text[at] == b'>';
                 let strip = match &text[at + 1..line.end] {
                     b"" => false,
                     b"-" => true,
@@ -386,10 +413,11 @@ impl Transcoder<'_, '_> {
                     _ => return Err(Miss::Unsure),
                 };
                 self.consume(line);
-                self.literal(indent, strip)
+                self.block_scalar(indent, strip, folded)
             }
-            b'>' | b'&' | b'*' | b'!' | b'%' | b'@' | b'`' | b'?' | b',' | b']' | b'}' | b'#'
-            | b':' => Err(Miss::Unsure),
+            b'&' | b'*' | b'!' | b'%' | b'@' | b'`' | b'?' | b',' | b']' | b'}' | b'#' | b':' => {
+                Err(Miss::Unsure)
+            }
             // a dash and a space: a sequence where a scalar was
             b'-' if at + 1 == line.end || text[at + 1] == b' ' => Err(Miss::Unsure),
             _ => {
@@ -466,16 +494,19 @@ impl Transcoder<'_, '_> {
         }
     }
 
-    /// A literal block (`|` or `|-`, read past its header line) under a
-    /// parent at `indent`, as a JSON string.
-    fn literal(&mut self, indent: usize, strip: bool) -> Step {
+    /// A literal or folded block (`|`, `|-`, `>`, `>-`, read past its
+    /// header line) under a parent at `indent`, as a JSON string. In a
+    /// folded one, a line break between two lines is a space and each blank
+    /// line between them a line break; a more-indented line, which keeps
+    /// its breaks, is the reader's.
+    fn block_scalar(&mut self, indent: usize, strip: bool, folded: bool) -> Step {
         let text = self.text;
         let mut content_indent: Option<usize> = None;
         let mut newlines = 0usize;
         let mut started = false;
         self.out.push('"');
         while let Some(l) = self.line_at(self.pos)? {
-            if memchr::memchr(b'\r', &text[l.start..l.end]).is_some() {
+            if l.odd && memchr::memchr(b'\r', &text[l.start..l.end]).is_some() {
                 return Err(Miss::Unsure);
             }
             if l.content == l.end {
@@ -490,6 +521,9 @@ impl Transcoder<'_, '_> {
             }
             let n = match content_indent {
                 Some(n) if l.indent < n => break,
+                Some(n) if folded && (l.indent > n || text[l.content] == b'\t') => {
+                    return Err(Miss::Unsure)
+                }
                 Some(n) => n,
                 None if l.indent <= indent => break,
                 None => {
@@ -500,8 +534,13 @@ impl Transcoder<'_, '_> {
                     l.indent
                 }
             };
-            for _ in 0..newlines {
-                self.out.push_str("\\n");
+            if folded && started && newlines == 1 {
+                self.out.push(' ');
+            } else {
+                let folded_break = usize::from(folded && started);
+                for _ in folded_break..newlines {
+                    self.out.push_str("\\n");
+                }
             }
             push_json_text(self.out, &self.src[l.start + n..l.end]);
             started = true;

@@ -122,6 +122,9 @@ fn plain_yaml_is_written_out() {
         "- a: 2025-01-01T12:00:00Z\n  b: 10.0.0.1\n  c: 1:20\n  d: 9e3779b9-x\n  e: 0b63d165-f\n",
         "- a: http://x:80/y\n  b: inf\n  c: a#b\n  d: é\n  e: a\"b\\c\n",
         "- a: {}\n  b: [] # none\n",
+        "- a: >-\n    folded\n    on\n\n    two\n\n\n    three\n  b: >\n    x\n  c: >\n\n    y\n",
+        "- a: >\n    x\n   \n    y\n",
+        "- imageID: >-\n    registry.example.com/shop/web@sha256:0000000000000000000000000000000000000000000000000007\n  name: web\n",
         "- - \n",
     ];
     for text in handled {
@@ -150,7 +153,7 @@ fn anything_the_reader_might_read_otherwise_is_left_to_it() {
         "- 'a': 1\n  a: 2\n",
         "- a: &x 1\n  b: *x\n",
         "- a: !!str 1\n",
-        "- a: >\n    folded\n",
+        "- a: >\n    x\n      more indented\n",
         "- a: |+\n    kept\n\n",
         "- a: |2\n    x\n",
         "- a: long\n    plain\n",
@@ -187,7 +190,8 @@ fn anything_the_reader_might_read_otherwise_is_left_to_it() {
 #[derive(Debug, Clone)]
 enum Node {
     Scalar(&'static str),
-    Literal(&'static str, bool),
+    /// Text, stripped, folded.
+    Literal(&'static str, bool, bool),
     Map(Vec<(&'static str, Node)>),
     Seq(Vec<Node>, bool),
 }
@@ -273,8 +277,8 @@ const LITERALS: &[&str] = &[
 fn node() -> impl Strategy<Value = Node> {
     let leaf = prop_oneof![
         4 => proptest::sample::select(SCALARS).prop_map(Node::Scalar),
-        1 => (proptest::sample::select(LITERALS), any::<bool>())
-            .prop_map(|(t, strip)| Node::Literal(t, strip)),
+        1 => (proptest::sample::select(LITERALS), any::<bool>(), any::<bool>())
+            .prop_map(|(t, strip, folded)| Node::Literal(t, strip, folded)),
     ];
     leaf.prop_recursive(4, 24, 4, |inner| {
         prop_oneof![
@@ -295,8 +299,13 @@ fn write(node: &Node, indent: usize, after_key: bool, out: &mut String) {
             out.push_str(s);
             out.push('\n');
         }
-        Node::Literal(t, strip) => {
-            out.push_str(if *strip { " |-\n" } else { " |\n" });
+        Node::Literal(t, strip, folded) => {
+            out.push_str(match (*folded, *strip) {
+                (false, false) => " |\n",
+                (false, true) => " |-\n",
+                (true, false) => " >\n",
+                (true, true) => " >-\n",
+            });
             for line in t.lines() {
                 if !line.is_empty() {
                     out.push_str(&" ".repeat(indent + 2));
