@@ -1642,6 +1642,25 @@ mod tests {
         assert_eq!(big_streamed.map(|(p, _)| p.len()), Ok(3));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Malformed entries among good ones: the fast path and the reader
+        /// give the whole text's answer, errors and lines included.
+        #[test]
+        fn malformed_yaml_entries_answer_as_the_whole_text(
+            a in "[-a-z0-9:#'\" \n|>{}\\[\\]&*!?,.~\t]{0,40}",
+            b in "[-a-z0-9:#'\" \n|>{}\\[\\]&*!?,.~\t]{0,40}",
+        ) {
+            let text = format!(
+                "kind: List\nitems:\n- metadata:\n    name: p\n- {a}\n- metadata:\n    name: q\n- {b}\n"
+            );
+            // a document marker names the first document's items otherwise (see the module doc)
+            proptest::prop_assume!(!text.lines().any(|l| l.starts_with("---") || l.starts_with("...")));
+            proptest::prop_assert_eq!(streamed(&text), whole(&text), "{}", text);
+        }
+    }
+
     /// Bytes cut anywhere by the reader: the same answer as in one piece.
     #[test]
     fn reads_cut_anywhere_give_the_same_answer() {

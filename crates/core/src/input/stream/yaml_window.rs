@@ -1,8 +1,10 @@
 //! The YAML fast path: a List in block style (`kubectl get -o yaml`) read
 //! from the window, each item written out as JSON by [`block`] and handed
 //! to the sink as a JSON item is. It reads the lines before `items:` only
-//! to find it (plain `key: value` lines), then the items one by one; at
-//! the items' end, or at anything [`block`] is not sure of, the YAML reader
+//! to find it (plain `key: value` lines), then the items a batch at a time
+//! (each batch written out on the pool's threads while the one before is
+//! handed on, in order); at the items' end, or at anything [`block`] is not
+//! sure of, the YAML reader
 //! takes over ([`Takeover`]): it reads the lines before `items:` again,
 //! then the input from the item it starts at (the last one handed on,
 //! skipped, when the items ended), so everything after, and every error,
