@@ -1,11 +1,12 @@
 //! One item of a block-style YAML List written out as JSON, for the plain
 //! YAML that `kubectl get -o yaml` and most YAML writers print: block
-//! mappings and sequences, plain and quoted scalars on one line, `|` and
-//! `|-` literal blocks, `{}` and `[]`. Anything else, or anything the YAML
-//! reader could read otherwise (a plain scalar that might be a number, a
-//! repeated key, deep nesting), is [`Miss::Unsure`]: the caller leaves the
-//! item to the YAML reader, so answers and errors stay the reader's. What
-//! it writes parses to the value the YAML reader gives the item.
+//! mappings and sequences, plain and quoted scalars on one line, literal
+//! (`|`, `|-`) and folded (`>`, `>-`) blocks, `{}` and `[]`. Anything else,
+//! or anything the YAML reader could read otherwise (a plain scalar that
+//! might be a number, a repeated key, deep nesting), is [`Miss::Unsure`]:
+//! the caller leaves the item to the YAML reader, so answers and errors
+//! stay the reader's. What it writes parses to the value the YAML reader
+//! gives the item.
 
 /// Why an item was not written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
