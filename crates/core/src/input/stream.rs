@@ -189,19 +189,7 @@ fn stream_items_by<S: ItemSink>(
     if !json && !starts_one_block_mapping(&head) {
         return read_whole(source_name, head, reader, max_bytes, size_hint, sink);
     }
-    let text = TextReader {
-        source_name,
-        head,
-        head_at: 0,
-        inner: reader,
-        total: 0,
-        limit: max_bytes,
-        carry: [0; 4],
-        carried: 0,
-        line: 1,
-        column: 1,
-        error: None,
-    };
+    let text = TextReader::new(source_name, head, reader, max_bytes);
     if !json {
         stream_yaml(source_name, text, max_bytes, size_hint, sink)?;
         return Ok(Streamed::Items);
@@ -629,7 +617,25 @@ struct TextReader<'s, R> {
     error: Option<InputError>,
 }
 
-impl<R: Read> TextReader<'_, R> {
+impl<'s, R: Read> TextReader<'s, R> {
+    /// The text of `head` (bytes read already), then of `inner`, at most
+    /// `limit` bytes in all.
+    fn new(source_name: &'s str, head: Vec<u8>, inner: R, limit: u64) -> Self {
+        Self {
+            source_name,
+            head,
+            head_at: 0,
+            inner,
+            total: 0,
+            limit,
+            carry: [0; 4],
+            carried: 0,
+            line: 1,
+            column: 1,
+            error: None,
+        }
+    }
+
     fn fail(&mut self, e: InputError) -> std::io::Error {
         self.error = Some(e);
         std::io::Error::other("stopped reading")

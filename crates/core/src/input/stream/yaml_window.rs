@@ -272,8 +272,8 @@ fn line_end<R: Read>(window: &mut Window<'_, R>, at: usize) -> Option<usize> {
 /// `items:`, with nothing but a comment after it.
 fn is_items_key(line: &[u8]) -> bool {
     line.strip_prefix(b"items:").is_some_and(|rest| {
-        let rest = rest.trim_ascii_start();
-        rest.is_empty() || rest[0] == b'#' && rest.len() < line.len() - 6
+        rest.trim_ascii().is_empty()
+            || rest.starts_with(b" ") && rest.trim_ascii_start().starts_with(b"#")
     })
 }
 
@@ -306,4 +306,76 @@ fn is_plain_pair(line: &[u8]) -> bool {
                 | b'`'
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::TextReader;
+    use super::*;
+
+    /// The items handed on, by location.
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+
+    impl ItemSink for Seen {
+        fn item(&mut self, _raw: &str, location: String) {
+            self.0.push(location);
+        }
+        fn value(&mut self, _value: serde_json::Value, location: String) {
+            self.0.push(location);
+        }
+        fn reset(&mut self) {
+            self.0.clear();
+        }
+        fn has_shape(&self) -> bool {
+            false
+        }
+        fn set_shape(&mut self, _e: InputError) {}
+        fn take_fatal(&mut self) -> Option<InputError> {
+            None
+        }
+        fn stopped(&self) -> bool {
+            false
+        }
+    }
+
+    /// How far the fast path reads `text`: the items it handed on, and
+    /// where the reader takes over (its resume).
+    fn fast_path(text: &str) -> (usize, Option<(usize, bool)>) {
+        let mut window = Window::new(TextReader::new(
+            "f.yaml",
+            Vec::new(),
+            text.as_bytes(),
+            1 << 30,
+        ));
+        let mut seen = Seen::default();
+        match run(&mut window, &mut seen) {
+            Outcome::Takeover(t) => (seen.0.len(), t.resume),
+            Outcome::Fatal(e) => panic!("{e}"),
+        }
+    }
+
+    /// The fast path reads plain entries itself, and hands the reader the
+    /// first it is not sure of, or the last one (skipped) when the items end.
+    #[test]
+    fn the_fast_path_reads_what_it_is_sure_of_and_no_further() {
+        let pod = |name: &str| format!("- metadata:\n    name: {name}\n    uid: u-{name}\n");
+        let many: String = (0..3000).map(|i| pod(&format!("p{i}"))).collect();
+        let list = |body: &str| format!("apiVersion: v1\nitems:\n{body}kind: List\n");
+        // every entry, across batches of a MiB; the reader reads the last
+        // again, skipped, and what follows
+        assert_eq!(fast_path(&list(&many)), (3000, Some((3000, true))));
+        // entry 2 holds a boolean in another spelling: the reader from there
+        let odd = format!(
+            "{}{}- metadata:\n    name: yes\n{}",
+            pod("a"),
+            pod("b"),
+            pod("c")
+        );
+        assert_eq!(fast_path(&list(&odd)), (2, Some((2, false))));
+        // nothing to stream: the reader from the start
+        assert_eq!(fast_path("kind: Pod\nmetadata:\n  name: a\n"), (0, None));
+        assert_eq!(fast_path("apiVersion: &v v1\nitems:\n- a: 1\n"), (0, None));
+        assert_eq!(fast_path("kind: List\nitems: []\n"), (0, None));
+    }
 }

@@ -29,8 +29,6 @@ const MAX_DEPTH: usize = 40;
 pub(crate) struct Item {
     /// Bytes the item took, with the blank and comment lines after it.
     pub len: usize,
-    /// Lines in those bytes.
-    pub lines: u64,
     /// The line after them (`None`: the text ended): its indentation, and
     /// whether it starts a sequence entry.
     pub next: Option<(usize, bool)>,
@@ -50,7 +48,6 @@ pub(crate) fn entry_to_json(
         text: text.as_bytes(),
         src: text,
         pos: 0,
-        lines: 0,
         complete,
         out,
         keys: Vec::new(),
@@ -65,7 +62,6 @@ pub(crate) fn entry_to_json(
     let next = t.content_line()?;
     Ok(Item {
         len: t.pos,
-        lines: t.lines,
         next: next.map(|l| (l.indent, l.is_dash(t.text))),
     })
 }
@@ -101,8 +97,6 @@ struct Transcoder<'t, 'o> {
     src: &'t str,
     /// The start of the next line not yet read.
     pos: usize,
-    /// Lines read (`pos` moved past their `\n`).
-    lines: u64,
     complete: bool,
     out: &'o mut String,
     /// The keys of the mappings being written, as written out (a repeated
@@ -156,7 +150,6 @@ impl Transcoder<'_, '_> {
 
     fn consume(&mut self, line: Line) {
         self.pos = line.next().min(self.text.len());
-        self.lines += u64::from(line.end < self.text.len());
     }
 
     /// The next line with content (blank and comment lines read past),
