@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
-use deletion_cost_testkit::{eventually, free_addr, free_port, http_get};
+use deletion_cost_testkit::{eventually, free_addr, free_port, http_get, read_request};
 use serde_json::{json, Value};
 use support::lag::held_pod_watch;
 use support::operator::{
@@ -63,6 +63,7 @@ impl Switch {
                 tokio::spawn(async move {
                     match mode {
                         GARBAGE => {
+                            read_request(&mut conn).await;
                             let _ = conn
                                 .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\nConnection: close\r\n\r\n{\"status\":4}")
                                 .await;

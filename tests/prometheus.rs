@@ -11,9 +11,9 @@ use deletion_cost::prometheus::{
 };
 use deletion_cost::signals::query::render_query;
 use deletion_cost::signals::{Sample, SampleProblem};
-use deletion_cost_testkit::free_addr;
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use deletion_cost_testkit::{free_addr, read_request};
+use tokio::io::AsyncWriteExt;
 
 /// Upper bound for any single test step that talks to a server.
 const STEP_LIMIT: Duration = Duration::from_secs(20);
@@ -322,8 +322,7 @@ impl FakeServer {
             while let Ok((mut sock, _)) = listener.accept().await {
                 match &response {
                     Some(r) => {
-                        let mut buf = [0u8; 8192];
-                        let _ = sock.read(&mut buf).await;
+                        read_request(&mut sock).await;
                         let _ = sock.write_all(r.as_bytes()).await;
                         let _ = sock.shutdown().await;
                     }

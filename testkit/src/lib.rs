@@ -22,6 +22,6 @@ mod shuffle;
 mod wait;
 
 pub use feed::run_fed;
-pub use net::{free_addr, free_port, http_get, http_request};
+pub use net::{free_addr, free_port, http_get, http_request, read_request};
 pub use shuffle::shuffle;
 pub use wait::{eventually, wait_until};
