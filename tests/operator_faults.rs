@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use deletion_cost::operator::sync::REFUSED_GRACE;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_addr, free_port, http_get, read_request};
@@ -409,6 +410,71 @@ async fn sigterm_while_the_policy_list_is_denied_ends_within_the_grace() {
         took <= Duration::from_millis(2500),
         "stopping took {took:?} with a 2 s grace"
     );
+}
+
+/// A namespace-scoped install without its ClusterRole may not list nodes:
+/// after the grace the operator goes on without node labels (billing classes
+/// unknown, the policy's default applies) instead of never becoming ready,
+/// and once nodes may be read their classes apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready() {
+    let fake = FakeApi::start().await;
+    fake.inject(Fault::status(403).on(Verb::List, "nodes").always());
+    seed(
+        &fake,
+        4,
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}],
+            "refreshInterval": "1s"
+        }),
+        None,
+    );
+    let port = free_port();
+    let mut cfg = config("operator-a", 50.0, 5);
+    cfg.metrics_addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let started = std::time::Instant::now();
+    let op = Operator::start(&fake, cfg);
+    let readyz = || async move { http_get(port, "/readyz").await };
+
+    // inside the grace: not ready, saying why, and nothing written
+    eventually(
+        Duration::from_secs(10),
+        "/readyz names the nodes",
+        || async {
+            let (code, body) = readyz().await;
+            code == 503 && body.contains("nodes")
+        },
+    )
+    .await;
+    assert!(fake.requests_for(Verb::Patch, "pods").is_empty());
+
+    eventually(REFUSED_GRACE + Duration::from_secs(15), "ready", || async {
+        readyz().await.0 == 200
+    })
+    .await;
+    assert!(
+        started.elapsed() >= REFUSED_GRACE,
+        "ready after {:?}, inside the grace",
+        started.elapsed()
+    );
+    eventually(
+        Duration::from_secs(15),
+        "the default on every pod",
+        || async { (0..4).all(|i| cost(&fake, &format!("web-{i:03}")).as_deref() == Some("50")) },
+    )
+    .await;
+
+    // the ClusterRole arrives: the nodes' classes apply
+    fake.clear_faults();
+    eventually(Duration::from_secs(20), "costs by class", || async {
+        (0..4).all(|i| {
+            let want = if i % 2 == 0 { "0" } else { "100" };
+            cost(&fake, &format!("web-{i:03}")).as_deref() == Some(want)
+        })
+    })
+    .await;
+    op.stop().await;
 }
 
 /// A leader that stops gracefully gives its Lease back, and a follower takes

@@ -88,6 +88,8 @@ pub async fn run_with_client(
     // Watches with trimmed objects; each reports its API errors to `health`
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
+    // a namespace-scoped install may run without the nodes' ClusterRole
+    health.may_go_without("nodes");
     let watches = watch_all(&client, ns, &health);
     let policies = watches.policies;
     let window = config.debounce;

@@ -1,17 +1,29 @@
 //! Cache sync and watch health: which caches have their first list, and the
 //! last API error each watch met, so a replica that cannot become ready says
-//! what it waits for (for example RBAC denying the policy list).
+//! what it waits for (for example RBAC denying the policy list). A cache the
+//! operator can do without (the nodes, which a namespace-scoped install
+//! without its ClusterRole may not read) counts as synced once its list has
+//! been refused for [`REFUSED_GRACE`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{Lookup, Store};
 use kube::runtime::watcher;
 
 /// How often a replica that is not ready says what it waits for.
 pub const WAITING_LOG_EVERY: Duration = Duration::from_secs(15);
+
+/// What a watch stream yields.
+type WatchResult<K> = Result<watcher::Event<K>, watcher::Error>;
+
+/// How long a cache the operator can do without must be refused (403)
+/// before the operator goes on without it: longer than the moments after an
+/// install when the operator runs before its RBAC has reached the API
+/// server's authorizer.
+pub const REFUSED_GRACE: Duration = Duration::from_secs(30);
 
 /// The caches the operator needs before it plans, by name.
 #[derive(Debug, Default)]
@@ -24,6 +36,12 @@ pub struct WatchHealth {
 struct CacheState {
     synced: bool,
     last_error: Option<String>,
+    /// The operator may go on without this cache when it is refused.
+    optional: bool,
+    /// Since when every list or watch of it has been refused (403).
+    refused_since: Option<Instant>,
+    /// Counted as synced while refused: the operator goes on without it.
+    gone_without: bool,
 }
 
 impl WatchHealth {
@@ -36,22 +54,67 @@ impl WatchHealth {
         })
     }
 
-    /// Notes a watch event of `cache`: an error is kept until the next success.
-    pub fn observe<T>(&self, cache: &'static str, event: &Result<T, watcher::Error>) {
+    /// Lets the operator go on without `cache` once it has been refused for
+    /// [`REFUSED_GRACE`] (see the module doc).
+    pub fn may_go_without(&self, cache: &'static str) {
         if let Ok(mut caches) = self.caches.lock() {
-            let entry = caches.entry(cache).or_default();
-            match event {
-                Err(e) => entry.last_error = Some(crate::error_chain(e)),
-                Ok(_) => entry.last_error = None,
+            caches.entry(cache).or_default().optional = true;
+        }
+    }
+
+    /// Notes a watch event of `cache`: an error is kept until the next success.
+    pub fn observe<K>(&self, cache: &'static str, event: &WatchResult<K>) {
+        self.observe_at(cache, event, Instant::now());
+    }
+
+    fn observe_at<K>(&self, cache: &'static str, event: &WatchResult<K>, now: Instant) {
+        // `Init` starts each list attempt, before its request: no success
+        if matches!(event, Ok(watcher::Event::Init)) {
+            return;
+        }
+        let Ok(mut caches) = self.caches.lock() else {
+            return;
+        };
+        let entry = caches.entry(cache).or_default();
+        match event {
+            Err(e) => {
+                entry.last_error = Some(crate::error_chain(e));
+                if !is_refused(e) {
+                    entry.refused_since = None;
+                    return;
+                }
+                let since = *entry.refused_since.get_or_insert(now);
+                let refused_for = now.saturating_duration_since(since);
+                if entry.optional && !entry.synced && refused_for >= REFUSED_GRACE {
+                    entry.synced = true;
+                    entry.gone_without = true;
+                    tracing::warn!(
+                        cache,
+                        refused_for_seconds = refused_for.as_secs(),
+                        error = entry.last_error.as_deref().unwrap_or_default(),
+                        "going on without this cache: its list is refused; \
+                         billing-class signals find no node labels until it is allowed"
+                    );
+                    if caches.values().all(|c| c.synced) {
+                        self.ready.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(_) => {
+                entry.last_error = None;
+                entry.refused_since = None;
+                if std::mem::take(&mut entry.gone_without) {
+                    tracing::info!(cache, "the cache is allowed again");
+                }
             }
         }
     }
 
     /// [`observe`](Self::observe) as a closure for a watch stream's `inspect`.
-    pub fn observer<T>(
+    pub fn observer<K>(
         self: &Arc<Self>,
         cache: &'static str,
-    ) -> impl FnMut(&Result<T, watcher::Error>) + Send + 'static {
+    ) -> impl FnMut(&WatchResult<K>) + Send + 'static {
         let health = self.clone();
         move |event| health.observe(cache, event)
     }
@@ -126,6 +189,17 @@ impl WatchHealth {
     }
 }
 
+/// Whether the API server refused the request (403 Forbidden).
+fn is_refused(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
+}
+
 /// Waits until a store has its first list. kube's readiness signal is a
 /// oneshot receiver shared by every waiter and keeps only the last waker:
 /// when the Controller also waits on the policy store, an earlier waiter is
@@ -152,17 +226,75 @@ mod tests {
     #[test]
     fn errors_are_kept_until_the_next_success_and_ready_needs_every_cache() {
         let h = WatchHealth::new(&["pods", "policies"]);
-        let err: Result<(), watcher::Error> = Err(watcher::Error::NoResourceVersion);
+        let err: WatchResult<()> = Err(watcher::Error::NoResourceVersion);
         h.observe("policies", &err);
         let waiting = h.waiting_for();
         assert_eq!(waiting.len(), 2);
         assert!(waiting[1].1.as_deref().is_some_and(|e| !e.is_empty()));
         h.mark_synced("pods");
         assert!(!h.is_ready());
-        h.observe("policies", &Ok::<(), watcher::Error>(()));
+        h.observe("policies", &Ok(watcher::Event::<()>::InitDone));
         assert_eq!(h.waiting_for(), vec![("policies", None)]);
         h.mark_synced("policies");
         assert!(h.is_ready());
         assert!(h.waiting_for().is_empty());
+    }
+
+    fn refused(code: u16) -> WatchResult<()> {
+        let status = kube::core::Status::failure("nodes is forbidden", "Forbidden").with_code(code);
+        Err(watcher::Error::InitialListFailed(kube::Error::Api(
+            status.boxed(),
+        )))
+    }
+
+    #[test]
+    fn a_cache_the_operator_can_do_without_counts_as_synced_after_the_grace() {
+        let h = WatchHealth::new(&["pods", "nodes"]);
+        h.may_go_without("nodes");
+        h.mark_synced("pods");
+        let t0 = Instant::now();
+        h.observe_at("nodes", &refused(403), t0);
+        h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE / 2);
+        assert!(!h.is_ready(), "ready inside the grace");
+        // another error starts the count again
+        h.observe_at("nodes", &refused(500), t0 + REFUSED_GRACE / 2);
+        h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE);
+        assert!(!h.is_ready(), "a 500 did not restart the grace");
+        // each list attempt starts with `Init`: no success, the grace runs on
+        h.observe_at(
+            "nodes",
+            &Ok(watcher::Event::<()>::Init),
+            t0 + REFUSED_GRACE * 3 / 2,
+        );
+        h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE * 2);
+        assert!(h.is_ready());
+        assert!(h.waiting_for().is_empty());
+        // allowed again: the error is gone, readiness stays
+        h.observe_at(
+            "nodes",
+            &Ok(watcher::Event::<()>::InitDone),
+            t0 + REFUSED_GRACE * 3,
+        );
+        assert!(h.is_ready());
+    }
+
+    #[test]
+    fn a_cache_the_operator_needs_waits_however_long_it_is_refused() {
+        let h = WatchHealth::new(&["pods", "policies"]);
+        h.mark_synced("pods");
+        let t0 = Instant::now();
+        for k in 0..10 {
+            h.observe_at("policies", &refused(403), t0 + REFUSED_GRACE * k);
+        }
+        assert!(!h.is_ready());
+        let waiting = h.waiting_for();
+        assert_eq!(waiting.len(), 1);
+        assert!(
+            waiting[0]
+                .1
+                .as_deref()
+                .is_some_and(|e| e.contains("forbidden")),
+            "{waiting:?}"
+        );
     }
 }
