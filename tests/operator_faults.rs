@@ -458,6 +458,10 @@ async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready()
         "ready after {:?}, inside the grace",
         started.elapsed()
     );
+    // the refused list is retried with a growing delay (0.5 s doubling to
+    // 5 s, jittered): about 10 lists in 30 s, not one every half second
+    let lists = fake.requests_for(Verb::List, "nodes").len();
+    assert!(lists <= 15, "{lists} node lists in {:?}", started.elapsed());
     eventually(
         Duration::from_secs(15),
         "the default on every pod",

@@ -308,6 +308,7 @@ async fn elect(params: Params, gate: watch::Sender<Gate>, stop: CancellationToke
         .fields(&format!("metadata.name={}", params.name))
         .list_semantic(watcher::ListSemantic::MostRecent);
     let mut lease_events = watcher(params.api.clone(), wc)
+        .filter(super::run::listed)
         .backoff(super::run::watch_backoff())
         .applied_objects()
         .boxed();

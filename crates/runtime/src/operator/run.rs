@@ -519,6 +519,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         watcher(api::<caches::WatchedPod>(client, ns), wc.clone()).map_ok(caches::record_event),
     )
     .inspect(health.observer("pods"))
+    .filter(listed)
     .backoff(watch_backoff())
     .touched_objects()
     .boxed();
@@ -527,6 +528,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .modify(caches::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
+        .filter(listed)
         .backoff(watch_backoff())
         .touched_objects()
         .predicate_filter(predicates::labels, Default::default())
@@ -536,6 +538,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .modify(caches::trim_replica_set)
         .reflect(rs_w)
         .inspect(health.observer("replicasets"))
+        .filter(listed)
         .backoff(watch_backoff())
         .touched_objects()
         .boxed();
@@ -550,6 +553,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
             }
         })
         .inspect(health.observer("policies"))
+        .filter(listed)
         .backoff(watch_backoff())
         .applied_objects()
         .boxed();
@@ -617,6 +621,15 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
+}
+
+/// Leaves out kube's `Init` event, which starts every list attempt before its
+/// request: put before `.backoff()`, which resets on any `Ok`, it kept a list
+/// refused for good retried every half second instead of backing off.
+pub(super) fn listed<K>(
+    event: &Result<watcher::Event<K>, watcher::Error>,
+) -> std::future::Ready<bool> {
+    std::future::ready(!matches!(event, Ok(watcher::Event::Init)))
 }
 
 /// Retry timing of the watches: exponential from 0.5 s, capped at 5 s (kube's
