@@ -414,7 +414,7 @@ async fn sigterm_while_the_policy_list_is_denied_ends_within_the_grace() {
 
 /// A namespace-scoped install without its ClusterRole may not list nodes:
 /// after the grace the operator goes on without node labels (billing classes
-/// unknown, the policy's default applies) instead of never becoming ready,
+/// unknown, the signal's default applies) instead of never becoming ready,
 /// and once nodes may be read their classes apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready() {

@@ -35,6 +35,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::RunConfig;
 use super::error::OperatorError;
+use super::run::Retried;
 use crate::writes::Gate;
 
 /// The election's timing (client-go's names and defaults).
@@ -308,8 +309,7 @@ async fn elect(params: Params, gate: watch::Sender<Gate>, stop: CancellationToke
         .fields(&format!("metadata.name={}", params.name))
         .list_semantic(watcher::ListSemantic::MostRecent);
     let mut lease_events = watcher(params.api.clone(), wc)
-        .filter(super::run::listed)
-        .backoff(super::run::watch_backoff())
+        .retried()
         .applied_objects()
         .boxed();
     let timings = params.timings;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{self, Controller};
@@ -24,6 +24,7 @@ use super::config::{check_limits, client, comparator_gates, RunConfig};
 use super::error::OperatorError;
 use super::reconcile::{self, Context};
 use super::server::{self, ServerState};
+use super::sync::WatchResult;
 use super::throttle::throttle;
 use super::{lease, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
@@ -89,7 +90,10 @@ pub async fn run_with_client(
     // so a replica that cannot list says why.
     let health = sync::WatchHealth::new(&["pods", "nodes", "replicasets", "policies"]);
     // a namespace-scoped install may run without the nodes' ClusterRole
-    health.may_go_without("nodes");
+    health.may_go_without(
+        "nodes",
+        "billing-class signals find no node labels and give every pod their default",
+    );
     let watches = watch_all(&client, ns, &health);
     let policies = watches.policies;
     let window = config.debounce;
@@ -519,8 +523,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         watcher(api::<caches::WatchedPod>(client, ns), wc.clone()).map_ok(caches::record_event),
     )
     .inspect(health.observer("pods"))
-    .filter(listed)
-    .backoff(watch_backoff())
+    .retried()
     .touched_objects()
     .boxed();
     let (nodes, nodes_w) = reflector::store::<Node>();
@@ -528,8 +531,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .modify(caches::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
-        .filter(listed)
-        .backoff(watch_backoff())
+        .retried()
         .touched_objects()
         .predicate_filter(predicates::labels, Default::default())
         .boxed();
@@ -538,8 +540,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .modify(caches::trim_replica_set)
         .reflect(rs_w)
         .inspect(health.observer("replicasets"))
-        .filter(listed)
-        .backoff(watch_backoff())
+        .retried()
         .touched_objects()
         .boxed();
     let (policies, policies_w) = reflector::store::<DeletionCostPolicy>();
@@ -553,8 +554,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
             }
         })
         .inspect(health.observer("policies"))
-        .filter(listed)
-        .backoff(watch_backoff())
+        .retried()
         .applied_objects()
         .boxed();
     // Health: ready once every cache has synced; until then, say why not.
@@ -623,20 +623,24 @@ where
     }
 }
 
-/// Leaves out kube's `Init` event, which starts every list attempt before its
-/// request: put before `.backoff()`, which resets on any `Ok`, it kept a list
+/// How a watch stream is retried after an error: with [`watch_backoff`],
+/// after leaving out kube's `Init` event. `Init` starts every list attempt
+/// before its request, and `.backoff()` resets on any `Ok`: it kept a list
 /// refused for good retried every half second instead of backing off.
-pub(super) fn listed<K>(
-    event: &Result<watcher::Event<K>, watcher::Error>,
-) -> std::future::Ready<bool> {
-    std::future::ready(!matches!(event, Ok(watcher::Event::Init)))
+pub(super) trait Retried<K>: Stream<Item = WatchResult<K>> + Sized {
+    fn retried(self) -> impl Stream<Item = WatchResult<K>> {
+        self.filter(|e| std::future::ready(!matches!(e, Ok(watcher::Event::Init))))
+            .backoff(watch_backoff())
+    }
 }
+
+impl<K, S: Stream<Item = WatchResult<K>>> Retried<K> for S {}
 
 /// Retry timing of the watches: exponential from 0.5 s, capped at 5 s (kube's
 /// default grows to 30 s: after an API server restart the operator then saw
 /// a policy's new spec about a minute late), reset after a minute without
 /// errors.
-pub(super) fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
     ResetTimerBackoff::new(
         watcher::ExponentialBackoff::from(
             backon::ExponentialBuilder::default()

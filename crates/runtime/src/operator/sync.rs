@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 pub const WAITING_LOG_EVERY: Duration = Duration::from_secs(15);
 
 /// What a watch stream yields.
-type WatchResult<K> = Result<watcher::Event<K>, watcher::Error>;
+pub(super) type WatchResult<K> = Result<watcher::Event<K>, watcher::Error>;
 
 /// How long a cache the operator can do without must be refused (403)
 /// before the operator goes on without it: longer than the moments after an
@@ -36,8 +36,9 @@ pub struct WatchHealth {
 struct CacheState {
     synced: bool,
     last_error: Option<String>,
-    /// The operator may go on without this cache when it is refused.
-    optional: bool,
+    /// What is lost when the operator goes on without this cache, refused;
+    /// `None`: it never does.
+    optional: Option<&'static str>,
     /// Since when every list or watch of it has been refused (403).
     refused_since: Option<Instant>,
     /// Counted as synced while refused: the operator goes on without it.
@@ -55,10 +56,11 @@ impl WatchHealth {
     }
 
     /// Lets the operator go on without `cache` once it has been refused for
-    /// [`REFUSED_GRACE`] (see the module doc).
-    pub fn may_go_without(&self, cache: &'static str) {
+    /// [`REFUSED_GRACE`] (see the module doc); `lost` says what that costs,
+    /// in the warning then logged.
+    pub fn may_go_without(&self, cache: &'static str, lost: &'static str) {
         if let Ok(mut caches) = self.caches.lock() {
-            caches.entry(cache).or_default().optional = true;
+            caches.entry(cache).or_default().optional = Some(lost);
         }
     }
 
@@ -85,15 +87,18 @@ impl WatchHealth {
                 }
                 let since = *entry.refused_since.get_or_insert(now);
                 let refused_for = now.saturating_duration_since(since);
-                if entry.optional && !entry.synced && refused_for >= REFUSED_GRACE {
+                if let (Some(lost), false) = (entry.optional, entry.synced) {
+                    if refused_for < REFUSED_GRACE {
+                        return;
+                    }
                     entry.synced = true;
                     entry.gone_without = true;
                     tracing::warn!(
                         cache,
                         refused_for_seconds = refused_for.as_secs(),
                         error = entry.last_error.as_deref().unwrap_or_default(),
-                        "going on without this cache: its list is refused; \
-                         billing-class signals find no node labels until it is allowed"
+                        lost,
+                        "going on without this cache until its list is allowed"
                     );
                     if caches.values().all(|c| c.synced) {
                         self.ready.store(true, Ordering::Relaxed);
@@ -250,7 +255,7 @@ mod tests {
     #[test]
     fn a_cache_the_operator_can_do_without_counts_as_synced_after_the_grace() {
         let h = WatchHealth::new(&["pods", "nodes"]);
-        h.may_go_without("nodes");
+        h.may_go_without("nodes", "no node labels");
         h.mark_synced("pods");
         let t0 = Instant::now();
         h.observe_at("nodes", &refused(403), t0);
