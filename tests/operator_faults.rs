@@ -449,10 +449,26 @@ async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready()
     .await;
     assert!(fake.requests_for(Verb::Patch, "pods").is_empty());
 
+    let gone_without = |value: u8| async move {
+        let (_, text) = http_get(port, "/metrics").await;
+        text.contains(&format!(
+            "deletion_cost_cache_gone_without{{cache=\"nodes\"}} {value}"
+        ))
+    };
+    assert!(gone_without(0).await, "the gauge is 0 inside the grace");
     eventually(REFUSED_GRACE + Duration::from_secs(15), "ready", || async {
         readyz().await.0 == 200
     })
     .await;
+    let (_, body) = readyz().await;
+    assert!(
+        body.ends_with("ready without: nodes (list refused)"),
+        "{body}"
+    );
+    assert!(
+        gone_without(1).await,
+        "the gauge says the nodes are gone without"
+    );
     assert!(
         started.elapsed() >= REFUSED_GRACE,
         "ready after {:?}, inside the grace",
@@ -478,6 +494,9 @@ async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready()
         })
     })
     .await;
+    assert!(gone_without(0).await, "the gauge is back to 0");
+    let (code, body) = readyz().await;
+    assert!(code == 200 && body.ends_with("\r\n\r\nready"), "{body}");
     op.stop().await;
 }
 

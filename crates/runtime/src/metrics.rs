@@ -95,6 +95,13 @@ pub struct PolicyOutcome {
     pub outcome: String,
 }
 
+/// Label `cache`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabel {
+    /// The watched kind (`nodes`).
+    pub cache: String,
+}
+
 /// A counter of amounts (hourly prices).
 type AmountCounter = Counter<f64, AtomicU64>;
 
@@ -162,6 +169,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 for the comparator's gates in use, labelled with how they were chosen.
     pub comparator_info: Family<ComparatorLabels, Gauge>,
+    /// 1 while the operator goes on without a cache whose list is refused.
+    pub caches_gone_without: Family<CacheLabel, Gauge>,
 }
 
 /// Where the patcher's counters come from at scrape time (the current
@@ -348,6 +357,7 @@ impl Metrics {
             prices_reloads: Family::default(),
             leader: Gauge::default(),
             comparator_info: Family::default(),
+            caches_gone_without: Family::default(),
         }
     }
 
@@ -453,6 +463,11 @@ impl Metrics {
             "deletion_cost_comparator_info",
             "The comparator's feature gates (1), by the Kubernetes version whose defaults apply and where it came from",
             self.comparator_info.clone(),
+        );
+        self.registry.register(
+            "deletion_cost_cache_gone_without",
+            "1 while the operator goes on without this cache because its list is refused (403); for nodes, billing-class signals give every pod their default",
+            self.caches_gone_without.clone(),
         );
     }
 
@@ -568,6 +583,16 @@ impl Metrics {
             .set(1);
     }
 
+    /// Whether the operator goes on without `cache` (see
+    /// [`crate::operator::sync::WatchHealth::report_gone_without`]).
+    pub fn cache_gone_without(&self, cache: &str, gone: bool) {
+        self.caches_gone_without
+            .get_or_create(&CacheLabel {
+                cache: cache.into(),
+            })
+            .set(i64::from(gone));
+    }
+
     /// Counts one reconcile.
     pub fn reconciled(&self, result: &str) {
         self.reconciles
@@ -644,6 +669,7 @@ mod tests {
         m.freed_nodes_awaiting("shop/web", 0);
         let detected = crate::comparator::choose_gates(None, "1.36".parse().ok(), None);
         m.comparator_chosen(&detected.unwrap());
+        m.cache_gone_without("nodes", true);
         let text = m.encode();
         for name in [
             "deletion_cost_reconciles_total{result=\"ok\"} 1",
@@ -671,6 +697,7 @@ mod tests {
             "deletion_cost_freed_nodes_settled_total{policy=\"shop/web\",outcome=\"removed\"} 1",
             "deletion_cost_freed_hourly_settled_total{policy=\"shop/web\",outcome=\"removed\"} 0.0416",
             "deletion_cost_freed_nodes_awaiting_removal{policy=\"shop/web\"} 0",
+            "deletion_cost_cache_gone_without{cache=\"nodes\"} 1",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -94,6 +94,8 @@ pub async fn run_with_client(
         "nodes",
         "billing-class signals find no node labels and give every pod their default",
     );
+    let gauge = metrics.clone();
+    health.report_gone_without(move |cache, gone| gauge.cache_gone_without(cache, gone));
     let watches = watch_all(&client, ns, &health);
     let policies = watches.policies;
     let window = config.debounce;

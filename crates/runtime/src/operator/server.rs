@@ -1,6 +1,7 @@
 //! The operator's own HTTP listener (`--metrics-addr`): `/metrics`
 //! (OpenMetrics), `/healthz`, `/readyz` (ready once every cache has synced,
-//! else 503 naming the caches still listing) and each managed policy's plan
+//! else 503 naming the caches still listing; a ready body names the caches
+//! gone without) and each managed policy's plan
 //! page (`/policies/<namespace>/<name>`, see [`super::page`]).
 
 use std::net::SocketAddr;
@@ -68,10 +69,14 @@ pub async fn serve(
         .route(
             "/readyz",
             get(move || {
-                let waiting = health.waiting_for();
+                let (waiting, without) = (health.waiting_for(), health.gone_without());
                 async move {
-                    if waiting.is_empty() {
+                    if waiting.is_empty() && without.is_empty() {
                         (StatusCode::OK, "ready".to_string())
+                    } else if waiting.is_empty() {
+                        // ready: the operator plans without what it may not read
+                        let body = format!("ready without: {} (list refused)", without.join(", "));
+                        (StatusCode::OK, body)
                     } else {
                         let names: Vec<&str> = waiting.iter().map(|w| w.0).collect();
                         (

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{Lookup, Store};
@@ -25,11 +25,24 @@ pub(super) type WatchResult<K> = Result<watcher::Event<K>, watcher::Error>;
 /// server's authorizer.
 pub const REFUSED_GRACE: Duration = Duration::from_secs(30);
 
+/// Told, for each cache the operator may go without, whether it now does.
+type GoneWithoutReport = Box<dyn Fn(&'static str, bool) + Send + Sync>;
+
 /// The caches the operator needs before it plans, by name.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct WatchHealth {
     caches: Mutex<BTreeMap<&'static str, CacheState>>,
     ready: AtomicBool,
+    report: OnceLock<GoneWithoutReport>,
+}
+
+impl std::fmt::Debug for WatchHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchHealth")
+            .field("caches", &self.caches)
+            .field("ready", &self.ready)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -52,6 +65,7 @@ impl WatchHealth {
         Arc::new(WatchHealth {
             caches: Mutex::new(caches),
             ready: AtomicBool::new(false),
+            report: OnceLock::new(),
         })
     }
 
@@ -61,6 +75,38 @@ impl WatchHealth {
     pub fn may_go_without(&self, cache: &'static str, lost: &'static str) {
         if let Ok(mut caches) = self.caches.lock() {
             caches.entry(cache).or_default().optional = Some(lost);
+        }
+    }
+
+    /// Calls `report(cache, gone)` now for each cache the operator may go
+    /// without, and again whenever it starts or stops going without one
+    /// (the metrics' gauge). Only the first report set is kept.
+    pub fn report_gone_without(&self, report: impl Fn(&'static str, bool) + Send + Sync + 'static) {
+        let Ok(caches) = self.caches.lock() else {
+            return;
+        };
+        for (name, state) in caches.iter().filter(|(_, s)| s.optional.is_some()) {
+            report(name, state.gone_without);
+        }
+        let _ = self.report.set(Box::new(report));
+    }
+
+    /// The caches the operator goes on without, refused.
+    pub fn gone_without(&self) -> Vec<&'static str> {
+        self.caches
+            .lock()
+            .map(|c| {
+                c.iter()
+                    .filter(|(_, s)| s.gone_without)
+                    .map(|(n, _)| *n)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn reported(&self, cache: &'static str, gone: bool) {
+        if let Some(report) = self.report.get() {
+            report(cache, gone);
         }
     }
 
@@ -103,6 +149,7 @@ impl WatchHealth {
                     if caches.values().all(|c| c.synced) {
                         self.ready.store(true, Ordering::Relaxed);
                     }
+                    self.reported(cache, true);
                 }
             }
             Ok(_) => {
@@ -110,6 +157,7 @@ impl WatchHealth {
                 entry.refused_since = None;
                 if std::mem::take(&mut entry.gone_without) {
                     tracing::info!(cache, "the cache is allowed again");
+                    self.reported(cache, false);
                 }
             }
         }
@@ -256,6 +304,9 @@ mod tests {
     fn a_cache_the_operator_can_do_without_counts_as_synced_after_the_grace() {
         let h = WatchHealth::new(&["pods", "nodes"]);
         h.may_go_without("nodes", "no node labels");
+        let reports = Arc::new(Mutex::new(Vec::new()));
+        let seen = reports.clone();
+        h.report_gone_without(move |cache, gone| seen.lock().unwrap().push((cache, gone)));
         h.mark_synced("pods");
         let t0 = Instant::now();
         h.observe_at("nodes", &refused(403), t0);
@@ -271,9 +322,18 @@ mod tests {
             &Ok(watcher::Event::<()>::Init),
             t0 + REFUSED_GRACE * 3 / 2,
         );
+        assert_eq!(*reports.lock().unwrap(), [("nodes", false)]);
+        assert!(h.gone_without().is_empty());
         h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE * 2);
         assert!(h.is_ready());
         assert!(h.waiting_for().is_empty());
+        assert_eq!(h.gone_without(), ["nodes"]);
+        // refused on: reported once, not per retry
+        h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE * 5 / 2);
+        assert_eq!(
+            *reports.lock().unwrap(),
+            [("nodes", false), ("nodes", true)]
+        );
         // allowed again: the error is gone, readiness stays
         h.observe_at(
             "nodes",
@@ -281,6 +341,11 @@ mod tests {
             t0 + REFUSED_GRACE * 3,
         );
         assert!(h.is_ready());
+        assert!(h.gone_without().is_empty());
+        assert_eq!(
+            *reports.lock().unwrap(),
+            [("nodes", false), ("nodes", true), ("nodes", false)]
+        );
     }
 
     #[test]
