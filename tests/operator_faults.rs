@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deletion_cost::operator::sync::REFUSED_GRACE;
+use deletion_cost::operator::sync::{GONE_WITHOUT_RETRY, REFUSED_GRACE};
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
 use deletion_cost_testkit::prometheus::{openmetrics, unix_now, PrometheusServer};
 use deletion_cost_testkit::{eventually, free_addr, free_port, http_get, read_request};
@@ -469,6 +469,12 @@ async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready()
         gone_without(1).await,
         "the gauge says the nodes are gone without"
     );
+    // gone without: listed again GONE_WITHOUT_RETRY after the refusal that
+    // ended the grace (kube warns of each), not every 5-10 s as before
+    let before = fake.requests_for(Verb::List, "nodes").len();
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let lists = fake.requests_for(Verb::List, "nodes").len() - before;
+    assert!(lists <= 1, "{lists} node lists in 25 s while gone without");
     assert!(
         started.elapsed() >= REFUSED_GRACE,
         "ready after {:?}, inside the grace",
@@ -485,9 +491,10 @@ async fn nodes_refused_for_good_leave_classes_unknown_not_the_operator_unready()
     )
     .await;
 
-    // the ClusterRole arrives: the nodes' classes apply
+    // the ClusterRole arrives: the nodes' classes apply at the next list
     fake.clear_faults();
-    eventually(Duration::from_secs(20), "costs by class", || async {
+    let allowed = GONE_WITHOUT_RETRY + Duration::from_secs(20);
+    eventually(allowed, "costs by class", || async {
         (0..4).all(|i| {
             let want = if i % 2 == 0 { "0" } else { "100" };
             cost(&fake, &format!("web-{i:03}")).as_deref() == Some(want)

@@ -583,14 +583,19 @@ impl Metrics {
             .set(1);
     }
 
-    /// Whether the operator goes on without `cache` (see
-    /// [`crate::operator::sync::WatchHealth::report_gone_without`]).
-    pub fn cache_gone_without(&self, cache: &str, gone: bool) {
-        self.caches_gone_without
-            .get_or_create(&CacheLabel {
-                cache: cache.into(),
-            })
-            .set(i64::from(gone));
+    /// Sets `deletion_cost_cache_gone_without` (see
+    /// [`crate::operator::sync::WatchHealth::report_gone_without`]). It
+    /// holds the gauge only: a watch that holds it must not keep the
+    /// metrics' source, the term's patcher, alive.
+    pub fn gone_without_gauge(&self) -> impl Fn(&'static str, bool) + Send + Sync + 'static {
+        let family = self.caches_gone_without.clone();
+        move |cache, gone| {
+            family
+                .get_or_create(&CacheLabel {
+                    cache: cache.into(),
+                })
+                .set(i64::from(gone));
+        }
     }
 
     /// Counts one reconcile.
@@ -669,7 +674,7 @@ mod tests {
         m.freed_nodes_awaiting("shop/web", 0);
         let detected = crate::comparator::choose_gates(None, "1.36".parse().ok(), None);
         m.comparator_chosen(&detected.unwrap());
-        m.cache_gone_without("nodes", true);
+        m.gone_without_gauge()("nodes", true);
         let text = m.encode();
         for name in [
             "deletion_cost_reconciles_total{result=\"ok\"} 1",

@@ -94,8 +94,7 @@ pub async fn run_with_client(
         "nodes",
         "billing-class signals find no node labels and give every pod their default",
     );
-    let gauge = metrics.clone();
-    health.report_gone_without(move |cache, gone| gauge.cache_gone_without(cache, gone));
+    health.report_gone_without(metrics.gone_without_gauge());
     let watches = watch_all(&client, ns, &health);
     let policies = watches.policies;
     let window = config.debounce;
@@ -533,7 +532,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .modify(caches::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
-        .retried()
+        .retried_patiently(health.clone(), "nodes")
         .touched_objects()
         .predicate_filter(predicates::labels, Default::default())
         .boxed();
@@ -631,8 +630,24 @@ where
 /// refused for good retried every half second instead of backing off.
 pub(super) trait Retried<K>: Stream<Item = WatchResult<K>> + Sized {
     fn retried(self) -> impl Stream<Item = WatchResult<K>> {
+        self.without_init().backoff(watch_backoff())
+    }
+
+    /// [`retried`](Retried::retried), but only every
+    /// [`sync::GONE_WITHOUT_RETRY`] while the operator goes on without
+    /// `cache` (see [`sync::WatchHealth::patient`]).
+    fn retried_patiently(
+        self,
+        health: Arc<sync::WatchHealth>,
+        cache: &'static str,
+    ) -> impl Stream<Item = WatchResult<K>> {
+        self.without_init()
+            .backoff(health.patient(cache, watch_backoff()))
+    }
+
+    /// Leaves out `Init`, which comes before every list attempt's request.
+    fn without_init(self) -> impl Stream<Item = WatchResult<K>> {
         self.filter(|e| std::future::ready(!matches!(e, Ok(watcher::Event::Init))))
-            .backoff(watch_backoff())
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{Lookup, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 
 /// How often a replica that is not ready says what it waits for.
@@ -24,6 +25,11 @@ pub(super) type WatchResult<K> = Result<watcher::Event<K>, watcher::Error>;
 /// install when the operator runs before its RBAC has reached the API
 /// server's authorizer.
 pub const REFUSED_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a cache the operator goes on without is listed again: its list
+/// stays refused until someone grants the ClusterRole, and kube warns of
+/// each refusal, so every few seconds filled the log (10 warnings a minute).
+pub const GONE_WITHOUT_RETRY: Duration = REFUSED_GRACE;
 
 /// Told, for each cache the operator may go without, whether it now does.
 type GoneWithoutReport = Box<dyn Fn(&'static str, bool) + Send + Sync>;
@@ -163,6 +169,23 @@ impl WatchHealth {
         }
     }
 
+    /// Whether the operator goes on without `cache`.
+    pub fn is_gone_without(&self, cache: &str) -> bool {
+        self.caches
+            .lock()
+            .is_ok_and(|c| c.get(cache).is_some_and(|s| s.gone_without))
+    }
+
+    /// `backoff` for `cache`'s watch, waiting at least
+    /// [`GONE_WITHOUT_RETRY`] while the operator goes on without it.
+    pub fn patient<B: Backoff>(self: Arc<Self>, cache: &'static str, backoff: B) -> impl Backoff {
+        Patient {
+            backoff,
+            health: self,
+            cache,
+        }
+    }
+
     /// [`observe`](Self::observe) as a closure for a watch stream's `inspect`.
     pub fn observer<K>(
         self: &Arc<Self>,
@@ -239,6 +262,32 @@ impl WatchHealth {
                 }
             }
         }
+    }
+}
+
+/// See [`WatchHealth::patient`].
+struct Patient<B> {
+    backoff: B,
+    health: Arc<WatchHealth>,
+    cache: &'static str,
+}
+
+impl<B: Backoff> Iterator for Patient<B> {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.backoff.next()?;
+        Some(if self.health.is_gone_without(self.cache) {
+            delay.max(GONE_WITHOUT_RETRY)
+        } else {
+            delay
+        })
+    }
+}
+
+impl<B: Backoff> Backoff for Patient<B> {
+    fn reset(&mut self) {
+        self.backoff.reset();
     }
 }
 
@@ -346,6 +395,43 @@ mod tests {
             *reports.lock().unwrap(),
             [("nodes", false), ("nodes", true), ("nodes", false)]
         );
+    }
+
+    /// A backoff of one fixed delay.
+    struct Every(Duration);
+
+    impl Iterator for Every {
+        type Item = Duration;
+        fn next(&mut self) -> Option<Duration> {
+            Some(self.0)
+        }
+    }
+
+    impl Backoff for Every {
+        fn reset(&mut self) {}
+    }
+
+    #[test]
+    fn a_cache_gone_without_is_retried_patiently_until_allowed() {
+        let h = WatchHealth::new(&["pods", "nodes"]);
+        h.may_go_without("nodes", "no node labels");
+        h.mark_synced("pods");
+        let short = Duration::from_secs(5);
+        let mut nodes = h.clone().patient("nodes", Every(short));
+        let mut pods = h.clone().patient("pods", Every(short));
+        let t0 = Instant::now();
+        h.observe_at("nodes", &refused(403), t0);
+        assert_eq!(nodes.next(), Some(short), "inside the grace");
+        h.observe_at("nodes", &refused(403), t0 + REFUSED_GRACE);
+        assert!(h.is_gone_without("nodes"));
+        assert_eq!(nodes.next(), Some(GONE_WITHOUT_RETRY));
+        assert_eq!(pods.next(), Some(short), "only the cache gone without");
+        h.observe_at(
+            "nodes",
+            &Ok(watcher::Event::<()>::InitDone),
+            t0 + REFUSED_GRACE * 2,
+        );
+        assert_eq!(nodes.next(), Some(short), "allowed again");
     }
 
     #[test]
