@@ -1,8 +1,8 @@
 //! The operator's own HTTP listener (`--metrics-addr`): `/metrics`
 //! (OpenMetrics), `/healthz`, `/readyz` (ready once every cache has synced,
 //! else 503 naming the caches still listing; a ready body names the caches
-//! gone without) and each managed policy's plan
-//! page (`/policies/<namespace>/<name>`, see [`super::page`]).
+//! gone without) and each managed policy's plan page
+//! (`/policies/<namespace>/<name>`, see [`super::page`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
