@@ -15,8 +15,8 @@ use super::source::read_pods_slim;
 use super::{print_out, table, CliError};
 use crate::comparator::key::go_time;
 use crate::comparator::{
-    rank_slim, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion, PodsOnNode, Ranking,
-    Rule, SlimPod,
+    rank_slim, victims_in_syncs, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion,
+    PodsOnNode, RankKey, Ranking, Rule, SlimPod, Syncs, BURST_REPLICAS,
 };
 use crate::input::{
     capped_list, merge_versions, shortened, InputError, InputLimits, ServerVersion, EMPTY_LIST,
@@ -439,7 +439,7 @@ pub fn predict<'a>(
                 name: o.name.to_string(),
                 uid: o.uid.to_string(),
             });
-            group_prediction(settings, owner, members, &on_node, ranking)
+            group_prediction(&cmp, settings, owner, members, &on_node, ranking)
         })
         .collect::<Vec<_>>();
     Prediction {
@@ -452,14 +452,44 @@ pub fn predict<'a>(
     }
 }
 
+/// The victims of a scale-in by `n` sync by sync ([`victims_in_syncs`]):
+/// past one sync's worth the pods are keyed again, with their colocation
+/// ranks, to rank what each sync leaves.
+fn syncs_of(
+    cmp: &Comparator,
+    members: &[&SlimPod],
+    on_node: &PodsOnNode,
+    ranking: &Ranking,
+    n: usize,
+) -> Syncs {
+    if n <= BURST_REPLICAS {
+        return Syncs {
+            victims: ranking.victims_in_order(n),
+            syncs: usize::from(n > 0),
+            tie_at_cut: ranking.tie_at_cut(n),
+        };
+    }
+    let mut keys: Vec<RankKey> = members
+        .iter()
+        .map(|p| RankKey::from_slim(p).with_now(cmp.now))
+        .collect();
+    on_node.assign(&mut keys);
+    victims_in_syncs(cmp, &keys, ranking, n, BURST_REPLICAS)
+}
+
 fn group_prediction<'a>(
+    cmp: &Comparator,
     settings: &Settings,
     owner: Option<OwnerRef>,
     members: Vec<&'a SlimPod>,
     on_node: &Arc<PodsOnNode<'a>>,
     ranking: Ranking,
 ) -> GroupPrediction<'a> {
-    let victims = settings.scale_down_by.map(|n| ranking.victims_in_order(n));
+    // as the controller deletes them: in syncs of at most 500
+    let syncs = settings
+        .scale_down_by
+        .map(|n| syncs_of(cmp, &members, on_node, &ranking, n));
+    let victims = syncs.as_ref().map(|s| s.victims.clone());
     let is_victim = victims.as_ref().map(|v| {
         let mut is_victim = vec![false; members.len()];
         for &i in v {
@@ -483,7 +513,7 @@ fn group_prediction<'a>(
     GroupPrediction {
         owner,
         victims: victims.map(|v| v.iter().map(|&i| members[i].name.to_string()).collect()),
-        tie_at_cut: settings.scale_down_by.map(|n| ranking.tie_at_cut(n)),
+        tie_at_cut: syncs.as_ref().map(|s| s.tie_at_cut),
         ambiguity,
         is_victim,
         now_ns: settings.now.as_nanosecond(),

@@ -10,6 +10,7 @@ pub mod order;
 mod packed;
 pub mod slim;
 mod sort;
+pub mod syncs;
 mod verify;
 
 pub use cost::{parse_deletion_cost, CostProblem, ParsedCost};
@@ -21,6 +22,7 @@ pub use key::{
 };
 pub use order::{rank_pods, rank_slim, Ambiguity, Comparator, Ranking, Rule};
 pub use slim::{ControllerRef, SlimPod, Uid};
+pub use syncs::{victims_in_syncs, Syncs, BURST_REPLICAS};
 
 /// Active pods of one ReplicaSet in the order upstream deletes them.
 #[derive(Debug, Clone)]

@@ -28,7 +28,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::comparator::{rank_pods, Comparator, ParsedCost, RankKey, Ranking};
+use crate::comparator::{
+    rank_pods, victims_in_syncs, Comparator, ParsedCost, RankKey, Ranking, Syncs, BURST_REPLICAS,
+};
 
 /// One pod of a ReplicaSet as the correction reads it, beside its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +118,7 @@ impl Correction {
         writes: &[Write],
         k: usize,
     ) -> Vec<usize> {
-        rank_after(cmp, keys, writes).victims(k)
+        victims_after_writes(cmp, keys, writes, k).victims
     }
 }
 
@@ -236,24 +238,36 @@ pub fn correct(cmp: &Comparator, keys: &[RankKey], pods: &[PodCosts], k: usize) 
         may,
         wanted,
         in_wanted,
-    } = wanted_cut(&intended, &live, n, k);
+    } = wanted_cut(&intended, &intended_keys, &live, n, k);
 
     // values in flight read pessimistically (see the module docs): first
     // whether every victim set the pods can give is one the policy accepts
     // with nothing in flight every pessimistic reading is the live one:
     // the live ranking serves (one sort instead of four)
     let flying = pods.iter().any(|p| p.in_flight.is_some());
-    let reranked = |late: &dyn Fn(usize) -> bool| {
-        flying.then(|| rank_pods(cmp, &pessimistic(keys, pods, late)))
-    };
-    let accept_own = reranked(&|i| must[i] || may[i]);
-    let must_own = reranked(&|i| must[i]);
+    let accept_keys = flying.then(|| pessimistic(keys, pods, |i| must[i] || may[i]));
+    let accept_keys = accept_keys.as_deref().unwrap_or(keys);
+    let must_keys = flying.then(|| pessimistic(keys, pods, |i| must[i]));
+    let must_keys = must_keys.as_deref().unwrap_or(keys);
+    let accept_own = flying.then(|| rank_pods(cmp, accept_keys));
+    let must_own = flying.then(|| rank_pods(cmp, must_keys));
     let accept = accept_own.as_ref().unwrap_or(&live);
     let must_first = must_own.as_ref().unwrap_or(&live);
-    let as_they_stand = accept.victims(k);
-    // a cut the clock can move is no cut: the controller sorts moments later
-    let steady = !moves_with_the_clock(cmp, accept, k) && !moves_with_the_clock(cmp, must_first, k);
-    if steady && accepted(accept, must_first, k, &must, &may) {
+    let as_they_stand = victims_of(cmp, accept_keys, accept, k);
+    // a cut the clock can move is no cut: the controller sorts moments
+    // later; nor is one a later sync ranks again
+    let steady = !moves_with_the_clock(cmp, accept, k)
+        && !moves_with_the_clock(cmp, must_first, k)
+        && k <= BURST_REPLICAS;
+    if (steady && accepted(accept, must_first, k, &must, &may))
+        || accepted_whatever_follows(
+            (accept, accept_keys),
+            (must_first, must_keys),
+            k,
+            &must,
+            &may,
+        )
+    {
         return Correction {
             wanted,
             after: as_they_stand.clone(),
@@ -321,10 +335,69 @@ struct WantedCut {
     in_wanted: Vec<bool>,
 }
 
-/// The cut after `k` of the `intended` ranking of `n` pods; a tie at it is
-/// settled by the `live` order, so that as few pods as possible need a write.
-fn wanted_cut(intended: &Ranking, live: &Ranking, n: usize, k: usize) -> WantedCut {
-    let (before, tied) = cut(intended, k);
+/// The pods either side of the cut after `k` in `r` (over `keys`) that the
+/// comparator's first four rules (class, then cost) cannot tell apart: the
+/// pods before that run, and the run. Every rule after the cost (the
+/// colocation rank, which a later sync counts anew; the age buckets, which
+/// move with the clock) only orders pods inside such a run, so whatever
+/// they say, the first `k` pods are those before it and some of it.
+fn cost_cut<'r>(r: &'r Ranking, keys: &[RankKey], k: usize) -> (&'r [usize], &'r [usize]) {
+    let at = |pos: usize| {
+        let key = &keys[r.order[pos]];
+        (class(key), key.cost.value)
+    };
+    if k == 0 || k >= r.order.len() || at(k - 1) != at(k) {
+        return (&r.order[..k.min(r.order.len())], &[]);
+    }
+    let run = at(k - 1);
+    let start = (0..k)
+        .rev()
+        .take_while(|&p| at(p) == run)
+        .last()
+        .unwrap_or(k - 1);
+    let end = (k..r.order.len())
+        .take_while(|&p| at(p) == run)
+        .last()
+        .map_or(k, |e| e + 1);
+    (&r.order[..start], &r.order[start..end])
+}
+
+/// Whether the pods the controller deletes in a scale-in by `k` are ones the
+/// policy accepts whatever the rules after the cost say: all of `must`, the
+/// rest from `may`. `accept` ranks its keys read as late as their values
+/// may put the accepted pods and as early as the others; `must_first` the
+/// same for the `must` pods alone (each only gets truer as values land).
+fn accepted_whatever_follows(
+    accept: (&Ranking, &[RankKey]),
+    must_first: (&Ranking, &[RankKey]),
+    k: usize,
+    must: &[bool],
+    may: &[bool],
+) -> bool {
+    if accept.0.ambiguity.is_some() || must_first.0.ambiguity.is_some() {
+        return false;
+    }
+    let (before, run) = cost_cut(accept.0, accept.1, k);
+    let (must_before, _) = cost_cut(must_first.0, must_first.1, k);
+    let n_must = must.iter().filter(|m| **m).count();
+    before.iter().all(|&i| must[i] || may[i])
+        && run.iter().all(|&i| may[i])
+        && must_before.iter().filter(|&&i| must[i]).count() == n_must
+}
+
+/// The cut after `k` of the `intended` ranking of `n` pods (over
+/// `intended_keys`). The policy says nothing about pods its costs tie: at
+/// a cut inside a run of pods with one class and one intended cost, any of
+/// the run may go, and the live order settles which, so that as few pods as
+/// possible need a write.
+fn wanted_cut(
+    intended: &Ranking,
+    intended_keys: &[RankKey],
+    live: &Ranking,
+    n: usize,
+    k: usize,
+) -> WantedCut {
+    let (before, tied) = cost_cut(intended, intended_keys, k);
     let mut must = vec![false; n];
     let mut may = vec![false; n];
     before.iter().for_each(|&i| must[i] = true);
@@ -398,16 +471,23 @@ fn order_writes_and_predict(
         after.sort_by_key(|&i| intended_pos[i]);
         after
     } else {
-        rank_after(cmp, pessimistic, &correction.writes).victims(k)
+        victims_after_writes(cmp, pessimistic, &correction.writes, k).victims
     };
 }
 
-fn rank_after(cmp: &Comparator, keys: &[RankKey], writes: &[Write]) -> Ranking {
+/// The pods a scale-in by `k` deletes, sync by sync, from `keys` ranked as `r`.
+fn victims_of(cmp: &Comparator, keys: &[RankKey], r: &Ranking, k: usize) -> Vec<usize> {
+    victims_in_syncs(cmp, keys, r, k, BURST_REPLICAS).victims
+}
+
+/// What a scale-in by `k` deletes once `writes` landed on `keys`.
+fn victims_after_writes(cmp: &Comparator, keys: &[RankKey], writes: &[Write], k: usize) -> Syncs {
     let mut keys = keys.to_vec();
     for w in writes {
         keys[w.pod].cost = cost(w.cost);
     }
-    rank_pods(cmp, &keys)
+    let r = rank_pods(cmp, &keys);
+    victims_in_syncs(cmp, &keys, &r, k, BURST_REPLICAS)
 }
 
 /// The cut of the deciding class (`seq`, by cost) with the fewest writes,
@@ -682,7 +762,8 @@ impl ReplicaSetCorrection {
     /// (all of which the policy accepts), not a prediction.
     pub fn tie_at_cut(&self) -> bool {
         (1..self.keys.len()).contains(&self.by)
-            && rank_after(&self.cmp, &self.keys, &self.correction.writes).tie_at_cut(self.by)
+            && victims_after_writes(&self.cmp, &self.keys, &self.correction.writes, self.by)
+                .tie_at_cut
     }
 
     /// The cost the controller reads of `pod` once the writes landed, and

@@ -11,6 +11,7 @@ use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Node;
 use rayon::prelude::*;
 
+use super::node_order::{node_order, NodeOrder};
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
     default_value, map_chunks, map_in_order, CostAction, CostOwner, CostWrite, NamedPolicy,
@@ -92,6 +93,11 @@ pub(super) fn cost_pods(
     let mut warnings = Vec::new();
     let pod_nodes = PodNodes::new(pods, &selection.nodes, nodes);
     warnings.extend(missing_nodes_warning(&pod_nodes));
+    let node_values = consolidation_of(policy).map(|c| {
+        let order = node_values(c, &pod_nodes);
+        warnings.extend(crowded_warning(c, &order.crowded));
+        (c, order.values)
+    });
 
     // Names are copied first, chunk by chunk: the plans share them, and the
     // utilisation join then reads them from one place instead of from pods
@@ -101,7 +107,11 @@ pub(super) fn cost_pods(
     });
     let mut signal_values: Vec<Vec<SignalEntry>> =
         map_in_order(parallel, &policy.spec.signals, |idx, spec| {
-            evaluate_signal(idx, spec, pods, &names, &pod_nodes, samples, previous)
+            let nodes = NodeSignals {
+                pods: &pod_nodes,
+                consolidation: node_values.as_ref().map(|(_, v)| v.as_slice()),
+            };
+            evaluate_signal(idx, spec, pods, &names, &nodes, samples, previous)
         });
 
     // Pods are costed in chunks, on both threads when `parallel`. Each chunk
@@ -522,23 +532,79 @@ impl<'a> PodNodes<'a> {
     }
 }
 
+/// The policy's consolidation signal, if it has one.
+fn consolidation_of(policy: &NamedPolicy) -> Option<&signal::NodeConsolidation> {
+    policy.spec.signals.iter().find_map(|s| match s {
+        ValidatedSignal::NodeConsolidation(c) => Some(c),
+        _ => None,
+    })
+}
+
+/// The band of a node for `nodeConsolidation`: its pod count (capped at
+/// `maxPods`), or after every count when no autoscaler may remove it:
+/// draining it frees nothing.
+fn band(c: &signal::NodeConsolidation, pods_on: i64, blocked: bool) -> i64 {
+    if blocked {
+        c.blocked_band()
+    } else {
+        pods_on.clamp(0, i64::from(c.max_pods))
+    }
+}
+
+/// Each node slot's consolidation value ([`super::node_order`]).
+fn node_values(c: &signal::NodeConsolidation, pod_nodes: &PodNodes) -> NodeOrder {
+    let nodes: Vec<(&str, i64)> = pod_nodes
+        .names
+        .iter()
+        .zip(pod_nodes.pods_on.iter().zip(&pod_nodes.blocked))
+        .map(|(name, (&on, &blocked))| (*name, band(c, on, blocked)))
+        .collect();
+    node_order(&nodes, c.node_slots)
+}
+
+/// The warning for bands with more nodes than the cost range leaves values
+/// for: those nodes share costs, so a scale-in may split them.
+fn crowded_warning(c: &signal::NodeConsolidation, crowded: &[(i64, usize)]) -> Option<String> {
+    let (band, nodes) = crowded.iter().max_by_key(|(_, n)| *n)?;
+    let what = if *band == c.blocked_band() {
+        "nodes no autoscaler may remove".to_string()
+    } else {
+        format!("nodes holding {band} pod(s)")
+    };
+    Some(format!(
+        "nodeConsolidation: {nodes} {what}, but int32 leaves room for {} node(s) per pod count \
+         beside the other signals: some of them share a cost, so a scale-in may take pods from \
+         several (lower maxPods, buckets, cost ranges or maxPerZone to make room)",
+        c.node_slots
+    ))
+}
+
+/// What the node signals read: the pods' nodes, and each node slot's
+/// consolidation value when the policy has that signal.
+struct NodeSignals<'n, 'a> {
+    pods: &'n PodNodes<'a>,
+    consolidation: Option<&'n [i64]>,
+}
+
 /// Values of one signal for every pod, with a readable detail.
 fn evaluate_signal(
     idx: usize,
     spec: &ValidatedSignal,
     pods: &[&NsPod],
     names: &[Vec<Arc<str>>],
-    pod_nodes: &PodNodes,
+    nodes: &NodeSignals,
     samples: &SignalSamples,
     previous: &PreviousValues,
 ) -> Vec<(Option<i64>, Arc<str>)> {
     match spec {
         ValidatedSignal::BillingClass(b) => {
-            billing_class_values(b, spec.value_range().0, pods, pod_nodes)
+            billing_class_values(b, spec.value_range().0, pods, nodes.pods)
         }
         ValidatedSignal::Utilization(u) => utilization_values(idx, u, names, samples, previous),
-        ValidatedSignal::NodeConsolidation(c) => consolidation_values(c, pod_nodes),
-        ValidatedSignal::ZoneBalance(z) => zone_values(z, pods.len(), pod_nodes),
+        ValidatedSignal::NodeConsolidation(c) => {
+            consolidation_values(c, nodes.pods, nodes.consolidation.unwrap_or(&[]))
+        }
+        ValidatedSignal::ZoneBalance(z) => zone_values(z, pods.len(), nodes),
     }
 }
 
@@ -682,42 +748,50 @@ fn utilization_values(
         .collect()
 }
 
-/// `nodeConsolidation`: the pod count of each pod's node.
+/// `nodeConsolidation`: each pod's node's value in the node order
+/// (`values`, by node slot).
 fn consolidation_values(
     c: &signal::NodeConsolidation,
     pod_nodes: &PodNodes,
+    values: &[i64],
 ) -> Vec<(Option<i64>, Arc<str>)> {
-    // the detail depends only on the count and whether the node can
-    // go: formatted once per pair
-    let mut details: HashMap<(i64, bool), Arc<str>> = HashMap::new();
-    let full = i64::from(c.max_pods);
+    // the detail depends only on the node: formatted once per node
+    let mut details: Vec<Option<Arc<str>>> = vec![None; pod_nodes.names.len()];
     pod_nodes
         .slot
         .iter()
         .map(|&s| {
-            let count = pod_nodes.pods_on[s as usize];
-            let blocked = pod_nodes.blocked[s as usize];
-            let detail = details.entry((count, blocked)).or_insert_with(|| {
-                if blocked {
-                    format!("{count} pods on node, cannot be removed").into()
+            let s = s as usize;
+            let detail = details[s].get_or_insert_with(|| {
+                let count = pod_nodes.pods_on[s];
+                let pods = if count == 1 { "pod" } else { "pods" };
+                if pod_nodes.blocked[s] {
+                    format!("{count} {pods} on node, cannot be removed").into()
+                } else if count > i64::from(c.max_pods) {
+                    format!("{count} {pods} on node (counted as maxPods {})", c.max_pods).into()
                 } else {
-                    format!("{count} pods on node").into()
+                    format!("{count} {pods} on node").into()
                 }
             });
-            // draining a node no autoscaler may remove frees nothing:
-            // its pods go last, with the full nodes'
-            let value = if blocked { full } else { count.min(full) };
-            (Some(value), detail.clone())
+            (values.get(s).copied(), detail.clone())
         })
         .collect()
 }
 
-/// `zoneBalance`: each pod's place in its zone, the fullest zones first.
+/// `zoneBalance`: each pod's place in its zone, the fullest zones first:
+/// the i-th pod to go of a zone with c pods sits at `i + (fullest - c)`,
+/// so zones lose pods round-robin from the fullest down, and with
+/// `maxSkew` s each value covers s places (zones within s pods of each
+/// other tie, and the next signal picks). Pods go in name order; with a
+/// node order (`nodeConsolidation` in the policy) they go node by node in
+/// that order, and every pod of a node takes its node's first place, so
+/// zone balance moves whole nodes.
 fn zone_values(
     z: &signal::ZoneBalance,
     pod_count: usize,
-    pod_nodes: &PodNodes,
+    nodes: &NodeSignals,
 ) -> Vec<(Option<i64>, Arc<str>)> {
+    let pod_nodes = nodes.pods;
     // a node's zone is the same for all its pods: read once per node
     let zone_of: Vec<&str> = pod_nodes
         .node
@@ -741,23 +815,41 @@ fn zone_values(
     for (i, &s) in pod_nodes.slot.iter().enumerate() {
         members_of[zone_id[s as usize]].push(i);
     }
+    if let Some(order) = nodes.consolidation {
+        for members in &mut members_of {
+            // stable: a node's pods stay together, in name order
+            members.sort_by_key(|&i| {
+                let slot = pod_nodes.slot[i];
+                (order.get(slot as usize).copied(), slot)
+            });
+        }
+    }
     let per_zone: BTreeMap<&str, Vec<usize>> = zone_ids
         .into_iter()
         .map(|(zone, id)| (zone, std::mem::take(&mut members_of[id])))
         .collect();
     let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
+    let skew = i64::from(z.max_skew.max(1));
     let mut out = vec![(None, Arc::<str>::default()); pod_count];
     for (zone, members) in &per_zone {
-        // i-th pod of a zone with c pods sits at i + (fullest - c): zones
-        // lose pods round-robin from the fullest down
         let c = members.len() as i64;
         let detail: Arc<str> = format!(
-            "{} ({c} pods)",
-            if zone.is_empty() { "(none)" } else { zone }
+            "{} ({c} {})",
+            if zone.is_empty() { "(none)" } else { zone },
+            if c == 1 { "pod" } else { "pods" }
         )
         .into();
+        let mut node_first: Option<(u32, i64)> = None;
         for (pos, &i) in members.iter().enumerate() {
-            let v = (pos as i64 + fullest - c).min(i64::from(z.max_per_zone));
+            let mut place = pos as i64;
+            if nodes.consolidation.is_some() {
+                let slot = pod_nodes.slot[i];
+                match node_first {
+                    Some((s, first)) if s == slot => place = first,
+                    _ => node_first = Some((slot, place)),
+                }
+            }
+            let v = ((place + fullest - c) / skew).min(i64::from(z.max_per_zone));
             out[i] = (Some(v), detail.clone());
         }
     }

@@ -7,6 +7,7 @@ pub mod blockers;
 pub mod check;
 pub mod correction;
 mod costing;
+pub mod node_order;
 mod prediction;
 pub mod previous;
 pub mod prices;

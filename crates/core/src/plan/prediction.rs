@@ -19,7 +19,10 @@ use crate::owner::controller_of;
 
 use super::correction::{PodCosts, ReplicaSetCorrection, ScaleInTarget};
 use super::{check, map_in_order, CostAction, PlanOptions, PodPlan, ReplicaSetPlan};
-use crate::comparator::{rank_pods, Comparator, GoTime, OrderedPods, ParsedCost, RankKey};
+use crate::comparator::{
+    rank_pods, victims_in_syncs, Comparator, GoTime, OrderedPods, ParsedCost, RankKey,
+    BURST_REPLICAS,
+};
 use crate::policy::selector::selects;
 use crate::policy::{LabelSelector, LabelSelectorRequirement};
 
@@ -371,20 +374,15 @@ fn replica_set_plan(
         .iter()
         .map(|&i| owned_plans[i].map_or(ordered.keys[i].cost.value, PodPlan::intended))
         .collect();
-    let victims: Vec<Arc<str>> = opts
+    // as the controller deletes them: in syncs of at most 500
+    let syncs = opts
         .scale_down_by
-        .map(|n| {
-            ordered
-                .ranking
-                .victims_in_order(n)
-                .into_iter()
-                .map(name)
-                .collect()
-        })
+        .map(|n| victims_in_syncs(cmp, &ordered.keys, &ordered.ranking, n, BURST_REPLICAS));
+    let victims: Vec<Arc<str>> = syncs
+        .as_ref()
+        .map(|s| s.victims.iter().map(|&i| name(i)).collect())
         .unwrap_or_default();
-    let tie_at_cut = opts
-        .scale_down_by
-        .is_some_and(|n| ordered.ranking.tie_at_cut(n));
+    let tie_at_cut = syncs.as_ref().is_some_and(|s| s.tie_at_cut);
     let (verdict, mismatches) = check::check_order(cmp, &ordered, &intended_costs, owned_plans);
     let ambiguous = ordered
         .ranking

@@ -214,6 +214,16 @@ fn cost_of(plan: &Plan, pod: &str) -> Option<i32> {
         .and_then(|p| p.desired)
 }
 
+/// Node slots of a consolidation-only policy with the default or any
+/// `maxPods` up to 32,766: all [`crate::policy::validate::MAX_NODE_SLOTS`].
+const SLOTS: i32 = 65_536;
+
+/// The band of a pod's node under a consolidation-only policy: its count,
+/// or 111 (`maxPods` 110, plus one) when no autoscaler may remove it.
+fn band_of(plan: &Plan, pod: &str) -> Option<i32> {
+    cost_of(plan, pod).map(|c| c / SLOTS)
+}
+
 #[test]
 fn spot_first_costs_and_order() {
     let snap = cluster(vec![
@@ -474,8 +484,8 @@ fn consolidation_prefers_emptier_nodes() {
     ]);
     let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
-    assert_eq!(cost_of(&plan, "c"), Some(1));
-    assert_eq!(cost_of(&plan, "a"), Some(3));
+    assert_eq!(band_of(&plan, "c"), Some(1));
+    assert_eq!(band_of(&plan, "a"), Some(3));
     assert_eq!(plan.replica_sets[0].victims, vec![Arc::from("c")]);
 }
 
@@ -551,9 +561,9 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
         "{:?}",
         p.replica_sets[0].victims
     );
-    assert_eq!(cost_of(&p, "web-a"), Some(110));
-    assert_eq!(cost_of(&p, "web-c"), Some(110));
-    assert_eq!(cost_of(&p, "web-b1"), Some(3));
+    assert_eq!(band_of(&p, "web-a"), Some(111));
+    assert_eq!(band_of(&p, "web-c"), Some(111));
+    assert_eq!(band_of(&p, "web-b1"), Some(3));
     let why: Vec<String> = p.blocked_nodes.iter().map(|n| n.to_string()).collect();
     assert_eq!(
         why,
@@ -580,8 +590,8 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
         &Default::default(),
         &by_2,
     );
-    assert_eq!(cost_of(&p, "web-a"), Some(110));
-    assert_eq!(cost_of(&p, "web-c"), Some(1));
+    assert_eq!(band_of(&p, "web-a"), Some(111));
+    assert_eq!(band_of(&p, "web-c"), Some(1));
     assert_eq!(
         p.blocked_nodes[0].to_string(),
         "od-a cannot be removed: jobs/batch-x has cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\""
@@ -595,8 +605,8 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
         &Default::default(),
         &by_2,
     );
-    assert_eq!(cost_of(&p, "web-c"), Some(110));
-    assert_eq!(cost_of(&p, "web-a"), Some(2));
+    assert_eq!(band_of(&p, "web-c"), Some(111));
+    assert_eq!(band_of(&p, "web-a"), Some(2));
     assert_eq!(
         p.blocked_nodes[0].to_string(),
         "od-c cannot be removed: the node has karpenter.sh/do-not-disrupt"
@@ -1077,4 +1087,5 @@ proptest! {
     }
 }
 
+mod consolidation;
 mod properties;

@@ -321,6 +321,13 @@ pub struct ZoneBalanceSignal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_per_zone: Option<u32>,
+    /// Replicas the zones may differ by before zone balance decides
+    /// (default 1: strict round-robin). Within that, the next signal picks:
+    /// with `nodeConsolidation` after it, whole nodes go, and zone balance
+    /// counts whole nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_skew: Option<u32>,
     /// Multiplier under `combine: sum` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,

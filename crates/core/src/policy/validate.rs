@@ -34,8 +34,15 @@ pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(5 * 60);
 pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 /// Node pod count cap when `maxPods` is unset (kubelet's default max pods).
 pub const DEFAULT_MAX_PODS: u32 = 110;
+/// The most node slots a pod count gets (see [`NodeConsolidation::node_slots`]):
+/// enough that nodes rarely want the same slot (so one node's change
+/// rewrites its own pods only), small enough that a consolidation policy
+/// alone writes costs below 7.4 million.
+pub const MAX_NODE_SLOTS: u32 = 65_536;
 /// Per-zone replica count cap when `maxPerZone` is unset.
 pub const DEFAULT_MAX_PER_ZONE: u32 = 1000;
+/// Replicas zones may differ by when `maxSkew` is unset: strict round-robin.
+pub const DEFAULT_MAX_SKEW: u32 = 1;
 /// Node label holding the zone when `topologyKey` is unset.
 pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
 /// Billing preset when neither `nodeLabel` nor `preset` is set.
@@ -207,6 +214,19 @@ pub struct NodeConsolidation {
     pub max_pods: u32,
     /// Weight under `combine: sum`.
     pub weight: i32,
+    /// Values each pod count has room for, one per node (at least 1): a
+    /// node's value is `band * node_slots + its slot`, so nodes with equal
+    /// counts still get different costs. Under `lexicographic` as many as
+    /// int32 leaves beside the other signals, at most [`MAX_NODE_SLOTS`];
+    /// under `sum` 1 (the count alone, as the weights mean it).
+    pub node_slots: u32,
+}
+
+impl NodeConsolidation {
+    /// The band of nodes no autoscaler may remove: after every count.
+    pub fn blocked_band(&self) -> i64 {
+        i64::from(self.max_pods) + 1
+    }
 }
 
 /// A validated zone-balance signal.
@@ -216,6 +236,9 @@ pub struct ZoneBalance {
     pub topology_key: String,
     /// Per-zone replica counts above this count as this (at least 1).
     pub max_per_zone: u32,
+    /// Replicas the zones may differ by before this signal decides (at
+    /// least 1): within that the next signal picks.
+    pub max_skew: u32,
     /// Weight under `combine: sum`.
     pub weight: i32,
 }
@@ -257,7 +280,9 @@ impl ValidatedSignal {
     /// Inclusive range of the values this signal produces, `(min, max)`:
     /// billing class: lowest..highest of `costs` and `default` (one lower when
     /// budgets are set, see [`BillingClass::over_budget_value`]); utilisation:
-    /// `0..=buckets-1`; node consolidation: `0..=maxPods`; zone balance:
+    /// `0..=buckets-1`; node consolidation: `maxPods + 2` bands (the counts
+    /// 0 to `maxPods`, then the nodes no autoscaler may remove) of
+    /// `node_slots` values each; zone balance:
     /// `0..=maxPerZone`. [`ValidatedPolicy::combine`] clamps values into it.
     pub fn value_range(&self) -> (i64, i64) {
         match self {
@@ -266,7 +291,9 @@ impl ValidatedSignal {
                 b.highest_cost(),
             ),
             ValidatedSignal::Utilization(u) => (0, i64::from(u.buckets) - 1),
-            ValidatedSignal::NodeConsolidation(n) => (0, i64::from(n.max_pods)),
+            ValidatedSignal::NodeConsolidation(n) => {
+                (0, (n.blocked_band() + 1) * i64::from(n.node_slots) - 1)
+            }
             ValidatedSignal::ZoneBalance(z) => (0, i64::from(z.max_per_zone)),
         }
     }
@@ -541,7 +568,8 @@ pub fn validate(spec: &DeletionCostPolicySpec) -> Result<ValidatedPolicy, Valida
     check_duplicates(&signals, &mut errors);
 
     let complete = signals.len() == spec.signals.len();
-    let signals: Vec<ValidatedSignal> = signals.into_iter().map(|(_, s)| s).collect();
+    let mut signals: Vec<ValidatedSignal> = signals.into_iter().map(|(_, s)| s).collect();
+    give_node_slots(spec.combine, &mut signals);
     // Overflow is only meaningful once every signal's range is known.
     let multipliers = if complete && !signals.is_empty() {
         match combination_factors(spec.combine, &signals) {
@@ -912,6 +940,34 @@ fn node_consolidation(
     NodeConsolidation {
         max_pods,
         weight: weight_of(at, n.weight, spec.combine, errors),
+        // set once every signal's range is known
+        node_slots: 1,
+    }
+}
+
+/// Gives a consolidation signal under `lexicographic` as many node slots as
+/// int32 leaves beside the other signals (at most [`MAX_NODE_SLOTS`], at
+/// least 1: a policy that does not fit even then fails the overflow check).
+fn give_node_slots(combine: Combine, signals: &mut [ValidatedSignal]) {
+    let consolidations = signals
+        .iter()
+        .filter(|s| matches!(s, ValidatedSignal::NodeConsolidation(_)))
+        .count();
+    // two consolidation signals are an error of their own (duplicates)
+    if combine != Combine::Lexicographic || consolidations != 1 {
+        return;
+    }
+    let others: i128 = signals
+        .iter()
+        .filter(|s| !matches!(s, ValidatedSignal::NodeConsolidation(_)))
+        .map(|s| i128::from(s.value_count()))
+        .product();
+    for s in signals.iter_mut() {
+        if let ValidatedSignal::NodeConsolidation(n) = s {
+            let bands = i128::from(n.blocked_band()) + 1;
+            let room = (i128::from(i32::MAX) + 1) / (others * bands).max(1);
+            n.node_slots = room.clamp(1, i128::from(MAX_NODE_SLOTS)) as u32;
+        }
     }
 }
 
@@ -938,9 +994,17 @@ fn zone_balance(
             "must be at least 1",
         ));
     }
+    let max_skew = z.max_skew.unwrap_or(DEFAULT_MAX_SKEW);
+    if max_skew < 1 {
+        errors.push(ValidationError::new(
+            format!("{at}.maxSkew"),
+            "must be at least 1",
+        ));
+    }
     ZoneBalance {
         topology_key,
         max_per_zone,
+        max_skew,
         weight: weight_of(at, z.weight, spec.combine, errors),
     }
 }

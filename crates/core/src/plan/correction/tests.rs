@@ -136,10 +136,11 @@ fn a_foreign_cost_at_the_bottom_is_raised_around_not_written() {
     assert_eq!(c.writes.len(), 3);
 }
 
-/// Two pods of one cost told apart only by their ready-age buckets (3 s
-/// and 5 s: buckets 2-4 s and 4-8 s): the clock can change that before the
-/// controller sorts, so the cut is written to a cost boundary rather than
-/// taken as right, and it holds at any later moment.
+/// Two pods of one live cost told apart only by their ready-age buckets
+/// (3 s and 5 s: buckets 2-4 s and 4-8 s), which the policy wants apart:
+/// the clock can change that before the controller sorts, so the cut is
+/// written to a cost boundary rather than taken as right, and it holds at
+/// any later moment.
 #[test]
 fn a_cut_only_the_age_buckets_decide_is_written() {
     let keys = vec![
@@ -148,7 +149,7 @@ fn a_cut_only_the_age_buckets_decide_is_written() {
         key(2, "c", 1000, 9),
         key(3, "d", 1000, 9),
     ];
-    let pods = vec![ours(0), ours(0), ours(1000), ours(1000)];
+    let pods = vec![ours(0), ours(1), ours(1000), ours(1000)];
     let live = rank_pods(&cmp(), &keys);
     assert_eq!(live.decided_by[0], crate::comparator::Rule::ReadyTime);
     let c = correct(&cmp(), &keys, &pods, 1);
@@ -168,6 +169,68 @@ fn a_cut_only_the_age_buckets_decide_is_written() {
         assert_eq!(r.victims(1), c.wanted, "{later} s later");
         assert_eq!(r.decided_by[0], crate::comparator::Rule::DeletionCost);
     }
+}
+
+/// The same two pods when the policy costs them alike (two pods of one
+/// node under `nodeConsolidation`): whichever the clock puts first, the
+/// policy accepts, so nothing is written, at any moment.
+#[test]
+fn a_cut_inside_pods_the_policy_costs_alike_needs_no_write() {
+    let keys = vec![
+        key(0, "a", 0, 3),
+        key(1, "b", 0, 5),
+        key(2, "c", 1000, 9),
+        key(3, "d", 1000, 9),
+    ];
+    let pods = vec![ours(0), ours(0), ours(1000), ours(1000)];
+    let c = correct(&cmp(), &keys, &pods, 1);
+    assert!(c.already_right, "{c:?}");
+    assert!(c.writes.is_empty(), "{c:?}");
+    assert_eq!(c.as_they_stand.len(), 1);
+    assert!([0, 1].contains(&c.as_they_stand[0]), "{c:?}");
+}
+
+/// A scale-in larger than one sync: the correction holds across the
+/// syncs, because it separates the wanted pods by cost, which ranks
+/// before the colocation counts each sync takes anew.
+#[test]
+fn a_scale_in_past_one_sync_is_cut_by_cost() {
+    use crate::comparator::BURST_REPLICAS;
+    // two nodes of equal live cost: 520 pods on "big", 400 on "small";
+    // the policy wants the 400 of "small" and 200 of "big" gone
+    let mut keys = Vec::new();
+    let mut pods = Vec::new();
+    for i in 0..920 {
+        let (node, rank) = if i < 520 {
+            ("big", 520)
+        } else {
+            ("small", 400)
+        };
+        let mut k = key(i, node, 0, 100);
+        k.rank = rank;
+        keys.push(k.with_now(Some(NOW)));
+        pods.push(ours(if i < 200 {
+            5
+        } else if i < 520 {
+            10
+        } else {
+            0
+        }));
+    }
+    let k = 600;
+    assert!(k > BURST_REPLICAS);
+    let c = correct(&cmp(), &keys, &pods, k);
+    assert_eq!(c.unreachable, None);
+    let landed = apply(&keys, &c.writes);
+    let r = rank_pods(&cmp(), &landed);
+    let syncs = crate::comparator::victims_in_syncs(&cmp(), &landed, &r, k, BURST_REPLICAS);
+    assert_eq!(syncs.syncs, 2);
+    let mut got = syncs.victims.clone();
+    got.sort_unstable();
+    let mut want = c.wanted.clone();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    assert!(want.iter().all(|&i| !(200..520).contains(&i)), "{want:?}");
 }
 
 #[test]
@@ -355,7 +418,7 @@ fn intended_accepts(
         })
         .collect();
     let r = rank_pods(&cmp(), &intended);
-    let (before, tied) = super::cut(&r, k);
+    let (before, tied) = super::cost_cut(&r, &intended, k);
     let set: std::collections::BTreeSet<usize> = victims.iter().copied().collect();
     before.iter().all(|i| set.contains(i))
         && set.iter().all(|i| before.contains(i) || tied.contains(i))
@@ -373,7 +436,17 @@ proptest! {
         prop_assert!(intended_accepts(&keys, &pods, k, &c.wanted));
         if c.already_right && pods.iter().all(|p| p.in_flight.is_none()) {
             // taken as right only where the clock cannot move the cut
-            prop_assert!(!super::moves_with_the_clock(&cmp(), &rank_pods(&cmp(), &keys), k));
+            // out of what the policy accepts: the controller sorts later
+            for later in [1, 2, 7, 60, 3600] {
+                let now = NOW + later * SEC;
+                let then = Comparator { now: Some(now), ..cmp() };
+                let moved: Vec<RankKey> = keys.iter().map(|k| k.clone().with_now(Some(now))).collect();
+                let r = rank_pods(&then, &moved);
+                if r.ambiguity.is_none() {
+                    prop_assert!(intended_accepts(&keys, &pods, k, &r.victims(k)),
+                        "{later} s later: victims {:?} not accepted", r.victims(k));
+                }
+            }
         }
         if c.unreachable.is_some() {
             return Ok(());

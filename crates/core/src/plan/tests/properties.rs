@@ -728,7 +728,7 @@ proptest! {
     /// A node no autoscaler may remove (its own annotation, or an active
     /// pod of any namespace on it with one) is named with the plan when a
     /// selected pod runs there, and `nodeConsolidation` gives its pods the
-    /// value of a full node; other nodes' pods keep their count.
+    /// band after every count; other nodes' pods keep their count.
     #[test]
     fn nodes_no_autoscaler_may_remove_are_drained_last(w in arb_world()) {
         let plan = w.plan();
@@ -756,8 +756,9 @@ proptest! {
             let ValidatedSignal::NodeConsolidation(c) = &w.policy.spec.signals[k] else { unreachable!() };
             for p in &plan.pods {
                 let s = &p.signals[k];
+                let band = s.value.map(|v| v / i64::from(c.node_slots));
                 if blocked(&p.node) {
-                    prop_assert_eq!(s.value, Some(i64::from(c.max_pods)), "{}", p.name);
+                    prop_assert_eq!(band, Some(c.blocked_band()), "{}", p.name);
                     prop_assert!(s.detail.ends_with(", cannot be removed"), "{}", s.detail);
                 } else {
                     prop_assert!(!s.detail.contains("cannot"), "{}", s.detail);

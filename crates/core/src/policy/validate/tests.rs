@@ -59,7 +59,10 @@ fn defaults_are_applied() {
         p.signals[2],
         ValidatedSignal::NodeConsolidation(NodeConsolidation {
             max_pods: 110,
-            weight: 1
+            weight: 1,
+            // what int32 leaves beside billing (21 values), utilisation (10)
+            // and zones (1001): 2^31 / (21 * 10 * 1001 * 112 bands)
+            node_slots: 91,
         })
     );
     assert_eq!(
@@ -67,6 +70,7 @@ fn defaults_are_applied() {
         ValidatedSignal::ZoneBalance(ZoneBalance {
             topology_key: "topology.kubernetes.io/zone".into(),
             max_per_zone: 1000,
+            max_skew: 1,
             weight: 1
         })
     );
@@ -440,7 +444,9 @@ fn lexicographic_overflow_names_the_signals() {
     assert_eq!(errs[0].field, "spec.signals");
     let m = &errs[0].message;
     assert!(
-        m.contains("signals[0] nodeConsolidation has 100001 values"),
+        // 100,001 counts and the band of nodes no autoscaler may remove,
+        // one node slot each: no room is left for more
+        m.contains("signals[0] nodeConsolidation has 100002 values"),
         "{m}"
     );
     assert!(
@@ -497,8 +503,15 @@ fn value_ranges() {
     ))
     .unwrap();
     let ranges: Vec<_> = p.signals.iter().map(ValidatedSignal::value_range).collect();
-    // the default (0) counts, and budgets add one slot below for pods over budget
-    assert_eq!(ranges, vec![(-3, 20), (-1, 9), (0, 6), (0, 30), (0, 12)]);
+    // the default (0) counts, and budgets add one slot below for pods over
+    // budget; consolidation has 32 bands (0..=30 pods, then the nodes no
+    // autoscaler may remove) of as many node slots as int32 leaves beside
+    // the others' 24 * 11 * 7 * 13 values: 2^31 / (24024 * 32) = 2793
+    assert_eq!(
+        ranges,
+        vec![(-3, 20), (-1, 9), (0, 6), (0, 32 * 2793 - 1), (0, 12)]
+    );
+    assert_eq!(p.combined_range().1, i64::from(24024 * 32 * 2793) - 1);
     let ValidatedSignal::BillingClass(b) = &p.signals[1] else {
         panic!()
     };
@@ -507,9 +520,16 @@ fn value_ranges() {
     assert_eq!(b.cost_of(Some("other")), 0);
     assert_eq!(b.cost_of(None), 0);
     // multipliers: product of the later ranges' sizes
+    const CONSOLIDATION: i64 = 32 * 2793;
     assert_eq!(
         p.multipliers(),
-        &[11 * 7 * 31 * 13, 7 * 31 * 13, 31 * 13, 13, 1]
+        &[
+            11 * 7 * CONSOLIDATION * 13,
+            7 * CONSOLIDATION * 13,
+            CONSOLIDATION * 13,
+            13,
+            1
+        ]
     );
 }
 
@@ -596,6 +616,7 @@ fn arb_signal(i: usize) -> impl Strategy<Value = Signal> {
             zone_balance: Some(ZoneBalanceSignal {
                 topology_key: Some(format!("zone-{i}")),
                 max_per_zone: Some(max),
+                max_skew: None,
                 weight: Some(if w == 0 { 3 } else { w }),
             }),
             ..Default::default()
