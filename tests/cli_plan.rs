@@ -1949,7 +1949,7 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
     for why in [
         "    od-a cannot be removed: jobs/batch-x has karpenter.sh/do-not-disrupt\n",
         "    od-c cannot be removed: the node has cluster-autoscaler.kubernetes.io/scale-down-disabled\n",
-        "2 pods on node, cannot be removed [110]",
+        "2 pods on node, cannot be removed [458664]",
     ] {
         assert!(out.contains(why), "{why:?} missing:\n{out}");
     }
@@ -2040,7 +2040,7 @@ fn explain_names_what_keeps_the_node_and_karpenters_cost() {
         "{out}"
     );
     assert!(
-        out.contains("nodeConsolidation 2 pods on node, cannot be removed [110]"),
+        out.contains("nodeConsolidation 2 pods on node, cannot be removed [458664]"),
         "{out}"
     );
     let out = run("pod/web-7d9f8c6b5-b3");

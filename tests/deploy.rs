@@ -38,13 +38,14 @@ const COMPONENTS: [&str; 6] = [
 ];
 
 /// Flags `deletion-cost run` accepts (the deployment may pass no others).
-const RUN_FLAGS: [&str; 11] = [
+const RUN_FLAGS: [&str; 12] = [
     "--namespace",
     "--prometheus-url",
     "--metrics-addr",
     "--hook-addr",
     "--qps",
     "--burst",
+    "--scale-in-allowance",
     "--log-format",
     "--leader-election-namespace",
     "--lease-name",

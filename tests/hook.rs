@@ -472,7 +472,7 @@ async fn running_out_of_time_answers_504() {
         answer["error"]
             .as_str()
             .unwrap()
-            .contains("1 cost write(s) had not shown"),
+            .contains("1 of 1 cost write(s) had not shown"),
         "{answer}"
     );
     assert!(fake.writes_to("deployments/scale").is_empty());
@@ -576,6 +576,8 @@ async fn callers_on_different_workloads_proceed_in_parallel() {
     assert_eq!(fake.requests_for(Verb::Patch, "pods").len(), 4);
 }
 
+/// With the scale-in allowance off, a scale-in's writes take the
+/// operator-wide limit's tokens like every other write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn urgent_patches_stay_inside_the_operator_wide_limit() {
     let fake = FakeApi::start().await;
@@ -585,6 +587,7 @@ async fn urgent_patches_stay_inside_the_operator_wide_limit() {
     let mut cfg = config();
     cfg.qps = 4.0;
     cfg.burst = 2;
+    cfg.scale_in_allowance = 0;
     let op = Arc::new(Operator::start(&fake, cfg).serving(&fake).await);
     let call = |w: &'static str| {
         let op = op.clone();
@@ -598,6 +601,40 @@ async fn urgent_patches_stay_inside_the_operator_wide_limit() {
     // burst 2 + 4/s: never more than 2 + 4 writes within any second
     let worst = fake.max_writes_in_window(Some("pods"), Duration::from_secs(1));
     assert!(worst <= 6, "{worst} pod writes within one second");
+}
+
+/// A scale-in whose correction needs more writes than `--qps`/`--burst`
+/// allow within its budget: they go on the scale-in allowance, at once,
+/// and the counter says so; background work keeps the operator-wide limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_correction_lands_at_once_on_the_scale_in_allowance() {
+    let fake = FakeApi::start().await;
+    seed_cluster(&fake);
+    seed_workload(&fake, "web", 40, true);
+    let mut cfg = config();
+    cfg.qps = 1.0;
+    cfg.burst = 1;
+    cfg.scale_in_allowance = 30;
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let started = std::time::Instant::now();
+    let (status, answer) = op.post(Some(ALICE), &request("web", 20)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["patches"]["observed"], true, "{answer}");
+    let written = fake.writes_to("pods").len();
+    // the 20 pods of one class written below (or above) the other's
+    assert_eq!(written, 20, "{answer}");
+    // at --qps 1 they would take 20 s; on the allowance they go together
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fake.max_writes_in_window(Some("pods"), Duration::from_secs(1)) >= 15);
+    let metrics = op.metrics().await;
+    assert!(
+        metrics.contains("deletion_cost_scale_in_allowance_writes_total 20"),
+        "{metrics}"
+    );
 }
 
 /// A hook call while the background round's writes of the same pods are

@@ -229,11 +229,16 @@ async fn the_operator_writes_the_costs_plan_shows_for_every_example_policy() {
         assert_eq!(want[KARPENTERS.0], None, "{path}: Karpenter's cost is kept");
         if path.ends_with("consolidation.yaml") {
             // spot-a (by job-0) and spot-b (by its annotation) cannot go:
-            // their pods take a full node's value, maxPods
+            // their pods take the band after every count (maxPods 110, plus
+            // one); the rest their node's count. Each band holds 4,096
+            // node slots.
+            let band = |pod: &str| want[pod].map(|c| c / 4096);
             for pod in ["web-0", "web-1", "web-3", "web-4"] {
-                assert_eq!(want[pod], Some(110), "{path}: {pod}: {want:?}");
+                assert_eq!(band(pod), Some(111), "{path}: {pod}: {want:?}");
             }
-            assert_eq!(want["web-7"], Some(2), "{path}: {want:?}");
+            assert_eq!(band("web-7"), Some(2), "{path}: {want:?}");
+            // and no two nodes share a cost
+            assert_ne!(want["web-0"], want["web-3"], "{path}: {want:?}");
         }
 
         let fake = FakeApi::start().await;

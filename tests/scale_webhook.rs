@@ -619,7 +619,10 @@ async fn over_budget_the_answer_still_names_the_pods_that_go() {
     let r = &answer["response"];
     assert_eq!(r["allowed"], true, "{answer}");
     let warning = r["warnings"][0].as_str().unwrap_or_default();
-    assert!(warning.contains("1 write(s) missing"), "{answer}");
+    assert!(
+        warning.contains("0 of 1 write(s) in place, 1 missing"),
+        "{answer}"
+    );
     assert!(
         warning.contains("predicted from the costs as they stand"),
         "{answer}"

@@ -11,9 +11,9 @@ use deletion_cost::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
 use deletion_cost::writes::patcher::Priority;
 use deletion_cost::writes::stats::ERROR_REASONS;
 use deletion_cost::writes::{
-    budgeted_client, BackoffConfig, BudgetError, Gate, PatchRequest, Patcher, PatcherConfig,
-    PodRef, PodWriter, PolicyKey, Rate, SubmitError, WriteError, WriteGate, WriteKind,
-    WriteOutcome, WriteState,
+    budgeted_client, scale_in_allowance, BackoffConfig, BudgetError, Gate, PatchRequest, Patcher,
+    PatcherConfig, PodRef, PodWriter, PolicyKey, Rate, SubmitError, WriteError, WriteGate,
+    WriteKind, WriteOutcome, WriteState,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -553,6 +553,67 @@ async fn urgent_batch_goes_ahead_of_background_work() {
         max_in_window(&times, SECOND, SECOND) <= 10,
         "still under the global limit"
     );
+}
+
+/// A scale-in's writes draw on the scale-in allowance first: 300 land in
+/// the first second at --qps 5 --burst 10 with an allowance of 250, the
+/// rest within the operator-wide limit, and the background work waiting
+/// meanwhile never goes faster than that limit. The allowance refills
+/// over ten minutes, not at once.
+#[tokio::test(start_paused = true)]
+async fn a_scale_in_draws_on_its_allowance_and_only_its_writes_do() {
+    let api = FakeApi::new();
+    let mut cfg = config(5.0, 10);
+    cfg.scale_in_allowance = scale_in_allowance(250);
+    let patcher = Patcher::start(api.clone(), cfg);
+    for i in 0..50 {
+        submit(&patcher, set("batch", "crunch", &format!("bg-{i}"), i)).unwrap();
+    }
+    let urgent: Vec<_> = (0..300)
+        .map(|i| set("shop", "web", &format!("urgent-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(urgent, Priority::Urgent).unwrap();
+    assert!(batch.wait().await.all_done());
+    let calls = api.calls();
+    let urgent_at: Vec<_> = calls
+        .iter()
+        .filter(|c| c.pod.starts_with("urgent-"))
+        .map(|c| c.at)
+        .collect();
+    // the allowance (250) and the burst (10) at once, the rest at 5/s
+    assert!(max_in_window(&urgent_at, SECOND, Duration::ZERO) >= 250);
+    let last = urgent_at.iter().max().copied().unwrap_or_default();
+    assert!(last < Duration::from_secs(10), "{last:?}");
+    // 250 at once, and the few tokens it refilled while the rest waited
+    let spent = patcher.stats().scale_in_allowance;
+    assert!((250..=255).contains(&spent), "{spent}");
+    // background writes never beyond the operator-wide limit: none while
+    // the scale-in's writes wait for tokens, 5/s (burst 10) after
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let background: Vec<_> = api
+        .calls()
+        .iter()
+        .filter(|c| c.pod.starts_with("bg-"))
+        .map(|c| c.at)
+        .collect();
+    assert_eq!(background.len(), 50);
+    for w in [SECOND, Duration::from_secs(5)] {
+        let most = max_in_window(&background, w, Duration::ZERO);
+        assert!(
+            most as f64 <= 10.0 + 5.0 * w.as_secs_f64(),
+            "{most} in {w:?}"
+        );
+    }
+    // spent: a second scale-in a minute later finds 25 tokens (250 over
+    // ten minutes), then the operator-wide limit
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let again: Vec<_> = (0..40)
+        .map(|i| set("shop", "web", &format!("again-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(again, Priority::Urgent).unwrap();
+    assert!(batch.wait().await.all_done());
+    let after = patcher.stats().scale_in_allowance - spent;
+    assert!((24..=26).contains(&after), "{after}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Operator-wide writes allowed at once.
     #[arg(long, default_value_t = 10)]
     pub burst: u32,
+    /// Pod writes a scale-in's correction may send beyond --qps/--burst,
+    /// refilled over ten minutes (0: every write within --qps/--burst).
+    #[arg(long, value_name = "WRITES", default_value_t = crate::writes::DEFAULT_SCALE_IN_ALLOWANCE)]
+    pub scale_in_allowance: u32,
     /// Compute and report (logs, metrics), write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -208,6 +212,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         metrics_addr: args.metrics_addr,
         qps: args.qps,
         burst: args.burst,
+        scale_in_allowance: args.scale_in_allowance,
         dry_run: args.dry_run,
         kubeconfig: args.kubeconfig,
         leader_election: !args.no_leader_election,

@@ -28,6 +28,7 @@ pub fn config(identity: &str, qps: f64, burst: u32) -> RunConfig {
         metrics_addr: "127.0.0.1:0".parse().expect("loopback address"),
         qps,
         burst,
+        scale_in_allowance: deletion_cost::writes::DEFAULT_SCALE_IN_ALLOWANCE,
         dry_run: false,
         kubeconfig: None,
         leader_election: false,

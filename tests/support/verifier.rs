@@ -133,8 +133,11 @@ pub async fn start(world: World) -> (Pieces, ApiServerVerifier) {
     let leadership = Leadership::new(gate, term, lease, client.clone(), reporter);
     tokio::spawn(leadership.clone().follow(
         client.clone(),
-        QPS,
-        BURST,
+        deletion_cost::writes::WriteLimits {
+            qps: QPS,
+            burst: BURST,
+            scale_in_allowance: 0,
+        },
         "op-0".into(),
         metrics.clone(),
         None,

@@ -126,8 +126,11 @@ const HOOK_OBSERVED_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 1
 const WEBHOOK_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
 /// Buckets of `deletion_cost_scale_in_writes`: pod writes per scale-in
-/// (2k + 4 at most for a scale-in by k).
-const SCALE_IN_WRITES_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+/// (2k + 4 at most for a scale-in by k; hundreds when a large scale-in
+/// under `writes: OnScaleIn` writes its whole cut).
+const SCALE_IN_WRITES_BUCKETS: [f64; 12] = [
+    0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+];
 
 /// Every metric the operator exports.
 #[derive(Debug)]
@@ -213,6 +216,12 @@ impl Collector for PatcherCollector {
                 MetricType::Gauge,
             )?,
         )?;
+        ConstCounter::new(stats.scale_in_allowance).encode(encoder.encode_descriptor(
+            "deletion_cost_scale_in_allowance_writes",
+            "Scale-in pod writes sent on the scale-in allowance (--scale-in-allowance), beyond --qps/--burst",
+            None,
+            MetricType::Counter,
+        )?)?;
         ConstGauge::new(self.qps).encode(encoder.encode_descriptor(
             "deletion_cost_configured_qps",
             "Operator-wide write limit (--qps)",
@@ -278,7 +287,7 @@ fn encode_api_writes(
 ) -> Result<(), std::fmt::Error> {
     let mut writes = encoder.encode_descriptor(
         "deletion_cost_api_writes",
-        "Writes sent to the API server, every kind but the Lease's, all within the one --qps/--burst budget: by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
+        "Writes sent to the API server, every kind but the Lease's, within the one --qps/--burst budget (scale-ins' pod writes first on their --scale-in-allowance): by kind (pods, status, events, other: the finalizer) and outcome (ok, or why it failed)",
         None,
         MetricType::Counter,
     )?;
@@ -654,6 +663,7 @@ mod tests {
                 s.writes[1][0] = 7;
                 s.writes[2][2] = 1;
                 s.permits_waiting = 2;
+                s.scale_in_allowance = 300;
                 s
             }),
         );
@@ -694,6 +704,7 @@ mod tests {
             "deletion_cost_api_writes_total{kind=\"events\",outcome=\"too_many_requests\"} 1",
             "deletion_cost_api_writes_total{kind=\"other\",outcome=\"rejected\"} 0",
             "deletion_cost_api_writes_waiting 2",
+            "deletion_cost_scale_in_allowance_writes_total 300",
             "deletion_cost_scale_ins_priced_total{policy=\"shop/web\"} 1",
             "deletion_cost_scale_in_victims_total{policy=\"shop/web\",choice=\"policy\"} 2",
             "deletion_cost_scale_in_freed_nodes_total{policy=\"shop/web\",choice=\"policy\"} 1",

@@ -8,8 +8,10 @@
 //! while the leadership term's [`WriteGate`] is open. The same limit grants
 //! every other write (status, Events, the finalizer): [`budgeted_client`]
 //! makes each wait for a [`Permit`], after a scale-in's pod writes and in
-//! turns with background ones. `queue` and `backoff` are pure; the worker
-//! in `patcher` is the thin async shell around them.
+//! turns with background ones. A scale-in's pod writes draw first on a
+//! small allowance of their own (`--scale-in-allowance`), then on the same
+//! limit. `queue` and `backoff` are pure; the worker in `patcher` is the
+//! thin async shell around them.
 
 // the core's items this crate uses, under the names the modules know them by
 use deletion_cost_core::{annotations, MANAGER};
@@ -27,7 +29,9 @@ pub mod writer;
 pub use backoff::BackoffConfig;
 pub use budget::{budgeted_client, BudgetError, TermSource, WriteKind};
 pub use gate::{Gate, WriteGate};
-pub use limits::{LimitError, Rate};
+pub use limits::{
+    scale_in_allowance, LimitError, Rate, WriteLimits, DEFAULT_SCALE_IN_ALLOWANCE, SCALE_IN_REFILL,
+};
 pub use patch::{patch_body, PatchRequest, PodRef, PolicyKey};
 pub use patcher::{
     Batch, BatchReport, DrainReport, Patcher, PatcherConfig, Permit, Priority, SubmitError,

@@ -115,6 +115,49 @@ impl Rate {
     }
 }
 
+/// Writes a scale-in's correction may send beyond `--qps`/`--burst` when
+/// `--scale-in-allowance` is unset: one sync's worth of the ReplicaSet
+/// controller's own deletions (500 pods).
+pub const DEFAULT_SCALE_IN_ALLOWANCE: u32 = 500;
+
+/// How long the scale-in allowance takes to fill up again once spent: at
+/// most one allowance's worth of extra writes in any such period, less
+/// than one a second on average.
+pub const SCALE_IN_REFILL: Duration = Duration::from_secs(600);
+
+/// The scale-in allowance of `writes` writes: all of them at once, refilled
+/// over [`SCALE_IN_REFILL`]; `None` for 0 (every write within `--qps`).
+pub fn scale_in_allowance(writes: u32) -> Option<Rate> {
+    let burst = NonZeroU32::new(writes)?;
+    Some(Rate {
+        qps: f64::from(writes) / SCALE_IN_REFILL.as_secs_f64(),
+        burst,
+    })
+}
+
+/// The operator-wide write limits a leader's writes run under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteLimits {
+    /// `--qps`.
+    pub qps: f64,
+    /// `--burst`.
+    pub burst: u32,
+    /// `--scale-in-allowance` (0: none).
+    pub scale_in_allowance: u32,
+}
+
+impl WriteLimits {
+    /// The operator-wide rate, checked.
+    pub fn rate(&self) -> Result<Rate, LimitError> {
+        Rate::new("--qps/--burst", self.qps, self.burst)
+    }
+
+    /// The scale-in allowance, if any ([`scale_in_allowance`]).
+    pub fn scale_in(&self) -> Option<Rate> {
+        scale_in_allowance(self.scale_in_allowance)
+    }
+}
+
 type Gcra = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
 
 /// One GCRA limiter (governor) on the tokio clock.

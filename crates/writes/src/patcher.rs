@@ -26,6 +26,13 @@ use super::writer::{PodWriter, WriteError};
 pub struct PatcherConfig {
     /// Operator-wide write rate (`--qps`, `--burst`).
     pub rate: Rate,
+    /// A second budget that only the pod writes of a scale-in
+    /// ([`Priority::Urgent`]) draw on, before the operator-wide one
+    /// (`--scale-in-allowance`): a scale-in that must rewrite hundreds of
+    /// costs (under `writes: OnScaleIn`) lands them in a second or two,
+    /// while background work, status writes and Events stay within `rate`.
+    /// `None`: every write within `rate`.
+    pub scale_in_allowance: Option<Rate>,
     /// Most pods tracked at once; beyond it submissions are refused.
     pub queue_capacity: usize,
     /// Most writes awaiting an answer at once.
@@ -48,6 +55,7 @@ impl PatcherConfig {
     pub fn new(rate: Rate) -> Self {
         PatcherConfig {
             rate,
+            scale_in_allowance: None,
             queue_capacity: 100_000,
             max_in_flight: 16,
             write_timeout: Duration::from_secs(10),
@@ -67,7 +75,8 @@ pub enum Priority {
     Background,
     /// Pre-scale-down work: ahead of every other write (background pod
     /// writes, status, Events) and not held by the policy's own limit;
-    /// still inside the operator-wide limit.
+    /// from the scale-in allowance while it lasts, then inside the
+    /// operator-wide limit.
     Urgent,
 }
 
@@ -161,6 +170,8 @@ struct PolicyLimit {
 struct State {
     queue: Queue,
     global: Limiter,
+    /// The scale-in allowance ([`PatcherConfig::scale_in_allowance`]).
+    scale_in: Option<Limiter>,
     policies: HashMap<PolicyKey, PolicyLimit>,
     accepting: bool,
     drain_deadline: Option<Instant>,
@@ -232,6 +243,7 @@ impl Patcher {
             state: Mutex::new(State {
                 queue,
                 global: Limiter::new(config.rate),
+                scale_in: config.scale_in_allowance.map(Limiter::new),
                 policies: HashMap::new(),
                 accepting: true,
                 drain_deadline: None,
@@ -514,7 +526,9 @@ fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 /// Who gets the next token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
-    /// A pod write (an urgent one when any is ready).
+    /// An urgent pod write (a scale-in's).
+    Urgent,
+    /// A background pod write.
     Pod,
     /// The first waiting permit (a status, an Event, the finalizer).
     Permit,
@@ -550,8 +564,18 @@ fn dispatch(
         let Some(next) = next_writer(st, now, room, &mut wake) else {
             break;
         };
-        if let Err(t) = st.global.try_acquire() {
-            if next == Next::Pod {
+        // a scale-in's write takes the allowance's token while there is
+        // one; every other write, and a scale-in's past the allowance,
+        // the operator-wide limit's
+        let allowed = next == Next::Urgent
+            && st
+                .scale_in
+                .as_ref()
+                .is_some_and(|l| l.try_acquire().is_ok());
+        if allowed {
+            stats.add_scale_in_allowance();
+        } else if let Err(t) = st.global.try_acquire() {
+            if next != Next::Permit {
                 st.blocked_since.get_or_insert(now);
             }
             wake = earlier(wake, Some(t));
@@ -613,7 +637,7 @@ fn next_writer(
     let urgent = pods == Some(Candidate::Ready) && st.queue.urgent_ready();
     let permit_waits = !st.permits.is_empty();
     let next = if urgent {
-        Next::Pod
+        Next::Urgent
     } else if permit_waits && (st.permit_turn || pods != Some(Candidate::Ready)) {
         Next::Permit
     } else {

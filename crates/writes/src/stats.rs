@@ -27,6 +27,8 @@ pub struct PatcherStats {
     writes: [[AtomicU64; OUTCOMES.len()]; WriteKind::ALL.len()],
     /// Writes other than pod patches waiting for their permit.
     permits_waiting: AtomicU64,
+    /// Scale-in writes that took a token of the scale-in allowance.
+    scale_in_allowance: AtomicU64,
 }
 
 /// Why an attempt failed, as the `reason` label of
@@ -95,6 +97,9 @@ pub struct StatsSnapshot {
     pub writes: [[u64; OUTCOMES.len()]; WriteKind::ALL.len()],
     /// Writes other than pod patches waiting for their permit.
     pub permits_waiting: u64,
+    /// Scale-in writes sent on the scale-in allowance rather than within
+    /// the operator-wide limit.
+    pub scale_in_allowance: u64,
 }
 
 impl StatsSnapshot {
@@ -150,6 +155,10 @@ impl PatcherStats {
         }
     }
 
+    pub(crate) fn add_scale_in_allowance(&self) {
+        self.scale_in_allowance.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_permits_waiting(&self, n: usize) {
         self.permits_waiting.store(n as u64, Ordering::Relaxed);
     }
@@ -196,6 +205,7 @@ impl PatcherStats {
             errors: std::array::from_fn(|i| get(&self.errors[i])),
             writes: std::array::from_fn(|k| std::array::from_fn(|o| get(&self.writes[k][o]))),
             permits_waiting: get(&self.permits_waiting),
+            scale_in_allowance: get(&self.scale_in_allowance),
         }
     }
 }

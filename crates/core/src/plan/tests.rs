@@ -215,8 +215,8 @@ fn cost_of(plan: &Plan, pod: &str) -> Option<i32> {
 }
 
 /// Node slots of a consolidation-only policy with the default or any
-/// `maxPods` up to 32,766: all [`crate::policy::validate::MAX_NODE_SLOTS`].
-const SLOTS: i32 = 65_536;
+/// `maxPods` up to 524,286: all [`crate::policy::validate::MAX_NODE_SLOTS`].
+const SLOTS: i32 = 4096;
 
 /// The band of a pod's node under a consolidation-only policy: its count,
 /// or 111 (`maxPods` 110, plus one) when no autoscaler may remove it.

@@ -35,10 +35,11 @@ pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 /// Node pod count cap when `maxPods` is unset (kubelet's default max pods).
 pub const DEFAULT_MAX_PODS: u32 = 110;
 /// The most node slots a pod count gets (see [`NodeConsolidation::node_slots`]):
-/// enough that nodes rarely want the same slot (so one node's change
-/// rewrites its own pods only), small enough that a consolidation policy
-/// alone writes costs below 7.4 million.
-pub const MAX_NODE_SLOTS: u32 = 65_536;
+/// enough that nodes seldom want the same slot (among 40 nodes of one
+/// count, a node's change moves another node's cost about once in a
+/// hundred), small enough that a consolidation policy alone writes costs
+/// below half a million (a few thousandths of a pod to Karpenter).
+pub const MAX_NODE_SLOTS: u32 = 4096;
 /// Per-zone replica count cap when `maxPerZone` is unset.
 pub const DEFAULT_MAX_PER_ZONE: u32 = 1000;
 /// Replicas zones may differ by when `maxSkew` is unset: strict round-robin.

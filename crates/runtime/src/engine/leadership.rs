@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use super::catch_up::CatchUp;
 use crate::metrics::Metrics;
 use crate::writes::{
-    budgeted_client, Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, Rate,
-    StatsSnapshot, WriteGate,
+    budgeted_client, Gate, KubePodWriter, Patcher, PatcherConfig, PatcherStats, StatsSnapshot,
+    WriteGate, WriteLimits,
 };
 
 /// Label the leader puts on its own pod: the hook's Service selects it, so
@@ -217,8 +217,9 @@ impl Leadership {
         self.patcher.take()
     }
 
-    /// Follows the terms until the election ends: a patcher writing at
-    /// `qps`/`burst` while leading, none otherwise; the leader gauge and the
+    /// Follows the terms until the election ends: a patcher writing within
+    /// `limits` (a scale-in's writes first on their allowance) while
+    /// leading, none otherwise; the leader gauge and the
     /// leader label on this replica's pod follow too. With leader election,
     /// a term's patcher starts after `catch_up` ran: the pod cache is then
     /// as new as a quorum read (or its time ran out). Without (`None`: one
@@ -227,8 +228,7 @@ impl Leadership {
     pub async fn follow(
         self,
         client: Client,
-        qps: f64,
-        burst: u32,
+        limits: WriteLimits,
         identity: String,
         metrics: Arc<Metrics>,
         catch_up: Option<CatchUp>,
@@ -238,7 +238,7 @@ impl Leadership {
             let leading = *leader.borrow_and_update();
             let current = self.patcher.get();
             match (leading, current) {
-                (true, None) => match Rate::new("--qps/--burst", qps, burst) {
+                (true, None) => match limits.rate() {
                     Ok(rate) => {
                         if let Some(catch_up) = &catch_up {
                             // the term may end while the cache catches up; a
@@ -254,6 +254,7 @@ impl Leadership {
                             }
                         }
                         let mut config = PatcherConfig::new(rate);
+                        config.scale_in_allowance = limits.scale_in();
                         config.gate = self.gate();
                         config.stats = Arc::clone(&self.patcher.stats);
                         let patcher = Patcher::start(KubePodWriter::new(client.clone()), config);

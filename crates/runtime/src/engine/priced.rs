@@ -54,6 +54,16 @@ const REMOVAL_POLL: Duration = Duration::from_secs(2);
 /// caller scales after the hook's answer).
 pub const OBSERVE_FOR: Duration = Duration::from_secs(15);
 
+/// Added to [`OBSERVE_FOR`] per pod deleted: kube-controller-manager's
+/// client sends 20 writes a second by default (`--kube-api-qps`), so a
+/// scale-in by 680 takes it half a minute, over two syncs.
+const OBSERVE_PER_POD: Duration = Duration::from_millis(50);
+
+/// How long the pods of a scale-in by `by` are looked for going.
+pub(super) fn observe_window(by: usize) -> Duration {
+    OBSERVE_FOR + OBSERVE_PER_POD.saturating_mul(u32::try_from(by).unwrap_or(u32::MAX))
+}
+
 /// How often the pod cache is read meanwhile.
 const OBSERVE_POLL: Duration = Duration::from_millis(50);
 
@@ -724,7 +734,7 @@ impl Engine {
 
     /// The pods a scale-in deleted: those of the workload's active pods at
     /// its round that the pod cache shows gone or terminating within
-    /// [`OBSERVE_FOR`] of its answer, as many as it removes replicas (the
+    /// [`observe_window`] of its answer, as many as it removes replicas (the
     /// predicted victims first when more went). `None` when none went.
     pub(super) async fn observe_deletions(
         &self,
@@ -741,7 +751,7 @@ impl Engine {
                 .filter(|pod| !self.caches.pod(ns, pod).is_some_and(|p| is_pod_active(&*p)))
                 .collect()
         };
-        let until = tokio::time::Instant::now() + OBSERVE_FOR;
+        let until = tokio::time::Instant::now() + observe_window(by);
         let mut seen = gone();
         while seen.len() < by && tokio::time::Instant::now() < until {
             tokio::time::sleep(OBSERVE_POLL).await;
@@ -753,7 +763,7 @@ impl Engine {
                 from = call.from,
                 to = call.to,
                 "no pod of the scale-in went within {}s: not priced",
-                OBSERVE_FOR.as_secs()
+                observe_window(by).as_secs()
             );
             return None;
         }

@@ -104,6 +104,8 @@ pub enum ScaleInOutcome {
         phase: &'static str,
         /// Writes that had not landed (or not shown in the cache).
         missing: usize,
+        /// Writes the scale-in needed (0 before it knew).
+        writes: usize,
     },
     /// No writes can make exactly the policy's pods go (foreign costs,
     /// the feature gate): the best effort landed.
@@ -140,8 +142,13 @@ impl ScaleInOutcome {
             ScaleInOutcome::Held(hold) => hold.to_string(),
             ScaleInOutcome::PlannerFailed(e) => e.clone(),
             ScaleInOutcome::WritesFailed { failed } => format!("{failed} cost write(s) failed"),
-            ScaleInOutcome::OverBudget { phase, missing } => format!(
-                "costs not fresh within the budget ({phase}; {missing} write(s) missing); the pods named are predicted from the costs as they stand"
+            ScaleInOutcome::OverBudget {
+                phase,
+                missing,
+                writes,
+            } => format!(
+                "costs not fresh within the budget ({phase}; {} of {writes} write(s) in place, {missing} missing); the pods named are predicted from the costs as they stand",
+                writes.saturating_sub(*missing)
             ),
             ScaleInOutcome::Unreachable(u) => format!("no cost write can make it exact: {u}"),
         };
@@ -156,7 +163,7 @@ impl ScaleInOutcome {
 pub enum PriceOutcome {
     /// Priced over the pods seen going.
     Priced(Arc<PricedScaleIn>),
-    /// No pod of the workload went within [`super::priced::OBSERVE_FOR`]
+    /// No pod of the workload went within [`super::priced::observe_window`]
     /// (the scale-in did not happen, or a hook caller did not scale): not
     /// priced.
     NothingDeleted,
@@ -366,6 +373,7 @@ impl Engine {
             None => Arc::new(ScaleInAnswer::bare(ScaleInOutcome::OverBudget {
                 phase: "waiting for the scale-in's first call",
                 missing: 0,
+                writes: 0,
             })),
         }
     }
@@ -506,7 +514,11 @@ impl Engine {
         };
         let mut answer = ScaleInAnswer::bare(ScaleInOutcome::Fresh);
         answer.managed = Some(managed.clone());
-        let over = |phase, missing| ScaleInOutcome::OverBudget { phase, missing };
+        let over = |phase, missing| ScaleInOutcome::OverBudget {
+            phase,
+            missing,
+            writes: missing,
+        };
         let key = key_of(&managed.resolved);
         let Ok(mut state) = timeout_at(call.deadline, self.policies.lock(&key)).await else {
             answer.outcome = over("waiting for the policy's running round", 0);
@@ -692,7 +704,11 @@ impl Engine {
             .iter()
             .map(|c| (c.replica_set.clone(), c.victims_if(|w| self.shows(&ns, w))))
             .collect();
-        answer.outcome = ScaleInOutcome::OverBudget { phase, missing };
+        answer.outcome = ScaleInOutcome::OverBudget {
+            phase,
+            missing,
+            writes: requests.len(),
+        };
         answer
     }
 
@@ -758,6 +774,7 @@ fn over_budget() -> Arc<ScaleInAnswer> {
     Arc::new(ScaleInAnswer::bare(ScaleInOutcome::OverBudget {
         phase: "making the costs fresh",
         missing: 0,
+        writes: 0,
     }))
 }
 

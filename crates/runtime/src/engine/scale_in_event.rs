@@ -12,14 +12,20 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
-use super::priced::OBSERVE_FOR;
+use super::priced::observe_window;
 use super::{Engine, FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
 
-/// How long the Event waits for the scale-in's price: its pods are looked
-/// for going for up to [`OBSERVE_FOR`] after the answer (moments, as a
-/// rule), then it is priced on the blocking pool (milliseconds).
-const PRICE_WAIT: Duration = Duration::from_secs(30);
+/// How long the Event waits for the scale-in's price beyond the time its
+/// pods are looked for going ([`observe_window`]: moments, as a rule, half
+/// a minute for hundreds of pods); it is then priced on the blocking pool
+/// (milliseconds).
+const PRICE_MARGIN: Duration = Duration::from_secs(15);
+
+/// Pods a scale-in from `from` to `to` replicas deletes.
+fn removed(from: i32, to: i32) -> usize {
+    usize::try_from(from.saturating_sub(to)).unwrap_or(0)
+}
 
 /// The API server refuses notes over 1 kB.
 const NOTE_MAX: usize = 1000;
@@ -68,7 +74,8 @@ impl Engine {
         // each scale-in its own Event: never folded into an earlier one's count
         let recorder = self.leadership.one_event();
         tokio::spawn(async move {
-            let priced = answer.priced.wait(PRICE_WAIT).await;
+            let wait = observe_window(removed(scaled.from, scaled.to)) + PRICE_MARGIN;
+            let priced = answer.priced.wait(wait).await;
             if answer.priced.expected() && priced.is_none() {
                 tracing::warn!(workload = %scaled.workload, "the scale-in was not priced in time: its Event says so");
             }
@@ -99,7 +106,7 @@ pub(super) fn victims_event(
         Some(PriceOutcome::Priced(p)) => note.push_str(&format!(": {}", p.summary())),
         Some(PriceOutcome::NothingDeleted) => note.push_str(&format!(
             ": not priced, no pod went within {}s",
-            OBSERVE_FOR.as_secs()
+            observe_window(removed(scaled.from, scaled.to)).as_secs()
         )),
         Some(PriceOutcome::Failed) => note.push_str(": not priced, pricing failed"),
         None if answer.priced.expected() => note.push_str(": not priced in time"),

@@ -315,9 +315,17 @@ async fn managed_and_plan(
             })
         }
         (ScaleInOutcome::PlannerFailed(e), _, _) => Err(HookError::Internal(e.clone())),
-        (ScaleInOutcome::OverBudget { phase, missing }, _, _) => Err(timeout(
+        (
+            ScaleInOutcome::OverBudget {
+                phase,
+                missing,
+                writes,
+            },
+            _,
+            _,
+        ) => Err(timeout(
             req,
-            &format!("{phase}; {missing} cost write(s) had not shown in the pod cache"),
+            &format!("{phase}; {missing} of {writes} cost write(s) had not shown in the pod cache"),
         )),
         (_, Some(m), Some(p)) => Ok((m.clone(), p.clone())),
         (other, _, _) => Err(HookError::Internal(format!(

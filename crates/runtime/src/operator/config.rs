@@ -27,6 +27,9 @@ pub struct RunConfig {
     pub qps: f64,
     /// Operator-wide burst.
     pub burst: u32,
+    /// Pod writes of scale-ins sent beyond `qps`/`burst`, refilled over
+    /// ten minutes (`--scale-in-allowance`; 0: none).
+    pub scale_in_allowance: u32,
     /// Compute and report, write nothing.
     pub dry_run: bool,
     /// Kubeconfig file (in-cluster or the default kubeconfig when unset).

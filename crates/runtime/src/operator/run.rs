@@ -309,8 +309,11 @@ fn follow_leadership(
     tokio::spawn(
         leadership.clone().follow(
             client.clone(),
-            config.qps,
-            config.burst,
+            crate::writes::WriteLimits {
+                qps: config.qps,
+                burst: config.burst,
+                scale_in_allowance: config.scale_in_allowance,
+            },
             config.identity.clone(),
             metrics.clone(),
             config

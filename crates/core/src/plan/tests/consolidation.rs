@@ -312,7 +312,7 @@ proptest! {
         more in any::<bool>(),
     ) {
         // these node names want distinct slots, so no collision links them
-        let slots: BTreeSet<u32> = (0..counts.len()).map(|i| wanted_slot(&node_name(i), 65_536)).collect();
+        let slots: BTreeSet<u32> = (0..counts.len()).map(|i| wanted_slot(&node_name(i), 4096)).collect();
         prop_assert_eq!(slots.len(), counts.len());
         let p = consolidation_policy();
         let snap = spread(&counts, no_labels);
