@@ -75,6 +75,8 @@ pub(super) struct Costed {
     pub plans: Vec<PodPlan>,
     pub patches: Vec<CostWrite>,
     pub values: PreviousValues,
+    /// The warning of a node order with more nodes of one count than slots.
+    pub crowded: Option<String>,
 }
 
 /// Costs the selected pods (`pods`, sorted by name, rows of `selection`) with
@@ -93,9 +95,11 @@ pub(super) fn cost_pods(
     let mut warnings = Vec::new();
     let pod_nodes = PodNodes::new(pods, &selection.nodes, nodes);
     warnings.extend(missing_nodes_warning(&pod_nodes));
+    let mut crowded = None;
     let node_values = consolidation_of(policy).map(|c| {
         let order = node_values(c, &pod_nodes);
-        warnings.extend(crowded_warning(c, &order.crowded));
+        crowded = crowded_warning(c, &order.crowded);
+        warnings.extend(crowded.clone());
         (c, order.values)
     });
 
@@ -144,6 +148,7 @@ pub(super) fn cost_pods(
             plans,
             patches,
             values,
+            crowded,
         },
         warnings,
     )

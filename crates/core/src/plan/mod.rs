@@ -254,6 +254,11 @@ pub struct Plan {
     /// drains them last.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked_nodes: Vec<BlockedNode>,
+    /// Set when `nodeConsolidation` has more nodes of one pod count than
+    /// slots for them, so some nodes share a cost: the warning (also among
+    /// `warnings`), which the policy's status repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crowded_node_order: Option<String>,
     /// What the scale-down is worth against upstream's own choice (`plan
     /// --prices`); the planner leaves it empty.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -490,6 +495,7 @@ fn plan_for(
             )
         },
     );
+    let crowded_node_order = costed.crowded.clone();
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
     let (replica_sets, corrections) =
@@ -503,6 +509,7 @@ fn plan_for(
         inactive,
         warnings,
         blocked_nodes,
+        crowded_node_order,
         savings: None,
     };
     (plan, corrections)

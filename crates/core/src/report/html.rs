@@ -1300,6 +1300,7 @@ mod tests {
             inactive: vec![],
             warnings: vec![],
             blocked_nodes: vec![],
+            crowded_node_order: None,
         }
     }
 

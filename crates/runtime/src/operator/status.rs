@@ -246,16 +246,21 @@ fn ready_condition(plan: &Plan, obs: &Observed, karpenter_pods: usize) -> Condit
     } else {
         String::new()
     };
-    condition(
-        READY,
-        true,
-        "Reconciled",
-        format!(
-            "{} pods selected, {} patches pending{karpenter}",
-            plan.pods.len(),
-            obs.pending_patches
+    let selected = format!(
+        "{} pods selected, {} patches pending{karpenter}",
+        plan.pods.len(),
+        obs.pending_patches
+    );
+    match &plan.crowded_node_order {
+        // written as planned, but some nodes share a cost: said, not hidden
+        Some(crowded) => condition(
+            READY,
+            true,
+            "NodeOrderCrowded",
+            format!("{selected}; {crowded}"),
         ),
-    )
+        None => condition(READY, true, "Reconciled", selected),
+    }
 }
 
 /// `Conflict`: the older policies that win pods this one selects.
@@ -702,6 +707,7 @@ mod tests {
             inactive: vec![],
             warnings: vec![],
             blocked_nodes: vec![],
+            crowded_node_order: None,
             savings: None,
         }
     }
@@ -859,6 +865,21 @@ mod tests {
             .unwrap()
             .get("pricedScaleIns")
             .is_none());
+    }
+
+    #[test]
+    fn a_crowded_node_order_is_said_in_ready() {
+        let mut p = plan_with(vec![]);
+        p.crowded_node_order = Some("nodeConsolidation: 700 nodes holding 40 pod(s)".into());
+        let s = build(None, &p, &Observed::default(), &t(0));
+        let ready = cond(&s, READY);
+        assert_eq!(ready.status, "True");
+        assert_eq!(ready.reason, "NodeOrderCrowded");
+        assert!(
+            ready.message.ends_with("700 nodes holding 40 pod(s)"),
+            "{}",
+            ready.message
+        );
     }
 
     #[test]

@@ -275,6 +275,38 @@ fn zones_stay_within_their_skew_while_whole_nodes_go() {
     }
 }
 
+/// A policy whose other signals leave int32 room for few node slots: a
+/// count with more nodes than slots is said (plan warning, and the field
+/// the status repeats), the costs stay in int32 and in count order.
+#[test]
+fn more_nodes_of_one_count_than_slots_is_said_not_wrapped() {
+    let p = policy(
+        "selector: {matchLabels: {app: web}}\nsignals:\n\
+         - billingClass: {costs: {spot: 0, on-demand: 2000000}}\n\
+         - nodeConsolidation: {maxPods: 110}\n",
+    );
+    let ValidatedSignal::NodeConsolidation(c) = &p.spec.signals[1] else {
+        unreachable!()
+    };
+    // 2^31 / (2,000,001 * 112 bands)
+    assert_eq!(c.node_slots, 9);
+    let mut counts = vec![3; 12];
+    counts.push(2);
+    let snap = spread(&counts, no_labels);
+    let plan = super::plan(&p, &snap, &Default::default(), &Default::default(), &by(2));
+    let said = plan.crowded_node_order.clone().unwrap_or_default();
+    assert!(said.contains("12 nodes holding 3 pod(s)"), "{said}");
+    assert!(said.contains("room for 9 node(s)"), "{said}");
+    assert!(plan.warnings.contains(&said));
+    // the node of 2 pods still goes first, and every cost fits
+    assert!(victims(&plan).iter().all(|v| {
+        plan.pods
+            .iter()
+            .any(|x| &*x.name == v && &*x.node == "n-12")
+    }));
+    assert!(plan.pods.iter().all(|x| x.desired.is_some()));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
