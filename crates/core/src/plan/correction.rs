@@ -374,9 +374,9 @@ fn accepted_whatever_follows(
     must: &[bool],
     may: &[bool],
 ) -> bool {
-    if accept.0.ambiguity.is_some() || must_first.0.ambiguity.is_some() {
-        return false;
-    }
+    // no check for ambiguity: a comparator that is no strict weak order
+    // (the UID tie-breaks of the age rules) is one only among pods of equal
+    // class, cost and colocation rank, inside the runs this reads as a whole
     let (before, run) = cost_cut(accept.0, accept.1, k);
     let (must_before, _) = cost_cut(must_first.0, must_first.1, k);
     let n_must = must.iter().filter(|m| **m).count();

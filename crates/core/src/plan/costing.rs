@@ -783,14 +783,17 @@ fn consolidation_values(
         .collect()
 }
 
-/// `zoneBalance`: each pod's place in its zone, the fullest zones first:
-/// the i-th pod to go of a zone with c pods sits at `i + (fullest - c)`,
-/// so zones lose pods round-robin from the fullest down, and with
-/// `maxSkew` s each value covers s places (zones within s pods of each
-/// other tie, and the next signal picks). Pods go in name order; with a
-/// node order (`nodeConsolidation` in the policy) they go node by node in
-/// that order, and every pod of a node takes its node's first place, so
-/// zone balance moves whole nodes.
+/// `zoneBalance`: the pods of the zones holding most go first, round-robin.
+/// A pod's value is `maxPerZone` minus the pods its zone keeps from it on
+/// (itself and those after it in the zone's order), so the zone with most
+/// left always has the lowest value, and with `maxSkew` s each value covers
+/// s such counts (zones within s pods of each other tie, and the next
+/// signal picks). Counted from `maxPerZone`, not from the fullest zone, a
+/// pod's value does not move when other pods go: the controller deletes
+/// from the front of each zone, and the pods behind keep their count. Pods
+/// go in name order; with a node order (`nodeConsolidation` in the policy)
+/// they go node by node in that order, and every pod of a node takes its
+/// node's first place, so zone balance moves whole nodes.
 fn zone_values(
     z: &signal::ZoneBalance,
     pod_count: usize,
@@ -833,7 +836,7 @@ fn zone_values(
         .into_iter()
         .map(|(zone, id)| (zone, std::mem::take(&mut members_of[id])))
         .collect();
-    let fullest = per_zone.values().map(Vec::len).max().unwrap_or(0) as i64;
+    let top = i64::from(z.max_per_zone);
     let skew = i64::from(z.max_skew.max(1));
     let mut out = vec![(None, Arc::<str>::default()); pod_count];
     for (zone, members) in &per_zone {
@@ -854,7 +857,9 @@ fn zone_values(
                     _ => node_first = Some((slot, place)),
                 }
             }
-            let v = ((place + fullest - c) / skew).min(i64::from(z.max_per_zone));
+            // the pods its zone keeps from this one on, counted whole nodes
+            let keeps = c - place;
+            let v = ((top - keeps).max(0) / skew).min(top);
             out[i] = (Some(v), detail.clone());
         }
     }

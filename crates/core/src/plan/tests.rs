@@ -465,10 +465,22 @@ fn zone_balance_is_round_robin_from_the_fullest_zone() {
     ]);
     let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- zoneBalance: {}\n");
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
-    assert_eq!(cost_of(&plan, "a1"), Some(0));
-    assert_eq!(cost_of(&plan, "a2"), Some(1));
-    assert_eq!(cost_of(&plan, "a3"), Some(2));
-    assert_eq!(cost_of(&plan, "b1"), Some(2));
+    // maxPerZone (1000) minus the pods the zone keeps from each pod on
+    assert_eq!(cost_of(&plan, "a1"), Some(997));
+    assert_eq!(cost_of(&plan, "a2"), Some(998));
+    assert_eq!(cost_of(&plan, "a3"), Some(999));
+    assert_eq!(cost_of(&plan, "b1"), Some(999));
+    // a1 goes: the pods after it keep their values, and b1's zone is not
+    // renumbered because the fullest zone shrank
+    let rest = cluster(vec![
+        simple("a2", "od-1"),
+        simple("a3", "od-1"),
+        simple("b1", "spot-2"),
+    ]);
+    let after = super::plan(&p, &rest, &Default::default(), &Default::default(), &opts());
+    for pod in ["a2", "a3", "b1"] {
+        assert_eq!(cost_of(&after, pod), cost_of(&plan, pod), "{pod}");
+    }
 }
 
 #[test]

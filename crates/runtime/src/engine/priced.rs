@@ -57,7 +57,7 @@ pub const OBSERVE_FOR: Duration = Duration::from_secs(15);
 /// Added to [`OBSERVE_FOR`] per pod deleted: kube-controller-manager's
 /// client sends 20 writes a second by default (`--kube-api-qps`), so a
 /// scale-in by 680 takes it half a minute, over two syncs.
-const OBSERVE_PER_POD: Duration = Duration::from_millis(50);
+pub(super) const OBSERVE_PER_POD: Duration = Duration::from_millis(50);
 
 /// How long the pods of a scale-in by `by` are looked for going.
 pub(super) fn observe_window(by: usize) -> Duration {

@@ -40,6 +40,16 @@ pub const SHARED_FOR: Duration = Duration::from_secs(30);
 /// two of the answer; the rest is margin for a busy control plane.
 pub const HOLD: Duration = Duration::from_secs(15);
 
+/// How long background rounds leave the pods of a scale-in by `by` alone:
+/// [`HOLD`], plus the time the controller takes to delete them (its client
+/// sends about 20 writes a second; past 500 pods it takes several syncs).
+/// Until then a background write lands on a pod about to go, or moves the
+/// cut of a later sync: a 700 -> 20 scale-in took 35 s on a real control
+/// plane, and the background rewrote 54 of its victims meanwhile.
+fn hold_for(by: usize) -> Duration {
+    HOLD + super::priced::OBSERVE_PER_POD.saturating_mul(u32::try_from(by).unwrap_or(u32::MAX))
+}
+
 /// The shortest settle after writes: two informers of one watch cache
 /// receive an event within milliseconds of each other.
 const SETTLE_FLOOR: Duration = Duration::from_millis(20);
@@ -524,13 +534,14 @@ impl Engine {
             answer.outcome = over("waiting for the policy's running round", 0);
             return answer;
         };
-        state.hold(&managed.pods, Instant::now() + HOLD);
+        let by = usize::try_from(call.from - call.to).unwrap_or(0);
+        state.hold(&managed.pods, Instant::now() + hold_for(by));
         // the billing classes as they are now, not as the watch last showed
         // them (under the lock: a round the relabelling started waits)
         self.read_nodes_now(&managed, call.deadline).await;
         let target = ScaleInTarget {
             replica_sets: managed.replica_sets.clone(),
-            by: usize::try_from(call.from - call.to).unwrap_or(0),
+            by,
             in_flight: self.values_on_their_way(&managed),
         };
         let planned = self.plan_round(

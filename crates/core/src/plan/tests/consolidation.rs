@@ -275,6 +275,38 @@ fn zones_stay_within_their_skew_while_whole_nodes_go() {
     }
 }
 
+/// Zones and consolidation after a scale-in: the nodes it did not touch
+/// keep their costs (zone values count from `maxPerZone`, not from the
+/// fullest zone, which shrank), so only the node it left half drained is
+/// written again.
+#[test]
+fn zones_and_nodes_after_a_scale_in_rewrite_only_the_node_it_touched() {
+    let counts = [20, 20, 20, 20, 20, 20, 20, 20];
+    let snap = spread(&counts, |i| {
+        let zone = if i < 5 { "a" } else { "b" };
+        vec![("topology.kubernetes.io/zone".into(), zone.into())]
+    });
+    let p = policy(
+        "selector: {matchLabels: {app: web}}\nsignals:\n\
+         - zoneBalance: {maxSkew: 20}\n\
+         - nodeConsolidation: {maxPods: 50}\n",
+    );
+    let first = super::plan(&p, &snap, &Default::default(), &Default::default(), &by(50));
+    let gone = victims(&first);
+    let before = left_on_nodes(&snap, &BTreeSet::new());
+    let next = after(&snap, &first, &gone);
+    let again = super::plan(&p, &next, &Default::default(), &Default::default(), &by(1));
+    let on = left_on_nodes(&next, &BTreeSet::new());
+    let node_of_pod: BTreeMap<&str, &str> =
+        again.pods.iter().map(|x| (&*x.name, &*x.node)).collect();
+    for patch in &again.patches {
+        let node = node_of_pod[&*patch.pod];
+        assert_ne!(on.get(node), before.get(node).copied().as_ref(), "{node} unchanged but written");
+    }
+    // 50 pods: two whole nodes and half of a third
+    assert_eq!(on.len(), 6, "{on:?}");
+}
+
 /// A policy whose other signals leave int32 room for few node slots: a
 /// count with more nodes than slots is said (plan warning, and the field
 /// the status repeats), the costs stay in int32 and in count order.
