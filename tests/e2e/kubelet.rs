@@ -4,16 +4,17 @@
 //! status subresource: Running, the four conditions with transition times,
 //! container statuses, and on request not ready or a restart count. Pods the
 //! ReplicaSet controller deletes stay Terminating: no kubelet finishes them,
-//! which is how a scenario sees which pods the controller chose.
+//! which is how a scenario sees which pods the controller chose; a pool can
+//! ask for them to be finished instead ([`Kubelet::finish_deleted`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Value};
@@ -49,6 +50,8 @@ struct Shared {
     nodes: BTreeMap<String, String>,
     /// (namespace, pod) -> reported health, when not the default
     health: HashMap<(String, String), PodHealth>,
+    /// Pools whose deleted pods are finished (removed with grace 0).
+    finish: BTreeSet<String>,
 }
 
 /// The harness's kubelet for every simulated node.
@@ -129,6 +132,14 @@ impl Kubelet {
         }
     }
 
+    /// From now on a pod of `pool`'s nodes that gets deleted is finished at
+    /// once (deleted again with grace 0), as a kubelet would once its
+    /// containers stopped: a node the workload left is empty, not holding
+    /// Terminating pods.
+    pub async fn finish_deleted(&self, pool: &str) {
+        self.shared.lock().await.finish.insert(pool.into());
+    }
+
     /// Deletes one node and its Lease (what an autoscaler does to a node it
     /// removes); the heartbeat stops for it.
     pub async fn remove_node(&self, name: &str) {
@@ -148,6 +159,7 @@ impl Kubelet {
                 .collect::<Vec<_>>();
             shared.nodes.retain(|_, p| p != pool);
             shared.health.retain(|(ns, _), _| ns != pool);
+            shared.finish.remove(pool);
             names
         };
         for n in names {
@@ -253,12 +265,16 @@ async fn pod_loop(client: Client, shared: Arc<Mutex<Shared>>) {
         ) else {
             continue;
         };
-        if pod.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
         let health = {
             let shared = shared.lock().await;
-            if !shared.nodes.contains_key(&node) {
+            let Some(pool) = shared.nodes.get(&node) else {
+                continue;
+            };
+            if pod.metadata.deletion_timestamp.is_some() {
+                if shared.finish.contains(pool) {
+                    drop(shared);
+                    finish_pod(&client, &ns, &pod).await;
+                }
                 continue;
             }
             shared
@@ -269,6 +285,29 @@ async fn pod_loop(client: Client, shared: Arc<Mutex<Shared>>) {
         };
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
         report_pod(&api, &pod, health).await;
+    }
+}
+
+/// Deletes a Terminating pod with grace 0 (this pod, not one of the same
+/// name created since): the kubelet's last step.
+async fn finish_pod(client: &Client, ns: &str, pod: &Pod) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: pod.metadata.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&pod.name_any(), &dp).await {
+        Ok(_) => {}
+        // gone already, or another pod of that name
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => eprintln!(
+            "simulated kubelet: finishing pod {ns}/{}: {e}",
+            pod.name_any()
+        ),
     }
 }
 

@@ -23,6 +23,7 @@ use crate::cluster::{labels, Env, MANAGER, POOL_LABEL, SUITE_LABEL};
 use crate::kubelet::PodHealth;
 use crate::operator::{Operator, Options};
 
+mod consolidation_benchmark;
 mod exact_at_size;
 mod priced_scale_ins;
 mod scale_series;
@@ -89,6 +90,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("p_one_write_budget_for_twenty_policies", |e| {
         write_budget::p_write_budget(e).boxed()
+    }),
+    ("t_consolidation_benchmark_1000_700_20", |e| {
+        consolidation_benchmark::t_consolidation_benchmark(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()

@@ -72,10 +72,22 @@ fn assert_within(times: &[f64], qps: f64, burst: u32, source: &str) {
 /// The operator's writes in the API server's audit log between `from` and
 /// `to`: (seconds since `from`, kind), sorted. `None` without `E2E_AUDIT_LOG`.
 fn audited_writes(user: &str, from: Timestamp, to: Timestamp) -> Option<Vec<(f64, &'static str)>> {
+    let paths = audited_paths(user, from, to)?;
+    Some(paths.into_iter().map(|(t, p)| (t, kind(&p))).collect())
+}
+
+/// The writes of `user` but the Lease's in the API server's audit log
+/// between `from` and `to`: (seconds since `from`, request path without
+/// the query), sorted. `None` without `E2E_AUDIT_LOG`.
+pub(super) fn audited_paths(
+    user: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Option<Vec<(f64, String)>> {
     let path = std::env::var_os("E2E_AUDIT_LOG")?;
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("E2E_AUDIT_LOG {}: {e}", path.to_string_lossy()));
-    let mut out: Vec<(f64, &'static str)> = text
+    let mut out: Vec<(f64, String)> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| {
@@ -94,7 +106,7 @@ fn audited_writes(user: &str, from: Timestamp, to: Timestamp) -> Option<Vec<(f64
             }
             let secs = at.duration_since(from).as_secs_f64();
             let uri = e["requestURI"].as_str().unwrap_or_default();
-            Some((secs, kind(uri.split('?').next().unwrap_or_default())))
+            Some((secs, uri.split('?').next().unwrap_or_default().to_string()))
         })
         .collect();
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
