@@ -101,12 +101,16 @@ fn quiet_leaves_out_the_notes() {
             .exists(),
         "{pods}"
     );
+    // a note: samples given to a policy without a utilisation signal
     let plan = [
         "plan",
         "--policy",
-        "config/examples/combined.yaml",
+        "config/examples/spot-first.yaml",
         "--snapshot",
         "config/examples/cluster.yaml",
+        "--samples",
+        "config/examples/samples.json",
+        "--now=2026-11-22T03:00:00Z",
     ];
     for cmd in [plan.to_vec(), vec!["predict", "-f", pods]] {
         let loud = run(&cmd);
@@ -127,6 +131,92 @@ fn quiet_leaves_out_the_notes() {
         );
         assert_eq!(quiet.stdout, loud.stdout, "{cmd:?}: the same answer");
     }
+}
+
+/// Issue 55, item 8: a negative size or pod limit is named as such (clap
+/// read `-5` as an unknown flag: "unexpected argument '-5'"); `explain`
+/// says why no policy plans a pod in words.
+#[test]
+fn negative_limits_and_a_pod_no_policy_plans_are_said_plainly() {
+    let pods = "tests/fixtures/predict/pods.json";
+    for cmd in [
+        vec!["plan"],
+        vec!["predict", "-f", pods],
+        vec!["explain", "pod/web-a", "--snapshot", pods],
+    ] {
+        for (flag, said) in [
+            ("--max-input-bytes", "\"-5\": a size is not negative"),
+            (
+                "--max-pods",
+                "expected a number of pods, a whole number from 0 up; found \"-5\"",
+            ),
+        ] {
+            let o = run(&[&cmd[..], &[flag, "-5"]].concat());
+            assert_eq!(o.status.code(), Some(2), "{cmd:?} {flag}");
+            let err = stderr(&o);
+            assert!(
+                err.contains(&format!("invalid value '-5' for '{flag}")),
+                "{err}"
+            );
+            assert!(err.contains(said), "{cmd:?} {flag}: {err}");
+            assert!(!err.contains("unexpected argument"), "{err}");
+        }
+    }
+    // no policy read at all, then one that selects other pods
+    let o = run(&[
+        "explain",
+        "pod/web-a",
+        "-n",
+        "shop",
+        "--snapshot",
+        pods,
+        "--now=2025-01-01T12:00:00Z",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!(
+            "  policy:     none: {pods} holds no DeletionCostPolicy (give one with --policy FILE)\n"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&[
+        "explain",
+        "pod/checkout-6f5d8b7c9-r4kzd",
+        "--snapshot",
+        "config/examples/cluster.yaml",
+        "--policy",
+        "config/examples/combined.yaml",
+        "-n",
+        "shop",
+        "--now=2026-11-22T03:00:00Z",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(
+            "  policy:     none: no DeletionCostPolicy in config/examples/combined.yaml selects this pod\n"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let json: serde_json::Value = serde_json::from_slice(
+        &run(&[
+            "explain",
+            "pod/web-a",
+            "-n",
+            "shop",
+            "--snapshot",
+            pods,
+            "-o",
+            "json",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(json["noPolicy"]
+        .as_str()
+        .unwrap()
+        .ends_with("holds no DeletionCostPolicy (give one with --policy FILE)"));
 }
 
 /// Issue 30, item 7: a CA file that is no certificate, and a kubeconfig that

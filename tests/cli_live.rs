@@ -533,9 +533,9 @@ async fn explain_says_place_rules_and_cost_origin() {
         "written by the operator for policy shop/web, which is not among the policies read",
     );
     assert!(
-        saved
-            .stdout
-            .contains("none of the policies read plans this pod"),
+        saved.stdout.contains(&format!(
+            "policy:     none: {snap} holds no DeletionCostPolicy (give one with --policy FILE)"
+        )),
         "{}",
         saved.stdout
     );

@@ -108,7 +108,7 @@ fn json_covers_notes_warnings_and_errors() {
 
 #[test]
 fn json_covers_plan_logs_and_warnings() {
-    // a tracing log (samples unused) and a plan warning, both JSON
+    // a note (samples unused) and a plan warning, both JSON
     let o = run(
         &[
             "plan",
@@ -129,36 +129,53 @@ fn json_covers_plan_logs_and_warnings() {
     assert!(
         messages(&lines, "INFO")
             .iter()
-            .any(|m| m.contains("samples not used")),
+            .any(|m| m.contains("samples in config/examples/samples.json are not used")),
         "{lines:?}"
     );
 }
 
+/// The example cluster and a Service, which `plan` does not read and logs
+/// at debug level: a log line to look at (the CLI's own lines are notes).
+fn with_an_unread_service() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("cluster.yaml");
+    let cluster = std::fs::read_to_string(fixture("config/examples/cluster.yaml")).unwrap();
+    std::fs::write(
+        &snapshot,
+        format!(
+            "{cluster}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: shop}}\n"
+        ),
+    )
+    .unwrap();
+    let path = snapshot.to_string_lossy().into_owned();
+    (dir, path)
+}
+
 #[test]
 fn no_colour_when_stderr_is_not_a_terminal() {
-    let o = run(
-        &[
-            "plan",
-            NOW,
-            "--policy",
-            "config/examples/spot-first.yaml",
-            "--snapshot",
-            "config/examples/cluster.yaml",
-            "--samples",
-            "config/examples/samples.json",
-        ],
-        "",
-    );
+    let (_dir, snapshot) = with_an_unread_service();
+    let o = command(&[
+        "plan",
+        NOW,
+        "--policy",
+        "config/examples/spot-first.yaml",
+        "--snapshot",
+        &snapshot,
+    ])
+    .env("RUST_LOG", "debug")
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("samples not used"), "{err}");
+    assert!(err.contains("snapshot objects not read"), "{err}");
     assert!(!err.contains('\u{1b}'), "ANSI codes in a pipe: {err:?}");
 }
 
 /// Runs the command with stdout and stderr on a pseudo-terminal and returns
 /// what the terminal received.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
+fn on_a_terminal_with(mut c: Command, no_color: Option<&str>) -> String {
     use std::io::Read;
     use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -185,7 +202,6 @@ fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
     }
     // SAFETY: both descriptors were just opened and are owned here only.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let mut c = command(args);
     if let Some(v) = no_color {
         c.env("NO_COLOR", v);
     }
@@ -220,24 +236,28 @@ fn on_a_terminal(args: &[&str], no_color: Option<&str>) -> String {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn colour_on_a_terminal_unless_no_color() {
+    let (_dir, snapshot) = with_an_unread_service();
     let args = [
         "plan",
         NOW,
         "--policy",
         "config/examples/spot-first.yaml",
         "--snapshot",
-        "config/examples/cluster.yaml",
-        "--samples",
-        "config/examples/samples.json",
+        &snapshot,
     ];
-    let coloured = on_a_terminal(&args, None);
-    assert!(coloured.contains("samples not used"), "{coloured}");
+    let on_a_terminal = |no_color| {
+        let mut c = command(&args);
+        c.env("RUST_LOG", "debug");
+        on_a_terminal_with(c, no_color)
+    };
+    let coloured = on_a_terminal(None);
+    assert!(coloured.contains("snapshot objects not read"), "{coloured}");
     assert!(
         coloured.contains('\u{1b}'),
         "no colour on a terminal: {coloured:?}"
     );
-    let plain = on_a_terminal(&args, Some("1"));
-    assert!(plain.contains("samples not used"), "{plain}");
+    let plain = on_a_terminal(Some("1"));
+    assert!(plain.contains("snapshot objects not read"), "{plain}");
     assert!(
         !plain.contains('\u{1b}'),
         "colour despite NO_COLOR: {plain:?}"

@@ -113,3 +113,10 @@ pub fn parse_pod_count(s: &str) -> Result<usize, String> {
         .parse::<usize>()
         .map_err(|_| format!("expected a number of pods, a whole number from 0 up; found {s:?}"))
 }
+
+/// `--max-pods N`: a whole number of pods, said as `--scale-down-by`'s.
+pub fn parse_pod_limit(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("expected a number of pods, a whole number from 0 up; found {s:?}"))
+}

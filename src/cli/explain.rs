@@ -76,10 +76,11 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// Stop with exit 2 on an input larger than this: bytes, or with a unit.
-    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    // hyphen values allowed so `-5` is reported as a bad size, not an unknown flag
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, allow_hyphen_values = true, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
     /// Stop with exit 2 on an input holding more pods than this.
-    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS, allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_limit)]
     pub max_pods: u64,
     /// Print no notes on stderr (warnings and errors still go out).
     #[arg(short = 'q', long)]
@@ -183,6 +184,9 @@ pub struct Explanation {
     pub node_removal: Option<BlockedNode>,
     /// The policy that selects the pod, if one of those read does.
     pub policy: Option<PolicyView>,
+    /// Why no policy plans the pod, when none does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_policy: Option<String>,
     /// The `now` used.
     pub now: String,
     /// The Kubernetes version whose gate defaults apply.
@@ -237,13 +241,27 @@ pub fn run(args: ExplainArgs) -> Result<(), CliError> {
         pod,
         &settings,
     )?;
+    let no_policy = view
+        .is_none()
+        .then(|| why_no_policy(&policy_source, &policy_objects));
     let mut explanation = explain(&settings, pod, &family.related, view);
+    explanation.no_policy = no_policy;
     explanation.node_removal = blocked_node(
         pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         &read.snapshot,
     );
     let text = render(&explanation, args.output)?;
     print_out(&text)
+}
+
+/// Why no policy plans the pod: none was read from `source`, or none of
+/// those read selects it.
+fn why_no_policy(source: &str, objects: &[RawObject]) -> String {
+    if objects.iter().any(|o| o.kind == "DeletionCostPolicy") {
+        format!("no DeletionCostPolicy in {source} selects this pod")
+    } else {
+        format!("{source} holds no DeletionCostPolicy (give one with --policy FILE)")
+    }
 }
 
 /// Reads `--snapshot`, else the live cluster, in the pod's namespace; the
@@ -349,7 +367,15 @@ fn policy_view(
         assume_patches_applied: false,
         chunks: Default::default(),
     };
-    let p = plan::plan(policy, snapshot, &samples, &Default::default(), &opts);
+    // as the policy writes: under OnScaleIn nothing in the background
+    let p = plan::plan_as_written(
+        policy,
+        snapshot,
+        &samples,
+        &Default::default(),
+        &opts,
+        &Default::default(),
+    );
     Ok(p.pods
         .iter()
         .find(|pp| &*pp.name == name)
@@ -475,6 +501,7 @@ pub fn explain(
         cost_origin,
         node_removal: None,
         policy,
+        no_policy: None,
         now: settings.now.to_string(),
         kubernetes_version: settings.kubernetes_version.map(|v| v.to_string()),
     };
@@ -578,7 +605,7 @@ pub fn render_text(e: &Explanation) -> String {
     if let Some(n) = &e.node_removal {
         let _ = writeln!(out, "  autoscaler: {n}");
     }
-    render_policy(&mut out, e.policy.as_ref());
+    render_policy(&mut out, e.policy.as_ref(), e.no_policy.as_deref());
     let _ = writeln!(
         out,
         "\nnow {}{}",
@@ -668,13 +695,14 @@ fn origin_text(e: &Explanation) -> String {
     }
 }
 
-/// The `policy`, `signals` and `plan` lines, or that no policy plans the pod.
-fn render_policy(out: &mut String, policy: Option<&PolicyView>) {
+/// The `policy`, `signals` and `plan` lines, or why no policy plans the pod.
+fn render_policy(out: &mut String, policy: Option<&PolicyView>, why_none: Option<&str>) {
     match policy {
         None => {
             let _ = writeln!(
                 out,
-                "  policy:     none of the policies read plans this pod"
+                "  policy:     none: {}",
+                why_none.unwrap_or("no policy selects this pod")
             );
         }
         Some(v) => {

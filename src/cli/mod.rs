@@ -114,9 +114,11 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// Writes the whole output at once, so a failure never leaves partial stdout.
+/// Writes the whole output at once, so a failure never leaves partial
+/// stdout; control characters from input are escaped ([`table::terminal_safe`]).
 pub fn print_out(text: &str) -> Result<(), CliError> {
     use std::io::Write;
+    let text = table::terminal_safe(text);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::source::{open_within_limit, read_source_limited};
+use super::source::{
+    embedded_within_limit, open_within_limit, read_embedded_limited, read_source_limited,
+};
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
 use crate::engine::wins_over;
@@ -25,8 +27,8 @@ use crate::plan::{
 };
 use crate::policy::file::policies_from;
 use crate::policy::selector::selects;
-use crate::policy::DeletionCostPolicy;
 use crate::policy::PolicyFileError;
+use crate::policy::{DeletionCostPolicy, Writes};
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
 
@@ -106,11 +108,12 @@ pub struct PlanArgs {
     /// Stop with exit 2 on an input larger than this (each file of --policy,
     /// --snapshot, --samples and --prices, and stdin):
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
-    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    // hyphen values allowed so `-5` is reported as a bad size, not an unknown flag
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, allow_hyphen_values = true, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
     /// Stop with exit 2 on an input holding more pods than this in --snapshot
     /// (its files together).
-    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS, allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_limit)]
     pub max_pods: u64,
     /// Print no notes on stderr (warnings and errors still go out).
     #[arg(short = 'q', long)]
@@ -459,12 +462,13 @@ fn namespaces_selected(policy: &NamedPolicy, snapshot: &Snapshot) -> Vec<(String
         .collect()
 }
 
-/// Reads and checks `--prices`, which needs `--scale-down-by`.
-fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
+/// Reads and checks `--prices`, which needs a scale-down: `--scale-down-by`,
+/// or the bundled example's.
+fn load_prices(args: &PlanArgs, bundled: bool) -> Result<Option<Prices>, CliError> {
     let Some(path) = &args.prices else {
         return Ok(None);
     };
-    if args.scale_down_by.is_none() {
+    if args.scale_down_by.is_none() && !bundled {
         return Err(CliError::bad_input(
             "--prices needs --scale-down-by N: what is priced are the nodes that scaling \
              each ReplicaSet down by N would empty",
@@ -480,9 +484,9 @@ fn load_prices(args: &PlanArgs) -> Result<Option<Prices>, CliError> {
 /// Runs `plan`.
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     super::stderr::set_quiet(args.quiet);
-    let prices = load_prices(&args)?;
     let live = args.snapshot.is_none() && args.cluster.any();
     let bundled = args.policy.is_none() && args.snapshot.is_none() && !live;
+    let prices = load_prices(&args, bundled)?;
     // bad flags fail before any input is read
     args.gates.resolve()?;
     if let (Some(_), Some(flag)) = (&args.snapshot, args.cluster.connection()) {
@@ -492,7 +496,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     }
     let inputs = match (live, bundled) {
         (true, _) => read_live(&args)?,
-        (false, true) => read_bundled()?,
+        (false, true) => read_bundled(&args)?,
         (false, false) => read_files(&args)?,
     };
     let mut file_policies = policies(&inputs.policy_source, &inputs.policy_objs)?;
@@ -513,10 +517,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     };
     let moment = Moment::of(&args, bundled)?;
     let choice = args.gates.choose(inputs.version.as_ref())?;
-    // the bundled example is no cluster: its version is not worth a note
-    if let Some(note) =
-        super::cluster_flags::default_gates_note(&choice, snapshot_name).filter(|_| !bundled)
-    {
+    if let Some(note) = super::cluster_flags::default_gates_note(&choice, snapshot_name) {
         super::stderr::note(&note);
     }
     let opts = PlanOptions {
@@ -626,17 +627,26 @@ fn read_live(args: &PlanArgs) -> Result<Inputs, CliError> {
     })
 }
 
-/// The bundled example: its policy and its cluster.
-fn read_bundled() -> Result<Inputs, CliError> {
-    let mut reader = SnapshotReader::new(InputLimits::NONE);
-    reader
-        .read_text(EXAMPLE_CLUSTER.0, EXAMPLE_CLUSTER.1)
+/// The bundled example: its policy and its cluster, read as the same
+/// files given with --policy and --snapshot are (the same limits, in the
+/// same order).
+fn read_bundled(args: &PlanArgs) -> Result<Inputs, CliError> {
+    let policy = read_embedded_limited(EXAMPLE_POLICY, args.max_input_bytes, Expect::Manifest)
         .map_err(CliError::bad_input)?;
-    let (snapshot, version) = checked_snapshot(EXAMPLE_CLUSTER.0, reader)?;
+    let policy_objs = parse_objects(EXAMPLE_POLICY.0, &policy).map_err(CliError::bad_input)?;
+    let (name, text) = EXAMPLE_CLUSTER;
+    embedded_within_limit(name, text, args.max_input_bytes).map_err(CliError::bad_input)?;
+    let mut reader = SnapshotReader::new(InputLimits {
+        bytes: args.max_input_bytes,
+        pods: args.max_pods,
+    });
+    reader
+        .read(name, text.as_bytes(), text.len() as u64)
+        .map_err(CliError::bad_input)?;
+    let (snapshot, version) = checked_snapshot(name, reader)?;
     Ok(Inputs {
         policy_source: EXAMPLE_POLICY.0.to_string(),
-        policy_objs: parse_objects(EXAMPLE_POLICY.0, EXAMPLE_POLICY.1)
-            .map_err(CliError::bad_input)?,
+        policy_objs,
         snapshot,
         version,
         live_source: None,
@@ -742,7 +752,7 @@ fn plan_each(
         let policy = &file_policy.named;
         let (excluded, overlap_warnings) = overlaps(i, file_policies, &selected);
         let samples = samples_for(args, bundled, policy, moment)?;
-        let mut p = plan::plan_excluding(
+        let mut p = plan::plan_as_written(
             policy,
             snapshot,
             &samples.samples,
@@ -801,7 +811,11 @@ fn samples_for(
         let (name, text) = match &args.samples {
             Some(path) => read_source_limited(path, args.max_input_bytes, Expect::Text)
                 .map_err(CliError::bad_input)?,
-            None => (EXAMPLE_SAMPLES.0.to_string(), EXAMPLE_SAMPLES.1.to_string()),
+            None => (
+                EXAMPLE_SAMPLES.0.to_string(),
+                read_embedded_limited(EXAMPLE_SAMPLES, args.max_input_bytes, Expect::Text)
+                    .map_err(CliError::bad_input)?,
+            ),
         };
         // judged as of --now, else of the current time (the bundled
         // example's: its moment), as the same file given with --samples:
@@ -978,9 +992,13 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
         (Some(m), None) => format!("; maxCost {m}"),
         (None, None) => String::new(),
     };
+    let writes = match p.writes {
+        Writes::Continuous => "",
+        Writes::OnScaleIn => "; writes: OnScaleIn",
+    };
     let _ = writeln!(
         out,
-        "Policy {}  (signals: {}; combine: {}{max_cost})",
+        "Policy {}  (signals: {}; combine: {}{max_cost}{writes})",
         p.policy,
         kinds.join(", "),
         match policy.spec.combine {
@@ -989,7 +1007,7 @@ pub fn render_table(p: &Plan, policy: &NamedPolicy, opts: &PlanOptions) -> Strin
         }
     );
     out.push_str(&table::aligned(pod_rows(p, &kinds), "  ", 2));
-    render_summary(&mut out, p, &kinds);
+    render_summary(&mut out, p, &kinds, opts.scale_down_by);
     for rs in &p.replica_sets {
         render_replica_set(&mut out, rs, opts);
     }
@@ -1054,17 +1072,18 @@ fn cost_now_cell(pod: &crate::plan::PodPlan) -> String {
 }
 
 /// The counts under the pods table, and the nodes no autoscaler may remove.
-fn render_summary(out: &mut String, p: &Plan, kinds: &[&str]) {
+fn render_summary(out: &mut String, p: &Plan, kinds: &[&str], scale_down_by: Option<usize>) {
     let _ = writeln!(
         out,
-        "  {} pods selected, {} patches{}",
+        "  {} pods selected, {} patches{}{}",
         p.pods.len(),
         p.patches.len(),
         if p.inactive.is_empty() {
             String::new()
         } else {
             format!(", {} inactive left out", p.inactive.len())
-        }
+        },
+        on_scale_in_note(p.writes, scale_down_by)
     );
     if !p.blocked_nodes.is_empty() {
         let _ = writeln!(
@@ -1079,6 +1098,20 @@ fn render_summary(out: &mut String, p: &Plan, kinds: &[&str]) {
         for n in &p.blocked_nodes {
             let _ = writeln!(out, "    {n}");
         }
+    }
+}
+
+/// What the patches of a `writes: OnScaleIn` plan are, after their count.
+pub fn on_scale_in_note(writes: Writes, scale_down_by: Option<usize>) -> String {
+    match (writes, scale_down_by) {
+        (Writes::Continuous, _) => String::new(),
+        (Writes::OnScaleIn, None) => " (writes: OnScaleIn: nothing in the background; \
+             --scale-down-by N shows what a scale-in by N writes)"
+            .to_string(),
+        (Writes::OnScaleIn, Some(n)) => format!(
+            " (writes: OnScaleIn: what a scale-in by {n} writes, its minimal correction; \
+             nothing in the background)"
+        ),
     }
 }
 

@@ -122,11 +122,12 @@ pub struct PredictArgs {
     pub scale_down_by: Option<usize>,
     /// Stop with exit 2 on an input larger than this (each file, and stdin):
     /// bytes, or with a unit (512Mi, 2Gi, 500M).
-    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, value_parser = crate::input::parse_size)]
+    // hyphen values allowed so `-5` is reported as a bad size, not an unknown flag
+    #[arg(long, value_name = "SIZE", default_value = crate::input::DEFAULT_MAX_INPUT, allow_hyphen_values = true, value_parser = crate::input::parse_size)]
     pub max_input_bytes: u64,
     /// Stop with exit 2 on an input holding more pods than this (each
     /// source; a snapshot's files together).
-    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS)]
+    #[arg(long, value_name = "N", default_value_t = crate::input::DEFAULT_MAX_PODS, allow_hyphen_values = true, value_parser = super::cluster_flags::parse_pod_limit)]
     pub max_pods: u64,
     /// Print no notes on stderr (warnings and errors still go out).
     #[arg(short = 'q', long)]

@@ -28,17 +28,25 @@ pub fn load(
             max_age_secs: Some(u.max_age.as_secs_f64()),
         })
         .collect();
+    // said as notes and warnings, never as log lines: `-q` silences the notes
     if specs.is_empty() {
-        tracing::info!(policy = %policy.key(), "{source}: policy has no utilization signal; samples not used");
+        super::stderr::note(&format!(
+            "policy {}: it has no utilization signal, so the samples in {source} are not used",
+            policy.key()
+        ));
         return Ok(SignalSamples::default());
     }
     let loaded = read_samples(source, text, &specs, now_secs).map_err(CliError::bad_input)?;
     for (index, n) in &loaded.without_pod_label {
-        tracing::warn!(
-            signal = index,
-            series = n,
-            "{source}: series without the pod label ignored"
-        );
+        let label = utilization_signals(policy)
+            .into_iter()
+            .find(|(i, _)| i == index)
+            .map_or("pod", |(_, u)| u.pod_label.as_str());
+        super::stderr::warn(&format!(
+            "policy {}: spec.signals[{index}] (utilization): {n} series in {source} have no \
+             {label} label (podLabel) and are not used",
+            policy.key()
+        ));
     }
     Ok(loaded.samples)
 }
@@ -127,12 +135,12 @@ pub fn query(url: &str, policy: &NamedPolicy) -> Result<SignalSamples, CliError>
                     CliError::failure(format!("--prometheus {url}: {e}"))
                 }
             })?;
-        tracing::info!(
-            signal = index,
-            series = fetched.meta.series,
-            elapsed_ms = fetched.meta.elapsed.as_millis() as u64,
-            "queried Prometheus"
-        );
+        super::stderr::note(&format!(
+            "policy {}: spec.signals[{index}] (utilization): Prometheus answered {} series in {} ms",
+            policy.key(),
+            fetched.meta.series,
+            fetched.meta.elapsed.as_millis()
+        ));
         out.utilization.insert(index, fetched.samples);
     }
     Ok(out)

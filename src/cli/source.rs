@@ -49,6 +49,31 @@ pub fn open_within_limit(path: &str, max_bytes: u64) -> Result<(std::fs::File, u
     Ok((file, size))
 }
 
+/// A file the binary carries (the bundled example), read as the same file
+/// on disk would be: refused past `max_bytes` before a byte is read, then
+/// through [`read_bounded`].
+pub fn read_embedded_limited(
+    (name, text): (&str, &str),
+    max_bytes: u64,
+    expect: Expect,
+) -> Result<String, InputError> {
+    embedded_within_limit(name, text, max_bytes)?;
+    read_bounded(name, text.as_bytes(), max_bytes, text.len() as u64, expect)
+}
+
+/// [`open_within_limit`] for a file the binary carries.
+pub fn embedded_within_limit(name: &str, text: &str, max_bytes: u64) -> Result<(), InputError> {
+    let size = text.len() as u64;
+    if size > max_bytes {
+        return Err(InputError::TooLarge {
+            source_name: name.to_string(),
+            limit: max_bytes,
+            size: Some(size),
+        });
+    }
+    Ok(())
+}
+
 /// Reads pods from a file, or stdin for `-`, for `predict`: the source's
 /// name, the pods and the Kubernetes version the input carries, if any.
 pub fn read_pods_slim(

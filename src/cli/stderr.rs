@@ -72,7 +72,12 @@ pub fn colour_allowed(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
 /// One stderr line (with its newline) in `format`, pure but for the clock.
 pub fn render(format: LogFormat, level: Level, message: &str) -> String {
     match format {
-        LogFormat::Text => format!("{}: {message}\n", level.text_prefix()),
+        // what input put in a message is shown, not run by the terminal
+        LogFormat::Text => format!(
+            "{}: {}\n",
+            level.text_prefix(),
+            super::table::terminal_safe(message)
+        ),
         LogFormat::Json => {
             // the keys in the order tracing's JSON lines have them
             let text = |s: &str| serde_json::Value::String(s.to_string());
@@ -158,6 +163,10 @@ mod tests {
         assert_eq!(
             render(LogFormat::Text, Level::Warning, "a\nb"),
             "warning: a\nb\n"
+        );
+        assert_eq!(
+            render(LogFormat::Text, Level::Note, "x\u{1b}[41my"),
+            "note: x\\u{1b}[41my\n"
         );
         let line = render(LogFormat::Json, Level::Error, "bad \"x\"\nsecond");
         assert_eq!(line.matches('\n').count(), 1, "one line: {line}");

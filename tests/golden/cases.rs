@@ -646,6 +646,7 @@ fn pod_line(p: &PodPlan) -> String {
         CostAction::KeepForeign => "keep (foreign)".to_string(),
         CostAction::KeepKarpenter => "keep (Karpenter's)".to_string(),
         CostAction::KeepLastValue(why) => format!("keep ({why})"),
+        CostAction::NotWritten(c) => format!("not written ({c})"),
     };
     format!("{} [{}] {current} -> {action}", p.name, signals.join(" "))
 }

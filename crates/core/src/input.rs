@@ -187,6 +187,28 @@ mod tests {
             err,
             "deep.yaml: not valid YAML at line 1 column 67: nested too deeply (more than 64 levels of lists and maps)"
         );
+        // issue 55, item 2: past the parser's own limit (255 levels) the same
+        // words, not its "recursion limit exceeded"; a key given twice in
+        // JSON's words, not the library's option names
+        let deeper = format!("a: {}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let err = parse_objects("deep.yaml", &deeper).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "deep.yaml: not valid YAML at line 1 column 259: nested too deeply (more than 64 levels of lists and maps)"
+        );
+        let deeper = "- ".repeat(300) + "x";
+        let err = parse_objects("deep.yaml", &deeper).unwrap_err().to_string();
+        assert!(
+            err.ends_with("nested too deeply (more than 64 levels of lists and maps)"),
+            "{err}"
+        );
+        let err = parse_objects("x.yaml", "kind: Pod\nmetadata: {name: a}\nkind: Pod\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "x.yaml: not valid YAML at line 3 column 1: kind: given twice (a key may appear once in a map)"
+        );
         let err = parse_objects("x.yaml", "42").unwrap_err().to_string();
         assert!(err.contains("found a number"), "{err}");
         let objs = parse_objects("x.yaml", "kind: Node\nmetadata: {name: n}").unwrap();

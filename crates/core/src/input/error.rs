@@ -108,22 +108,30 @@ pub(super) fn at_position(position: Option<(u64, u64)>) -> String {
 
 /// A JSON syntax error as one clean line.
 pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputError {
-    let text = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = text.strip_suffix(&suffix).unwrap_or(&text);
-    // serde_json's name for its depth limit, in the words of RELIABILITY.md
-    let message = if message == "recursion limit exceeded" {
-        "nested too deeply (more than 128 levels of lists and maps)".to_string()
-    } else {
-        message.to_string()
-    };
     InputError::Syntax {
         source_name: source_name.to_string(),
         format: "JSON",
         position: (e.line() > 0).then_some((e.line() as u64, e.column() as u64)),
-        message,
+        message: json_problem(e),
     }
 }
+
+/// What serde_json says is wrong, without the position (said apart) and
+/// with its depth limit in words.
+pub fn json_problem(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let message = text.strip_suffix(&suffix).unwrap_or(&text);
+    // serde_json's name for its depth limit, in the words of RELIABILITY.md
+    if message == "recursion limit exceeded" {
+        "nested too deeply (more than 128 levels of lists and maps)".to_string()
+    } else {
+        message.to_string()
+    }
+}
+
+/// What the YAML reader says of a depth past its limits.
+const YAML_TOO_DEEP: &str = "nested too deeply (more than 64 levels of lists and maps)";
 
 /// A YAML syntax error as one clean line: the message without the source
 /// snippet, the `error: ` prefix or the position (given apart), and the
@@ -150,9 +158,7 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
     }
     let message = match inner {
         serde_saphyr::Error::Budget { breach, .. } => match breach {
-            BudgetBreach::Depth { .. } => {
-                "nested too deeply (more than 64 levels of lists and maps)".to_string()
-            }
+            BudgetBreach::Depth { .. } => YAML_TOO_DEEP.to_string(),
             BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
                 "too many aliases (`*name`): refused as a possible alias bomb".to_string()
             }
@@ -175,6 +181,20 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
             "`{value}` is not a finite number: JSON and Kubernetes objects hold no NaN or \
              infinity (YAML's `.nan`, `.inf`, `-.inf`); write a number, or quote it to keep it as text"
         ),
+        // the library's words name its own options ("set DuplicateKeyPolicy
+        // in Options"); JSON input says "given twice"
+        serde_saphyr::Error::DuplicateMappingKey { key, .. } => match key {
+            Some(k) => format!(
+                "{}: given twice (a key may appear once in a map)",
+                super::shortened(k)
+            ),
+            None => "a key is given twice (a key may appear once in a map)".to_string(),
+        },
+        // the parser's own nesting limit (past 255 levels, where the depth
+        // budget has not looked yet): the same words as the budget's
+        serde_saphyr::Error::ExternalMessage { msg, .. } if msg == "recursion limit exceeded" => {
+            YAML_TOO_DEEP.to_string()
+        }
         other => serde_saphyr::DefaultMessageFormatter
             .format_message(other)
             .chars()

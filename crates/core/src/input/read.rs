@@ -64,6 +64,11 @@ pub enum Expect {
 /// `G`, `T` are powers of 1000; `Ki`, `Mi`, `Gi`, `Ti` of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "{s:?}: a size is not negative; expected a number of bytes such as 2Gi or 1048576"
+        ));
+    }
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
     let unit_value: u64 = match unit {

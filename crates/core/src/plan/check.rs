@@ -29,6 +29,9 @@ pub enum MismatchReason {
     NotReady,
     /// A patch computed for it has not landed yet.
     PendingPatch,
+    /// Its policy writes costs only at scale-ins (`writes: OnScaleIn`), and
+    /// none writes this pod's.
+    OnScaleIn,
     /// It carries a cost this policy did not write and leaves alone.
     ForeignCost,
     /// It carries a cost Karpenter manages, which every policy leaves alone.
@@ -53,6 +56,9 @@ impl MismatchReason {
             }
             MismatchReason::NotReady => "not Ready (upstream deletes them before Ready pods)",
             MismatchReason::PendingPatch => "its cost patch has not landed yet",
+            MismatchReason::OnScaleIn => {
+                "writes: OnScaleIn writes its cost only where a scale-in needs it"
+            }
             MismatchReason::ForeignCost => "carries a cost this policy did not write",
             MismatchReason::KarpenterCost => {
                 "carries Karpenter's cost (karpenter.sh/managed-deletion-cost), left alone"
@@ -87,6 +93,7 @@ fn cost_reason(plan: Option<&PodPlan>) -> Option<MismatchReason> {
     };
     match (&p.action, &p.owner) {
         (CostAction::Patch(_), _) => Some(MismatchReason::PendingPatch),
+        (CostAction::NotWritten(_), _) => Some(MismatchReason::OnScaleIn),
         (CostAction::KeepKarpenter, _) | (_, CostOwner::Karpenter) => {
             Some(MismatchReason::KarpenterCost)
         }

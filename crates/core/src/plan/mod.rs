@@ -3,11 +3,13 @@
 //! needed, and per ReplicaSet the order upstream will use with the check
 //! against the order the policy intends. It never talks to the API.
 
+mod apart;
 pub mod blockers;
 pub mod check;
 pub mod correction;
 mod costing;
 pub mod node_order;
+mod on_scale_in;
 mod prediction;
 pub mod previous;
 pub mod prices;
@@ -26,7 +28,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::comparator::{FeatureGates, GoTime};
-use crate::policy::ValidatedSignal;
+use crate::policy::{ValidatedSignal, Writes};
 use crate::signals::SignalSamples;
 use rayon::prelude::*;
 use selection::NsPod;
@@ -135,11 +137,15 @@ pub enum CostAction {
     KeepKarpenter,
     /// A signal is missing and `onSignalMissing: keepLastValue`.
     KeepLastValue(String),
+    /// The cost the policy wants, which `writes: OnScaleIn` does not write:
+    /// nothing in the background, and this scale-in (if any) needs no
+    /// write on the pod.
+    NotWritten(i32),
 }
 
 impl std::fmt::Display for CostAction {
     /// `unchanged`, `set 20`, `keep (not ours)`, `keep (Karpenter's)`,
-    /// `keep (<why>)`.
+    /// `keep (<why>)`, `not written (OnScaleIn)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CostAction::Unchanged => f.write_str("unchanged"),
@@ -147,6 +153,7 @@ impl std::fmt::Display for CostAction {
             CostAction::KeepForeign => f.write_str("keep (not ours)"),
             CostAction::KeepKarpenter => f.write_str("keep (Karpenter's)"),
             CostAction::KeepLastValue(why) => write!(f, "keep ({why})"),
+            CostAction::NotWritten(_) => f.write_str("not written (OnScaleIn)"),
         }
     }
 }
@@ -236,9 +243,14 @@ pub struct ReplicaSetPlan {
 pub struct Plan {
     /// Policy namespace/name.
     pub policy: String,
+    /// The policy's `spec.writes`. Under `OnScaleIn` a plan made by
+    /// [`plan_as_written`] patches nothing but what a scale-in by
+    /// `scale_down_by` needs (its minimal correction).
+    pub writes: Writes,
     /// Selected active pods, by name.
     pub pods: Vec<PodPlan>,
-    /// Patches needed (only changed values).
+    /// Patches needed (only changed values): under `writes: OnScaleIn`,
+    /// in a plan of [`plan_as_written`], those of the scale-in only.
     pub patches: Vec<CostWrite>,
     /// Order check per ReplicaSet.
     pub replica_sets: Vec<ReplicaSetPlan>,
@@ -402,7 +414,10 @@ pub fn plan(
 }
 
 /// Plans one policy, leaving out pods another policy has won (`excluded`):
-/// they are neither costed nor patched, but still ordered with their ReplicaSet.
+/// they are neither costed nor patched, but still ordered with their
+/// ReplicaSet. The patches are every cost the policy wants changed, whatever
+/// its `spec.writes` (the operator sends them as that says);
+/// [`plan_as_written`] shows what the policy itself writes.
 pub fn plan_excluding(
     policy: &NamedPolicy,
     snapshot: &Snapshot,
@@ -411,7 +426,43 @@ pub fn plan_excluding(
     opts: &PlanOptions,
     excluded: &BTreeSet<String>,
 ) -> Plan {
-    plan_for(policy, snapshot, samples, previous, opts, excluded, None).0
+    plan_for(
+        policy,
+        snapshot,
+        samples,
+        previous,
+        opts,
+        excluded,
+        None,
+        Writes::Continuous,
+    )
+    .0
+}
+
+/// [`plan_excluding`] as the policy writes: under `writes: Continuous` the
+/// same plan; under `OnScaleIn` nothing is written in the background, so
+/// the pods keep the costs they carry ([`CostAction::NotWritten`]), and with
+/// `opts.scale_down_by` N each ReplicaSet's minimal correction for a
+/// scale-in by N is what is patched, and the order is predicted with it.
+pub fn plan_as_written(
+    policy: &NamedPolicy,
+    snapshot: &Snapshot,
+    samples: &SignalSamples,
+    previous: &PreviousValues,
+    opts: &PlanOptions,
+    excluded: &BTreeSet<String>,
+) -> Plan {
+    plan_for(
+        policy,
+        snapshot,
+        samples,
+        previous,
+        opts,
+        excluded,
+        None,
+        policy.spec.writes,
+    )
+    .0
 }
 
 /// [`plan_excluding`] for a scale-in: also the minimal correction of each
@@ -433,9 +484,14 @@ pub fn plan_scale_in(
         opts,
         excluded,
         Some(target),
+        Writes::Continuous,
     )
 }
 
+/// The plan and the corrections of `scale_in`; `written` says which
+/// patches the plan holds: every change (`Continuous`), or only what a
+/// scale-in by `opts.scale_down_by` writes (`OnScaleIn`).
+#[allow(clippy::too_many_arguments)]
 fn plan_for(
     policy: &NamedPolicy,
     snapshot: &Snapshot,
@@ -444,6 +500,7 @@ fn plan_for(
     opts: &PlanOptions,
     excluded: &BTreeSet<String>,
     scale_in: Option<&ScaleInTarget>,
+    written: Writes,
 ) -> (Plan, Vec<ReplicaSetCorrection>) {
     let ns = policy.namespace.as_str();
     let mut warnings = Vec::new();
@@ -498,10 +555,41 @@ fn plan_for(
     let crowded_node_order = costed.crowded.clone();
     warnings.extend(cost_warnings);
     warnings.extend(rs_warnings);
+    let mut costed = costed;
+    let on_scale_in = written == Writes::OnScaleIn;
+    let own_target;
+    let scale_in = match (on_scale_in, opts.scale_down_by) {
+        (true, Some(by)) => {
+            own_target = on_scale_in::target(&ns_rs, by);
+            Some(&own_target)
+        }
+        (true, None) => None,
+        (false, _) => scale_in,
+    };
+    if on_scale_in {
+        on_scale_in::nothing_in_the_background(&mut costed.plans, &mut costed.patches);
+    }
     let (replica_sets, corrections) =
-        prediction::check_replica_sets(keyed, &costed.plans, opts, scale_in);
+        prediction::check_replica_sets(keyed, &costed.plans, opts, scale_in, on_scale_in);
+    if on_scale_in {
+        warnings.extend(on_scale_in::written_at_the_scale_in(
+            &policy.namespace,
+            &corrections,
+            &mut costed.plans,
+            &mut costed.patches,
+        ));
+    }
+    warnings.extend(apart::warnings(
+        policy,
+        &pods,
+        &selection.nodes,
+        &snapshot.nodes,
+        &replica_sets,
+        opts.scale_down_by,
+    ));
     let plan = Plan {
         policy: format!("{ns}/{}", policy.name),
+        writes: policy.spec.writes,
         pods: costed.plans,
         patches: costed.patches,
         replica_sets,

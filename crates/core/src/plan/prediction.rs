@@ -278,13 +278,15 @@ fn missing_replica_sets_warning(missing_rs: &[&str]) -> Option<String> {
 }
 
 /// Orders each keyed ReplicaSet with the comparator and checks the result;
-/// with a scale-in, corrects the ReplicaSets it scales. `plans[i]` is the
-/// plan of the i-th selected pod.
+/// with a scale-in, corrects the ReplicaSets it scales, and with
+/// `corrected` orders them as they are once the correction landed.
+/// `plans[i]` is the plan of the i-th selected pod.
 pub(super) fn check_replica_sets(
     keyed: Vec<KeyedReplicaSet>,
     plans: &[PodPlan],
     opts: &PlanOptions,
     scale_in: Option<&ScaleInTarget>,
+    corrected: bool,
 ) -> (Vec<ReplicaSetPlan>, Vec<ReplicaSetCorrection>) {
     let cmp = Comparator {
         gates: opts.gates,
@@ -307,13 +309,23 @@ pub(super) fn check_replica_sets(
         if let Some(target) =
             scale_in.filter(|t| rs_name.is_some_and(|n| t.replica_sets.contains(n)))
         {
-            corrections.push(correct_replica_set(
+            let c = correct_replica_set(
                 rs_name.unwrap_or_default(),
                 &cmp,
                 &keys,
                 &owned_plans,
                 target,
-            ));
+            );
+            if corrected {
+                // the correction's indices are the keys'
+                for w in &c.correction.writes {
+                    keys[w.pod].cost = ParsedCost {
+                        value: w.cost,
+                        problem: None,
+                    };
+                }
+            }
+            corrections.push(c);
         }
         if opts.assume_patches_applied {
             apply_patches(&mut keys, &owned_plans);

@@ -483,6 +483,83 @@ fn zone_balance_is_round_robin_from_the_fullest_zone() {
     }
 }
 
+/// Issue 55, item 5: an `OnScaleIn` policy's plan as it writes: nothing in
+/// the background, and at a scale-in by k only the correction, which deletes
+/// what the Continuous plan deletes.
+#[test]
+fn on_scale_in_plans_write_only_the_correction() {
+    let snap = cluster(vec![
+        simple("a", "od-1"),
+        simple("b", "od-2"),
+        simple("c", "spot-1"),
+        simple("d", "spot-2"),
+    ]);
+    let on_scale_in = policy(
+        "selector: {matchLabels: {app: web}}\nwrites: OnScaleIn\n\
+         signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
+    );
+    let continuous = spot_first();
+    let none = BTreeSet::new();
+    let idle = PlanOptions {
+        scale_down_by: None,
+        ..opts()
+    };
+    let p = plan_as_written(
+        &on_scale_in,
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        &idle,
+        &none,
+    );
+    assert_eq!(p.writes, Writes::OnScaleIn);
+    assert!(p.patches.is_empty(), "{:?}", p.patches);
+    assert!(p
+        .pods
+        .iter()
+        .all(|x| matches!(x.action, CostAction::NotWritten(_))));
+    for by in 1..=4 {
+        let o = PlanOptions {
+            scale_down_by: Some(by),
+            ..opts()
+        };
+        let written = plan_as_written(
+            &on_scale_in,
+            &snap,
+            &Default::default(),
+            &Default::default(),
+            &o,
+            &none,
+        );
+        let all = plan_as_written(
+            &continuous,
+            &snap,
+            &Default::default(),
+            &Default::default(),
+            &o,
+            &none,
+        );
+        assert_eq!(all.writes, Writes::Continuous);
+        assert_eq!(all.patches.len(), 4);
+        assert!(written.patches.len() <= by, "{by}: {:?}", written.patches);
+        let victims = |p: &Plan| {
+            let mut v = p.replica_sets[0].victims.clone();
+            v.sort();
+            v
+        };
+        assert_eq!(victims(&written), victims(&all), "{by}");
+        for x in &written.pods {
+            let patched = written.patches.iter().any(|w| w.pod == x.name);
+            assert_eq!(
+                matches!(x.action, CostAction::Patch(_)),
+                patched,
+                "{by}: {}",
+                x.name
+            );
+        }
+    }
+}
+
 #[test]
 fn consolidation_prefers_emptier_nodes() {
     let mut db = simple("db", "od-1");
@@ -591,6 +668,7 @@ fn consolidation_drains_only_nodes_an_autoscaler_may_remove() {
     };
     assert_eq!(detail("web-a"), "2 pods on node, cannot be removed");
     assert_eq!(detail("web-b1"), "3 pods on node");
+    assert_eq!(detail("web-c"), "1 pod on node, cannot be removed");
 
     // the cluster-autoscaler's pod annotation keeps od-a as well
     use crate::annotations::CA_SAFE_TO_EVICT;
@@ -1099,5 +1177,6 @@ proptest! {
     }
 }
 
+mod apart;
 mod consolidation;
 mod properties;

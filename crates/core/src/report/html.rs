@@ -16,6 +16,7 @@ use super::{Report, Section};
 use crate::plan::prices::Money;
 use crate::plan::savings::{freed_list, signed};
 use crate::plan::{CostAction, CostOwner, Mismatch, MismatchReason, PodPlan, Verdict};
+use crate::policy::Writes;
 
 /// Width of a pod box on a node.
 const POD_W: u32 = 284;
@@ -375,6 +376,7 @@ fn short_reason(r: MismatchReason) -> &'static str {
         MismatchReason::NotRunning => "not Running",
         MismatchReason::NotReady => "not Ready",
         MismatchReason::PendingPatch => "patch pending",
+        MismatchReason::OnScaleIn => "OnScaleIn",
         MismatchReason::ForeignCost => "foreign cost",
         MismatchReason::KarpenterCost => "Karpenter's cost",
         MismatchReason::SignalMissing => "signal missing",
@@ -483,9 +485,16 @@ fn section(out: &mut Page, s: &Section) {
     } else {
         format!(" · {} inactive left out", plan.inactive.len())
     };
+    let writes = match (plan.writes, s.scale_down_by) {
+        (Writes::Continuous, _) => String::new(),
+        (Writes::OnScaleIn, None) => " (writes: OnScaleIn: nothing in the background)".into(),
+        (Writes::OnScaleIn, Some(n)) => {
+            format!(" (writes: OnScaleIn: what a scale-in by {n} writes)")
+        }
+    };
     let _ = writeln!(
         out,
-        "<p class=\"meta\">signals: {} · combine: {} · {} pods selected · {} patches{} · order {}</p>",
+        "<p class=\"meta\">signals: {} · combine: {} · {} pods selected · {} patches{writes}{} · order {}</p>",
         esc(&s.signals.join(", ")),
         s.combine,
         plan.pods.len(),
@@ -1301,6 +1310,7 @@ mod tests {
             warnings: vec![],
             blocked_nodes: vec![],
             crowded_node_order: None,
+            writes: Default::default(),
         }
     }
 

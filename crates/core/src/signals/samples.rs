@@ -347,16 +347,12 @@ pub fn parse_samples(file: &str, text: &str) -> Result<SamplesFile, SamplesError
 }
 
 fn parse_json_file(file: &str, text: &str) -> Result<SamplesFile, SamplesError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value = serde_json::from_str(text).map_err(|e| SamplesError::Syntax {
+        file: file.to_string(),
+        line: e.line(),
+        column: e.column(),
         // the position is said once, before the problem
-        let text = e.to_string();
-        let at = format!(" at line {} column {}", e.line(), e.column());
-        SamplesError::Syntax {
-            file: file.to_string(),
-            line: e.line(),
-            column: e.column(),
-            problem: text.strip_suffix(&at).unwrap_or(&text).to_string(),
-        }
+        problem: crate::input::json_problem(&e),
     })?;
     let json_err = |path: String, problem: String| SamplesError::Json {
         file: file.to_string(),
@@ -1097,6 +1093,13 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "s.json: not valid JSON at line 1 column 13: EOF while parsing a list"
+        );
+        // issue 55, item 2: the depth limit in words, as every other input says it
+        let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let err = read_samples("s.json", &deep, &one(0), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "s.json: not valid JSON at line 1 column 128: nested too deeply (more than 128 levels of lists and maps)"
         );
     }
 

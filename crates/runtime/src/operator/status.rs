@@ -708,6 +708,7 @@ mod tests {
             warnings: vec![],
             blocked_nodes: vec![],
             crowded_node_order: None,
+            writes: Default::default(),
             savings: None,
         }
     }
