@@ -4,7 +4,9 @@
 //! pod of the plan is drawn, the victims carry their mark, the page makes no
 //! request but its own file and logs no error; then saves a screenshot
 //! (`target/tmp/plan.png`; `DELETION_COST_PLAN_PNG=docs/plan.png` writes it
-//! there instead, which is how the README's picture is made).
+//! there instead, which is how the README's picture is made). The picture
+//! records a digest of the page it shows, and a check that runs everywhere
+//! compares it with today's page, so docs/plan.png cannot fall behind it.
 //!
 //! Without Chromium (Debian's `chromium`; `scripts/test.sh` installs it)
 //! the browser checks are reported as ignored, never as passed. The static
@@ -80,10 +82,14 @@ fn main() -> ExitCode {
     if chromium.is_none() {
         eprintln!("browser: {NO_CHROMIUM}: the browser checks are ignored");
     }
-    let mut trials = vec![Trial::test(
-        "page_references_nothing_outside_itself",
-        || static_check().map_err(Failed::from),
-    )];
+    let mut trials = vec![
+        Trial::test("page_references_nothing_outside_itself", || {
+            static_check().map_err(Failed::from)
+        }),
+        Trial::test("docs_plan_png_shows_the_page_of_this_build", || {
+            docs_picture_is_current().map_err(Failed::from)
+        }),
+    ];
     let rendered: Arc<OnceLock<Result<Rendered, String>>> = Arc::new(OnceLock::new());
     type Check = fn(&Rendered) -> Result<(), String>;
     let checks: [(&str, Check); 5] = [
@@ -148,6 +154,100 @@ fn static_check() -> Result<(), String> {
         return Err("no Content-Security-Policy meta".into());
     }
     Ok(())
+}
+
+/// Issue 55, item 7: docs/plan.png is a screenshot of the page this build
+/// makes (its legend once said "foreign cost" where the page says "foreign
+/// or Karpenter's cost"): the digest it records is today's page's.
+fn docs_picture_is_current() -> Result<(), String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/plan.png");
+    let png = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let shown = png_text(&png, PAGE_DIGEST)?;
+    let page = page_digest(&plan(&["-o", "html"])?);
+    if shown.as_deref() == Some(page.as_str()) {
+        return Ok(());
+    }
+    Err(format!(
+        "docs/plan.png shows the page of digest {shown:?}, this build makes {page}: \
+         make it again with DELETION_COST_PLAN_PNG=docs/plan.png cargo test --test browser"
+    ))
+}
+
+/// The PNG text key under which a screenshot records the page it shows.
+const PAGE_DIGEST: &str = "deletion-cost-page";
+
+/// FNV-1a (64 bits) of the page, in hex: enough to tell two pages apart.
+fn page_digest(page: &str) -> String {
+    let hash = page.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// A PNG chunk: its type and its data.
+type Chunk<'a> = (&'a [u8], &'a [u8]);
+
+/// The PNG's chunks, after the signature.
+fn png_chunks(png: &[u8]) -> Result<Vec<Chunk<'_>>, String> {
+    if png.get(..8) != Some(b"\x89PNG\r\n\x1a\n".as_slice()) {
+        return Err("not a PNG".into());
+    }
+    let mut chunks = Vec::new();
+    let mut at = 8;
+    while at < png.len() {
+        let len = png
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or("a PNG chunk cut short")?;
+        let kind = png.get(at + 4..at + 8).ok_or("a PNG chunk cut short")?;
+        let data = png
+            .get(at + 8..at + 8 + len)
+            .ok_or("a PNG chunk cut short")?;
+        chunks.push((kind, data));
+        at += 12 + len;
+    }
+    Ok(chunks)
+}
+
+/// The text of the PNG's `tEXt` chunk `key`, if it has one.
+fn png_text(png: &[u8], key: &str) -> Result<Option<String>, String> {
+    Ok(png_chunks(png)?.into_iter().find_map(|(kind, data)| {
+        let (k, text) = data.split_at(data.iter().position(|&b| b == 0)?);
+        (kind == b"tEXt" && k == key.as_bytes())
+            .then(|| String::from_utf8_lossy(&text[1..]).into_owned())
+    }))
+}
+
+/// `png` with a `tEXt` chunk `key` = `text` right after its header.
+fn with_png_text(png: &[u8], key: &str, text: &str) -> Result<Vec<u8>, String> {
+    png_chunks(png)?;
+    let mut body = b"tEXt".to_vec();
+    body.extend_from_slice(key.as_bytes());
+    body.push(0);
+    body.extend_from_slice(text.as_bytes());
+    // the header chunk: signature, length, type, 13 bytes, CRC
+    let after_header = 8 + 12 + 13;
+    let mut out = png[..after_header].to_vec();
+    out.extend_from_slice(&((body.len() - 4) as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32(&body).to_be_bytes());
+    out.extend_from_slice(&png[after_header..]);
+    Ok(out)
+}
+
+/// The CRC-32 PNG chunks carry (ISO 3309, as zlib's).
+fn crc32(bytes: &[u8]) -> u32 {
+    !bytes.iter().fold(!0u32, |mut c, &b| {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
+        }
+        c
+    })
 }
 
 /// What Chromium made of the page.
@@ -300,7 +400,10 @@ mod browser {
 
     use serde_json::{json, Value};
 
-    use super::{expected, file_url, plan, png_size, Inspection, Rendered, WIDTH};
+    use super::{
+        expected, file_url, page_digest, plan, png_size, with_png_text, Inspection, Rendered,
+        PAGE_DIGEST, WIDTH,
+    };
 
     /// Longest wait for one answer or for the page to load.
     const STEP: Duration = Duration::from_secs(60);
@@ -456,11 +559,12 @@ mod browser {
         let expected = expected()?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let page_path = dir.path().join("plan.html");
-        std::fs::write(&page_path, plan(&["-o", "html"])?).map_err(|e| e.to_string())?;
+        let page = plan(&["-o", "html"])?;
+        std::fs::write(&page_path, &page).map_err(|e| e.to_string())?;
         let url = file_url(&page_path);
 
         let (seen, log) = inspect(chromium, dir.path(), &url)?;
-        let png = screenshot(chromium, dir.path(), &url, seen.height)
+        let png = screenshot(chromium, dir.path(), &url, seen.height, &page)
             .map_err(|e| format!("{e}\nchromium's log of the inspection:\n{log}"))?;
         Ok(Rendered {
             expected,
@@ -638,12 +742,14 @@ mod browser {
         })
     }
 
-    /// `chromium --screenshot` of the whole page at `WIDTH` x `height`.
+    /// `chromium --screenshot` of the whole page at `WIDTH` x `height`,
+    /// recording the digest of `page`, the page it shows.
     fn screenshot(
         chromium: &Path,
         dir: &Path,
         url: &str,
         height: u32,
+        page: &str,
     ) -> Result<(PathBuf, Vec<u8>, u32, u32), String> {
         if height < 100 {
             return Err(format!("the page is {height} px high"));
@@ -669,6 +775,8 @@ mod browser {
             return Err(format!("chromium --screenshot: {status}\n{log}"));
         }
         let bytes = std::fs::read(&out).map_err(|e| format!("{}: {e}\n{log}", out.display()))?;
+        let bytes = with_png_text(&bytes, PAGE_DIGEST, &page_digest(page))?;
+        std::fs::write(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
         let (w, h) = png_size(&bytes)?;
         Ok((out, bytes, w, h))
     }

@@ -1,5 +1,6 @@
 //! The CLI reference (docs/cli.md) against the binary's real flags, the
-//! README's quick start and length, and every relative link of the docs.
+//! README's quick start and length, every relative link of the docs, and
+//! every documented console session against what the binary prints.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -233,4 +234,188 @@ fn anchors_follow_the_headings() {
         link_targets("[a](docs/a.md) and [`b`](#b)\n```\n[c](nowhere.md)\n```\n"),
         ["docs/a.md", "#b"]
     );
+}
+
+/// The ```console blocks of a markdown text: each block's lines.
+fn console_blocks(text: &str) -> Vec<Vec<&str>> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Vec<&str>> = None;
+    for line in text.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (&mut open, fence) {
+            (None, true) if line.trim_start() == "```console" => open = Some(Vec::new()),
+            (Some(_), true) => blocks.extend(open.take()),
+            (Some(lines), false) => lines.push(line),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// A block's commands (`$ ` lines, with `\` continuations joined) and the
+/// lines shown under each.
+fn commands<'b>(block: &[&'b str]) -> Vec<(String, Vec<&'b str>)> {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut continued = false;
+    for line in block {
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            out.push((cmd.to_string(), Vec::new()));
+        } else if continued {
+            if let Some((cmd, _)) = out.last_mut() {
+                cmd.push(' ');
+                cmd.push_str(line.trim());
+            }
+        } else if let Some((_, shown)) = out.last_mut() {
+            shown.push(line);
+        } else {
+            panic!("a console block whose first line is no `$ ` command: {line:?}");
+        }
+        continued = line.ends_with('\\');
+        if let Some((cmd, _)) = out.last_mut().filter(|_| continued) {
+            cmd.truncate(cmd.trim_end_matches('\\').trim_end().len());
+        }
+    }
+    out
+}
+
+/// Whether `actual` is what `shown` shows: line for line, a line `...`
+/// standing for any number of lines.
+fn shows(shown: &[&str], actual: &[&str]) -> bool {
+    match shown.split_first() {
+        None => actual.is_empty(),
+        Some((first, rest)) if first.trim() == "..." => {
+            (0..=actual.len()).any(|skip| shows(rest, &actual[skip..]))
+        }
+        Some((first, rest)) => actual
+            .split_first()
+            .is_some_and(|(a, more)| a == first && shows(rest, more)),
+    }
+}
+
+/// What a terminal shows of a documented command: its notes and warnings
+/// (written before the answer), then the answer. `deletion-cost ...` and
+/// `cargo run -q -- ...` run this build's binary.
+fn terminal_output(cmd: &str) -> String {
+    assert!(
+        !cmd.contains(['"', '\'', '|', '>', '<', '$', '`']),
+        "{cmd}: only plain words are run"
+    );
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    let args = match words.as_slice() {
+        ["deletion-cost", args @ ..] => args,
+        ["cargo", "run", "-q", "--", args @ ..] => args,
+        _ => panic!("{cmd}: not a deletion-cost command"),
+    };
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(args)
+        .current_dir(ROOT)
+        .env_remove("DELETION_COST_LOG_FORMAT")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    )
+}
+
+/// Issue 55, item 7: every ```console block of the README and docs/ is this
+/// build's output: each `$ ` command runs, and what it prints (stderr's lines
+/// first, as a terminal shows them, then stdout) must be the lines shown
+/// under it, where a line `...` stands for any lines. An example that drifts
+/// from the binary fails here with the output to paste.
+#[test]
+fn every_console_block_is_what_the_binary_prints() {
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(ROOT).unwrap().display().to_string();
+        for block in console_blocks(&text) {
+            for (cmd, shown) in commands(&block) {
+                let actual = terminal_output(&cmd);
+                let lines: Vec<&str> = actual.lines().collect();
+                assert!(
+                    shows(&shown, &lines),
+                    "{name}: `{cmd}` prints\n{actual}\nwhile the block shows\n{}",
+                    shown.join("\n")
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 5, "only {checked} documented commands found");
+}
+
+#[test]
+fn console_blocks_commands_and_elisions_are_read() {
+    let text = "```console\n$ deletion-cost a \\\n    --b c\nnote: x\n...\nlast\n$ deletion-cost d\n```\n```sh\n$ not this\n```\n";
+    let blocks = console_blocks(text);
+    assert_eq!(blocks.len(), 1);
+    let cmds = commands(&blocks[0]);
+    assert_eq!(cmds[0].0, "deletion-cost a --b c");
+    assert_eq!(cmds[0].1, ["note: x", "...", "last"]);
+    assert_eq!(cmds[1], ("deletion-cost d".to_string(), vec![]));
+    assert!(shows(&["a", "...", "z"], &["a", "b", "c", "z"]));
+    assert!(shows(&["a", "  ...", "z"], &["a", "z"]));
+    assert!(!shows(&["a", "...", "z"], &["a", "b"]));
+    assert!(!shows(&["a"], &["a", "b"]));
+    assert!(shows(&["...", "b", "..."], &["a", "b", "c"]));
+}
+
+/// Each heading's anchor and the text under it, up to the next heading.
+fn sections(text: &str) -> Vec<(String, String)> {
+    let anchors = anchors(text);
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let heading =
+            !fenced && line.trim_start_matches('#').starts_with(' ') && line.starts_with('#');
+        if heading {
+            out.push((anchors[out.len()].clone(), String::new()));
+        } else if let Some((_, body)) = out.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    out
+}
+
+/// Issue 55, item 7: a line that cites the bound on a scale-in's writes
+/// (2k + 4 for a scale-in by k) and links a section for it links one that
+/// states it (docs/hook.md linked "the minimal correction", which said
+/// only "at most k").
+#[test]
+fn the_write_bound_a_link_cites_is_in_the_section_it_links() {
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(ROOT).unwrap().display().to_string();
+        for line in prose(&text).into_iter().filter(|l| l.contains("2k + 4")) {
+            for target in link_targets(line) {
+                let Some((path, anchor)) = target.split_once('#') else {
+                    continue;
+                };
+                let linked = if path.is_empty() {
+                    text.clone()
+                } else {
+                    std::fs::read_to_string(file.parent().unwrap().join(path)).unwrap()
+                };
+                let body = sections(&linked)
+                    .into_iter()
+                    .find(|(a, _)| a == anchor)
+                    .map(|(_, body)| body)
+                    .unwrap_or_else(|| panic!("{name}: no section #{anchor}"));
+                assert!(
+                    body.contains("2k + 4"),
+                    "{name}: {line:?} cites 2k + 4 and links #{anchor}, which does not state it"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 1, "no line cites the bound with a link");
 }
