@@ -2192,6 +2192,129 @@ fn samples_the_plan_cannot_use_as_given_are_said() {
     }
 }
 
+/// 1,000 pods of one ReplicaSet on 25 nodes (40 each, spot, pay-as-you-go
+/// and reserved in turn), with utilisation samples.
+fn large_workload(dir: &tempfile::TempDir) -> (String, String) {
+    let classes = ["spot", "pay-as-you-go", "reserved"];
+    let mut items: Vec<serde_json::Value> = (0..25)
+        .map(|i| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("node-{i:02}"), "labels": {
+                    "billing.example.com/class": classes[i % 3],
+                    "topology.kubernetes.io/zone": format!("z{}", i % 3)}}})
+        })
+        .collect();
+    items.push(
+        serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-7d9f8c6b5", "namespace": "shop", "uid": "rs-1"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}}}),
+    );
+    let mut samples = Vec::new();
+    for i in 0..1000 {
+        let name = format!("web-7d9f8c6b5-{i:04}");
+        items.push(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("u-{i}"),
+                "creationTimestamp": "2026-11-20T00:00:00Z", "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web-7d9f8c6b5", "uid": "rs-1", "controller": true}]},
+            "spec": {"nodeName": format!("node-{:02}", i % 25)},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-11-20T00:01:00Z"}]}}));
+        samples.push(serde_json::json!({"pod": name, "value": (i * 37 % 100) as f64 / 50.0}));
+    }
+    let snapshot = write(
+        dir,
+        "large.json",
+        &serde_json::json!({"kind": "List", "items": items}),
+    );
+    let samples = write(
+        dir,
+        "samples.json",
+        &serde_json::json!({"samples": samples}),
+    );
+    (snapshot, samples)
+}
+
+/// Issue 55, item 9: a large plan's page puts the nodes first: a line per
+/// node with its pods, its victims and what the scale-in leaves of it (freed
+/// and what that is worth, with prices), its pod cards folded behind the
+/// line; the victims and the cost breakdown folded behind their counts. It
+/// opened on the 300 victims' names and drew 1,000 cards. The bundled
+/// example keeps its picture.
+#[test]
+fn a_large_page_puts_the_nodes_first_and_folds_the_long_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let (snapshot, samples) = large_workload(&dir);
+    let o = plan(&[
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        &snapshot,
+        "--samples",
+        &samples,
+        "--prices",
+        PRICES,
+        "--scale-down-by",
+        "300",
+        NOW,
+        "-o",
+        "html",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    // the verdict names the count; the names are folded behind it
+    let verdict = page
+        .lines()
+        .find(|l| l.contains("scale down by 300 deletes"))
+        .unwrap();
+    assert!(verdict.contains("deletes 300 pods"), "{verdict}");
+    let open_text = verdict.split("<details").next().unwrap();
+    assert!(!open_text.contains("web-7d9f8c6b5-0"), "{open_text}");
+    assert!(
+        verdict.contains(
+            "<details class=\"fold victims\"><summary>the 300 pods it deletes, in order</summary>"
+        ),
+        "{verdict}"
+    );
+    // a line per node, before any pod card, each card folded behind its line
+    let lines: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("<details class=\"node\""))
+        .collect();
+    assert_eq!(lines.len(), 25);
+    assert_eq!(page.matches("<svg class=\"node").count(), 25);
+    let first_line = page.find("<details class=\"node\"").unwrap();
+    assert!(page.find("<g class=\"pod").unwrap() > first_line);
+    let victims: usize = lines
+        .iter()
+        .map(|l| {
+            let n = l.split(" victim(s)").next().unwrap();
+            n.rsplit("<b>").next().unwrap().parse::<usize>().unwrap()
+        })
+        .sum();
+    assert_eq!(victims, 300);
+    // the spot nodes go first; emptied ones say what freeing them is worth
+    assert!(lines[0].contains("spot"), "{}", lines[0]);
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "40 victim(s)</b> · <span class=\"yes\">freed: 0.0416 USD/h, 30.368 USD a month</span>"
+        )),
+        "{lines:#?}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("0 victim(s)</b> · keeps all its pods")));
+    // the breakdown is folded behind its count
+    assert!(page.contains("<details class=\"fold breakdown\"><summary><b>Cost breakdown</b>: 1000 pods, a row each</summary>"));
+    // the small example keeps its picture: no fold
+    let small = stdout(&plan(&[NOW, "-o", "html"]));
+    assert!(
+        !small.contains("<details"),
+        "the bundled page folds nothing"
+    );
+    assert_eq!(small.matches("<g class=\"pod").count(), 8);
+}
+
 /// Issue 30, item 11: the page's order strip fits a narrow window (scaled
 /// down, never cut), and its time is to the second, not the nanosecond.
 #[test]

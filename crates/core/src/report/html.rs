@@ -12,6 +12,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
+mod nodes_first;
+
 use super::{Report, Section};
 use crate::plan::prices::Money;
 use crate::plan::savings::{freed_list, signed};
@@ -510,10 +512,17 @@ fn section(out: &mut Page, s: &Section) {
         let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
     }
     blocked_nodes(out, s);
-    verdicts(out, s);
-    worth(out, s);
+    // a large section folds its long lists and puts its nodes first
+    let large = views.len() >= nodes_first::FROM;
+    verdicts(out, s, large);
+    worth(out, s, large);
     priced_scale_ins(out, s);
     legend(out, s);
+    if large {
+        nodes_first::body(out, s, &views, &index);
+        out.push_str("</section>\n");
+        return;
+    }
     // the picture, then the table beside it (below it on a narrow window)
     out.push_str(
         "<div class=\"cols\">\n<div class=\"map\">\n<h3>Nodes by billing class and zone</h3>\n",
@@ -550,7 +559,9 @@ fn blocked_nodes(out: &mut Page, s: &Section) {
     out.push_str("</ul>\n");
 }
 
-fn verdicts(out: &mut Page, s: &Section) {
+/// Each ReplicaSet's verdict, victims and mismatches; with `fold`, a long
+/// list of victims or mismatches folded behind its count.
+fn verdicts(out: &mut Page, s: &Section, fold: bool) {
     out.push_str("<ul class=\"verdicts\">\n");
     for rs in &s.plan.replica_sets {
         let owner = rs
@@ -571,7 +582,24 @@ fn verdicts(out: &mut Page, s: &Section) {
             "<li>ReplicaSet <b>{}</b>{owner}: {verdict}",
             esc(&rs.name)
         );
-        if let Some(n) = s.scale_down_by {
+        let fold_victims = fold && rs.victims.len() > nodes_first::FOLD_NAMES;
+        if let (Some(n), true) = (s.scale_down_by, fold_victims) {
+            let tie = if rs.tie_at_cut {
+                " (tie at the cut)"
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "; scale down by {n} deletes {} pods{tie}",
+                rs.victims.len()
+            );
+            nodes_first::folded_names(
+                out,
+                &format!("the {} pods it deletes, in order", rs.victims.len()),
+                rs.victims.iter().map(|v| v.to_string()),
+            );
+        } else if let Some(n) = s.scale_down_by {
             let victims = if rs.victims.is_empty() {
                 "nothing".to_string()
             } else {
@@ -589,6 +617,14 @@ fn verdicts(out: &mut Page, s: &Section) {
             let _ = write!(out, "; scale down by {n} deletes {victims}{tie}");
         }
         out.push_str("</li>\n");
+        let fold_mismatches = fold && rs.mismatches.len() > nodes_first::FOLD_NAMES;
+        if fold_mismatches {
+            let _ = write!(
+                out,
+                "<li><details class=\"fold\"><summary>{} pods deleted before a cheaper one</summary><ul class=\"verdicts\">",
+                rs.mismatches.len()
+            );
+        }
         for m in &rs.mismatches {
             let _ = writeln!(
                 out,
@@ -599,13 +635,17 @@ fn verdicts(out: &mut Page, s: &Section) {
                 esc(m.reason.describe())
             );
         }
+        if fold_mismatches {
+            out.push_str("</ul></details></li>\n");
+        }
     }
     out.push_str("</ul>\n");
 }
 
 /// What the scale-down is worth (`plan --prices`): the policy's choice
-/// against upstream's, the nodes each empties and their price.
-fn worth(out: &mut Page, s: &Section) {
+/// against upstream's, the nodes each empties and their price; with `fold`,
+/// a long list of victims folded behind its count.
+fn worth(out: &mut Page, s: &Section, fold: bool) {
     let (Some(w), Some(n)) = (&s.plan.savings, s.scale_down_by) else {
         return;
     };
@@ -626,6 +666,18 @@ fn worth(out: &mut Page, s: &Section) {
     ] {
         let victims = if c.victims.is_empty() {
             "nothing".to_string()
+        } else if fold && c.victims.len() > nodes_first::FOLD_NAMES {
+            let mut folded = Page {
+                buf: String::new(),
+                sink: None,
+                error: None,
+            };
+            nodes_first::folded_names(
+                &mut folded,
+                &format!("{} pods", c.victims.len()),
+                c.victims.iter().cloned(),
+            );
+            folded.buf
         } else {
             c.victims
                 .iter()
@@ -633,10 +685,15 @@ fn worth(out: &mut Page, s: &Section) {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let freed = freed_list(c);
+        let freed = if fold && c.freed_nodes.len() > nodes_first::FOLD_NAMES {
+            format!("{} nodes", c.freed_nodes.len())
+        } else {
+            esc(&freed).into_owned()
+        };
         let _ = writeln!(
             out,
-            "<tr><td>{label}</td><td class=\"mono notes\">{victims}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&freed_list(c)),
+            "<tr><td>{label}</td><td class=\"mono notes\">{victims}</td><td class=\"mono\">{freed}</td><td>{}</td><td>{}</td></tr>",
             c.hourly,
             c.monthly
         );
