@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn control_characters_are_escaped_and_columns_stay_aligned() {
         let t = aligned(vec![vec!["\u{1b}[41mred", "x"], vec!["ab", "y"]], "", 1);
-        assert_eq!(t, "\\u{1b}[41mred x\nab              y\n");
+        assert_eq!(t, "\\u{1b}[41mred x\nab            y\n");
         assert_eq!(
             terminal_safe("a\u{1b}[2Jb\u{7}\u{9b}c"),
             "a\\u{1b}[2Jb\\u{7}\\u{9b}c"

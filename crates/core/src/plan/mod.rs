@@ -243,9 +243,9 @@ pub struct ReplicaSetPlan {
 pub struct Plan {
     /// Policy namespace/name.
     pub policy: String,
-    /// The policy's `spec.writes`. Under `OnScaleIn` a plan made by
-    /// [`plan_as_written`] patches nothing but what a scale-in by
-    /// `scale_down_by` needs (its minimal correction).
+    /// How the patches are written: `Continuous`, every change in the
+    /// background; `OnScaleIn` ([`plan_as_written`] for such a policy), only
+    /// what a scale-in by `scale_down_by` needs (its minimal correction).
     pub writes: Writes,
     /// Selected active pods, by name.
     pub pods: Vec<PodPlan>,
@@ -589,7 +589,7 @@ fn plan_for(
     ));
     let plan = Plan {
         policy: format!("{ns}/{}", policy.name),
-        writes: policy.spec.writes,
+        writes: written,
         pods: costed.plans,
         patches: costed.patches,
         replica_sets,
