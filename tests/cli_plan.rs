@@ -2241,6 +2241,41 @@ fn large_workload(dir: &tempfile::TempDir) -> (String, String) {
 /// line; the victims and the cost breakdown folded behind their counts. It
 /// opened on the 300 victims' names and drew 1,000 cards. The bundled
 /// example keeps its picture.
+/// At 300 victims the text says the first ten and how many more, in the
+/// verdict line and in the savings table, instead of a line of 300 names.
+#[test]
+fn a_large_scale_down_names_ten_victims_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (snapshot, samples) = large_workload(&dir);
+    let o = plan(&[
+        "--policy",
+        "config/examples/combined.yaml",
+        "--snapshot",
+        &snapshot,
+        "--samples",
+        &samples,
+        "--prices",
+        PRICES,
+        "--scale-down-by",
+        "300",
+        NOW,
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let verdict = out
+        .lines()
+        .find(|l| l.starts_with("  scale down by 300: deletes "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(verdict.contains(" and 290 more"), "{verdict}");
+    assert_eq!(verdict.matches("web-").count(), 10, "{verdict}");
+    let policy_row = out
+        .lines()
+        .find(|l| l.starts_with("  with the policy "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(policy_row.contains(" and 290 more"), "{policy_row}");
+}
+
 #[test]
 fn a_large_page_puts_the_nodes_first_and_folds_the_long_lists() {
     let dir = tempfile::tempdir().unwrap();

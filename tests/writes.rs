@@ -3,7 +3,7 @@
 //! by counting requests per window of virtual time, deterministically and
 //! in no real time.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -614,6 +614,56 @@ async fn a_scale_in_draws_on_its_allowance_and_only_its_writes_do() {
     assert!(batch.wait().await.all_done());
     let after = patcher.stats().scale_in_allowance - spent;
     assert!((24..=26).contains(&after), "{after}");
+}
+
+/// A scale-in's writes may fill the in-flight slots above
+/// `max_in_flight` (up to `max_in_flight_urgent`): on a slow API server its
+/// costs land three times as fast, and background writes never pass
+/// `max_in_flight` at once.
+#[tokio::test(start_paused = true)]
+async fn a_scale_in_may_have_more_writes_in_flight_than_background_work() {
+    let api = FakeApi::new();
+    api.set_latency(SECOND);
+    let mut cfg = config(1000.0, 1000);
+    cfg.max_in_flight = 4;
+    cfg.max_in_flight_urgent = 12;
+    let patcher = Patcher::start(api.clone(), cfg);
+    let urgent: Vec<_> = (0..24)
+        .map(|i| set("shop", "web", &format!("urgent-{i}"), i))
+        .collect();
+    let batch = patcher.submit_batch(urgent, Priority::Urgent).unwrap();
+    for i in 0..12 {
+        submit(&patcher, set("batch", "crunch", &format!("bg-{i}"), i)).unwrap();
+    }
+    assert!(batch.wait().await.all_done());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let calls = api.calls();
+    let started = |prefix: &str| -> BTreeMap<Duration, usize> {
+        let mut at = BTreeMap::new();
+        for c in calls.iter().filter(|c| c.pod.starts_with(prefix)) {
+            *at.entry(c.at).or_default() += 1;
+        }
+        at
+    };
+    // 24 urgent writes in two waves of 12, a second apart
+    let urgent = started("urgent-");
+    assert_eq!(
+        urgent.values().copied().collect::<Vec<_>>(),
+        [12, 12],
+        "{urgent:?}"
+    );
+    // the background waits for them, then 4 at a time
+    let background = started("bg-");
+    assert!(
+        background.keys().all(|t| *t >= 2 * SECOND),
+        "{background:?}"
+    );
+    assert_eq!(
+        background.values().copied().max(),
+        Some(4),
+        "{background:?}"
+    );
+    assert_eq!(background.values().sum::<usize>(), 12);
 }
 
 #[tokio::test(start_paused = true)]

@@ -1155,7 +1155,7 @@ fn render_replica_set(out: &mut String, rs: &crate::plan::ReplicaSetPlan, opts: 
             if rs.victims.is_empty() {
                 "nothing".to_string()
             } else {
-                rs.victims.join(", ")
+                victim_list(&rs.victims)
             },
             if rs.tie_at_cut {
                 " (tie at the cut: upstream picks among equals by informer order)"
@@ -1231,6 +1231,12 @@ fn render_savings(s: &Savings, scale_down_by: usize) -> String {
     out
 }
 
+/// Victims as a line says them: the first [`LISTED`] in deletion order,
+/// then how many more (`-o json` and the order above list them all).
+fn victim_list<S: std::fmt::Display>(victims: &[S]) -> String {
+    capped_list(victims, LISTED)
+}
+
 /// The savings table: per choice what it deletes, the nodes it frees and
 /// their price, then the difference between the two.
 fn choice_rows(choices: &[(&str, &Choice); 2], d: &Difference) -> Vec<Vec<String>> {
@@ -1245,7 +1251,7 @@ fn choice_rows(choices: &[(&str, &Choice); 2], d: &Difference) -> Vec<Vec<String
             if c.victims.is_empty() {
                 "nothing".into()
             } else {
-                c.victims.join(", ")
+                victim_list(&c.victims)
             },
             freed_list(c),
             c.hourly.to_string(),

@@ -37,6 +37,10 @@ pub struct PatcherConfig {
     pub queue_capacity: usize,
     /// Most writes awaiting an answer at once.
     pub max_in_flight: usize,
+    /// Most writes awaiting an answer at once while a scale-in's writes
+    /// wait (they may fill the slots above `max_in_flight`): hundreds of a
+    /// large scale-in's costs land within its budget.
+    pub max_in_flight_urgent: usize,
     /// Give up on one write attempt after this long (then retry).
     pub write_timeout: Duration,
     /// Retry timing.
@@ -58,6 +62,7 @@ impl PatcherConfig {
             scale_in_allowance: None,
             queue_capacity: 100_000,
             max_in_flight: 16,
+            max_in_flight_urgent: 64,
             write_timeout: Duration::from_secs(10),
             backoff: BackoffConfig::default(),
             jitter_seed: None,
@@ -534,13 +539,28 @@ enum Next {
     Permit,
 }
 
+/// Free in-flight slots: background pod writes use the first, a scale-in's
+/// writes the second (which counts the same writes against a higher cap).
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    background: usize,
+    urgent: usize,
+}
+
+impl Room {
+    fn take(&mut self) {
+        self.background = self.background.saturating_sub(1);
+        self.urgent = self.urgent.saturating_sub(1);
+    }
+}
+
 /// Send what the limits allow now: urgent pod writes first, then waiting
 /// permits and background pod writes in turns. Returns the pod jobs to
 /// start (permits are granted here) and when to look again.
 fn dispatch(
     st: &mut State,
     now: Instant,
-    mut room: usize,
+    mut room: Room,
     stats: &PatcherStats,
     gate: &WriteGate,
 ) -> (Vec<Job>, Option<Instant>) {
@@ -596,7 +616,7 @@ fn dispatch(
                     stats.add_wait(now - since);
                 }
                 jobs.push(job);
-                room -= 1;
+                room.take();
                 st.permit_turn = true;
             }
             Err(t) => {
@@ -618,10 +638,10 @@ fn dispatch(
 fn next_writer(
     st: &mut State,
     now: Instant,
-    room: usize,
+    room: Room,
     wake: &mut Option<Instant>,
 ) -> Option<Next> {
-    let pods = if room > 0 {
+    let pods = if room.urgent > 0 {
         let policies = &st.policies;
         let held = |p: &PolicyKey| {
             policies
@@ -635,6 +655,8 @@ fn next_writer(
         None
     };
     let urgent = pods == Some(Candidate::Ready) && st.queue.urgent_ready();
+    // past `max_in_flight` only a scale-in's writes go
+    let pods = pods.filter(|_| room.background > 0);
     let permit_waits = !st.permits.is_empty();
     let next = if urgent {
         Next::Urgent
@@ -692,12 +714,16 @@ async fn run<W: PodWriter>(shared: Arc<Shared>, writer: Arc<W>, cfg: PatcherConf
         .map(fastrand::Rng::with_seed)
         .unwrap_or_default(); // a random seed
     let max_in_flight = cfg.max_in_flight.max(1);
+    let max_urgent = cfg.max_in_flight_urgent.max(max_in_flight);
     loop {
         let now = Instant::now();
         while let Some(res) = inflight.try_join_next_with_id() {
             on_done(&shared, &cfg, &mut rng, &mut jobs, res, now);
         }
-        let room = max_in_flight.saturating_sub(inflight.len());
+        let room = Room {
+            background: max_in_flight.saturating_sub(inflight.len()),
+            urgent: max_urgent.saturating_sub(inflight.len()),
+        };
         let (ready, wake, depth) = match next_step(&shared, &gate, now, room) {
             Ok(step) => step,
             Err(abandoned) => {
@@ -737,7 +763,7 @@ fn next_step(
     shared: &Shared,
     gate: &WriteGate,
     now: Instant,
-    room: usize,
+    room: Room,
 ) -> Result<(Vec<Job>, Option<Instant>, Depth), Vec<PodRef>> {
     let mut st = shared.lock();
     match st.drain_deadline {

@@ -301,7 +301,11 @@ fn zones_and_nodes_after_a_scale_in_rewrite_only_the_node_it_touched() {
         again.pods.iter().map(|x| (&*x.name, &*x.node)).collect();
     for patch in &again.patches {
         let node = node_of_pod[&*patch.pod];
-        assert_ne!(on.get(node), before.get(node).copied().as_ref(), "{node} unchanged but written");
+        assert_ne!(
+            on.get(node),
+            before.get(node).copied().as_ref(),
+            "{node} unchanged but written"
+        );
     }
     // 50 pods: two whole nodes and half of a third
     assert_eq!(on.len(), 6, "{on:?}");
