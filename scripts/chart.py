@@ -123,6 +123,7 @@ def default_values() -> dict:
 # Every optional piece on: the overlays with every component.
 ALL_ON = {
     "serviceMonitor": {"enabled": True},
+    "prometheusRule": {"enabled": True},
     # the networkpolicy component's placeholder: the API server's addresses
     "networkPolicy": {"enabled": True, "apiServerCIDRs": ["192.0.2.1/32"]},
     "flowControl": {"enabled": True},
@@ -169,6 +170,7 @@ EVERY_SWITCH = merge(
         "commonLabels": {"example.com/owner": "platform"},
         "podDisruptionBudget": {"minAvailable": 2},
         "serviceMonitor": {"interval": "15s", "labels": {"release": "prometheus"}},
+        "prometheusRule": {"labels": {"release": "prometheus"}},
         "networkPolicy": {
             "prescaleClientLabels": {"example.com/scaler": "yes"},
             "metricsNamespace": "observability",
@@ -210,6 +212,7 @@ SERVED = [
     ("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False),
     ("deletioncost.dev/v1alpha1", "deletioncostpolicies", "DeletionCostPolicy", True),
     ("monitoring.coreos.com/v1", "servicemonitors", "ServiceMonitor", True),
+    ("monitoring.coreos.com/v1", "prometheusrules", "PrometheusRule", True),
     ("cert-manager.io/v1", "issuers", "Issuer", True),
     ("cert-manager.io/v1", "certificates", "Certificate", True),
     ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
@@ -402,7 +405,7 @@ def kustomize(dir_: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "scale-webhook", "prices"]
+COMPONENTS = ["cert-manager", "flowcontrol", "networkpolicy", "servicemonitor", "alerts", "scale-webhook", "prices"]
 
 
 def overlay_objects(overlay: str, components: list[str], scratch: Path) -> list[dict]:
@@ -761,6 +764,19 @@ def run_tests(args: argparse.Namespace) -> int:
         problems.append(f"image {dep['spec']['template']['spec']['containers'][0]['image']}")
     if "Issuer" in kinds:
         problems.append("a self-signed Issuer beside certManager.issuerRef")
+    # the alerting rules as Prometheus reads them: the plain rules file's
+    # groups, their own {{ $labels }} templates left to Prometheus
+    rules = next((o for o in render.objects if o["kind"] == "PrometheusRule"), None)
+    plain = yaml.safe_load((REPO / "deploy" / "components" / "alerts" / "rules.yaml").read_text())
+    if rules is None:
+        problems.append("no PrometheusRule with prometheusRule.enabled")
+    else:
+        if rules["spec"] != plain:
+            problems.append("the PrometheusRule's spec is not deploy/components/alerts/rules.yaml")
+        if "{{ $labels.cache }}" not in json.dumps(rules["spec"]):
+            problems.append("the alerts' {{ $labels }} templates did not reach the PrometheusRule as written")
+        if rules["metadata"]["labels"].get("release") != "prometheus":
+            problems.append(f"prometheusRule.labels not on the PrometheusRule: {rules['metadata']['labels']}")
     checks.check(f"every switch: {len(render.objects)} objects ({', '.join(kinds)})", problems)
 
     # 5. the package
@@ -773,7 +789,7 @@ def run_tests(args: argparse.Namespace) -> int:
             names = set(tar.getnames())
             meta = yaml.safe_load(tar.extractfile(f"{CHART_NAME}/Chart.yaml").read())
             packaged_crd = tar.extractfile(f"{CHART_NAME}/crds/crd.yaml").read().decode()
-        for needed in ["values.schema.json", "README.md", "templates/NOTES.txt", "crds/crd.yaml"]:
+        for needed in ["values.schema.json", "README.md", "templates/NOTES.txt", "crds/crd.yaml", "files/alert-rules.yaml"]:
             if f"{CHART_NAME}/{needed}" not in names:
                 problems.append(f"{needed} not in the package")
         if meta.get("version") != version or meta.get("appVersion") != version:

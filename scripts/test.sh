@@ -70,6 +70,13 @@ for overlay in deploy/overlays/*/; do
     log "kubectl kustomize ${overlay%/}"
     kubectl kustomize "$overlay" >/dev/null
 done
+# The alerting rules (deploy/components/alerts): promtool (Debian's
+# prometheus, above) checks them and runs their unit tests, a firing and a
+# silent case for every alert (tests/alerts.rs runs them again with its
+# other checks of the rules).
+log "promtool check rules / test rules (deploy/components/alerts)"
+promtool check rules deploy/components/alerts/rules.yaml
+promtool test rules tests/alerts/rules.test.yaml
 # The Helm chart through Helm's own Go library (helm-sdkpy, installed with pip
 # when missing): lint, refusals, its render compared field by field with the
 # overlays' (rendered by the same kubectl), the package, the README table.

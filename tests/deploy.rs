@@ -28,7 +28,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 const OVERLAYS: [&str; 2] = ["cluster-wide", "namespace-scoped"];
-const COMPONENTS: [&str; 6] = [
+const COMPONENTS: [&str; 7] = [
+    "alerts",
     "cert-manager",
     "flowcontrol",
     "networkpolicy",
@@ -184,7 +185,7 @@ fn parse_object(overlay: &str, value: &Value) -> Object {
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             Object::ScaleWebhook(typed(&what, value))
         }
-        ("monitoring.coreos.com/v1", "ServiceMonitor")
+        ("monitoring.coreos.com/v1", "ServiceMonitor" | "PrometheusRule")
         | ("cert-manager.io/v1", "Certificate" | "Issuer") => {
             let obj: DynamicObject = serde_json::from_value(value.clone())
                 .unwrap_or_else(|e| panic!("{what}: does not parse as a DynamicObject: {e}"));
@@ -359,7 +360,7 @@ fn every_overlay_renders_into_known_typed_objects() {
             )
         });
         if r.overlay.ends_with("components") {
-            assert_eq!(extras, 8, "{}: one object per optional piece", r.overlay);
+            assert_eq!(extras, 9, "{}: one object per optional piece", r.overlay);
         } else {
             assert_eq!(extras, 0, "{}: optional pieces are components", r.overlay);
         }

@@ -372,6 +372,10 @@ async fn steps(env: &'static Env, ns: &str, other: &str) {
             served(&env.client, "monitoring.coreos.com", "v1", "ServiceMonitor").await,
         ),
         (
+            "prometheusRule",
+            served(&env.client, "monitoring.coreos.com", "v1", "PrometheusRule").await,
+        ),
+        (
             "certManager",
             served(&env.client, "cert-manager.io", "v1", "Certificate").await,
         ),

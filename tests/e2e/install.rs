@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::cluster::{Env, SUITE_LABEL};
 
-const COMPONENTS: [&str; 5] = [
+const COMPONENTS: [&str; 6] = [
+    "alerts",
     "cert-manager",
     "flowcontrol",
     "networkpolicy",
