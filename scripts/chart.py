@@ -124,7 +124,8 @@ def default_values() -> dict:
 ALL_ON = {
     "serviceMonitor": {"enabled": True},
     "prometheusRule": {"enabled": True},
-    # the networkpolicy component's placeholder: the API server's addresses
+    # the API server's addresses, set in the networkpolicy component's
+    # api-server.env for the overlays (a documentation address)
     "networkPolicy": {"enabled": True, "apiServerCIDRs": ["192.0.2.1/32"]},
     "flowControl": {"enabled": True},
     "certManager": {"enabled": True},
@@ -416,10 +417,22 @@ def overlay_objects(overlay: str, components: list[str], scratch: Path) -> list[
     d = scratch / f"{overlay}-{'-'.join(components)}"
     d.mkdir(parents=True, exist_ok=True)
     up = os.path.relpath(REPO, d)
+    paths = []
+    for c in components:
+        if c == "networkpolicy":
+            # rendered only with the API server's addresses set, as a user
+            # sets them: api-server.env in their copy of the component
+            copy_dir = d / c
+            shutil.copytree(REPO / "deploy" / "components" / c, copy_dir, dirs_exist_ok=True)
+            with open(copy_dir / "api-server.env", "a") as env:
+                env.write(f"apiServerCIDR={ALL_ON['networkPolicy']['apiServerCIDRs'][0]}\n")
+            paths.append(c)
+        else:
+            paths.append(f"{up}/deploy/components/{c}")
     (d / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
         f"namespace: {namespace}\nresources:\n  - {up}/deploy/overlays/{overlay}\ncomponents:\n"
-        + "".join(f"  - {up}/deploy/components/{c}\n" for c in components)
+        + "".join(f"  - {p}\n" for p in paths)
     )
     return kustomize(d)
 

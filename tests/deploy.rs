@@ -215,7 +215,15 @@ fn render_with_components(overlay: &str) -> Rendered {
     let namespace = render(overlay).namespace();
     let components: Vec<String> = COMPONENTS
         .iter()
-        .map(|c| format!("  - {up}/deploy/components/{c}\n"))
+        .map(|&c| {
+            if c == "networkpolicy" {
+                // only with the API server's addresses set, as a user sets them
+                let copy = networkpolicy_with_api_server(&dir, Some(API_SERVER_CIDR));
+                format!("  - {}\n", copy.file_name().unwrap().to_string_lossy())
+            } else {
+                format!("  - {up}/deploy/components/{c}\n")
+            }
+        })
         .collect();
     std::fs::write(
         dir.join("kustomization.yaml"),
@@ -227,6 +235,28 @@ fn render_with_components(overlay: &str) -> Rendered {
     )
     .unwrap();
     render_dir(&format!("{overlay} + components"), &dir)
+}
+
+/// The address the tests give the networkpolicy component for the API server.
+const API_SERVER_CIDR: &str = "10.0.0.10/32";
+
+/// A copy of the networkpolicy component in `dir`, as a user keeps one, its
+/// `api-server.env` given `apiServerCIDR` when `cidr` is some.
+fn networkpolicy_with_api_server(dir: &Path, cidr: Option<&str>) -> PathBuf {
+    let src = repo().join("deploy/components/networkpolicy");
+    let copy = dir.join("networkpolicy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.join(path.file_name().unwrap())).unwrap();
+    }
+    if let Some(cidr) = cidr {
+        let env = copy.join("api-server.env");
+        let mut text = std::fs::read_to_string(&env).unwrap();
+        text.push_str(&format!("apiServerCIDR={cidr}\n"));
+        std::fs::write(&env, text).unwrap();
+    }
+    copy
 }
 
 /// `../..` from `dir` up to the repository root.
@@ -1608,5 +1638,116 @@ fn the_network_policy_admits_only_the_api_server_to_the_webhook() {
                     && peer.namespace_selector.is_none()),
             "{overlay}: the webhook only from ipBlocks: {from:?}"
         );
+        // the address set in api-server.env, where the placeholder was
+        let cidrs: Vec<_> = from
+            .iter()
+            .filter_map(|peer| peer.ip_block.as_ref().map(|b| b.cidr.as_str()))
+            .collect();
+        assert_eq!(cidrs, [API_SERVER_CIDR], "{overlay}");
     }
+}
+
+/// `kubectl kustomize DIR`'s exit status, stdout and stderr.
+fn try_kustomize(dir: &Path) -> std::process::Output {
+    Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl kustomize {}: {e}", dir.display()))
+}
+
+/// The networkpolicy component as shipped has no API server address: the
+/// webhook's rule would admit nothing, and every webhook call would be
+/// dropped without a word. So it does not render until `apiServerCIDR` is
+/// set in its `api-server.env`, and the error says so; set, it renders with
+/// that address in the webhook's rule and nothing else of the setting (the
+/// ConfigMap kustomize reads it from stays out of the output).
+#[test]
+fn the_network_policy_component_renders_only_with_the_api_servers_address() {
+    let scratch = tempfile::Builder::new()
+        .prefix(".kustomize-")
+        .tempdir_in(repo())
+        .unwrap();
+    let kustomization = |dir: &Path, component: &str| {
+        let up = relative_to_repo(dir);
+        let component = component.replace("REPO", &up);
+        std::fs::write(
+            dir.join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+                 resources:\n  - {up}/deploy/overlays/cluster-wide\ncomponents:\n  - {component}\n"
+            ),
+        )
+        .unwrap();
+    };
+
+    // as shipped
+    let shipped = scratch.path().join("shipped");
+    std::fs::create_dir_all(&shipped).unwrap();
+    kustomization(&shipped, "REPO/deploy/components/networkpolicy");
+    let out = try_kustomize(&shipped);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the networkpolicy component rendered without the API server's address:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for says in [
+        "data.apiServerCIDR",
+        "set apiServerCIDR in api-server.env",
+        "the addresses the API server calls the webhook from",
+        "docs/install.md",
+    ] {
+        assert!(
+            stderr.contains(says),
+            "the error does not say {says:?}: {stderr}"
+        );
+    }
+    // the file it names holds the key to set, commented out
+    let env =
+        std::fs::read_to_string(repo().join("deploy/components/networkpolicy/api-server.env"))
+            .unwrap();
+    assert!(
+        env.lines()
+            .all(|l| l.trim().is_empty() || l.starts_with('#')),
+        "api-server.env sets something as shipped:\n{env}"
+    );
+    assert!(env.contains("# apiServerCIDR="), "{env}");
+
+    // set, as a user sets it
+    let set = scratch.path().join("set");
+    std::fs::create_dir_all(&set).unwrap();
+    networkpolicy_with_api_server(&set, Some("172.18.0.2/32"));
+    kustomization(&set, "networkpolicy");
+    let out = try_kustomize(&set);
+    assert!(
+        out.status.success(),
+        "with apiServerCIDR set: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert!(
+        !kinds.contains(&"ConfigMap"),
+        "the setting's ConfigMap is in the output: {kinds:?}"
+    );
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "NetworkPolicy")
+        .expect("a NetworkPolicy");
+    let webhook_rule = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ports"][0]["port"] == "webhook")
+        .expect("the webhook's rule");
+    assert_eq!(
+        webhook_rule["from"],
+        serde_json::json!([{"ipBlock": {"cidr": "172.18.0.2/32"}}])
+    );
+    assert!(
+        !yaml.contains("set-apiServerCIDR"),
+        "the placeholder is left somewhere:\n{yaml}"
+    );
 }

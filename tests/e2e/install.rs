@@ -35,6 +35,25 @@ pub fn describe(obj: &Value) -> String {
     )
 }
 
+/// A copy of the networkpolicy component in `dir` with the API server's
+/// address set, as a user sets it (it does not render without one);
+/// returns its path relative to `dir`.
+fn networkpolicy_copy(dir: &Path) -> String {
+    let src = repo().join("deploy/components/networkpolicy");
+    let copy = dir.join("networkpolicy");
+    std::fs::create_dir_all(&copy).unwrap_or_else(|e| panic!("{e}"));
+    for entry in std::fs::read_dir(&src).unwrap_or_else(|e| panic!("{e}")) {
+        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+        let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        if path.file_name().is_some_and(|n| n == "api-server.env") {
+            text.push_str("apiServerCIDR=127.0.0.1/32\n");
+        }
+        let name = path.file_name().unwrap_or_default().to_owned();
+        std::fs::write(copy.join(name), text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    "networkpolicy".into()
+}
+
 /// Renders, applies and deletes install manifests.
 pub struct Installer {
     client: Client,
@@ -79,7 +98,13 @@ impl Installer {
             .unwrap_or_default();
         let components: String = COMPONENTS
             .iter()
-            .map(|c| format!("  - {up}/deploy/components/{c}\n"))
+            .map(|&c| {
+                if c == "networkpolicy" {
+                    format!("  - {}\n", networkpolicy_copy(&dir))
+                } else {
+                    format!("  - {up}/deploy/components/{c}\n")
+                }
+            })
             .collect();
         std::fs::write(
             dir.join("kustomization.yaml"),
