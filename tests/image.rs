@@ -1,10 +1,12 @@
 //! Checks the runtime image that `scripts/build-image.sh` built, from its
 //! docker-archive (`--output-archive`): the image config (user 65532, the
 //! binary as entrypoint, labels and tag), a root filesystem that holds only
-//! the binary and the CA bundle, a statically linked binary, and
-//! `deletion-cost --version` run inside that root filesystem (in a chroot as
-//! uid 65532 when the test runs as root), and with `podman run` where
-//! containers can run.
+//! the binary, its SBOM and the CA bundle, a statically linked binary that
+//! carries its dependency list (`cargo auditable`'s `.dep-v0` section), an
+//! SBOM that lists the crates of Cargo.lock the binary is built from (in the
+//! image and beside the archive), and `deletion-cost --version` run inside
+//! that root filesystem (in a chroot as uid 65532 when the test runs as
+//! root), and with `podman run` where containers can run.
 //!
 //! `scripts/test.sh` builds the image first and sets
 //! `DELETION_COST_IMAGE_ARCHIVE` to the archive. Without it every check is
@@ -15,7 +17,7 @@
 //! DELETION_COST_IMAGE_ARCHIVE=target/image/image.tar cargo test --test image
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 use std::sync::{Arc, OnceLock};
@@ -28,22 +30,30 @@ const NAME: &str = env!("CARGO_PKG_NAME");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The only files in the image besides directories.
 const BINARY: &str = "deletion-cost";
+const SBOM: &str = "deletion-cost.cdx.json";
 const CA_BUNDLE: &str = "etc/ssl/certs/ca-certificates.crt";
+/// The section `cargo auditable` writes the dependency list to.
+const DEP_SECTION: &str = ".dep-v0";
 const USER: &str = "65532:65532";
 
 type Check = fn(&Image) -> Result<(), String>;
 
-const CHECKS: [(&str, Check); 5] = [
+const CHECKS: [(&str, Check); 7] = [
     (
         "config_runs_the_binary_as_uid_65532",
         config_runs_the_binary,
     ),
     ("tag_and_labels_carry_the_cargo_version", tag_and_labels),
     (
-        "root_filesystem_is_the_binary_and_the_ca_bundle",
+        "root_filesystem_is_the_binary_its_sbom_and_the_ca_bundle",
         root_filesystem,
     ),
     ("binary_is_statically_linked", binary_is_static),
+    (
+        "binary_carries_its_dependency_list",
+        binary_carries_its_dependency_list,
+    ),
+    ("sbom_lists_the_crates_of_cargo_lock", sbom_lists_the_crates),
     ("version_runs_from_the_image_root_filesystem", version_runs),
 ];
 
@@ -145,10 +155,17 @@ fn root_filesystem(image: &Image) -> Result<(), String> {
         .filter(|(_, e)| e.kind != b'5')
         .map(|(p, _)| p.as_str())
         .collect();
-    if files != [BINARY, CA_BUNDLE] {
+    if files != [BINARY, SBOM, CA_BUNDLE] {
         return Err(format!(
-            "the image holds {files:?}; expected only [{BINARY:?}, {CA_BUNDLE:?}] \
+            "the image holds {files:?}; expected only [{BINARY:?}, {SBOM:?}, {CA_BUNDLE:?}] \
              (no shell, no libc, nothing else)"
+        ));
+    }
+    let sbom = &image.files[SBOM];
+    if sbom.mode & 0o7777 != 0o644 || sbom.uid != 0 {
+        return Err(format!(
+            "/{SBOM}: mode {:o}, uid {}; expected 0644, owned by root",
+            sbom.mode, sbom.uid
         ));
     }
     let bin = &image.files[BINARY];
@@ -185,6 +202,244 @@ fn binary_is_static(image: &Image) -> Result<(), String> {
             elf.needed
         ));
     }
+    Ok(())
+}
+
+/// One crate of the binary's dependency list (`cargo auditable`'s format).
+#[derive(Debug, Clone, serde::Deserialize)]
+struct AuditedPackage {
+    name: String,
+    version: String,
+    source: String,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    root: bool,
+}
+
+/// The dependency list the binary carries: its `.dep-v0` section,
+/// zlib-compressed JSON.
+fn dependency_list(bin: &[u8]) -> Result<Vec<AuditedPackage>, String> {
+    let compressed = elf_section(bin, DEP_SECTION)?.ok_or_else(|| {
+        format!("/{BINARY} has no {DEP_SECTION} section: not built with `cargo auditable build`")
+    })?;
+    let json = miniz_oxide::inflate::decompress_to_vec_zlib(compressed)
+        .map_err(|e| format!("{DEP_SECTION} is not zlib data: {e:?}"))?;
+    #[derive(serde::Deserialize)]
+    struct VersionInfo {
+        packages: Vec<AuditedPackage>,
+    }
+    let info: VersionInfo =
+        serde_json::from_slice(&json).map_err(|e| format!("{DEP_SECTION} is not its JSON: {e}"))?;
+    Ok(info.packages)
+}
+
+fn binary_carries_its_dependency_list(image: &Image) -> Result<(), String> {
+    let packages = dependency_list(&image.files[BINARY].data)?;
+    let roots: Vec<_> = packages.iter().filter(|p| p.root).collect();
+    if roots.len() != 1 || roots[0].name != NAME || roots[0].version != VERSION {
+        return Err(format!(
+            "{DEP_SECTION}: roots {roots:?}; expected {NAME} {VERSION}"
+        ));
+    }
+    let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    for needed in [
+        "deletion-cost-core",
+        "deletion-cost-runtime",
+        "kube-client",
+        "tokio",
+        "rustls",
+    ] {
+        if !names.contains(&needed) {
+            return Err(format!("{DEP_SECTION} does not list {needed}: {names:?}"));
+        }
+    }
+    // the product's crates only: nothing of the test kit or the tests' own
+    for test_only in [
+        "deletion-cost-testkit",
+        "proptest",
+        "criterion",
+        "miniz_oxide",
+    ] {
+        if names.contains(&test_only) {
+            return Err(format!(
+                "{DEP_SECTION} lists {test_only}, which only the tests use"
+            ));
+        }
+    }
+    // from the default registry or the workspace, nothing else
+    if let Some(p) = packages
+        .iter()
+        .find(|p| p.source != "crates.io" && p.source != "local")
+    {
+        return Err(format!("{DEP_SECTION}: {p:?} comes from elsewhere"));
+    }
+    // proc-macros are build-time only, the runtime's crates are not
+    let kind = |name: &str| {
+        packages
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.kind.as_deref().unwrap_or("runtime"))
+    };
+    if kind("serde_derive") != Some("build") || kind("tokio") != Some("runtime") {
+        return Err(format!(
+            "{DEP_SECTION}: serde_derive is {:?}, tokio {:?}; expected build, runtime",
+            kind("serde_derive"),
+            kind("tokio")
+        ));
+    }
+    Ok(())
+}
+
+/// Cargo.lock's packages: (name, version) -> checksum (empty for the
+/// workspace's own crates).
+fn cargo_lock() -> Result<BTreeMap<(String, String), String>, String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = BTreeMap::new();
+    for block in text.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            block.lines().find_map(|l| {
+                l.strip_prefix(key)
+                    .and_then(|v| v.trim().strip_prefix('='))
+                    .map(|v| v.trim().trim_matches('"').to_string())
+            })
+        };
+        let (Some(name), Some(version)) = (field("name "), field("version ")) else {
+            return Err(format!(
+                "Cargo.lock: a package without name or version: {block}"
+            ));
+        };
+        out.insert((name, version), field("checksum ").unwrap_or_default());
+    }
+    Ok(out)
+}
+
+/// What `cargo tree` says the release binary is built from: its normal and
+/// build dependencies on this platform, as the image's build resolves them.
+fn cargo_tree() -> Result<BTreeSet<(String, String)>, String> {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "--locked",
+            "--offline",
+            "--prefix",
+            "none",
+            "--no-dedupe",
+        ])
+        .args(["-e", "normal,build", "-p", NAME, "--target"])
+        .arg(host_target()?)
+        .output()
+        .map_err(|e| format!("cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?.strip_prefix('v')?;
+            Some((name.to_string(), version.to_string()))
+        })
+        .collect())
+}
+
+fn host_target() -> Result<String, String> {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("rustc -vV: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or_else(|| "rustc -vV names no host".to_string())
+}
+
+fn sbom_lists_the_crates(image: &Image) -> Result<(), String> {
+    let sbom: Value = serde_json::from_slice(&image.files[SBOM].data)
+        .map_err(|e| format!("/{SBOM} is not JSON: {e}"))?;
+    check_eq(&sbom["bomFormat"], &Value::from("CycloneDX"), "bomFormat")?;
+    check_eq(&sbom["specVersion"], &Value::from("1.5"), "specVersion")?;
+    let root = &sbom["metadata"]["component"];
+    check_eq(&root["name"], &Value::from(NAME), "metadata.component.name")?;
+    check_eq(
+        &root["version"],
+        &Value::from(VERSION),
+        "metadata.component.version",
+    )?;
+
+    let lock = cargo_lock()?;
+    let mut listed = BTreeSet::new();
+    for c in sbom["components"].as_array().ok_or("no components")? {
+        let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        let (name, version) = (field("name"), field("version"));
+        let key = (name.clone(), version.clone());
+        // every crate listed is one of Cargo.lock, with the lock's checksum
+        let Some(checksum) = lock.get(&key) else {
+            return Err(format!(
+                "/{SBOM} lists {name} {version}, which Cargo.lock does not have"
+            ));
+        };
+        if !checksum.is_empty() {
+            check_eq(
+                &c["hashes"][0]["content"],
+                &Value::from(checksum.as_str()),
+                &format!("{name} {version}'s SHA-256"),
+            )?;
+            check_eq(
+                &c["purl"],
+                &Value::from(format!("pkg:cargo/{name}@{version}")),
+                &format!("{name} {version}'s purl"),
+            )?;
+            if c["licenses"][0]["expression"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+            {
+                return Err(format!("/{SBOM}: {name} {version} without its licence"));
+            }
+        }
+        listed.insert(key);
+    }
+    // exactly what the binary carries
+    let carried: BTreeSet<(String, String)> = dependency_list(&image.files[BINARY].data)?
+        .into_iter()
+        .filter(|p| !p.root)
+        .map(|p| (p.name, p.version))
+        .collect();
+    if listed != carried {
+        return Err(format!(
+            "/{SBOM} and {DEP_SECTION} differ: only in the SBOM {:?}, only in the binary {:?}",
+            listed.difference(&carried).collect::<Vec<_>>(),
+            carried.difference(&listed).collect::<Vec<_>>()
+        ));
+    }
+    // and every crate of Cargo.lock cargo builds the binary from
+    let mut built = cargo_tree()?;
+    built.remove(&(NAME.to_string(), VERSION.to_string()));
+    let missing: Vec<_> = built.difference(&listed).collect();
+    if built.len() < 100 || !missing.is_empty() {
+        return Err(format!(
+            "cargo tree names {} crates for the binary; /{SBOM} misses {missing:?}",
+            built.len()
+        ));
+    }
+    // the copy beside the archive is the image's
+    let beside = image.archive.with_extension("cdx.json");
+    let copy = std::fs::read(&beside).map_err(|e| format!("{}: {e}", beside.display()))?;
+    if copy != image.files[SBOM].data {
+        return Err(format!("{} is not the image's /{SBOM}", beside.display()));
+    }
+    eprintln!(
+        "image: /{SBOM}: {} crates, each in Cargo.lock; {} of them in the binary's build per cargo tree",
+        listed.len(),
+        built.len()
+    );
     Ok(())
 }
 
@@ -317,6 +572,8 @@ fn find_chroot() -> Result<&'static str, String> {
 // The image, read from a docker-archive
 
 struct Image {
+    /// The docker-archive it was read from.
+    archive: PathBuf,
     /// The archive's manifest.json entry for the image.
     manifest: Value,
     /// The image config (config.User, config.Entrypoint, ...).
@@ -371,6 +628,7 @@ impl Image {
         let root = tempfile::tempdir().map_err(|e| e.to_string())?;
         unpack(&files, root.path())?;
         Ok(Image {
+            archive: archive.to_path_buf(),
             manifest,
             config,
             files,
@@ -572,4 +830,46 @@ fn elf_linking(bin: &[u8]) -> Result<Linking, String> {
         }
     }
     Ok(linking)
+}
+
+/// The contents of the ELF section `name`, if the file has one.
+fn elf_section<'a>(bin: &'a [u8], name: &str) -> Result<Option<&'a [u8]>, String> {
+    let bytes = |o: usize, n: usize| bin.get(o..o + n).ok_or("truncated ELF");
+    let u16_at = |o: usize| -> Result<usize, String> {
+        Ok(usize::from(u16::from_le_bytes(
+            bytes(o, 2)?.try_into().unwrap(),
+        )))
+    };
+    let u32_at = |o: usize| -> Result<usize, String> {
+        usize::try_from(u32::from_le_bytes(bytes(o, 4)?.try_into().unwrap()))
+            .map_err(|e| e.to_string())
+    };
+    let u64_at = |o: usize| -> Result<usize, String> {
+        usize::try_from(u64::from_le_bytes(bytes(o, 8)?.try_into().unwrap()))
+            .map_err(|e| e.to_string())
+    };
+    if bin.get(0..4) != Some(b"\x7fELF".as_slice()) || bin[4] != 2 || bin[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let (shoff, shentsize, shnum, shstrndx) =
+        (u64_at(0x28)?, u16_at(0x3A)?, u16_at(0x3C)?, u16_at(0x3E)?);
+    // (name offset, file offset, size) of section i
+    let header = |i: usize| -> Result<(usize, usize, usize), String> {
+        let h = shoff + i * shentsize;
+        Ok((u32_at(h)?, u64_at(h + 24)?, u64_at(h + 32)?))
+    };
+    let (_, strtab, _) = header(shstrndx)?;
+    for i in 0..shnum {
+        let (name_at, offset, size) = header(i)?;
+        let start = strtab + name_at;
+        let end = bin[start..]
+            .iter()
+            .position(|&b| b == 0)
+            .map(|n| start + n)
+            .ok_or("section name without its end")?;
+        if &bin[start..end] == name.as_bytes() {
+            return Ok(Some(bytes(offset, size)?));
+        }
+    }
+    Ok(None)
 }

@@ -182,7 +182,7 @@ fn readme_says_what_the_test_command_installs_and_costs() {
         .expect("the quick start describes ./scripts/test.sh");
     let step = step.replace("\n#   ", " ").replace("\n#", " ");
     for needle in [
-        "~22 min on a fresh 2-core machine",
+        "~23 min on a fresh 2-core machine",
         "clippy ~5",
         "image build ~13",
         "helm-sdkpy",
