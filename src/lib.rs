@@ -12,7 +12,7 @@
 //! part of the product: they live in the dev-only test kit, `testkit/`.
 
 pub use deletion_cost_core::{
-    annotations, comparator, error_chain, input, owner, plan, pod, policy, report, signals,
+    annotations, comparator, error_chain, input, marker, owner, plan, pod, policy, report, signals,
     MANAGER, USER_AGENT,
 };
 pub use deletion_cost_runtime::{engine, hook, metrics, operator, prometheus};

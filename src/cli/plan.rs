@@ -1037,11 +1037,7 @@ fn pod_rows(p: &Plan, kinds: &[&str]) -> Vec<Vec<String>> {
             None => format!("{} [-]", s.detail),
         }));
         r.push(cost_now_cell(pod));
-        r.push(
-            pod.desired
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| "-".into()),
-        );
+        r.push(pod.wanted_text());
         r.push(pod.action.to_string());
         rows.push(r);
     }

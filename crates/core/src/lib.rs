@@ -35,6 +35,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 pub mod annotations;
 pub mod comparator;
 pub mod input;
+pub mod marker;
 pub mod owner;
 pub mod plan;
 pub mod pod;

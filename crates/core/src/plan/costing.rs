@@ -18,6 +18,7 @@ use super::{
     PodPlan, PreviousValues, SignalValue, Split,
 };
 use crate::comparator::parse_deletion_cost;
+use crate::marker::{first_anyway, marker_of};
 use crate::pod::OurAnnotations;
 use crate::policy::validate as signal;
 use crate::policy::{CostRanks, OnSignalMissing, ValidatedSignal};
@@ -141,6 +142,7 @@ pub(super) fn cost_pods(
     if let Some(max) = policy.spec.ranked_max_cost() {
         rank_costs(policy, max, &mut plans, &mut patches, &mut warnings);
     }
+    super::marked::mark_costs(policy, &mut plans, &mut patches, &mut warnings);
     // pods sharing a name (invalid, but possible in a file): the last one's values win
     let values: PreviousValues = kept_values.into_iter().collect();
     (
@@ -295,6 +297,10 @@ fn cost_chunk(
             owner,
             desired: desired.filter(|_| !kept_as_is),
             action,
+            marked: marker_of(pod.labels()).map(|label| super::marked::Marked {
+                label,
+                first_anyway: first_anyway(pod),
+            }),
         });
     }
 
@@ -414,7 +420,7 @@ fn pod_signals(
 
 /// `Unchanged` when the pod already carries `cost` as this policy wrote it,
 /// else `Patch(cost)`.
-fn write_action(
+pub(super) fn write_action(
     owner: &CostOwner,
     current_raw: Option<&str>,
     cost: i32,

@@ -8,6 +8,7 @@ pub mod blockers;
 pub mod check;
 pub mod correction;
 mod costing;
+pub mod marked;
 pub mod node_order;
 mod on_scale_in;
 mod prediction;
@@ -182,12 +183,28 @@ pub struct PodPlan {
     pub desired: Option<i32>,
     /// What happens.
     pub action: CostAction,
+    /// Its scale-down marker, when it carries one ([`marked`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marked: Option<marked::Marked>,
 }
 
 impl PodPlan {
     /// The cost this pod is meant to carry: desired, else the current one.
     pub fn intended(&self) -> i32 {
         self.desired.unwrap_or(self.current)
+    }
+
+    /// The wanted cost as the plan's views show it: `-` when the policy
+    /// keeps the current one, and `(marked)` when its marker put the pod
+    /// first.
+    pub fn wanted_text(&self) -> String {
+        let wanted = self
+            .desired
+            .map_or_else(|| "-".to_string(), |d| d.to_string());
+        match self.marked {
+            Some(m) if m.costed() => format!("{wanted} (marked)"),
+            _ => wanted,
+        }
     }
 }
 

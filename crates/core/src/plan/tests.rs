@@ -1179,4 +1179,5 @@ proptest! {
 
 mod apart;
 mod consolidation;
+mod marked;
 mod properties;

@@ -432,13 +432,16 @@ fn hover(s: &Section, v: &PodRow) -> String {
                 let missing = if sig.missing { " (missing)" } else { "" };
                 let _ = write!(t, "\n{}: {} → {value}{missing}", sig.signal, sig.detail);
             }
-            let wanted = p.desired.map_or_else(|| "-".to_string(), |d| d.to_string());
             let _ = write!(
                 t,
-                "\ncost now {} · wanted {wanted} · {}",
+                "\ncost now {} · wanted {} · {}",
                 cost_now(p),
+                p.wanted_text(),
                 p.action
             );
+            if let Some(m) = p.marked {
+                let _ = write!(t, "\n{m}");
+            }
         }
         None => t.push_str("\nnot selected by the policy"),
     }
@@ -1059,6 +1062,9 @@ fn cost_line(v: &PodRow) -> String {
     if v.missing() {
         line2.push_str(" · ? signal missing");
     }
+    if v.plan.and_then(|p| p.marked).is_some_and(|m| m.costed()) {
+        line2.push_str(" · marked: goes first");
+    }
     if v.plan.is_none() {
         line2.push_str(" · not managed");
     }
@@ -1145,7 +1151,7 @@ fn row_values(out: &mut Page, s: &Section, v: &PodRow) {
                 out,
                 "<td>{}</td><td>{}</td><td>{}</td>",
                 esc(&cost_now(p)),
-                p.desired.map_or_else(|| "-".to_string(), |d| d.to_string()),
+                esc(&p.wanted_text()),
                 esc(&p.action.to_string())
             );
         }
@@ -1333,6 +1339,7 @@ mod tests {
             owner,
             desired,
             action: desired.map_or(CostAction::KeepForeign, CostAction::Patch),
+            marked: None,
         }
     }
 
