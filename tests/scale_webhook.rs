@@ -703,3 +703,104 @@ async fn on_scale_in_writes_nothing_until_a_scale_in_needs_it() {
     assert_eq!(fake.writes_to("pods").len(), 1);
     op.stop().await;
 }
+
+/// Sets (or with `None` removes) a label on pod `name` of the fake, as an
+/// autoscaler would: a merge patch.
+async fn label_pod(fake: &FakeApi, name: &str, key: &str, value: Option<&str>) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams};
+    let pods: Api<Pod> = Api::namespaced(fake.client(), NS);
+    pods.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+    )
+    .await
+    .expect("the label is set");
+}
+
+/// "Mark, then scale": a marker set a moment before the scale-in counts,
+/// though the pod watch has not shown it yet, and puts the marked pod
+/// before the policy's choice and before a neighbour whose foreign cost is
+/// far below every cost the policy writes. The answer and the Event say
+/// the pod goes first because it is marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_marked_a_moment_before_the_scale_in_goes_first_though_the_watch_lags() {
+    use deletion_cost::marker::{KEP_PREFER_FOR_SCALE_DOWN, PREFER_FOR_SCALE_DOWN};
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    // web-0 (spot, the policy's first choice) carries a value someone else set
+    let mut pod = fake.get_json("Pod", NS, "web-0").expect("web-0");
+    pod["metadata"]["annotations"] = json!({POD_DELETION_COST: "-1000"});
+    fake.apply_json(pod).expect("a foreign cost");
+    let (mut cfg, hook) = with_hook("op-0", HookConfig::default());
+    cfg.debounce = Duration::from_secs(3600);
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let http = http_client();
+
+    // the pod watch falls behind: it shows nothing new for 1.5 s (within
+    // the webhook's budget, which waits for its own writes to show)
+    lag_pod_watch(&fake).await;
+    // web-3 is on-demand, the policy's last choice
+    label_pod(&fake, "web-3", PREFER_FOR_SCALE_DOWN, Some("true")).await;
+    let writes_before = fake.writes_to("pods").len();
+    let answer = post_review(&http, hook, review("u-1", "web", 4, 3, false)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert!(answer["response"]["warnings"].is_null(), "{answer}");
+    assert_eq!(victims(&answer), ["web-rs/web-3"], "{answer}");
+    // one write: web-3 below web-0's -1000; web-0 is not touched
+    let pods_written: Vec<String> = fake.writes_to("pods")[writes_before..]
+        .iter()
+        .filter_map(|w| w.name.clone())
+        .collect();
+    assert_eq!(pods_written, ["web-3"]);
+    let cost = |p: &str| {
+        fake.get_json("Pod", NS, p).and_then(|v| {
+            v["metadata"]["annotations"][POD_DELETION_COST]
+                .as_str()
+                .and_then(|c| c.parse::<i32>().ok())
+        })
+    };
+    assert!(
+        cost("web-3").is_some_and(|c| c < -1000),
+        "{:?}",
+        cost("web-3")
+    );
+    assert_eq!(cost("web-0"), Some(-1000));
+    eventually(
+        Duration::from_secs(10),
+        "the Event says web-3 goes first because it is marked",
+        || async {
+            victim_events(&fake, "web").iter().any(|e| {
+                e["note"].as_str().is_some_and(|n| {
+                    n.contains("predicted victims web-rs/web-3")
+                        && n.contains("first because marked for scale-down: web-3")
+                })
+            })
+        },
+    )
+    .await;
+
+    // the controller deletes web-3; then, ahead of the watch again, web-1
+    // is marked and unmarked, and web-2 takes the proposal's label (no
+    // value): web-2 goes, not web-1
+    fake.delete_json("Pod", NS, "web-3").expect("web-3 deleted");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    label_pod(&fake, "web-1", PREFER_FOR_SCALE_DOWN, Some("true")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    lag_pod_watch(&fake).await;
+    label_pod(&fake, "web-1", PREFER_FOR_SCALE_DOWN, None).await;
+    label_pod(&fake, "web-2", KEP_PREFER_FOR_SCALE_DOWN, Some("")).await;
+    let answer = post_review(&http, hook, review("u-2", "web", 3, 2, false)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    assert_eq!(victims(&answer), ["web-rs/web-2"], "{answer}");
+    op.stop().await;
+}
+
+/// Makes the pod watch show nothing new for 1.5 s: its connection closed,
+/// and its next request held back.
+async fn lag_pod_watch(fake: &FakeApi) {
+    fake.inject(Fault::delay(Duration::from_millis(1500)).on(Verb::Watch, "pods"));
+    fake.close_watches();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}

@@ -149,6 +149,9 @@ pub struct PolicyView {
     pub wanted: Option<i32>,
     /// `unchanged`, `set 20`, `keep (not ours)`...
     pub action: String,
+    /// Its scale-down marker and what it does, when it carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marked: Option<String>,
 }
 
 /// Everything `explain` says about one pod.
@@ -392,6 +395,10 @@ fn policy_view(
                 .collect(),
             wanted: pp.desired,
             action: pp.action.to_string(),
+            marked: pp.marked.map(|m| match m.first_anyway {
+                None => format!("{m}: goes before every unmarked pod of the policy"),
+                Some(_) => m.to_string(),
+            }),
         }))
 }
 
@@ -721,6 +728,9 @@ fn render_policy(out: &mut String, policy: Option<&PolicyView>, why_none: Option
                 |w| format!("wants {w}"),
             );
             let _ = writeln!(out, "  plan:       {wanted}: {}", v.action);
+            if let Some(m) = &v.marked {
+                let _ = writeln!(out, "  marker:     {m}");
+            }
         }
     }
 }

@@ -149,9 +149,14 @@ fn render_victims(out: &mut String, answer: &Value) {
     if !victims.is_empty() {
         let header = ["RANK", "POD", "REPLICASET", "COST", "INTENDED"].map(String::from);
         let rows = victims.iter().enumerate().map(|(i, v)| {
+            let marked = if v["marked"].is_string() {
+                " (marked)"
+            } else {
+                ""
+            };
             [
                 (i + 1).to_string(),
-                s(&v["pod"]),
+                format!("{}{marked}", s(&v["pod"])),
                 s(&v["replicaSet"]),
                 s(&v["cost"]),
                 s(&v["intendedCost"]),

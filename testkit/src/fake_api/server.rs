@@ -113,6 +113,12 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=PartialObjectMetadata;"));
+    // `as=PartialObjectMetadataList`: a list of the objects' metadata only
+    let metadata_list = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadataList;"));
     let user = parts
         .headers
         .get(super::USER_HEADER)
@@ -195,6 +201,11 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
                     .map(|obj| json_response(200, &partial_object_metadata(&obj)))
                     .unwrap_or_else(|e| error_response(&e))
             }
+            Some(t) if metadata_list && verb == Some(Verb::List) && t.sub.is_none() => {
+                list_body_of(&sh, &RESOURCES[t.res], &t, &query)
+                    .map(|body| json_response(200, &partial_object_metadata_list(&body)))
+                    .unwrap_or_else(|e| error_response(&e))
+            }
             Some(t) => dispatch(
                 &sh,
                 &method,
@@ -229,6 +240,18 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
 fn partial_object_metadata(obj: &Value) -> Value {
     json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
         "metadata": obj.get("metadata").cloned().unwrap_or(Value::Null)})
+}
+
+/// A list as `PartialObjectMetadataList`: each item's metadata only.
+fn partial_object_metadata_list(list: &Value) -> Value {
+    let items: Vec<Value> = list
+        .get("items")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(partial_object_metadata).collect())
+        .unwrap_or_default();
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+        "metadata": list.get("metadata").cloned().unwrap_or(Value::Null),
+        "items": items})
 }
 
 fn parse_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
@@ -442,6 +465,16 @@ fn list(
     t: &Target,
     query: &Query,
 ) -> Result<Response, ApiError> {
+    list_body_of(sh, def, t, query).map(|body| json_response(200, &body))
+}
+
+/// The body of a LIST (see [`list`]).
+fn list_body_of(
+    sh: &Arc<Shared>,
+    def: &ResourceDef,
+    t: &Target,
+    query: &Query,
+) -> Result<Value, ApiError> {
     let sel = Selectors::parse(query.get("labelSelector"), query.get("fieldSelector"))?;
     let offset = match query.get("continue").filter(|c| !c.is_empty()) {
         Some(c) => c
@@ -460,7 +493,7 @@ fn list(
     drop(store);
     let end = offset.saturating_add(page.len()).min(total);
     let cont = (end < total).then(|| end.to_string());
-    Ok(json_response(200, &list_body(def, &page, rv, cont)))
+    Ok(list_body(def, &page, rv, cont))
 }
 
 fn watch_line(kind: &str, obj: &Value) -> Bytes {

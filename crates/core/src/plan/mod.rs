@@ -14,6 +14,7 @@ mod on_scale_in;
 mod prediction;
 pub mod previous;
 pub mod prices;
+pub mod remove;
 pub mod resolve;
 pub mod savings;
 mod selection;

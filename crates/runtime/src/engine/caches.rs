@@ -20,6 +20,7 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
+use super::fresh_marks::FresherMarks;
 use super::fresh_nodes::FresherNodes;
 use super::policy_index::{PolicyIndex, ValidPolicy};
 use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
@@ -42,6 +43,8 @@ pub struct Caches {
     policy_index: Arc<PolicyIndex>,
     /// Nodes scale-ins read ahead of the node watch.
     fresher_nodes: Arc<FresherNodes>,
+    /// Pods' scale-down markers scale-ins read ahead of the pod watch.
+    fresher_marks: Arc<FresherMarks>,
 }
 
 impl Caches {
@@ -62,6 +65,7 @@ impl Caches {
             pods_of,
             policy_index: Arc::default(),
             fresher_nodes: Arc::default(),
+            fresher_marks: Arc::default(),
         }
     }
 
@@ -88,12 +92,13 @@ impl Caches {
 
     /// A snapshot for a round of a policy in `ns`: every cached pod (shared,
     /// not copied: a node's occupancy counts every namespace's pods, as
-    /// `plan` over a cluster-wide snapshot does), every node, and the
-    /// namespace's ReplicaSets.
+    /// `plan` over a cluster-wide snapshot does; with the markers a
+    /// scale-in read ahead of the watch), every node, and the namespace's
+    /// ReplicaSets.
     pub fn snapshot(&self, ns: &str) -> Snapshot {
         let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
         Snapshot {
-            pods: self.pods(),
+            pods: self.fresher_marks.over(self.pods()),
             nodes: self.fresher_nodes.over(self.nodes.state()),
             replica_sets: self
                 .replica_sets
@@ -129,6 +134,11 @@ impl Caches {
     /// show it until the node watch shows it as new.
     pub fn keep_fresher_node(&self, node: Node) {
         self.fresher_nodes.keep(node);
+    }
+
+    /// The markers scale-ins read ahead of the pod watch.
+    pub(super) fn fresher_marks(&self) -> &FresherMarks {
+        &self.fresher_marks
     }
 
     /// One cached ReplicaSet.

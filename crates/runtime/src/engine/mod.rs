@@ -19,6 +19,7 @@ pub mod caches;
 pub mod catch_up;
 mod cleanup;
 mod deletions;
+mod fresh_marks;
 mod fresh_nodes;
 pub mod leadership;
 pub mod policy_index;

@@ -272,6 +272,24 @@ impl ScaleInAnswer {
         self.managed.as_ref().map(|m| m.resolved.key())
     }
 
+    /// The marker label that put `pod` first in this scale-in's plan, when
+    /// one did.
+    pub fn marked_as(&self, pod: &str) -> Option<&'static str> {
+        let plan = self.plan.as_ref()?;
+        let p = plan.pods.iter().find(|p| &*p.name == pod)?;
+        p.marked.filter(|m| m.costed()).map(|m| m.label)
+    }
+
+    /// The victims whose marker put them first, by name.
+    pub fn marked_victims(&self) -> Vec<&str> {
+        self.victims
+            .iter()
+            .flat_map(|(_, v)| v.iter())
+            .map(|p| &**p)
+            .filter(|p| self.marked_as(p).is_some())
+            .collect()
+    }
+
     /// The victims as `replicaset/pod`, comma-separated.
     pub fn victims_list(&self) -> String {
         self.victims
@@ -536,9 +554,13 @@ impl Engine {
         };
         let by = usize::try_from(call.from - call.to).unwrap_or(0);
         state.hold(&managed.pods, Instant::now() + hold_for(by));
-        // the billing classes as they are now, not as the watch last showed
-        // them (under the lock: a round the relabelling started waits)
-        self.read_nodes_now(&managed, call.deadline).await;
+        // the billing classes and the markers as they are now, not as the
+        // watches last showed them (under the lock: a round the relabelling
+        // started waits)
+        tokio::join!(
+            self.read_nodes_now(&managed, call.deadline),
+            self.read_marks_now(&managed, call.deadline)
+        );
         let target = ScaleInTarget {
             replica_sets: managed.replica_sets.clone(),
             by,

@@ -120,6 +120,13 @@ pub(super) fn victims_event(
             &victims
         }
     ));
+    let marked = answer.marked_victims();
+    if !marked.is_empty() {
+        note.push_str(&format!(
+            "; first because marked for scale-down: {}",
+            marked.join(",")
+        ));
+    }
     if let Some(w) = &warning {
         note.push_str(&format!(" ({w})"));
     }

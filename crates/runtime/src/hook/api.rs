@@ -208,6 +208,9 @@ pub struct Victim {
     pub cost: i32,
     /// Cost the policy intends for it.
     pub intended_cost: i32,
+    /// The marker label that put it first, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marked: Option<String>,
 }
 
 /// The order check of one ReplicaSet of the workload.

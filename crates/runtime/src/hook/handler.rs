@@ -424,6 +424,7 @@ fn replica_set_answers(answer: &ScaleInAnswer, plan: &crate::plan::Plan) -> Vec<
                             replica_set: c.replica_set.clone(),
                             cost,
                             intended_cost,
+                            marked: answer.marked_as(pod).map(str::to_string),
                         }
                     })
                     .collect(),
