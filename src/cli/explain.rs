@@ -288,6 +288,7 @@ fn read_input(args: &ExplainArgs) -> Result<super::predict::Selected, CliError> 
         super::live::Wants {
             nodes: true,
             policies: args.snapshot.is_none() && args.policy.is_none(),
+            ..Default::default()
         },
     )
 }
@@ -404,7 +405,7 @@ fn policy_view(
 
 /// Of the policies in namespace `ns` that select pod `name`, the one the
 /// operator lets win.
-fn winning_policy<'a>(
+pub(crate) fn winning_policy<'a>(
     all: &'a [super::plan::FilePolicy],
     ns: &str,
     name: &str,

@@ -68,6 +68,9 @@ pub struct Wants {
     pub nodes: bool,
     /// The DeletionCostPolicy objects of the namespaces read.
     pub policies: bool,
+    /// With `policies`: a cluster without the CRD has no policies, not an
+    /// error.
+    pub policies_optional: bool,
 }
 
 /// What a live read gave.
@@ -96,6 +99,9 @@ fn policy_resource() -> ApiResource {
     }
 }
 
+/// How a read's error begins when the cluster lacks the policy CRD.
+const NO_CRD: &str = "the cluster has no DeletionCostPolicy resource";
+
 /// How long a connection may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one list may take.
@@ -119,6 +125,18 @@ async fn read_async(
     wants: Wants,
     limits: InputLimits,
 ) -> Result<LiveRead, CliError> {
+    read_connected(args, wants, limits)
+        .await
+        .map(|(_, read)| read)
+}
+
+/// [`read`] in a runtime of the caller's, with the client it read through
+/// (for a command that then writes as the same user).
+pub async fn read_connected(
+    args: &ClusterArgs,
+    wants: Wants,
+    limits: InputLimits,
+) -> Result<(Client, LiveRead), CliError> {
     let (client, context, server, default_ns) = connect(args).await?;
     let namespace = if args.all_namespaces {
         None
@@ -145,16 +163,22 @@ async fn read_async(
     }
     let mut policies = Vec::new();
     if wants.policies {
-        policies = list_policies(&client, ns, &at, &source).await?;
+        policies = match list_policies(&client, ns, &at, &source).await {
+            Err(e) if wants.policies_optional && e.message.starts_with(NO_CRD) => Vec::new(),
+            other => other?,
+        };
     }
     let (snapshot, version) = read_snapshot(&source, items, &info, limits)?;
-    Ok(LiveRead {
-        source,
-        namespace,
-        snapshot,
-        version,
-        policies,
-    })
+    Ok((
+        client,
+        LiveRead {
+            source,
+            namespace,
+            snapshot,
+            version,
+            policies,
+        },
+    ))
 }
 
 /// Adds the cluster's nodes to `items`; a user who may not list them gets
@@ -327,7 +351,7 @@ impl Where<'_> {
             )),
             kube::Error::Api(s) if s.code == 404 && resource == "deletioncostpolicies" => {
                 CliError::failure(format!(
-                    "the cluster has no DeletionCostPolicy resource (the CRD is not installed: \
+                    "{NO_CRD} (the CRD is not installed: \
                      `deletion-cost crd | kubectl apply -f -`); to try a policy before \
                      installing, give it with --policy FILE ({})",
                     s.message

@@ -11,6 +11,7 @@ pub mod predict;
 pub mod prescale;
 pub mod run;
 pub mod samples_input;
+pub mod scale_in;
 pub mod source;
 pub mod stderr;
 pub mod table;
@@ -64,6 +65,9 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Before a scale-in: make the operator write fresh costs now and report the victims.
     Prescale(prescale::PrescaleArgs),
+    /// Remove the pods named: make them the next to go, scale in by their
+    /// number, and report which pods the controller deleted.
+    ScaleIn(scale_in::ScaleInArgs),
     /// Print the version, the git commit and the Kubernetes versions covered.
     Version(version::VersionArgs),
     /// Print a shell completion script (bash, zsh or fish).
@@ -167,6 +171,7 @@ pub fn run() -> ExitCode {
         Command::Crd(args) => crd::run(args),
         Command::Run(args) => run::run(*args),
         Command::Prescale(args) => prescale::run(args),
+        Command::ScaleIn(args) => scale_in::run(args),
         Command::Version(args) => version::run(args),
         Command::Completion(args) => completion::run(args),
     };

@@ -597,6 +597,7 @@ fn read_live(args: &PlanArgs) -> Result<Inputs, CliError> {
         super::live::Wants {
             nodes: true,
             policies: args.policy.is_none(),
+            ..Default::default()
         },
         InputLimits {
             bytes: args.max_input_bytes,

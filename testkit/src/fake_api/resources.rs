@@ -94,6 +94,16 @@ pub static RESOURCES: &[ResourceDef] = &[
         false,
     ),
     def(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+        true,
+        false,
+        false,
+    ),
+    def(
         "admissionregistration.k8s.io",
         "v1",
         "validatingwebhookconfigurations",

@@ -202,24 +202,23 @@ pub fn exact_removal(
 }
 
 /// The costs nobody may change that keep the named pods from going first:
-/// named pods the writer may not lower, and pods it may not raise at or
-/// below the highest of those (or at int32's least value).
+/// named pods whose cost the writer may not lower, else pods it may not
+/// raise that sit at int32's least value (nothing goes below them).
 fn in_the_way(pods: &[RemovalPod], keys: &[RankKey], is_named: &[bool], writer: &str) -> Refusal {
     let cost = |i: usize| keys[i].cost.value;
-    let stuck_max = (0..pods.len())
+    let name = |i: usize| pods[i].pod.identity.name.clone().unwrap_or_default();
+    let stuck: Vec<(String, i32)> = (0..pods.len())
         .filter(|&i| is_named[i] && !pods[i].writable)
-        .map(cost)
-        .max();
-    let pods: Vec<(String, i32)> = (0..pods.len())
-        .filter(|&i| !pods[i].writable)
-        .filter(|&i| stuck_max.is_some_and(|m| cost(i) <= m) || cost(i) == i32::MIN)
-        .map(|i| {
-            (
-                pods[i].pod.identity.name.clone().unwrap_or_default(),
-                cost(i),
-            )
-        })
+        .map(|i| (name(i), cost(i)))
         .collect();
+    let pods = if stuck.is_empty() {
+        (0..pods.len())
+            .filter(|&i| !pods[i].writable && cost(i) == i32::MIN)
+            .map(|i| (name(i), cost(i)))
+            .collect()
+    } else {
+        stuck
+    };
     Refusal::CostInTheWay {
         pods,
         writer: writer.to_string(),
@@ -376,14 +375,13 @@ mod tests {
         assert_eq!(
             e,
             Refusal::CostInTheWay {
-                pods: vec![("a".into(), 50), ("c".into(), -5)],
+                pods: vec![("a".into(), 50)],
                 writer: "this command".into()
             }
         );
         assert!(
-            e.to_string().starts_with(
-                "a cost in the way that this command may not change: a (cost 50), c (cost -5)"
-            ),
+            e.to_string()
+                .starts_with("a cost in the way that this command may not change: a (cost 50)"),
             "{e}"
         );
         // a kept pod at int32's least value: nothing goes below it
