@@ -138,12 +138,15 @@ fn inside_the_runtime_each_layer_names_only_the_layers_below_it() {
 
 /// The CLI's reads of the cluster are one thin shell: the commands hand
 /// `live.rs` flags and get back the snapshot a file would give, so their
-/// answers from a file and from the cluster agree.
+/// answers from a file and from the cluster agree. The one command that
+/// writes (`scale-in --remove`) does so in one file of its own, after
+/// deciding over what `live.rs` read.
 #[test]
 fn only_the_cli_s_live_module_talks_to_the_api_server() {
+    const TALK: [&str; 2] = ["src/cli/live.rs", "src/cli/scale_in/apply.rs"];
     let cli = sources("src");
     let mut violations = Vec::new();
-    for src in cli.iter().filter(|s| s.file != "src/cli/live.rs") {
+    for src in cli.iter().filter(|s| !TALK.contains(&s.file.as_str())) {
         for path in &src.paths {
             let seg: Vec<&str> = path.split("::").collect();
             if seg[0] == "kube" && seg.len() > 1 && KUBE_IO.contains(&seg[1]) {
@@ -153,7 +156,8 @@ fn only_the_cli_s_live_module_talks_to_the_api_server() {
     }
     assert!(
         violations.is_empty(),
-        "only src/cli/live.rs reads the cluster for the CLI:\n{}",
+        "only src/cli/live.rs (reads) and src/cli/scale_in/apply.rs (scale-in's writes) talk to \
+         the cluster for the CLI:\n{}",
         violations.join("\n")
     );
     let live = cli
