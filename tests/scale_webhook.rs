@@ -804,3 +804,54 @@ async fn lag_pod_watch(fake: &FakeApi) {
     fake.close_watches();
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
+
+/// The background round honours a marker too: labelling one pod (nothing
+/// else changes) makes the operator write that pod's cost below every other
+/// pod's, and that pod's only; taking the marker off gives it back the
+/// policy's cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_round_writes_a_marked_pods_cost_and_only_its() {
+    use deletion_cost::marker::PREFER_FOR_SCALE_DOWN;
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let (cfg, _hook) = with_hook("op-0", HookConfig::default());
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+    let policy_costs = || {
+        costs(&fake, "web")
+            == [
+                Some("10".to_string()),
+                Some("10".to_string()),
+                Some("100".to_string()),
+                Some("100".to_string()),
+            ]
+    };
+    eventually(Duration::from_secs(10), "the policy's costs", || async {
+        policy_costs()
+    })
+    .await;
+    let before = fake.writes_to("pods").len();
+    label_pod(&fake, "web-3", PREFER_FOR_SCALE_DOWN, Some("true")).await;
+    eventually(
+        Duration::from_secs(10),
+        "web-3 written below every other pod",
+        || async {
+            costs(&fake, "web")[3]
+                .as_deref()
+                .and_then(|c| c.parse::<i32>().ok())
+                .is_some_and(|c| c < 10)
+        },
+    )
+    .await;
+    let written: Vec<String> = fake.writes_to("pods")[before..]
+        .iter()
+        .filter_map(|w| w.name.clone())
+        .filter(|n| n != "web-3")
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
+    label_pod(&fake, "web-3", PREFER_FOR_SCALE_DOWN, None).await;
+    eventually(Duration::from_secs(10), "web-3 back at 100", || async {
+        policy_costs()
+    })
+    .await;
+    op.stop().await;
+}
