@@ -10,14 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deletion_cost::annotations::POD_DELETION_COST;
-use deletion_cost::comparator::{
-    assign_ranks, rank_pods, Comparator, FeatureGates, OrderedPods, RankKey,
-};
 use deletion_cost::marker::PREFER_FOR_SCALE_DOWN;
 use deletion_cost_testkit::eventually;
 use deletion_cost_testkit::fake_api::FakeApi;
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
+
+mod support;
 
 const NS: &str = "shop";
 
@@ -152,31 +150,7 @@ fn controller(fake: &Arc<FakeApi>) -> tokio::task::JoinHandle<Vec<String>> {
         .await;
         let dep = fake.get_json("Deployment", NS, "web").unwrap();
         let replicas = dep.pointer("/spec/replicas").unwrap().as_u64().unwrap() as usize;
-        let live: Vec<Pod> = fake
-            .list_json("Pod", Some(NS))
-            .into_iter()
-            .map(|v| serde_json::from_value(v).unwrap())
-            .collect();
-        let cmp = Comparator {
-            gates: FeatureGates::default(),
-            now: Some(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
-        };
-        let mut keys: Vec<RankKey> = live
-            .iter()
-            .map(|p| RankKey::from_pod(p).with_now(cmp.now))
-            .collect();
-        assign_ranks(&mut keys, &live);
-        let ranking = rank_pods(&cmp, &keys);
-        let ordered = OrderedPods { keys, ranking };
-        let doomed: Vec<String> = ordered
-            .in_order()
-            .take(live.len().saturating_sub(replicas))
-            .map(|k| k.name.to_string())
-            .collect();
-        for name in &doomed {
-            fake.delete_json("Pod", NS, name).unwrap();
-        }
-        doomed
+        support::controller::delete_victims(&fake, NS, replicas)
     })
 }
 

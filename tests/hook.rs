@@ -10,9 +10,6 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use deletion_cost::comparator::{
-    assign_ranks, rank_pods, Comparator, FeatureGates, OrderedPods, RankKey,
-};
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::operator::RunConfig;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, TokenIdentity, Verb};
@@ -20,7 +17,6 @@ use deletion_cost_testkit::{eventually, free_addr, free_port};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use http::{Request, Response};
-use k8s_openapi::api::core::v1::Pod;
 use kube::client::{Body as KubeBody, ClientBuilder, DynBody};
 use serde_json::{json, Value};
 use support::operator::{client_config, http_client, Operator, HANG, NS};
@@ -701,31 +697,7 @@ async fn scale_true_sets_the_scale_and_reports_the_deleted_pods() {
             .await;
             let dep = fake.get_json("Deployment", NS, "web").unwrap();
             let replicas = dep.pointer("/spec/replicas").unwrap().as_u64().unwrap() as usize;
-            let live: Vec<Pod> = fake
-                .list_json("Pod", Some(NS))
-                .into_iter()
-                .map(|v| serde_json::from_value(v).unwrap())
-                .collect();
-            let cmp = Comparator {
-                gates: FeatureGates::default(),
-                now: Some(k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
-            };
-            let mut keys: Vec<RankKey> = live
-                .iter()
-                .map(|p| RankKey::from_pod(p).with_now(cmp.now))
-                .collect();
-            assign_ranks(&mut keys, &live);
-            let ranking = rank_pods(&cmp, &keys);
-            let ordered = OrderedPods { keys, ranking };
-            let doomed: Vec<String> = ordered
-                .in_order()
-                .take(live.len() - replicas)
-                .map(|k| k.name.to_string())
-                .collect();
-            for name in &doomed {
-                fake.delete_json("Pod", NS, name).unwrap();
-            }
-            doomed
+            support::controller::delete_victims(&fake, NS, replicas)
         })
     };
     let mut body = request("web", 2);

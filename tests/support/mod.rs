@@ -5,6 +5,7 @@
 // Each test binary uses only some of it.
 #![allow(dead_code)]
 
+pub mod controller;
 pub mod lag;
 pub mod operator;
 pub mod verifier;
