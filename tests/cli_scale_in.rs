@@ -517,3 +517,52 @@ async fn bad_flags_are_refused_before_any_read() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--remove"), "{}", out.stderr);
 }
+
+/// SIGTERM while a marker is being written: the write in flight finishes,
+/// then the markers come off again, nothing is scaled, exit 1 saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_before_the_scale_puts_back_what_was_written_and_scales_nothing() {
+    use deletion_cost_testkit::fake_api::{Fault, Verb};
+    let (fake, dir) = cluster(true).await;
+    fake.inject(Fault::delay(Duration::from_millis(1500)).on(Verb::Patch, "pods"));
+    let home = dir.path().to_path_buf();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(["scale-in", "deployment/web", "--remove", "web-c,web-d"])
+        .env("KUBECONFIG", home.join("kubeconfig"))
+        .env("HOME", &home)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "a marker write in flight",
+        || async {
+            fake.requests()
+                .iter()
+                .any(|r| r.method == "PATCH" && r.name.as_deref() == Some("web-c"))
+        },
+    )
+    .await;
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "error: interrupted before the scale: nothing scaled, what was written is put back\n"
+    );
+    assert!(fake.writes_to("deployments/scale").is_empty());
+    // web-c was labelled (the write in flight landed), then unlabelled;
+    // web-d never
+    let pods_written: Vec<String> = written_pods(&fake);
+    assert_eq!(pods_written, ["web-c", "web-c"]);
+    assert_eq!(label(&fake, "web-c"), None);
+    assert_eq!(label(&fake, "web-d"), None);
+}

@@ -4,6 +4,8 @@
 //! what was written on any named pod that stays.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -27,6 +29,46 @@ const POLL: Duration = Duration::from_millis(200);
 /// healthy control plane) before the scale-in it acts on.
 const SETTLE_MARGIN: Duration = Duration::from_millis(250);
 
+/// Resolves at the first SIGINT or SIGTERM after this call (the handlers
+/// are in place when it returns).
+fn signalled() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(term) => {}
+                () = wait(int) => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Aborts the signal watcher when the command is done with it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What happened.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -43,6 +85,8 @@ pub struct Outcome {
     /// Whether the wait ended before the controller deleted as many pods
     /// as the scale-in removes.
     pub timed_out: bool,
+    /// Whether SIGINT or SIGTERM ended the wait.
+    pub interrupted: bool,
 }
 
 /// The HPAs that scale `d`'s workload with a `minReplicas` above its new
@@ -77,18 +121,40 @@ pub async fn hpa_warnings(client: &Client, d: &Decision) -> Vec<String> {
 
 /// Writes what `d` needs, scales in and waits up to `timeout` for the
 /// controller's deletions; on an error before the scale, and for named pods
-/// that stay, what was written is put back.
+/// that stay, what was written is put back. SIGINT or SIGTERM before the
+/// scale puts back what was written and scales nothing; after it, the wait
+/// ends and the report says so (the scale is set: the controller deletes
+/// whether or not anyone waits).
 pub async fn apply(client: &Client, d: &Decision, timeout: Duration) -> Result<Outcome, CliError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &d.namespace);
     let mut out = Outcome::default();
-    let written = match write(&pods, d, &mut out).await {
-        Ok(v) => v,
-        Err(e) => {
-            put_back(&pods, d, &out, &d.named).await;
-            return Err(e);
+    // a write in flight finishes before anything is put back: a request
+    // cut off mid-way could still land after the put-back
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn({
+        let stop = stop.clone();
+        // registered now, not when the task first runs: a signal from here
+        // on is caught
+        let signalled = signalled();
+        async move {
+            signalled.await;
+            stop.store(true, Ordering::SeqCst);
         }
+    });
+    let _abort = AbortOnDrop(watcher);
+    let stopped = || stop.load(Ordering::SeqCst);
+    let ready = match write(&pods, d, &mut out, &stopped).await {
+        Ok(written) if !stopped() => settle(&pods, d, written).await,
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
     };
-    if let Err(e) = settle(&pods, d, written).await.and(Ok(())) {
+    let ready = match ready {
+        Ok(()) if stopped() => Err(CliError::failure(
+            "interrupted before the scale: nothing scaled, what was written is put back",
+        )),
+        other => other,
+    };
+    if let Err(e) = ready {
         put_back(&pods, d, &out, &d.named).await;
         return Err(e);
     }
@@ -115,6 +181,11 @@ pub async fn apply(client: &Client, d: &Decision, timeout: Duration) -> Result<O
             out.timed_out = true;
             break;
         }
+        if stopped() {
+            // what was written stays: the controller may not have acted yet
+            out.interrupted = true;
+            return Ok(out);
+        }
         tokio::time::sleep(POLL).await;
     }
     let stayed: Vec<String> = d
@@ -130,11 +201,16 @@ pub async fn apply(client: &Client, d: &Decision, timeout: Duration) -> Result<O
 }
 
 /// The labels or costs; the highest resource version written.
-async fn write(pods: &Api<Pod>, d: &Decision, out: &mut Outcome) -> Result<u64, CliError> {
+async fn write(
+    pods: &Api<Pod>,
+    d: &Decision,
+    out: &mut Outcome,
+    stopped: &impl Fn() -> bool,
+) -> Result<u64, CliError> {
     let mut highest = 0u64;
     match &d.via {
         Via::Marker { label, to_mark, .. } => {
-            for pod in to_mark {
+            for pod in to_mark.iter().take_while(|_| !stopped()) {
                 let patch = json!({"metadata": {"labels": {*label: "true"}}});
                 let p = pods
                     .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
@@ -145,7 +221,7 @@ async fn write(pods: &Api<Pod>, d: &Decision, out: &mut Outcome) -> Result<u64, 
             }
         }
         Via::Costs { writes } => {
-            for w in writes {
+            for w in writes.iter().take_while(|_| !stopped()) {
                 let patch =
                     json!({"metadata": {"annotations": {POD_DELETION_COST: w.cost.to_string()}}});
                 let p = pods

@@ -172,7 +172,14 @@ async fn run_async(
     }
     // the report first, then why this is a failure
     print_out(&text)?;
-    Err(CliError::failure(if outcome.timed_out {
+    Err(CliError::failure(if outcome.interrupted {
+        format!(
+            "interrupted while waiting: {} is scaled to {}; deleted so far: {}",
+            decision.workload,
+            decision.to,
+            list(&outcome.deleted)
+        )
+    } else if outcome.timed_out {
         format!(
             "after {} s the controller had deleted {} of the {} pod(s) (--timeout to wait longer)",
             args.timeout,
