@@ -259,12 +259,12 @@ async fn under_a_policy_the_named_pods_are_marked_and_no_cost_is_written() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_that_stay_get_back_what_was_written_and_the_command_fails() {
-    // under a policy but no operator: the markers change no cost, so the
-    // controller deletes the spot pods; the markers come off the named
-    // pods that stay, and the command says what went instead
+async fn under_a_policy_nothing_is_scaled_until_the_operator_writes_the_marked_costs() {
+    // a Continuous policy but no operator: the markers change no cost, so
+    // a scale now would delete the spot pods; the command waits for the
+    // operator's writes (bounded by --timeout), takes its markers back and
+    // scales nothing
     let (fake, dir) = cluster(true).await;
-    let ctl = controller(&fake);
     let out = cli(
         dir.path(),
         &[
@@ -273,28 +273,57 @@ async fn pods_that_stay_get_back_what_was_written_and_the_command_fails() {
             "--remove",
             "web-c",
             "--timeout",
-            "5",
+            "2",
         ],
     )
     .await;
-    let deleted = ctl.await.unwrap();
-    assert_eq!(deleted.len(), 1);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(
-        out.stderr.contains(&format!(
-            "error: the controller deleted {}, not web-c (is the operator's scale-in webhook \
-             installed and running?)",
-            deleted[0]
-        )),
-        "{}",
-        out.stderr
+    assert_eq!(
+        out.stderr,
+        "error: policy shop/spot-first did not write the marked pods' costs within 2 s: is the \
+         operator running and leading? Nothing scaled, the markers are taken back\n"
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(fake.writes_to("deployments/scale").is_empty());
+    assert_eq!(written_pods(&fake), ["web-c", "web-c"]);
+    assert_eq!(label(&fake, "web-c"), None);
+}
+
+/// Named pods that stay get back what was written: here the test's
+/// controller deletes by the costs as they were before the command wrote
+/// (a scaler that acted on older state), so web-c stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_pod_that_stays_gets_its_cost_back_and_the_command_fails() {
+    let (fake, dir) = cluster(false).await;
+    let ctl = {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            eventually(Duration::from_secs(20), "a scale write", || async {
+                !fake.writes_to("deployments/scale").is_empty()
+            })
+            .await;
+            fake.delete_json("Pod", NS, "web-a").unwrap();
+        })
+    };
+    let out = cli(
+        dir.path(),
+        &["scale-in", "deployment/web", "--remove", "web-c"],
+    )
+    .await;
+    ctl.await.unwrap();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stderr,
+        "error: the controller deleted web-a, not web-c (did something else scale or write costs \
+         meanwhile?)\n"
     );
     assert!(
-        out.stdout.contains("put back what was written on web-c"),
+        out.stdout
+            .ends_with("deleted: web-a\nput back what was written on web-c (not deleted)\n"),
         "{}",
         out.stdout
     );
-    assert_eq!(label(&fake, "web-c"), None);
+    assert_eq!(cost(&fake, "web-c").as_deref(), Some("1000"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -403,7 +432,7 @@ async fn each_refusal_is_one_line_exit_2_and_nothing_written() {
         &fake,
         d,
         &["deployment/web", "--remove", "web-c"],
-        "the controller removes web-d (not Ready) first whatever their cost",
+        "the controller removes web-d (not Ready) first whatever its cost",
     )
     .await;
 

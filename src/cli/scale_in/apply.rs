@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::super::CliError;
 use super::decide::{Decision, Via};
 use crate::annotations::POD_DELETION_COST;
+use crate::comparator::Comparator;
 use crate::plan::workload::TargetKind;
 
 /// How often the wait looks at the ReplicaSet's pods.
@@ -125,7 +126,12 @@ pub async fn hpa_warnings(client: &Client, d: &Decision) -> Vec<String> {
 /// scale puts back what was written and scales nothing; after it, the wait
 /// ends and the report says so (the scale is set: the controller deletes
 /// whether or not anyone waits).
-pub async fn apply(client: &Client, d: &Decision, timeout: Duration) -> Result<Outcome, CliError> {
+pub async fn apply(
+    client: &Client,
+    d: &Decision,
+    cmp: &Comparator,
+    timeout: Duration,
+) -> Result<Outcome, CliError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &d.namespace);
     let mut out = Outcome::default();
     // a write in flight finishes before anything is put back: a request
@@ -147,6 +153,17 @@ pub async fn apply(client: &Client, d: &Decision, timeout: Duration) -> Result<O
         Ok(written) if !stopped() => settle(&pods, d, written).await,
         Ok(_) => Ok(()),
         Err(e) => Err(e),
+    };
+    let ready = match (ready, &d.via) {
+        (
+            Ok(()),
+            Via::Marker {
+                policy,
+                continuous: true,
+                ..
+            },
+        ) if !stopped() => operator_at_work(&pods, d, cmp, policy, timeout, &stopped).await,
+        (other, _) => other,
     };
     let ready = match ready {
         Ok(()) if stopped() => Err(CliError::failure(
@@ -256,6 +273,64 @@ fn write_error(e: kube::Error, verb: &str, pod: &str, ns: &str) -> CliError {
             crate::error_chain(&other)
         )),
     }
+}
+
+/// How long the operator may take to write the marked pods' costs under a
+/// `Continuous` policy (its round after a pod event: about a second).
+const OPERATOR_WRITES_WITHIN: Duration = Duration::from_secs(15);
+
+/// Under a `Continuous` policy: waits until the costs in place delete
+/// exactly the named pods, which the operator's round writes moments after
+/// the marker. A scale without that would go through the webhook alone, and
+/// if no operator leads, delete pods nobody named; so past
+/// [`OPERATOR_WRITES_WITHIN`] (or `--timeout`, if shorter) nothing is
+/// scaled.
+async fn operator_at_work(
+    pods: &Api<Pod>,
+    d: &Decision,
+    cmp: &Comparator,
+    policy: &str,
+    timeout: Duration,
+    stopped: &impl Fn() -> bool,
+) -> Result<(), CliError> {
+    let named: BTreeSet<String> = d.named.iter().cloned().collect();
+    let k = named.len();
+    let within = OPERATOR_WRITES_WITHIN.min(timeout);
+    let deadline = Instant::now() + within;
+    while !stopped() {
+        let list = pods
+            .list(&ListParams::default().labels(&selector(&d.pod_labels)))
+            .await
+            .map_err(|e| {
+                CliError::failure(format!(
+                    "reading the pods of replicaset/{}: {}",
+                    d.replica_set,
+                    crate::error_chain(&e)
+                ))
+            })?;
+        let related: Vec<&Pod> = list.items.iter().collect();
+        let active: Vec<&Pod> = related
+            .iter()
+            .copied()
+            .filter(|p| {
+                crate::owner::controller_of(p.metadata.owner_references.as_ref())
+                    .is_some_and(|o| o.kind == "ReplicaSet" && o.name == d.replica_set)
+            })
+            .filter(|p| crate::comparator::inactive_reason(*p).is_none())
+            .collect();
+        if super::decide::first_to_go(cmp, &active, &related, k) == named {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError::failure(format!(
+                "policy {policy} did not write the marked pods' costs within {} s: is the \
+                 operator running and leading? Nothing scaled, the markers are taken back",
+                within.as_secs()
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
 }
 
 /// Waits until the API server's watch cache holds revision `written` (the

@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::super::plan::FilePolicy;
 use super::super::CliError;
 use crate::annotations::KARPENTER_MANAGED_COST;
-use crate::comparator::{inactive_reason, Comparator};
+use crate::comparator::{
+    assign_ranks, inactive_reason, rank_pods, victims_in_syncs, Comparator, RankKey, BURST_REPLICAS,
+};
 use crate::marker::{marker_of, PREFER_FOR_SCALE_DOWN};
 use crate::owner::{controller_of, controller_of_kind};
 use crate::plan::remove::{exact_removal, RemovalPod};
@@ -31,6 +33,10 @@ pub enum Via {
         label: &'static str,
         /// The named pods that do not carry a marker yet.
         to_mark: Vec<String>,
+        /// Whether the policy writes costs in the background (`writes:
+        /// Continuous`): the operator then writes the marked pods' costs
+        /// within moments, which shows it at work before the scale.
+        continuous: bool,
     },
     /// No policy: costs written on the named pods.
     Costs {
@@ -81,6 +87,28 @@ impl Decision {
             Via::Costs { .. } => None,
         }
     }
+}
+
+/// The pods a scale-in by `k` deletes from `active` (a ReplicaSet's active
+/// pods) with the costs they carry now, colocation counted over `related`,
+/// sync by sync as the controller deletes them.
+pub fn first_to_go<P: PodView>(
+    cmp: &Comparator,
+    active: &[&P],
+    related: &[&P],
+    k: usize,
+) -> BTreeSet<String> {
+    let mut keys: Vec<RankKey> = active
+        .iter()
+        .map(|p| RankKey::from_pod(*p).with_now(cmp.now))
+        .collect();
+    assign_ranks(&mut keys, related.iter().copied());
+    let first = rank_pods(cmp, &keys);
+    victims_in_syncs(cmp, &keys, &first, k, BURST_REPLICAS)
+        .victims
+        .iter()
+        .map(|&i| keys[i].name.to_string())
+        .collect()
 }
 
 /// The refusal line: exit 2, nothing written.
@@ -192,10 +220,11 @@ pub fn decide(
                     }
                 })
                 .collect();
+            let continuous = f.named.spec.writes == crate::policy::Writes::Continuous;
             (
                 pods,
                 format!("policy {}", f.named.key()),
-                Some(f.named.key()),
+                Some((f.named.key(), continuous)),
             )
         }
         None => {
@@ -219,8 +248,9 @@ pub fn decide(
     let removal = exact_removal(cmp, &pods, &related, named, &workload.to_string(), &writer)
         .map_err(|why| refuse(&names, workload, why))?;
     let via = match policy_key {
-        Some(policy) => Via::Marker {
+        Some((policy, continuous)) => Via::Marker {
             policy,
+            continuous,
             label: PREFER_FOR_SCALE_DOWN,
             to_mark: pods
                 .iter()

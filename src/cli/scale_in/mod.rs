@@ -63,7 +63,8 @@ pub struct ScaleInArgs {
     /// Say what would be written and scaled, and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// How long to wait for the controller's deletions, in seconds.
+    /// How long to wait for the controller's deletions, in seconds (and, at
+    /// most 15 of them, for the operator to write marked pods' costs).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,
     /// The controller-manager's feature gates (as `plan`'s flag).
@@ -163,7 +164,7 @@ async fn run_async(
     if args.dry_run {
         return render(&decision, None, args.output);
     }
-    let outcome = apply::apply(&client, &decision, Duration::from_secs(args.timeout)).await?;
+    let outcome = apply::apply(&client, &decision, &cmp, Duration::from_secs(args.timeout)).await?;
     let text = render(&decision, Some(&outcome), args.output)?;
     let deleted: BTreeSet<&String> = outcome.deleted.iter().collect();
     let asked: BTreeSet<&String> = decision.named.iter().collect();
@@ -282,6 +283,7 @@ fn text_report(d: &Decision, outcome: Option<&apply::Outcome>) -> String {
             policy,
             label,
             to_mark,
+            ..
         } => {
             let marked = outcome.map_or(to_mark.as_slice(), |o| o.marked.as_slice());
             let what = if marked.is_empty() {

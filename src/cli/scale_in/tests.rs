@@ -54,6 +54,7 @@ fn a_dry_run_under_a_policy_says_which_pods_it_would_mark() {
         policy: "shop/spot-first".into(),
         label: crate::marker::PREFER_FOR_SCALE_DOWN,
         to_mark: vec!["web-c".into()],
+        continuous: true,
     });
     assert_eq!(
         render(&d, None, ScaleInOutput::Text).unwrap(),

@@ -44,7 +44,7 @@ pub enum Refusal {
         workload: String,
     },
     /// Pods not named that the controller deletes first whatever their cost.
-    #[error("the controller removes {} first whatever their cost", reasons(.pods))]
+    #[error("the controller removes {} first whatever {} cost", reasons(.pods), if .pods.len() == 1 { "its" } else { "their" })]
     FirstAnyway {
         /// Each pod and why.
         pods: Vec<(String, FirstAnyway)>,
