@@ -25,6 +25,7 @@ use crate::operator::{Operator, Options};
 
 mod consolidation_benchmark;
 mod exact_at_size;
+mod marker;
 mod priced_scale_ins;
 mod scale_series;
 mod write_budget;
@@ -93,6 +94,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("t_consolidation_benchmark_1000_700_20", |e| {
         consolidation_benchmark::t_consolidation_benchmark(e).boxed()
+    }),
+    ("u_marked_pods_go_first_with_every_scaler", |e| {
+        marker::u_marked_pods_go_first(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()

@@ -206,7 +206,17 @@ fn is_conflict(e: &kube::Error) -> bool {
 /// Scales `scaler`'s workload to `replicas`: the time of the request that
 /// scales (for kubectl the whole command, its start included).
 pub(super) async fn scale_with(env: &Env, ns: &str, scaler: Scaler, replicas: i32) -> Duration {
-    let app = scaler.app();
+    scale_named(env, ns, scaler, scaler.app(), replicas).await
+}
+
+/// [`scale_with`] for the workload `app` (of `scaler`'s kind).
+pub(super) async fn scale_named(
+    env: &Env,
+    ns: &str,
+    scaler: Scaler,
+    app: &str,
+    replicas: i32,
+) -> Duration {
     let deployments = Api::<Deployment>::namespaced(env.client.clone(), ns);
     let to = format!("--replicas={replicas}");
     let params = PostParams {

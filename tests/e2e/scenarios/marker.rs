@@ -1,0 +1,530 @@
+//! Say which pods go (issue 51) on the real control plane: "mark, then
+//! scale". Pods the policy would keep are labelled with the scale-down
+//! marker a second before a scale-in by their number, by each scaler of the
+//! webhook suite, on 300-replica workloads under the operator's default
+//! write limits: the ReplicaSet controller must delete exactly the marked
+//! pods, and the scale command take at most a second.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use deletion_cost::annotations::POD_DELETION_COST;
+use deletion_cost::marker::{KEP_PREFER_FOR_SCALE_DOWN, PREFER_FOR_SCALE_DOWN};
+use deletion_cost_testkit::eventually;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+
+use super::scale_series::{scale_named, shipped_webhook, Registered, Scaler};
+use super::write_budget::audited_paths;
+use super::{
+    finished, is_running_ready, loopback_certificate, plan_victims, pod_template, pods, snapshot,
+    terminating, write_policy, CAPACITY, ZONE,
+};
+use crate::cluster::{labels, Env, MANAGER, POOL_LABEL};
+use crate::operator::{Operator, Options};
+
+/// The operator identity of the scenario (the recorder's key).
+const IDENTITY: &str = "u-marker-operator";
+/// Replicas of each workload, and the pods marked before each scale-in.
+const REPLICAS: i32 = 300;
+const BY: i32 = 3;
+/// Nodes of each billing class, shared by both workloads.
+const NODES_PER_CLASS: usize = 5;
+/// The promise: the scale command returns within this.
+const SCALE_CALL_LIMIT: Duration = Duration::from_secs(1);
+
+/// The policy: pods of spot nodes go first, then the others.
+fn spot_first(kind: &str, name: &str) -> Value {
+    json!({
+        "targetRef": {"kind": kind, "name": name},
+        "signals": [{"billingClass": {"nodeLabel": CAPACITY, "costs": {"spot": 0, "on-demand": 1000}, "default": 500}}],
+    })
+}
+
+/// `app`'s pods spread over the pool's nodes (one more on a node at most).
+fn spread(ns: &str, app: &str) -> Value {
+    let mut template = pod_template(ns, app);
+    template["spec"]["topologySpreadConstraints"] = json!([{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}}}]);
+    template
+}
+
+async fn create_workload(env: &Env, ns: &str, kind: &str, name: &str, replicas: i32) {
+    let body = json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": spread(ns, name)},
+    });
+    if kind == "ReplicaSet" {
+        let rs: ReplicaSet = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
+        Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &rs)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+    } else {
+        let d: Deployment = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
+        Api::<Deployment>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+    }
+}
+
+/// Waits (up to 5 minutes: hundreds of pods to schedule) until `n` pods of
+/// `app` run and are Ready.
+async fn wait_ready_many(env: &Env, ns: &str, app: &str, n: usize) {
+    eventually(
+        Duration::from_secs(300),
+        &format!("{n} pods of {ns}/{app} run and are Ready"),
+        || async {
+            pods(env, ns, app)
+                .await
+                .iter()
+                .filter(|p| is_running_ready(p))
+                .count()
+                == n
+        },
+    )
+    .await;
+}
+
+/// The nodes of the pool that are on-demand (the policy keeps their pods).
+async fn on_demand_nodes(env: &Env, ns: &str) -> BTreeSet<String> {
+    Api::<Node>::all(env.client.clone())
+        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={ns},{CAPACITY}=on-demand")))
+        .await
+        .unwrap_or_else(|e| panic!("listing nodes: {e}"))
+        .into_iter()
+        .map(|n| n.name_any())
+        .collect()
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// `BY` Ready pods of `app` the policy keeps longest: on on-demand nodes,
+/// one a node, from the nodes with the fewest of `app`'s pods (the
+/// controller's colocation rule deletes from the fullest nodes first),
+/// and none of `planned` (what the policy would delete now).
+fn choose(all: &[Pod], on_demand: &BTreeSet<String>, planned: &[String]) -> Vec<String> {
+    let active: Vec<&Pod> = all.iter().filter(|p| is_running_ready(p)).collect();
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &active {
+        *per_node.entry(node_of(p)).or_default() += 1;
+    }
+    let mut nodes: Vec<(&String, &usize)> = per_node
+        .iter()
+        .filter(|(n, _)| on_demand.contains(*n))
+        .collect();
+    nodes.sort_by_key(|(n, c)| (**c, (*n).clone()));
+    let chosen: Vec<String> = nodes
+        .iter()
+        .filter_map(|(n, _)| {
+            active
+                .iter()
+                .filter(|p| node_of(p) == **n && !planned.contains(&p.name_any()))
+                .map(|p| p.name_any())
+                .min()
+        })
+        .take(BY as usize)
+        .collect();
+    assert_eq!(
+        chosen.len(),
+        BY as usize,
+        "{BY} on-demand nodes with a pod the policy keeps: {per_node:?}"
+    );
+    chosen
+}
+
+/// Sets the marker `label` on each of `names` (as an autoscaler would).
+async fn mark(env: &Env, ns: &str, names: &[String], label: &str) {
+    let api = Api::<Pod>::namespaced(env.client.clone(), ns);
+    for name in names {
+        api.patch(
+            name,
+            &PatchParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"metadata": {"labels": {label: "true"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("marking {ns}/{name}: {e}"));
+    }
+}
+
+/// The operator's pod writes to `app`'s pods from `from` to `to` (its
+/// recording proxy, when they reached it): pod and milliseconds after `zero`.
+fn recorded_writes(
+    env: &Env,
+    ns: &str,
+    app: &str,
+    (from, zero, to): (Instant, Instant, Instant),
+) -> Vec<(String, f64)> {
+    let prefix = format!("/api/v1/namespaces/{ns}/pods/{app}-");
+    env.recorder
+        .entries()
+        .into_iter()
+        .filter(|e| e.operator == IDENTITY && e.at >= from && e.at < to && e.method != "GET")
+        .filter(|e| e.path.starts_with(&prefix))
+        .map(|e| {
+            let ms = if e.at >= zero {
+                (e.at - zero).as_secs_f64() * 1000.0
+            } else {
+                -(zero - e.at).as_secs_f64() * 1000.0
+            };
+            (
+                e.path.rsplit('/').next().unwrap_or_default().to_string(),
+                ms,
+            )
+        })
+        .collect()
+}
+
+/// The operator's pod writes to `app`'s pods in the API server's audit log
+/// from `from` to `to`, as milliseconds after `zero`; `None` without
+/// `E2E_AUDIT_LOG`.
+fn audited_writes(
+    env: &Env,
+    ns: &str,
+    app: &str,
+    (from, zero, to): (Timestamp, Timestamp, Timestamp),
+) -> Option<Vec<f64>> {
+    let user = format!("system:serviceaccount:{}:deletion-cost", env.system_ns);
+    let prefix = format!("/api/v1/namespaces/{ns}/pods/{app}-");
+    let offset = from.duration_since(zero).as_secs_f64() * 1000.0;
+    let paths = audited_paths(&user, from, to)?;
+    Some(
+        paths
+            .iter()
+            .filter(|(_, p)| p.starts_with(&prefix))
+            .map(|(t, _)| t * 1000.0 + offset)
+            .collect(),
+    )
+}
+
+fn ms_list(xs: impl IntoIterator<Item = f64>) -> String {
+    let v: Vec<String> = xs.into_iter().map(|x| format!("{x:.0}")).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// One scale-in after marking, and what it showed.
+struct Round {
+    scaler: Scaler,
+    label: &'static str,
+    from: i32,
+    marked: Vec<String>,
+    /// What a plan over the objects just before marking named.
+    planned: Vec<String>,
+    took: Duration,
+    deleted: BTreeSet<String>,
+    /// The operator's pod writes from marking to the deletions, by its
+    /// proxy (pod, ms after the scale call began) and by the audit log
+    /// (ms after the call began).
+    writes: Vec<(String, f64)>,
+    audited: Option<Vec<f64>>,
+    /// The webhook's answers: outcome, writes, milliseconds.
+    answers: Vec<String>,
+}
+
+impl Round {
+    fn exact(&self) -> bool {
+        self.deleted == self.marked.iter().cloned().collect::<BTreeSet<_>>()
+    }
+}
+
+/// The webhook's answers logged since the `seen` first ones.
+fn answers_since(op: &Operator, seen: usize) -> Vec<String> {
+    op.log_lines("scale-in admitted")
+        .iter()
+        .skip(seen)
+        .map(|l| {
+            let field = |k: &str| l.pointer(&format!("/fields/{k}")).cloned();
+            format!(
+                "{}:{}w/{}ms",
+                field("outcome")
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                field("writes").unwrap_or_default(),
+                field("millis").unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn mark_then_scale(
+    env: &Env,
+    op: &Operator,
+    ns: &str,
+    scaler: Scaler,
+    app: &str,
+    replicas: &mut i32,
+    label: &'static str,
+    policy_file: &Path,
+    dir: &Path,
+) -> Round {
+    let all = pods(env, ns, app).await;
+    let snap = snapshot(env, ns, dir).await;
+    let planned: Vec<String> = plan_victims(policy_file, &snap, BY as usize)
+        .into_values()
+        .flat_map(|(v, _)| v)
+        .collect();
+    let marked = choose(&all, &on_demand_nodes(env, ns).await, &planned);
+    let before = terminating(env, ns, app).await;
+    let seen = op.log_lines("scale-in admitted").len();
+
+    let (marked_at, marked_ts) = (Instant::now(), Timestamp::now());
+    mark(env, ns, &marked, label).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let from = *replicas;
+    *replicas -= BY;
+    let (since, since_ts) = (Instant::now(), Timestamp::now());
+    let took = scale_named(env, ns, scaler, app, *replicas).await;
+    eventually(
+        Duration::from_secs(60),
+        &format!("the controller deletes {BY} pods of {ns}/{app}"),
+        || async { terminating(env, ns, app).await.len() >= before.len() + BY as usize },
+    )
+    .await;
+    let (done, done_ts) = (Instant::now(), Timestamp::now());
+    // more than BY would show a second sync deleting others: look once more
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deleted: BTreeSet<String> = terminating(env, ns, app)
+        .await
+        .difference(&before)
+        .cloned()
+        .collect();
+    Round {
+        scaler,
+        label,
+        from,
+        marked,
+        planned,
+        took,
+        deleted,
+        writes: recorded_writes(env, ns, app, (marked_at, since, done)),
+        audited: audited_writes(env, ns, app, (marked_ts, since_ts, done_ts)),
+        answers: answers_since(op, seen),
+    }
+}
+
+/// Waits until the operator sent no pod write for 5 s (after at least one):
+/// its first background writes are done, so a round's counts are its own.
+async fn wait_quiet(env: &Env, within: Duration) {
+    eventually(
+        within,
+        "the operator's background writes are done",
+        || async {
+            let entries = env.recorder.entries();
+            let writes = entries.iter().filter(|e| {
+                e.operator == IDENTITY && e.method == "PATCH" && e.path.contains("/pods/")
+            });
+            let quiet = Instant::now() - Duration::from_secs(5);
+            let mut any = false;
+            for e in writes {
+                if e.at >= quiet {
+                    return false;
+                }
+                any = true;
+            }
+            any
+        },
+    )
+    .await;
+}
+
+/// u. (a) of issue 51: for each scaler of the webhook suite, three Ready
+/// pods the policy keeps longest are marked, a second later the workload
+/// is scaled in by three: exactly those three are deleted, and the scale
+/// call takes at most a second.
+pub(super) async fn u_marked_pods_go_first(env: &'static Env) {
+    env.scenario("u-mark", |ns| async move {
+        let started = Instant::now();
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut list = Vec::new();
+        for (class, zone) in [("spot", "zone-a"), ("on-demand", "zone-b")] {
+            for i in 0..NODES_PER_CLASS {
+                list.push((
+                    format!("{class}-{i}"),
+                    labels(&[(CAPACITY, class), (ZONE, zone)]),
+                ));
+            }
+        }
+        let refs: Vec<(&str, BTreeMap<String, String>)> =
+            list.iter().map(|(n, l)| (n.as_str(), l.clone())).collect();
+        env.kubelet.add_nodes(&ns, &refs).await;
+
+        // the Deployment for three scalers, the bare ReplicaSet for the fourth
+        let workloads = [("Deployment", "web"), ("ReplicaSet", "bare")];
+        let mut files = BTreeMap::new();
+        for (kind, name) in workloads {
+            create_workload(env, &ns, kind, name, REPLICAS).await;
+            let sub = dir.path().join(name);
+            std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
+            let file = write_policy(&sub, &ns, name, &spot_first(kind, name));
+            files.insert(name, (file, sub));
+        }
+        for (_, name) in workloads {
+            wait_ready_many(env, &ns, name, REPLICAS as usize).await;
+        }
+
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let mut opts = Options::new(IDENTITY);
+        // the operator's default write limits
+        opts.qps = 5.0;
+        opts.burst = 10;
+        opts.args = vec![
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+        ];
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        for (kind, name) in workloads {
+            super::apply_policy(env, &ns, name, spot_first(kind, name)).await;
+        }
+        // 600 costs at 5 writes a second
+        wait_quiet(env, Duration::from_secs(400)).await;
+        let webhook = Registered::create(env, &shipped_webhook(&ns, op.hook, &ca)).await;
+        let setup = started.elapsed();
+
+        let mut rounds = Vec::new();
+        let mut replicas: BTreeMap<&str, i32> =
+            workloads.iter().map(|(_, n)| (*n, REPLICAS)).collect();
+        for scaler in Scaler::ALL {
+            let app = if scaler == Scaler::KubectlBareReplicaSet {
+                "bare"
+            } else {
+                "web"
+            };
+            // one scaler marks with the proposal's label
+            let label = if scaler == Scaler::GitOps {
+                KEP_PREFER_FOR_SCALE_DOWN
+            } else {
+                PREFER_FOR_SCALE_DOWN
+            };
+            let (file, sub) = &files[app];
+            let r = mark_then_scale(
+                env,
+                &op,
+                &ns,
+                scaler,
+                app,
+                replicas.get_mut(app).unwrap_or_else(|| panic!("{app}")),
+                label,
+                file,
+                sub,
+            )
+            .await;
+            let in_call = |t: f64| (0.0..=r.took.as_secs_f64() * 1000.0).contains(&t);
+            eprintln!(
+                "u-mark: {:<46} {} -> {}: marked {:?} ({}), deleted {:?}: {}; scale call {:.0} ms",
+                scaler.describe(),
+                r.from,
+                r.from - BY,
+                r.marked,
+                r.label,
+                r.deleted,
+                if r.exact() { "exact" } else { "NOT EXACT" },
+                r.took.as_secs_f64() * 1000.0,
+            );
+            eprintln!(
+                "u-mark:   operator pod writes from marking to the deletions (ms after the call began): proxy {}, audit log {}; during the call: proxy {}, audit log {}; webhook answers {:?}",
+                ms_list(r.writes.iter().map(|(_, t)| *t)),
+                r.audited.as_ref().map_or("not read".into(), |a| ms_list(a.iter().copied())),
+                r.writes.iter().filter(|(_, t)| in_call(*t)).count(),
+                r.audited.as_ref().map_or("not read".into(), |a| a.iter().filter(|t| in_call(**t)).count().to_string()),
+                r.answers,
+            );
+            rounds.push(r);
+        }
+
+        webhook.remove(env).await;
+
+        let took: Vec<Duration> = rounds.iter().map(|r| r.took).collect();
+        eprintln!(
+            "u-mark: {} of {} scale-ins deleted exactly the marked pods; scale calls {:?} ms; setup {:.0} s, total {:.0} s",
+            rounds.iter().filter(|r| r.exact()).count(),
+            rounds.len(),
+            took.iter().map(|d| d.as_millis()).collect::<Vec<_>>(),
+            setup.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+        for r in &rounds {
+            assert!(
+                r.planned.iter().all(|p| !r.marked.contains(p)),
+                "{}: a marked pod was one the policy deletes anyway: marked {:?}, planned {:?}",
+                r.scaler.describe(),
+                r.marked,
+                r.planned
+            );
+            assert!(
+                r.exact(),
+                "{}: marked {:?}, the controller deleted {:?} (the policy alone would delete {:?})",
+                r.scaler.describe(),
+                r.marked,
+                r.deleted,
+                r.planned
+            );
+            assert!(
+                r.took <= SCALE_CALL_LIMIT,
+                "{}: the scale call took {:?}",
+                r.scaler.describe(),
+                r.took
+            );
+        }
+        // the Event of each scale-in says its victims go first because marked
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(env.client.clone(), &ns);
+        let notes = || async {
+            events
+                .list(&Default::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("ScaleInVictims"))
+                .filter_map(|e| e.note)
+                .collect::<Vec<String>>()
+        };
+        eventually(
+            Duration::from_secs(10),
+            "each scale-in's Event names its marked victims",
+            || async {
+                let notes = notes().await;
+                rounds.iter().all(|r| {
+                    notes.iter().any(|n| {
+                        n.contains("first because marked for scale-down")
+                            && r.marked.iter().all(|m| n.contains(m.as_str()))
+                    })
+                })
+            },
+        )
+        .await;
+        let costs: Vec<(String, Option<String>)> = Api::<Pod>::namespaced(env.client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing pods of {ns}: {e}"))
+            .iter()
+            .filter(|p| rounds.iter().any(|r| r.marked.contains(&p.name_any())))
+            .map(|p| (p.name_any(), p.annotations().get(POD_DELETION_COST).cloned()))
+            .collect();
+        eprintln!("u-mark: the marked pods' costs now: {costs:?}");
+        drop(op);
+    })
+    .await;
+    finished("u-mark");
+}
