@@ -98,6 +98,12 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("u_marked_pods_go_first_with_every_scaler", |e| {
         marker::u_marked_pods_go_first(e).boxed()
     }),
+    ("u_scale_in_remove_with_and_without_a_policy", |e| {
+        marker::u_scale_in_remove(e).boxed()
+    }),
+    ("u_refused_removal_writes_nothing", |e| {
+        marker::u_refused_removal(e).boxed()
+    }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()
     }),

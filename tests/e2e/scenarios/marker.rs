@@ -528,3 +528,597 @@ pub(super) async fn u_marked_pods_go_first(env: &'static Env) {
     .await;
     finished("u-mark");
 }
+
+// ------------------------------------------------------ scale-in --remove
+
+/// One run of `deletion-cost scale-in`, and when it ran.
+struct CliRun {
+    args: Vec<String>,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+    from: Timestamp,
+    to: Timestamp,
+}
+
+impl CliRun {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "scale-in {:?}: -o json: {e}\nstdout: {}\nstderr: {}",
+                self.args, self.stdout, self.stderr
+            )
+        })
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "deletion-cost {} -> exit {:?} in {:.0} ms\nstdout: {}\nstderr: {}",
+            self.args.join(" "),
+            self.code,
+            self.took.as_secs_f64() * 1000.0,
+            self.stdout.trim_end(),
+            self.stderr.trim_end()
+        )
+    }
+}
+
+/// Runs `deletion-cost scale-in ARGS` with the suite's kubeconfig (also
+/// passed as `--kubeconfig` when KUBECONFIG names one file); killed if the
+/// scenario stops first or it outlives two minutes.
+async fn scale_in_cli(args: &[&str]) -> CliRun {
+    let mut all: Vec<String> = std::iter::once("scale-in")
+        .chain(args.iter().copied())
+        .map(str::to_string)
+        .collect();
+    if let Some(file) = std::env::var("KUBECONFIG")
+        .ok()
+        .filter(|k| !k.contains(':') && Path::new(k).is_file())
+    {
+        all.extend(["--kubeconfig".into(), file]);
+    }
+    let from = Timestamp::now();
+    let started = Instant::now();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_deletion-cost"))
+        .args(&all)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .unwrap_or_else(|_| panic!("deletion-cost {all:?} ran over two minutes"))
+        .unwrap_or_else(|e| panic!("deletion-cost {all:?}: {e}"));
+    CliRun {
+        args: all,
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
+        from,
+        to: Timestamp::now(),
+    }
+}
+
+/// The command's requests in the API server's audit log between `from` and
+/// `to` (its User-Agent, any user but the operator's): (verb, path without
+/// the query). `None` without `E2E_AUDIT_LOG`.
+fn cli_requests(env: &Env, from: Timestamp, to: Timestamp) -> Option<Vec<(String, String)>> {
+    let path = std::env::var_os("E2E_AUDIT_LOG")?;
+    // the server writes an entry once the response is complete: let the
+    // last ones reach the file
+    std::thread::sleep(Duration::from_millis(500));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("E2E_AUDIT_LOG {}: {e}", path.to_string_lossy()));
+    let operator = format!("system:serviceaccount:{}:deletion-cost", env.system_ns);
+    Some(
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && e["user"]["username"] != operator.as_str()
+                    && e["userAgent"]
+                        .as_str()
+                        .is_some_and(|a| a.starts_with("deletion-cost/"))
+            })
+            .filter(|e| {
+                e["requestReceivedTimestamp"]
+                    .as_str()
+                    .and_then(|t| t.parse::<Timestamp>().ok())
+                    .is_some_and(|t| t >= from && t <= to)
+            })
+            .map(|e| {
+                let uri = e["requestURI"].as_str().unwrap_or_default();
+                (
+                    e["verb"].as_str().unwrap_or_default().to_string(),
+                    uri.split('?').next().unwrap_or_default().to_string(),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+/// The writes among `requests`.
+fn writes_of(requests: &[(String, String)]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|(v, _)| is_write(v))
+        .map(|(v, p)| format!("{v} {p}"))
+        .collect()
+}
+
+fn strings(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A Deployment of `replicas` spread over the nodes of `pool`, in `ns`.
+async fn pooled_deployment(env: &Env, ns: &str, pool: &str, name: &str, replicas: i32) {
+    let mut template = spread(pool, name);
+    template["spec"]["nodeSelector"] = json!({POOL_LABEL: pool});
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": template},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+}
+
+/// Two spot and two on-demand nodes in `ns`'s pool.
+async fn four_nodes(env: &Env, ns: &str) {
+    let mut list = Vec::new();
+    for (class, zone) in [("spot", "zone-a"), ("on-demand", "zone-b")] {
+        for i in 0..2 {
+            list.push((
+                format!("{class}-{i}"),
+                labels(&[(CAPACITY, class), (ZONE, zone)]),
+            ));
+        }
+    }
+    let refs: Vec<(&str, BTreeMap<String, String>)> =
+        list.iter().map(|(n, l)| (n.as_str(), l.clone())).collect();
+    env.kubelet.add_nodes(ns, &refs).await;
+}
+
+/// Two Ready pods of `app` on on-demand nodes, from different nodes: pods a
+/// spot-first policy keeps, and that the controller's own ranking (equal
+/// costs, the same number on each node) has no reason to pick.
+async fn two_kept(env: &Env, ns: &str, pool: &str, app: &str) -> Vec<String> {
+    let all = pods(env, ns, app).await;
+    let on_demand = on_demand_nodes(env, pool).await;
+    let mut by_node: BTreeMap<String, String> = BTreeMap::new();
+    for p in all.iter().filter(|p| is_running_ready(p)) {
+        let node = node_of(p);
+        if on_demand.contains(&node) {
+            let name = p.name_any();
+            let e = by_node.entry(node).or_insert_with(|| name.clone());
+            if name < *e {
+                *e = name;
+            }
+        }
+    }
+    let chosen: Vec<String> = by_node.into_values().take(2).collect();
+    assert_eq!(chosen.len(), 2, "two on-demand nodes with pods of {app}");
+    chosen
+}
+
+/// The last two of a deletion order (the pods kept longest).
+fn last_two(order: &[String]) -> Vec<String> {
+    assert!(
+        order.len() >= 2,
+        "a deletion order of two pods or more: {order:?}"
+    );
+    order[order.len() - 2..].to_vec()
+}
+
+/// Checks one `scale-in --remove` that must have deleted exactly `named`:
+/// exit 0, the JSON report, the pods Terminating, and the command's writes
+/// in the audit log (the named pods and the scale, nothing else).
+#[allow(clippy::too_many_arguments)]
+async fn assert_removed(
+    env: &Env,
+    ns: &str,
+    app: &str,
+    run: &CliRun,
+    named: &[String],
+    before: &BTreeSet<String>,
+    policy: Option<String>,
+    from: i32,
+) {
+    assert_eq!(run.code, Some(0), "{}", run.show());
+    let report = run.json();
+    let want: BTreeSet<String> = named.iter().cloned().collect();
+    assert_eq!(report["workload"], format!("deployment/{app}"), "{report}");
+    assert_eq!(report["namespace"], ns, "{report}");
+    assert_eq!(report["from"], from, "{report}");
+    assert_eq!(report["to"], from - named.len() as i32, "{report}");
+    assert_eq!(strings(&report["remove"]), want, "{report}");
+    assert_eq!(report["policy"], json!(policy), "{report}");
+    assert_eq!(strings(&report["deleted"]), want, "{report}");
+    assert_eq!(report["exact"], true, "{report}");
+    assert_eq!(report["dryRun"], false, "{report}");
+    let wrote: BTreeSet<String> = report["wrote"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["pod"].as_str().map(str::to_string))
+        .collect();
+    if policy.is_some() {
+        assert_eq!(strings(&report["marked"]), want, "{report}");
+        assert!(wrote.is_empty(), "under a policy it wrote costs: {report}");
+    } else {
+        assert!(strings(&report["marked"]).is_empty(), "{report}");
+        assert!(
+            wrote.is_subset(&want),
+            "without a policy it wrote pods not named: {report}"
+        );
+    }
+    let deleted: BTreeSet<String> = terminating(env, ns, app)
+        .await
+        .difference(before)
+        .cloned()
+        .collect();
+    assert_eq!(deleted, want, "the controller deleted {deleted:?}");
+
+    if let Some(requests) = cli_requests(env, run.from, run.to) {
+        let writes = writes_of(&requests);
+        let allowed: BTreeSet<String> = named
+            .iter()
+            .map(|p| format!("patch /api/v1/namespaces/{ns}/pods/{p}"))
+            .chain([format!(
+                "patch /apis/apps/v1/namespaces/{ns}/deployments/{app}/scale"
+            )])
+            .collect();
+        eprintln!(
+            "u-remove:   audit log: {} requests of the command, writes {writes:?}",
+            requests.len()
+        );
+        assert!(
+            writes.iter().all(|w| allowed.contains(w)),
+            "the command wrote more than the named pods and the scale: {writes:?}"
+        );
+        let scaled = writes.iter().filter(|w| w.ends_with("/scale")).count();
+        assert_eq!(scaled, 1, "one scale write: {writes:?}");
+    } else {
+        eprintln!("u-remove:   E2E_AUDIT_LOG unset: the audit log was not read");
+    }
+}
+
+/// u. (b) of issue 51: `scale-in deployment/NAME --remove A,B` deletes
+/// exactly A and B, under a policy (it marks them and scales; the operator's
+/// webhook does the rest) and in a namespace without one (it writes costs
+/// on A and B only and scales).
+pub(super) async fn u_scale_in_remove(env: &'static Env) {
+    env.scenario("u-remove", |ns| async move {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        four_nodes(env, &ns).await;
+        let plain_ns = env.namespace("u-remove-plain").await;
+        pooled_deployment(env, &ns, &ns, "web", 12).await;
+        pooled_deployment(env, &plain_ns, &ns, "plain", 8).await;
+        super::wait_running(env, &ns, "web", 12).await;
+        super::wait_running(env, &plain_ns, "plain", 8).await;
+
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let mut opts = Options::new("u-remove-operator");
+        opts.qps = 5.0;
+        opts.burst = 10;
+        opts.args = vec![
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+        ];
+        let op = Operator::start(env, opts).await;
+        op.wait_ready().await;
+        super::apply_policy(env, &ns, "web", spot_first("Deployment", "web")).await;
+        super::wait_costs_landed(env, &ns, "web", "web").await;
+        let webhook = Registered::create(env, &shipped_webhook(&ns, op.hook, &ca)).await;
+
+        // ---- under the policy: the two pods its plan deletes last
+        let snap = snapshot(env, &ns, dir.path()).await;
+        let policy_file = write_policy(dir.path(), &ns, "web", &spot_first("Deployment", "web"));
+        let order: Vec<String> = plan_victims(&policy_file, &snap, 12)
+            .into_values()
+            .flat_map(|(v, _)| v)
+            .collect();
+        let named = last_two(&order);
+        let before = terminating(env, &ns, "web").await;
+        let run = scale_in_cli(&[
+            "deployment/web",
+            "--remove",
+            &named.join(","),
+            "-n",
+            &ns,
+            "-o",
+            "json",
+            "--timeout",
+            "60",
+        ])
+        .await;
+        eprintln!("u-remove: with a policy: {}", run.show());
+        assert_removed(
+            env,
+            &ns,
+            "web",
+            &run,
+            &named,
+            &before,
+            Some(format!("{ns}/web")),
+            12,
+        )
+        .await;
+        let answers = answers_of(&op);
+        eprintln!("u-remove:   the webhook's answers: {answers:?}");
+
+        // ---- no policy in the namespace: the two pods the controller's own
+        // ranking deletes last
+        let order: Vec<String> = super::run_cli(&[
+            "predict",
+            "deployment/plain",
+            "-n",
+            &plain_ns,
+            "-o",
+            "names",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect();
+        let named = last_two(&order);
+        let before = terminating(env, &plain_ns, "plain").await;
+        let costs_before = pod_costs(env, &plain_ns).await;
+        // the kubeconfig's current context, named (the flag is read)
+        let context = kube::config::Kubeconfig::read()
+            .ok()
+            .and_then(|k| k.current_context)
+            .unwrap_or_else(|| panic!("the suite's kubeconfig has no current context"));
+        let run = scale_in_cli(&[
+            "deployment/plain",
+            "--remove",
+            &named.join(","),
+            "-n",
+            &plain_ns,
+            "--context",
+            &context,
+            "-o",
+            "json",
+        ])
+        .await;
+        eprintln!("u-remove: without a policy: {}", run.show());
+        assert_removed(env, &plain_ns, "plain", &run, &named, &before, None, 8).await;
+        // no other pod's cost changed
+        let costs_after = pod_costs(env, &plain_ns).await;
+        let changed: Vec<&String> = costs_after
+            .iter()
+            .filter(|(p, c)| costs_before.get(*p) != Some(*c))
+            .map(|(p, _)| p)
+            .filter(|p| !named.contains(p))
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "costs of pods not named changed: {changed:?}"
+        );
+
+        webhook.remove(env).await;
+        drop(op);
+        env.purge_namespace(&plain_ns).await;
+    })
+    .await;
+    finished("u-remove");
+}
+
+/// The webhook's answers so far: outcome, writes, milliseconds.
+fn answers_of(op: &Operator) -> Vec<String> {
+    answers_since(op, 0)
+}
+
+/// Every pod of `ns` and its cost annotation.
+async fn pod_costs(env: &Env, ns: &str) -> BTreeMap<String, Option<String>> {
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing pods of {ns}: {e}"))
+        .into_iter()
+        .map(|p| {
+            let cost = p.annotations().get(POD_DELETION_COST).cloned();
+            (p.name_any(), cost)
+        })
+        .collect()
+}
+
+/// Every pod of `ns` with its labels and annotations, and the replicas of
+/// its Deployments: what a refused command must leave as it was.
+async fn state_of(env: &Env, ns: &str) -> (Value, BTreeMap<String, Option<i32>>) {
+    let pods: Vec<Value> = Api::<Pod>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing pods of {ns}: {e}"))
+        .into_iter()
+        .map(|p| {
+            json!({"name": p.name_any(), "labels": p.metadata.labels,
+                   "annotations": p.metadata.annotations,
+                   "deleting": p.metadata.deletion_timestamp.is_some()})
+        })
+        .collect();
+    let replicas = Api::<Deployment>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing deployments of {ns}: {e}"))
+        .into_iter()
+        .map(|d| (d.name_any(), d.spec.replicas))
+        .collect();
+    (Value::Array(pods), replicas)
+}
+
+/// u. (c) of issue 51: refused removals exit 2 with one `error:` line and
+/// write nothing (the audit log shows no write of the command, the pods
+/// and replicas are as they were): a pod of another workload, a workload
+/// with a pod not Ready that is not named, another pod marked for
+/// scale-down; and a dry run writes nothing either.
+pub(super) async fn u_refused_removal(env: &'static Env) {
+    env.scenario("u-refuse", |ns| async move {
+        four_nodes(env, &ns).await;
+        pooled_deployment(env, &ns, &ns, "web", 6).await;
+        pooled_deployment(env, &ns, &ns, "plain", 4).await;
+        super::wait_running(env, &ns, "web", 6).await;
+        super::wait_running(env, &ns, "plain", 4).await;
+        // a policy for web (no operator needed: the command refuses first)
+        super::apply_policy(env, &ns, "web", spot_first("Deployment", "web")).await;
+
+        let web = two_kept(env, &ns, &ns, "web").await;
+        let plain: Vec<String> = pods(env, &ns, "plain")
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        let mut seen_reads = 0;
+        let mut check = |what: &'static str, run: CliRun, refused: bool| {
+            eprintln!("u-refuse: {what}: {}", run.show());
+            if refused {
+                assert_eq!(run.code, Some(2), "{what}: {}", run.show());
+                let lines: Vec<&str> = run.stderr.lines().collect();
+                assert!(
+                    lines.len() == 1 && lines[0].starts_with("error:"),
+                    "{what}: stderr must be one line starting `error:`: {}",
+                    run.show()
+                );
+            } else {
+                assert_eq!(run.code, Some(0), "{what}: {}", run.show());
+                assert_eq!(run.json()["dryRun"], true, "{what}: {}", run.show());
+            }
+            match cli_requests(env, run.from, run.to) {
+                Some(requests) => {
+                    let writes = writes_of(&requests);
+                    eprintln!(
+                        "u-refuse:   audit log: {} requests of the command, {} writes {writes:?}",
+                        requests.len(),
+                        writes.len()
+                    );
+                    // the command's reads are there: the log is this server's
+                    assert!(
+                        !requests.is_empty(),
+                        "{what}: no request of the command in the audit log"
+                    );
+                    seen_reads += requests.len();
+                    assert!(writes.is_empty(), "{what}: the command wrote {writes:?}");
+                }
+                None => eprintln!("u-refuse:   E2E_AUDIT_LOG unset: the audit log was not read"),
+            }
+        };
+
+        // a pod of another workload
+        let state = state_of(env, &ns).await;
+        let names = format!("{},{}", web[0], plain[0]);
+        let run = scale_in_cli(&["deployment/web", "--remove", &names, "-n", &ns]).await;
+        check("a pod not in the workload", run, true);
+        assert_eq!(
+            state_of(env, &ns).await,
+            state,
+            "a refused command changed something"
+        );
+
+        // a pod of plain not Ready, not named
+        env.kubelet
+            .set_health(
+                &ns,
+                &plain[3],
+                crate::kubelet::PodHealth {
+                    ready: false,
+                    restarts: 0,
+                },
+            )
+            .await;
+        eventually(
+            Duration::from_secs(30),
+            "the pod shows not Ready",
+            || async {
+                pods(env, &ns, "plain")
+                    .await
+                    .iter()
+                    .any(|p| p.name_any() == plain[3] && !is_running_ready(p))
+            },
+        )
+        .await;
+        let state = state_of(env, &ns).await;
+        let names = format!("{},{}", plain[0], plain[1]);
+        let run = scale_in_cli(&["deployment/plain", "--remove", &names, "-n", &ns]).await;
+        check("an unnamed pod not Ready", run, true);
+        assert_eq!(
+            state_of(env, &ns).await,
+            state,
+            "a refused command changed something"
+        );
+
+        // another pod of web marked for scale-down
+        let other = pods(env, &ns, "web")
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .find(|n| !web.contains(n))
+            .unwrap_or_else(|| panic!("a third pod of web"));
+        mark(
+            env,
+            &ns,
+            std::slice::from_ref(&other),
+            PREFER_FOR_SCALE_DOWN,
+        )
+        .await;
+        let state = state_of(env, &ns).await;
+        let names = web.join(",");
+        let run = scale_in_cli(&["deployment/web", "--remove", &names, "-n", &ns]).await;
+        check("another pod marked", run, true);
+        assert_eq!(
+            state_of(env, &ns).await,
+            state,
+            "a refused command changed something"
+        );
+
+        // a dry run of a removal that would go through
+        let api = Api::<Pod>::namespaced(env.client.clone(), &ns);
+        api.patch(
+            &other,
+            &PatchParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"metadata": {"labels": {PREFER_FOR_SCALE_DOWN: null}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("unmarking {other}: {e}"));
+        let state = state_of(env, &ns).await;
+        let run = scale_in_cli(&[
+            "deployment/web",
+            "--remove",
+            &names,
+            "-n",
+            &ns,
+            "--dry-run",
+            "-o",
+            "json",
+        ])
+        .await;
+        check("a dry run", run, false);
+        assert_eq!(
+            state_of(env, &ns).await,
+            state,
+            "a dry run changed something"
+        );
+        eprintln!("u-refuse: {seen_reads} reads of the command in the audit log, no write");
+    })
+    .await;
+    finished("u-refuse");
+}
