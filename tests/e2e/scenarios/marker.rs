@@ -802,7 +802,8 @@ async fn assert_removed(
 /// u. (b) of issue 51: `scale-in deployment/NAME --remove A,B` deletes
 /// exactly A and B, under a policy (it marks them and scales; the operator's
 /// webhook does the rest) and in a namespace without one (it writes costs
-/// on A and B only and scales).
+/// on A and B only and scales). With the operator stopped it says the
+/// controller deleted other pods (exit 1) and takes its markers back.
 pub(super) async fn u_scale_in_remove(env: &'static Env) {
     env.scenario("u-remove", |ns| async move {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -913,8 +914,53 @@ pub(super) async fn u_scale_in_remove(env: &'static Env) {
             "costs of pods not named changed: {changed:?}"
         );
 
+        // ---- the operator stopped and its webhook gone: nothing honours the
+        // marker, the controller deletes the policy's cheapest pods; exit 1,
+        // and the markers on the named pods that stayed are taken back
         webhook.remove(env).await;
         drop(op);
+        let snap = snapshot(env, &ns, dir.path()).await;
+        let order: Vec<String> = plan_victims(&policy_file, &snap, 10)
+            .into_values()
+            .flat_map(|(v, _)| v)
+            .collect();
+        let named = last_two(&order);
+        let before = terminating(env, &ns, "web").await;
+        let run = scale_in_cli(&[
+            "deployment/web",
+            "--remove",
+            &named.join(","),
+            "-n",
+            &ns,
+            "-o",
+            "json",
+        ])
+        .await;
+        eprintln!("u-remove: with a policy, no operator: {}", run.show());
+        assert_eq!(run.code, Some(1), "{}", run.show());
+        let report = run.json();
+        assert_eq!(report["exact"], false, "{report}");
+        let deleted: BTreeSet<String> = terminating(env, &ns, "web")
+            .await
+            .difference(&before)
+            .cloned()
+            .collect();
+        assert_eq!(strings(&report["deleted"]), deleted, "{report}");
+        assert_eq!(
+            strings(&report["putBack"]),
+            named.iter().cloned().collect(),
+            "{report}"
+        );
+        let still_marked: Vec<String> = pods(env, &ns, "web")
+            .await
+            .iter()
+            .filter(|p| named.contains(&p.name_any()))
+            .filter(|p| deletion_cost::marker::marker_of(p.metadata.labels.as_ref()).is_some())
+            .map(|p| p.name_any())
+            .collect();
+        assert!(still_marked.is_empty(), "markers left on {still_marked:?}");
+        let last = run.stderr.lines().last().unwrap_or_default();
+        assert!(last.starts_with("error:"), "{}", run.show());
         env.purge_namespace(&plain_ns).await;
     })
     .await;
