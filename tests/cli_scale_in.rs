@@ -545,6 +545,19 @@ async fn bad_flags_are_refused_before_any_read() {
     let out = cli(dir.path(), &["scale-in", "deployment/web"]).await;
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--remove"), "{}", out.stderr);
+    // no kubeconfig: no --snapshot to suggest, this command has none
+    let empty = tempfile::tempdir().unwrap();
+    let out = cli(empty.path(), &["scale-in", "web", "--remove", "a"]).await;
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: no kubeconfig to read the cluster with (")
+            && out
+                .stderr
+                .ends_with("): pass --kubeconfig PATH or set KUBECONFIG\n"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// SIGTERM while a marker is being written: the write in flight finishes,

@@ -71,6 +71,9 @@ pub struct Wants {
     /// With `policies`: a cluster without the CRD has no policies, not an
     /// error.
     pub policies_optional: bool,
+    /// The command works on the live cluster only (no `--snapshot` to
+    /// suggest when there is no kubeconfig).
+    pub live_only: bool,
 }
 
 /// What a live read gave.
@@ -137,7 +140,7 @@ pub async fn read_connected(
     wants: Wants,
     limits: InputLimits,
 ) -> Result<(Client, LiveRead), CliError> {
-    let (client, context, server, default_ns) = connect(args).await?;
+    let (client, context, server, default_ns) = connect(args, wants.live_only).await?;
     let namespace = if args.all_namespaces {
         None
     } else {
@@ -259,7 +262,10 @@ fn read_snapshot(
 
 /// The client for the kubeconfig's context, its name, the server's URL and
 /// the context's namespace.
-async fn connect(args: &ClusterArgs) -> Result<(Client, String, String, String), CliError> {
+async fn connect(
+    args: &ClusterArgs,
+    live_only: bool,
+) -> Result<(Client, String, String, String), CliError> {
     let kubeconfig = match &args.kubeconfig {
         Some(path) => Kubeconfig::read_from(path).map_err(|e| {
             CliError::bad_input(format!(
@@ -269,9 +275,13 @@ async fn connect(args: &ClusterArgs) -> Result<(Client, String, String, String),
         })?,
         None => Kubeconfig::read().map_err(|e| {
             CliError::bad_input(format!(
-                "no kubeconfig to read the cluster with ({}): pass --kubeconfig PATH, \
-                 set KUBECONFIG, or read saved files instead (--snapshot FILE)",
-                crate::operator::config::no_kubeconfig(&e)
+                "no kubeconfig to read the cluster with ({}): pass --kubeconfig PATH{}",
+                crate::operator::config::no_kubeconfig(&e),
+                if live_only {
+                    " or set KUBECONFIG"
+                } else {
+                    ", set KUBECONFIG, or read saved files instead (--snapshot FILE)"
+                }
             ))
         })?,
     };

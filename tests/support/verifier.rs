@@ -446,11 +446,10 @@ impl ApiServerVerifier {
         self
     }
 
-    /// One merge patch per pod of `expected` (a cost, or `None` for the
-    /// removal of both annotations), in any order, each exactly once.
-    /// A scale-in's reads of its pods' nodes: one GET each, in any order,
-    /// asking for metadata only; answered with `nodes` as the server holds
-    /// them.
+    /// A scale-in's reads: one GET per node of its pods, asking for metadata
+    /// only, answered with `nodes` as the server holds them; and beside
+    /// them one metadata-only LIST of the namespace's pods per scale-down
+    /// marker label (no pod marked here). All in any order, each once.
     async fn node_reads(mut self, nodes: Vec<Value>) -> Self {
         let mut want: BTreeMap<String, Value> = nodes
             .into_iter()
@@ -464,24 +463,46 @@ impl ApiServerVerifier {
                 )
             })
             .collect();
-        while !want.is_empty() {
-            let (seen, name, send) = self
-                .next_on(Method::GET, "/api/v1/nodes/", "a node read")
-                .await;
-            let node = want
-                .remove(&name)
-                .unwrap_or_else(|| panic!("node {name} read once, as expected: {seen}"));
+        let mut marker_lists: Vec<&str> = deletion_cost::marker::MARKER_LABELS.to_vec();
+        while !want.is_empty() || !marker_lists.is_empty() {
+            let (seen, send) = self.next().await;
             assert!(
                 seen.accept.contains("as=PartialObjectMetadata"),
                 "metadata only ({}): {seen}",
                 seen.accept
             );
+            if seen.path == "/api/v1/namespaces/shop/pods" {
+                let label = marker_lists
+                    .iter()
+                    .position(|l| {
+                        seen.query
+                            .contains(&format!("labelSelector={}", l.replace('/', "%2F")))
+                    })
+                    .map(|i| marker_lists.remove(i))
+                    .unwrap_or_else(|| panic!("a marker list, each label once: {seen}"));
+                assert_eq!(seen.method, Method::GET, "the list of {label}: {seen}");
+                send.send_response(ok(&json!({"apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "1"},
+                    "items": []})));
+                continue;
+            }
+            assert_eq!(seen.method, Method::GET, "a node read: {seen}");
+            let name = seen
+                .path
+                .strip_prefix("/api/v1/nodes/")
+                .unwrap_or_else(|| panic!("a node read or a marker list: {seen}"))
+                .to_string();
+            let node = want
+                .remove(&name)
+                .unwrap_or_else(|| panic!("node {name} read once, as expected: {seen}"));
             send.send_response(ok(&json!({"apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata", "metadata": node["metadata"]})));
         }
         self
     }
 
+    /// One merge patch per pod of `expected` (a cost, or `None` for the
+    /// removal of both annotations), in any order, each exactly once.
     async fn pod_patches(mut self, policy: &str, expected: Vec<(&str, Option<i32>)>) -> Self {
         let mut want: BTreeMap<&str, Option<i32>> = expected.into_iter().collect();
         while !want.is_empty() {

@@ -142,6 +142,7 @@ async fn run_async(
             nodes: true,
             policies: true,
             policies_optional: true,
+            live_only: true,
         },
         InputLimits::NONE,
     )
