@@ -225,8 +225,13 @@ async fn terminating(env: &Env, ns: &str, app: &str) -> BTreeSet<String> {
 }
 
 async fn wait_running(env: &Env, ns: &str, app: &str, n: usize) {
+    wait_running_within(env, ns, app, n, Duration::from_secs(60)).await;
+}
+
+/// Waits up to `within` until `n` pods of `app` run and are Ready.
+async fn wait_running_within(env: &Env, ns: &str, app: &str, n: usize, within: Duration) {
     eventually(
-        Duration::from_secs(60),
+        within,
         &format!("{n} pods of {ns}/{app} run and are Ready"),
         || async {
             pods(env, ns, app)
@@ -496,8 +501,26 @@ fn plan_victims_with(
         .as_array()
         .into_iter()
         .flatten()
-        .flat_map(|p| p["replicaSets"].as_array().into_iter().flatten())
-        .map(|r| {
+        .flat_map(|p| {
+            // each pod's cost once the plan's patches landed
+            let costs: BTreeMap<String, i64> = p["pods"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|pod| {
+                    let cost = pod["desired"]
+                        .as_i64()
+                        .or_else(|| pod["current"].as_i64())?;
+                    Some((pod["name"].as_str()?.to_string(), cost))
+                })
+                .collect();
+            p["replicaSets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |r| (r, costs.clone()))
+        })
+        .map(|(r, costs)| {
             let victims = r["victims"]
                 .as_array()
                 .into_iter()
@@ -531,6 +554,20 @@ fn plan_victims_with(
                         }
                     }
                 }
+            }
+            // a run of pods the policy costs alike that the cut runs
+            // through: the correction lets the live order pick among them
+            // (docs/hook.md, the minimal correction)
+            let predicted = names(&r["predicted"]);
+            let cost_at = |i: usize| predicted.get(i).and_then(|n| costs.get(n)).copied();
+            if by > 0 && cost_at(by - 1).is_some() && cost_at(by - 1) == cost_at(by) {
+                let run = cost_at(by - 1);
+                ties.extend(
+                    predicted
+                        .iter()
+                        .filter(|n| costs.get(*n).copied() == run)
+                        .cloned(),
+                );
             }
             (
                 r["name"].as_str().unwrap_or_default().to_string(),
@@ -2457,4 +2494,34 @@ async fn o_live_reads(env: &'static Env) {
     })
     .await;
     finished("o");
+}
+
+/// Creates a `kind` (`ReplicaSet`, else a Deployment) named `name` with
+/// `replicas` pods of `template`, selected by `app: name`.
+async fn create_workload(
+    env: &Env,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    replicas: i32,
+    template: Value,
+) {
+    let body = json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": template},
+    });
+    if kind == "ReplicaSet" {
+        let rs: ReplicaSet = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
+        Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &rs)
+            .await
+            .unwrap_or_else(|e| panic!("creating the ReplicaSet {ns}/{name}: {e}"));
+    } else {
+        let d: Deployment = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
+        Api::<Deployment>::namespaced(env.client.clone(), ns)
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap_or_else(|e| panic!("creating the Deployment {ns}/{name}: {e}"));
+    }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use deletion_cost_testkit::eventually;
 use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
@@ -173,27 +173,6 @@ async fn group_nodes(env: &Env, ns: &str, app: &str, count: usize) {
     env.kubelet.add_nodes(ns, &refs).await;
 }
 
-async fn create_workload(env: &Env, ns: &str, kind: &'static str, name: &str, replicas: i32) {
-    let body = json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": spread_template(ns, name)},
-    });
-    if kind == "ReplicaSet" {
-        let rs: ReplicaSet = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &rs)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
-    } else {
-        let d: Deployment = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<Deployment>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
-    }
-}
-
 /// HPA-style: read `deployments/scale`, write it with fewer replicas; the
 /// time of the write.
 pub(super) async fn hpa_scale(env: &Env, ns: &str, name: &str, replicas: i32) -> Duration {
@@ -330,7 +309,7 @@ pub(super) async fn p_exact_at_size(env: &'static Env) {
         for scaler in Scaler::ALL {
             let (name, kind) = (scaler.app(), scaler.kind());
             group_nodes(env, &ns, name, 4).await;
-            create_workload(env, &ns, kind, name, SMALL).await;
+            super::create_workload(env, &ns, kind, name, SMALL, spread_template(&ns, name)).await;
             let (policy_file, dir) = workload_dir(root.path(), &ns, kind, name);
             workloads.push(Workload {
                 name: name.into(),
@@ -342,7 +321,15 @@ pub(super) async fn p_exact_at_size(env: &'static Env) {
             });
         }
         group_nodes(env, &ns, "big", BIG_NODES).await;
-        create_workload(env, &ns, "Deployment", "big", BIG).await;
+        super::create_workload(
+            env,
+            &ns,
+            "Deployment",
+            "big",
+            BIG,
+            spread_template(&ns, "big"),
+        )
+        .await;
         let (policy_file, dir) = workload_dir(root.path(), &ns, "Deployment", "big");
         let mut big = Workload {
             name: "big".into(),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use deletion_cost::annotations::POD_DELETION_COST;
 use deletion_cost::marker::{KEP_PREFER_FOR_SCALE_DOWN, PREFER_FOR_SCALE_DOWN};
 use deletion_cost_testkit::eventually;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -54,45 +54,6 @@ fn spread(ns: &str, app: &str) -> Value {
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": {"app": app}}}]);
     template
-}
-
-async fn create_workload(env: &Env, ns: &str, kind: &str, name: &str, replicas: i32) {
-    let body = json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": spread(ns, name)},
-    });
-    if kind == "ReplicaSet" {
-        let rs: ReplicaSet = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &rs)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
-    } else {
-        let d: Deployment = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<Deployment>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
-    }
-}
-
-/// Waits (up to 5 minutes: hundreds of pods to schedule) until `n` pods of
-/// `app` run and are Ready.
-async fn wait_ready_many(env: &Env, ns: &str, app: &str, n: usize) {
-    eventually(
-        Duration::from_secs(300),
-        &format!("{n} pods of {ns}/{app} run and are Ready"),
-        || async {
-            pods(env, ns, app)
-                .await
-                .iter()
-                .filter(|p| is_running_ready(p))
-                .count()
-                == n
-        },
-    )
-    .await;
 }
 
 /// The nodes of the pool that are on-demand (the policy keeps their pods).
@@ -370,14 +331,16 @@ pub(super) async fn u_marked_pods_go_first(env: &'static Env) {
         let workloads = [("Deployment", "web"), ("ReplicaSet", "bare")];
         let mut files = BTreeMap::new();
         for (kind, name) in workloads {
-            create_workload(env, &ns, kind, name, REPLICAS).await;
+            super::create_workload(env, &ns, kind, name, REPLICAS, spread(&ns, name)).await;
             let sub = dir.path().join(name);
             std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
             let file = write_policy(&sub, &ns, name, &spot_first(kind, name));
             files.insert(name, (file, sub));
         }
         for (_, name) in workloads {
-            wait_ready_many(env, &ns, name, REPLICAS as usize).await;
+            // hundreds of pods to schedule
+            super::wait_running_within(env, &ns, name, REPLICAS as usize, Duration::from_secs(300))
+                .await;
         }
 
         let (cert, key, ca) = loopback_certificate(dir.path());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::ByteString;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -328,24 +328,12 @@ pub(super) fn spread_template(ns: &str, app: &str) -> Value {
 async fn workload(env: &Env, ns: &str, scaler: Scaler, dir: &Path) -> Workload {
     let app = scaler.app();
     let (spot, on_demand) = workload_nodes(env, ns, app).await;
-    let body = json!({
-        "metadata": {"name": app, "namespace": ns},
-        "spec": {"replicas": START, "selector": {"matchLabels": {"app": app}},
-                 "template": spread_template(ns, app)},
-    });
-    if scaler == Scaler::KubectlBareReplicaSet {
-        let rs: ReplicaSet = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<ReplicaSet>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &rs)
-            .await
-            .unwrap_or_else(|e| panic!("creating the bare ReplicaSet {ns}/{app}: {e}"));
+    let kind = if scaler == Scaler::KubectlBareReplicaSet {
+        "ReplicaSet"
     } else {
-        let d: Deployment = serde_json::from_value(body).unwrap_or_else(|e| panic!("{e}"));
-        Api::<Deployment>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap_or_else(|e| panic!("creating {ns}/{app}: {e}"));
-    }
+        "Deployment"
+    };
+    super::create_workload(env, ns, kind, app, START, spread_template(ns, app)).await;
     let dir = dir.join(app);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let policy_file = write_policy(&dir, ns, app, &policy_spec(scaler));
