@@ -484,7 +484,7 @@ EXPLICIT_DEFAULT_FLAGS = [
     "--hook-max-concurrent=4",
     "--hook-source-qps=10",
     "--hook-source-burst=20",
-    "--scale-webhook-budget=8",
+    "--scale-webhook-budget=2.5",
 ]
 
 def intended(release: str, namespace: str, version: str) -> list[tuple[str, str, Any, Any]]:
@@ -674,7 +674,7 @@ BAD_VALUES = [
     ("a PDB that blocks every drain", {"podDisruptionBudget": {"minAvailable": 2}}, "minAvailable"),
     ("cert-manager without the hook", {"certManager": {"enabled": True}, "hook": {"enabled": False}}, "needs hook.enabled=true"),
     ("the scale-in webhook without the hook", {"scaleWebhook": {"enabled": True}, "hook": {"enabled": False}}, "scaleWebhook.enabled=true needs hook.enabled=true"),
-    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 8}}, "timeoutSeconds"),
+    ("a webhook timeout not above its budget", {"scaleWebhook": {"enabled": True, "timeoutSeconds": 2}}, "timeoutSeconds"),
     ("the webhook's NetworkPolicy without the API server's addresses", {"scaleWebhook": {"enabled": True}, "networkPolicy": {"enabled": True}}, "networkPolicy.apiServerCIDRs"),
     ("the webhook's port on the hook's", {"scaleWebhook": {"enabled": True, "port": 8443}}, "scaleWebhook.port"),
     ("client names without their CA", {"scaleWebhook": {"enabled": True, "clientCA": {"names": ["kube-apiserver"]}}}, "scaleWebhook.clientCA.configMap"),

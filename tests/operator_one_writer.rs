@@ -425,3 +425,38 @@ async fn a_deleted_policy_drops_its_queued_writes_at_once() {
     );
     op.stop().await;
 }
+
+/// Issue 52: a new leader takes the leader label off the pod of a replica
+/// that led before and could not take it off itself (frozen, killed), so
+/// the hook Service stops routing scale-ins to a replica that cannot
+/// answer them; its own label and other pods are left alone.
+#[tokio::test]
+async fn a_new_leader_takes_the_label_off_a_replica_that_led_before() {
+    use deletion_cost::engine::leadership::{unmark_other_leaders, LEADER_LABEL};
+    let fake = FakeApi::start().await;
+    for (name, leader) in [("op-a", true), ("op-b", true), ("op-c", false)] {
+        let mut labels = json!({"app.kubernetes.io/name": "deletion-cost"});
+        if leader {
+            labels[LEADER_LABEL] = json!("true");
+        }
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "deletion-cost-system", "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "operator"}]}}))
+            .expect("a pod");
+    }
+    let unmarked = unmark_other_leaders(&fake.client(), "deletion-cost-system", "op-b").await;
+    assert_eq!(unmarked, ["op-a"]);
+    let leader_of = |name: &str| {
+        fake.get_json("Pod", "deletion-cost-system", name)
+            .and_then(|p| {
+                p["metadata"]["labels"][LEADER_LABEL]
+                    .as_str()
+                    .map(String::from)
+            })
+    };
+    assert_eq!(leader_of("op-a"), None);
+    assert_eq!(leader_of("op-b").as_deref(), Some("true"));
+    assert_eq!(leader_of("op-c"), None);
+    // one list, one write: nothing else touched
+    assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
+}

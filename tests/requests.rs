@@ -81,7 +81,8 @@ fn nodes(classes: [(&str, &str, &str); 2]) -> Vec<Value> {
         .map(|(name, class, rv)| {
             json!({"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "resourceVersion": rv,
-                    "labels": {"karpenter.sh/capacity-type": class}}})
+                    "labels": {"karpenter.sh/capacity-type": class,
+                        "kubernetes.io/hostname": name}}})
         })
         .collect()
 }

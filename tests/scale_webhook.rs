@@ -855,3 +855,95 @@ async fn the_background_round_writes_a_marked_pods_cost_and_only_its() {
     .await;
     op.stop().await;
 }
+
+/// Issue 52: a scale-in reads its nodes' labels as the server holds them in
+/// one list whatever their number: 300 nodes, one pod each, three of them
+/// turned spot a moment before the scale-in. One node carries no hostname
+/// label (a kubelet never registered it so): it alone is read by a GET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_in_reads_three_hundred_nodes_in_one_list() {
+    const N: usize = 300;
+    let fake = FakeApi::start().await;
+    let node = |i: usize, class: &str| {
+        let mut labels = json!({"karpenter.sh/capacity-type": class});
+        if i != N - 1 {
+            labels["kubernetes.io/hostname"] = json!(format!("n-{i}"));
+        }
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("n-{i}"), "labels": labels}})
+    };
+    for i in 0..N {
+        fake.apply_json(node(i, "on-demand")).expect("a node");
+    }
+    fake.apply_json(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-rs", "namespace": NS, "uid": "web-rs-uid",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": "web-uid", "controller": true}]},
+        "spec": {"replicas": N, "selector": {"matchLabels": {"app": "web"}}}}))
+        .expect("a ReplicaSet");
+    for i in 0..N {
+        fake.apply_json(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("web-{i}"), "namespace": NS, "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs",
+                    "uid": "web-rs-uid", "controller": true}]},
+            "spec": {"nodeName": format!("n-{i}"), "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}]}}))
+        .expect("a pod");
+    }
+    fake.apply_json(
+        json!({"apiVersion": "deletioncost.dev/v1alpha1", "kind": "DeletionCostPolicy",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"targetRef": {"kind": "Deployment", "name": "web"}, "writes": "OnScaleIn",
+            "signals": [{"billingClass": {"nodeLabel": "karpenter.sh/capacity-type",
+                "costs": {"spot": 10, "on-demand": 100}, "default": 50}}]}}),
+    )
+    .expect("a policy");
+    let (cfg, hook) = with_hook("op-0", HookConfig::default());
+    let op = Operator::start(&fake, cfg).serving(&fake).await;
+
+    let turned = [7, 150, N - 1];
+    for i in turned {
+        fake.apply_json(node(i, "spot")).expect("a node relabelled");
+    }
+    let sent = tokio::time::Instant::now();
+    let answer = post_review(
+        &http_client(),
+        hook,
+        review("u-1", "web", N as i64, 297, false),
+    )
+    .await;
+    assert!(answer["response"]["warnings"].is_null(), "{answer}");
+    let mut want = turned.map(|i| format!("web-rs/web-{i}")).to_vec();
+    want.sort();
+    assert_eq!(victims(&answer), want, "{answer}");
+    let reads: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.at >= sent && r.path.starts_with("/api/v1/nodes"))
+        .filter(|r| r.query_param("watch").is_none())
+        .collect();
+    let lists: Vec<_> = reads.iter().filter(|r| r.name.is_none()).collect();
+    let gets: Vec<_> = reads.iter().filter_map(|r| r.name.clone()).collect();
+    assert_eq!(lists.len(), 1, "one list for 300 nodes: {reads:?}");
+    assert!(
+        lists[0]
+            .query_param("labelSelector")
+            .is_some_and(|s| s.starts_with("kubernetes.io/hostname in (")),
+        "{:?}",
+        lists[0]
+    );
+    assert_eq!(
+        gets,
+        [format!("n-{}", N - 1)],
+        "a GET for the node without a hostname"
+    );
+    let metrics = op.metrics().await;
+    for line in [
+        "deletion_cost_scale_in_node_requests_total{request=\"list\"} 1",
+        "deletion_cost_scale_in_node_requests_total{request=\"get\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+    op.stop().await;
+}

@@ -109,8 +109,9 @@ pub struct RunArgs {
     pub hook_max_concurrent: usize,
     /// Seconds the scale-in webhook (POST /v1/admit-scale-in, on the hook's
     /// listener or --scale-webhook-addr) spends making costs fresh before it
-    /// allows anyway; keep it under the webhook's timeoutSeconds (10).
-    #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
+    /// allows anyway; keep it under the webhook's timeoutSeconds (3), the
+    /// longest a frozen leader may hold a scale-in.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.5)]
     pub scale_webhook_budget: f64,
     /// With the self-issued hook certificate, keep the caBundle of the
     /// scale-in webhook (`deletion-cost-scale-in.<namespace>`) equal to the

@@ -17,6 +17,7 @@ mod operator;
 mod proxy;
 mod rbac;
 mod scenarios;
+mod service;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
                         .map_err(|p| Failed::from(panic_text(&p)))
                 })
             })
-            .with_ignored_flag(!live)
+            .with_ignored_flag(!live || scenarios::ON_REQUEST.contains(name))
         })
         .collect();
     if !live {

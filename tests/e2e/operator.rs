@@ -218,6 +218,11 @@ impl Operator {
         self.metric("deletion_cost_leader").await == Some(1.0)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// Sends a signal to the process.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid has no memory effects.

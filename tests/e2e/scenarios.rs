@@ -25,12 +25,18 @@ use crate::operator::{Operator, Options};
 
 mod consolidation_benchmark;
 mod exact_at_size;
+mod leader_faults;
 mod marker;
 mod priced_scale_ins;
 mod scale_series;
+mod soak;
 mod write_budget;
 
 type Scenario = fn(&'static Env) -> BoxFuture<'static, ()>;
+
+/// Scenarios that run only when asked for (`--ignored`): the soak takes
+/// half an hour.
+pub const ON_REQUEST: &[&str] = &["w_soak_hpa_cadence_scale_ins_300_replicas"];
 
 /// Every scenario, in the order they run; the RBAC check comes last because
 /// it reads what all the others made the operator do.
@@ -103,6 +109,12 @@ pub const ALL: &[(&str, Scenario)] = &[
     }),
     ("u_refused_removal_writes_nothing", |e| {
         marker::u_refused_removal(e).boxed()
+    }),
+    ("v_scale_ins_under_leader_faults", |e| {
+        leader_faults::v_scale_ins_under_leader_faults(e).boxed()
+    }),
+    ("w_soak_hpa_cadence_scale_ins_300_replicas", |e| {
+        soak::w_soak(e).boxed()
     }),
     ("k_install_manifests_and_namespace_installs", |e| {
         k_install(e).boxed()

@@ -446,10 +446,12 @@ impl ApiServerVerifier {
         self
     }
 
-    /// A scale-in's reads: one GET per node of its pods, asking for metadata
-    /// only, answered with `nodes` as the server holds them; and beside
-    /// them one metadata-only LIST of the namespace's pods per scale-down
-    /// marker label (no pod marked here). All in any order, each once.
+    /// A scale-in's reads: one LIST of its pods' nodes selected by their
+    /// hostname label and a GET for each node without one, asking for
+    /// metadata only, answered with `nodes` as the server holds them; and
+    /// beside them one metadata-only LIST of the namespace's pods per
+    /// scale-down marker label (no pod marked here). All in any order, each
+    /// node once.
     async fn node_reads(mut self, nodes: Vec<Value>) -> Self {
         let mut want: BTreeMap<String, Value> = nodes
             .into_iter()
@@ -487,6 +489,29 @@ impl ApiServerVerifier {
                 continue;
             }
             assert_eq!(seen.method, Method::GET, "a node read: {seen}");
+            if seen.path == "/api/v1/nodes" {
+                let selected = node_list_selection(&seen.query)
+                    .unwrap_or_else(|| panic!("one list selecting nodes by hostname: {seen}"));
+                let items: Vec<Value> = selected
+                    .iter()
+                    .map(|host| {
+                        let (name, node) = want
+                            .iter()
+                            .find(|(_, n)| {
+                                n["metadata"]["labels"][HOSTNAME_LABEL].as_str() == Some(host)
+                            })
+                            .unwrap_or_else(|| panic!("{host} selected once, as expected: {seen}"));
+                        let name = name.clone();
+                        let node = node["metadata"].clone();
+                        want.remove(&name);
+                        json!({"metadata": node})
+                    })
+                    .collect();
+                send.send_response(ok(&json!({"apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "1"},
+                    "items": items})));
+                continue;
+            }
             let name = seen
                 .path
                 .strip_prefix("/api/v1/nodes/")
@@ -684,4 +709,19 @@ fn merge(target: &mut Value, patch: &Value) {
             merge(&mut target[k], v);
         }
     }
+}
+
+/// The label every kubelet puts on its node.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// The hostnames a node list's `labelSelector=kubernetes.io/hostname in
+/// (a,b)` selects, from its query string.
+fn node_list_selection(query: &str) -> Option<Vec<String>> {
+    let (_, selector) = deletion_cost_testkit::fake_api::parse_query(query)
+        .into_iter()
+        .find(|(k, _)| k == "labelSelector")?;
+    let inner = selector
+        .strip_prefix(&format!("{HOSTNAME_LABEL} in ("))?
+        .strip_suffix(')')?;
+    Some(inner.split(',').map(str::to_string).collect())
 }

@@ -46,6 +46,13 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+/// Label `request`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabel {
+    /// The kind of API request (`list`, `get`).
+    pub request: String,
+}
+
 /// Labels `kind`, `outcome` of `deletion_cost_api_writes_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindOutcome {
@@ -152,6 +159,9 @@ pub struct Metrics {
     pub scale_webhook_seconds: Histogram,
     /// Pod writes each scale-in made (its minimal correction).
     pub scale_in_writes: Histogram,
+    /// API requests scale-ins sent to read their nodes, by request (`list`:
+    /// one per scale-in; `get`: a node the list could not select).
+    pub scale_in_node_requests: Family<RequestLabel, Counter>,
     /// Scale-ins priced, by policy.
     pub scale_ins_priced: Family<PolicyLabel, Counter>,
     /// Pods deleted by priced scale-ins, by policy and choice.
@@ -356,6 +366,7 @@ impl Metrics {
             scale_webhook_calls: Family::default(),
             scale_webhook_seconds: Histogram::new(WEBHOOK_BUCKETS.iter().copied()),
             scale_in_writes: Histogram::new(SCALE_IN_WRITES_BUCKETS.iter().copied()),
+            scale_in_node_requests: Family::default(),
             scale_ins_priced: Family::default(),
             scale_in_victims: Family::default(),
             scale_in_freed_nodes: Family::default(),
@@ -382,6 +393,11 @@ impl Metrics {
             "deletion_cost_scale_in_writes",
             "Pod writes each scale-in made (the hook's and the webhook's minimal correction)",
             self.scale_in_writes.clone(),
+        );
+        self.registry.register(
+            "deletion_cost_scale_in_node_requests",
+            "API requests scale-ins sent to read their nodes' labels, by request (list: one per scale-in; get: a node the list could not select)",
+            self.scale_in_node_requests.clone(),
         );
         self.registry.register(
             "deletion_cost_scale_webhook_seconds",
@@ -633,6 +649,18 @@ impl Metrics {
             })
             .inc();
         self.scale_webhook_seconds.observe(seconds);
+    }
+
+    /// Counts `n` API requests of kind `request` a scale-in sent to read its
+    /// nodes.
+    pub fn scale_in_node_requests(&self, request: &str, n: usize) {
+        if n > 0 {
+            self.scale_in_node_requests
+                .get_or_create(&RequestLabel {
+                    request: request.into(),
+                })
+                .inc_by(n as u64);
+        }
     }
 
     /// Counts the pod writes one scale-in made.

@@ -42,6 +42,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use server::parse_query;
 pub use store::{ApiError, ErrorCause, ErrorDetails};
 
 use resources::RESOURCES;

@@ -24,7 +24,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 }
 
 /// Decodes an `application/x-www-form-urlencoded` query string.
-pub(super) fn parse_query(q: &str) -> Vec<(String, String)> {
+pub fn parse_query(q: &str) -> Vec<(String, String)> {
     fn decode(s: &str) -> String {
         let bytes = s.as_bytes();
         let mut out = Vec::with_capacity(bytes.len());

@@ -37,7 +37,7 @@ use crate::cluster::{labels, Env, MANAGER};
 use crate::operator::{Operator, Options};
 
 /// The operator identity of this scenario (the recorder's key).
-const IDENTITY: &str = "p-exact-operator";
+pub(super) const IDENTITY: &str = "p-exact-operator";
 /// Replicas of each scaler's workload, and the scale-ins (by one) each
 /// gets: 5 × 4 = 20.
 const SMALL: i32 = 20;
@@ -60,7 +60,7 @@ const BIG_BY: i32 = 3;
 /// The policy: the least utilised pods go first, 100 buckets of 0..1 and no
 /// hysteresis, so a `plan` made just before a scale-in names the same pods
 /// the operator intends.
-fn policy_spec(kind: &str, name: &str) -> Value {
+pub(super) fn policy_spec(kind: &str, name: &str) -> Value {
     json!({
         "targetRef": {"kind": kind, "name": name},
         "signals": [{"utilization": {
@@ -71,15 +71,27 @@ fn policy_spec(kind: &str, name: &str) -> Value {
 
 /// What the exporter serves: one utilisation per pod.
 #[derive(Default)]
-struct Utilisation {
+pub(super) struct Utilisation {
     by_pod: std::collections::BTreeMap<(String, String), f64>,
     seed: u64,
 }
 
 impl Utilisation {
+    /// No readings yet; `seed` makes the values repeatable.
+    pub(super) fn new(seed: u64) -> Utilisation {
+        Utilisation {
+            seed,
+            ..Default::default()
+        }
+    }
+
     /// A fresh value for every pod of `app` (a reshuffle of the whole
     /// workload); returns one pod and its new value, to wait for.
-    fn reshuffle(&mut self, ns: &str, names: &BTreeSet<String>) -> Option<(String, f64)> {
+    pub(super) fn reshuffle(
+        &mut self,
+        ns: &str,
+        names: &BTreeSet<String>,
+    ) -> Option<(String, f64)> {
         self.by_pod
             .retain(|(n, pod), _| n != ns || names.contains(pod));
         let mut last = None;
@@ -96,7 +108,7 @@ impl Utilisation {
         last
     }
 
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         self.by_pod
             .iter()
             .map(|((ns, pod), v)| format!("pod_util{{namespace=\"{ns}\",pod=\"{pod}\"}} {v}\n"))
@@ -132,29 +144,29 @@ async fn prometheus_shows(prom: &PrometheusServer, pod: &str, v: f64) {
 }
 
 /// One workload of the scenario.
-struct Workload {
-    name: String,
-    kind: &'static str,
+pub(super) struct Workload {
+    pub(super) name: String,
+    pub(super) kind: &'static str,
     /// How it is scaled (`None`: the large Deployment, HPA-style by name).
-    scaler: Option<Scaler>,
-    replicas: i32,
-    policy_file: PathBuf,
-    dir: PathBuf,
+    pub(super) scaler: Option<Scaler>,
+    pub(super) replicas: i32,
+    pub(super) policy_file: PathBuf,
+    pub(super) dir: PathBuf,
 }
 
 /// One scale-in and what it showed.
-struct Round {
-    workload: String,
-    by: usize,
-    took: Duration,
-    deleted: BTreeSet<String>,
-    victims: Vec<String>,
-    ties: BTreeSet<String>,
-    writes: usize,
+pub(super) struct Round {
+    pub(super) workload: String,
+    pub(super) by: usize,
+    pub(super) took: Duration,
+    pub(super) deleted: BTreeSet<String>,
+    pub(super) victims: Vec<String>,
+    pub(super) ties: BTreeSet<String>,
+    pub(super) writes: usize,
 }
 
 impl Round {
-    fn agrees(&self) -> bool {
+    pub(super) fn agrees(&self) -> bool {
         self.deleted.len() == self.victims.len()
             && self
                 .deleted
@@ -164,7 +176,7 @@ impl Round {
 }
 
 /// Nodes for a workload: `count` of them, its own (a group label).
-async fn group_nodes(env: &Env, ns: &str, app: &str, count: usize) {
+pub(super) async fn group_nodes(env: &Env, ns: &str, app: &str, count: usize) {
     let list: Vec<(String, std::collections::BTreeMap<String, String>)> = (0..count)
         .map(|i| (format!("{app}-{i}"), labels(&[(GROUP_LABEL, app)])))
         .collect();
@@ -210,7 +222,7 @@ fn writes_to(env: &Env, ns: &str, app: &str, since: Instant) -> usize {
 
 /// Reshuffles `w`'s utilisation, waits until Prometheus shows it, plans,
 /// scales in by `by` and compares what the controller deleted.
-async fn scale_in(
+pub(super) async fn scale_in(
     env: &Env,
     ns: &str,
     w: &mut Workload,
@@ -287,7 +299,7 @@ fn summary(rounds: &[Round], big: bool) -> String {
     )
 }
 
-fn workload_dir(root: &Path, ns: &str, kind: &str, name: &str) -> (PathBuf, PathBuf) {
+pub(super) fn workload_dir(root: &Path, ns: &str, kind: &str, name: &str) -> (PathBuf, PathBuf) {
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let file = write_policy(&dir, ns, name, &policy_spec(kind, name));

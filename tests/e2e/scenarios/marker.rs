@@ -47,7 +47,7 @@ fn spot_first(kind: &str, name: &str) -> Value {
 }
 
 /// `app`'s pods spread over the pool's nodes (one more on a node at most).
-fn spread(ns: &str, app: &str) -> Value {
+pub(super) fn spread(ns: &str, app: &str) -> Value {
     let mut template = pod_template(ns, app);
     template["spec"]["topologySpreadConstraints"] = json!([{
         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
@@ -57,7 +57,7 @@ fn spread(ns: &str, app: &str) -> Value {
 }
 
 /// The nodes of the pool that are on-demand (the policy keeps their pods).
-async fn on_demand_nodes(env: &Env, ns: &str) -> BTreeSet<String> {
+pub(super) async fn on_demand_nodes(env: &Env, ns: &str) -> BTreeSet<String> {
     Api::<Node>::all(env.client.clone())
         .list(&ListParams::default().labels(&format!("{POOL_LABEL}={ns},{CAPACITY}=on-demand")))
         .await
@@ -78,7 +78,7 @@ fn node_of(p: &Pod) -> String {
 /// one a node, from the nodes with the fewest of `app`'s pods (the
 /// controller's colocation rule deletes from the fullest nodes first),
 /// and none of `planned` (what the policy would delete now).
-fn choose(all: &[Pod], on_demand: &BTreeSet<String>, planned: &[String]) -> Vec<String> {
+pub(super) fn choose(all: &[Pod], on_demand: &BTreeSet<String>, planned: &[String]) -> Vec<String> {
     let active: Vec<&Pod> = all.iter().filter(|p| is_running_ready(p)).collect();
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
     for p in &active {
@@ -109,7 +109,7 @@ fn choose(all: &[Pod], on_demand: &BTreeSet<String>, planned: &[String]) -> Vec<
 }
 
 /// Sets the marker `label` on each of `names` (as an autoscaler would).
-async fn mark(env: &Env, ns: &str, names: &[String], label: &str) {
+pub(super) async fn mark(env: &Env, ns: &str, names: &[String], label: &str) {
     let api = Api::<Pod>::namespaced(env.client.clone(), ns);
     for name in names {
         api.patch(

@@ -7,9 +7,10 @@
 //! written, and a scale request can arrive within those milliseconds (a
 //! node relabelled, then the workload scaled in at once): planned on the
 //! watch's nodes, the scale-in would name the pods the old labels made
-//! cheapest. So a scale-in reads its workload's nodes (metadata only, one
-//! GET each, a quorum read) and plans on them where they are newer than the
-//! cache's; each stays until the watch shows it as new.
+//! cheapest. So a scale-in reads its workload's nodes (metadata only, a
+//! quorum read: one list selecting them by hostname label, whatever their
+//! number) and plans on them where they are newer than the cache's; each
+//! stays until the watch shows it as new.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
+use kube::api::ListParams;
 use kube::Api;
 use tokio::time::{timeout_at, Instant};
 
@@ -125,11 +127,57 @@ fn newer(read: &Node, watched: &Node) -> bool {
     }
 }
 
+/// The label every kubelet puts on its node: the selector of a scale-in's
+/// one node list.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// How a scale-in reads its nodes: one list selecting them by their
+/// hostname label (as the watch shows it), and a GET for each node the
+/// list cannot select (no such label, or one that is not a label value).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct NodeReads {
+    /// The selector's values.
+    hostnames: BTreeSet<String>,
+    /// Nodes read one by one.
+    one_by_one: Vec<String>,
+}
+
+/// Splits `names` into the one list and the reads one by one, by the
+/// hostname label `hostname_of` gives (the node watch's).
+fn node_reads(names: &BTreeSet<String>, hostname_of: impl Fn(&str) -> Option<String>) -> NodeReads {
+    let mut reads = NodeReads::default();
+    for name in names {
+        match hostname_of(name).filter(|h| is_label_value(h)) {
+            Some(h) => {
+                reads.hostnames.insert(h);
+            }
+            None => reads.one_by_one.push(name.clone()),
+        }
+    }
+    reads
+}
+
+/// Whether `v` may stand in a label selector's value list: at most 63
+/// characters, alphanumerics with `-`, `_` or `.` between them (one that is
+/// not would make the API server refuse the whole list).
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
 impl Engine {
     /// Reads the nodes of `managed`'s pods from the API server (metadata
     /// only), so the scale-in plans on the billing classes they carry now
-    /// (see the module docs). Nodes not read by its budget, or whose read
-    /// failed, come from the watch.
+    /// (see the module docs): one list, whatever the number of nodes,
+    /// selecting them by their hostname label (a quorum read), then a GET
+    /// for each node the list could not select or did not return (a
+    /// hostname label changed since the watch showed it). Nodes not read
+    /// by its budget, or whose read failed, come from the watch.
     pub(super) async fn read_nodes_now(&self, managed: &Managed, deadline: Instant) {
         let ns = &managed.workload.namespace;
         let names: BTreeSet<String> = managed
@@ -144,26 +192,77 @@ impl Engine {
         let left = deadline.saturating_duration_since(started);
         let until = started + READ_BUDGET.min(left / 4);
         let api: Api<Node> = Api::all(self.leadership.writes());
-        let mut reads = futures::stream::iter(names.iter().cloned())
-            .map(|name| {
-                let api = api.clone();
-                async move {
-                    let got = api.get_metadata_opt(&name).await;
-                    (name, got)
-                }
-            })
-            .buffer_unordered(READS_AT_ONCE);
-        let (mut read, mut failed) = (0usize, 0usize);
+        let reads = node_reads(&names, |name| {
+            self.caches
+                .node(name)?
+                .metadata
+                .labels
+                .as_ref()?
+                .get(HOSTNAME_LABEL)
+                .cloned()
+        });
+        let (mut read, mut failed, mut gets) = (0usize, 0usize, 0usize);
+        let keep = |meta: kube::core::ObjectMeta| {
+            let mut node = Node {
+                metadata: meta,
+                ..Node::default()
+            };
+            trim_node(&mut node);
+            self.caches.keep_fresher_node(node);
+        };
         let finished = timeout_at(until, async {
-            while let Some((name, got)) = reads.next().await {
+            let mut one_by_one = reads.one_by_one;
+            if !reads.hostnames.is_empty() {
+                let selector = format!(
+                    "{HOSTNAME_LABEL} in ({})",
+                    reads.hostnames.iter().map(String::as_str).collect::<Vec<_>>().join(",")
+                );
+                self.metrics().scale_in_node_requests("list", 1);
+                match api.list_metadata(&ListParams::default().labels(&selector)).await {
+                    Ok(list) => {
+                        let mut listed = BTreeSet::new();
+                        for item in list.items {
+                            let Some(name) = item.metadata.name.clone() else {
+                                continue;
+                            };
+                            if names.contains(&name) {
+                                listed.insert(name);
+                                keep(item.metadata);
+                                read += 1;
+                            }
+                        }
+                        // selected by the watch's hostname, not listed: the
+                        // label changed, or the node went
+                        one_by_one.extend(
+                            names
+                                .iter()
+                                .filter(|n| !listed.contains(*n) && !one_by_one.contains(*n))
+                                .cloned()
+                                .collect::<Vec<_>>(),
+                        );
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        tracing::debug!(error = %crate::error_chain(&e), "listing a scale-in's nodes failed: their labels come from the watch");
+                        one_by_one.clear();
+                    }
+                }
+            }
+            gets = one_by_one.len();
+            self.metrics().scale_in_node_requests("get", gets);
+            let mut each = futures::stream::iter(one_by_one)
+                .map(|name| {
+                    let api = api.clone();
+                    async move {
+                        let got = api.get_metadata_opt(&name).await;
+                        (name, got)
+                    }
+                })
+                .buffer_unordered(READS_AT_ONCE);
+            while let Some((name, got)) = each.next().await {
                 match got {
                     Ok(Some(meta)) => {
-                        let mut node = Node {
-                            metadata: meta.metadata,
-                            ..Node::default()
-                        };
-                        trim_node(&mut node);
-                        self.caches.keep_fresher_node(node);
+                        keep(meta.metadata);
                         read += 1;
                     }
                     // gone: the watch's deletion follows
@@ -181,6 +280,7 @@ impl Engine {
             nodes = names.len(),
             read,
             failed,
+            one_by_one = gets,
             all = finished.is_ok(),
             millis = started.elapsed().as_millis() as u64,
             "read the scale-in's nodes"
@@ -274,6 +374,56 @@ mod tests {
         assert_eq!(fresher.over(Vec::new()).len(), 1);
         tokio::time::advance(KEPT_FOR).await;
         assert!(fresher.over(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn nodes_are_listed_by_hostname_and_read_one_by_one_only_without_one() {
+        let names: BTreeSet<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        let long = "x".repeat(64);
+        let reads = node_reads(&names, |name| match name {
+            // the usual: the hostname label is the node's name
+            "a" => Some("a".into()),
+            // a provider whose hostname differs from the node's name
+            "b" => Some("ip-10-0-0-2".into()),
+            // no hostname label, or one no selector can hold
+            "c" => None,
+            "d" => Some(long.clone()),
+            "e" => Some("-bad".into()),
+            _ => unreachable!(),
+        });
+        assert_eq!(
+            reads,
+            NodeReads {
+                hostnames: ["a", "ip-10-0-0-2"].map(String::from).into(),
+                one_by_one: vec!["c".into(), "d".into(), "e".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn label_values_are_what_a_selector_accepts() {
+        for ok in [
+            "a",
+            "node-1",
+            "ip-10-0-0-1.ec2.internal",
+            "A_b.c",
+            &"x".repeat(63),
+        ] {
+            assert!(is_label_value(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            ".a",
+            "a b",
+            "a,b",
+            "a)",
+            &"x".repeat(64),
+            "nödé",
+        ] {
+            assert!(!is_label_value(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use tokio::sync::watch;
@@ -265,8 +265,11 @@ impl Leadership {
                         }
                         metrics.leader.set(1);
                         tracing::info!(identity = %identity, "leading: writes enabled");
-                        // a write of the term: inside its budget
+                        // writes of the term: inside its budget
                         mark_own_pod(&self.writes, true).await;
+                        if let Some((namespace, own)) = own_pod() {
+                            unmark_other_leaders(&self.writes, &namespace, &own).await;
+                        }
                     }
                     Err(e) => tracing::error!(error = %e, "cannot build the write limiter"),
                 },
@@ -289,29 +292,87 @@ impl Leadership {
     }
 }
 
+/// This replica's pod (namespace, name), from POD_NAMESPACE and POD_NAME
+/// (the Downward API); `None` outside a pod.
+fn own_pod() -> Option<(String, String)> {
+    let name = std::env::var("POD_NAME").ok()?;
+    let namespace = std::env::var("POD_NAMESPACE").ok()?;
+    Some((namespace, name))
+}
+
 /// Marks (or unmarks) this replica's own pod as the leader's. Needs
 /// POD_NAME and POD_NAMESPACE (the Downward API); outside a pod it does
 /// nothing. Failures are logged: the hook Service then lags, writes do not.
 pub async fn mark_own_pod(client: &Client, leading: bool) {
-    let (Ok(name), Ok(namespace)) = (std::env::var("POD_NAME"), std::env::var("POD_NAMESPACE"))
-    else {
+    let Some((namespace, name)) = own_pod() else {
         tracing::debug!("POD_NAME/POD_NAMESPACE unset: not labelling the leader's pod");
         return;
     };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let value = if leading {
         serde_json::json!("true")
     } else {
         serde_json::Value::Null
     };
-    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
-    match pods
-        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => tracing::info!(pod = %name, leading, "leader label updated on the operator's pod"),
+    match set_leader_label(client, &namespace, &name, value).await {
+        Ok(()) => {
+            tracing::info!(pod = %name, leading, "leader label updated on the operator's pod")
+        }
         Err(e) => {
             tracing::warn!(pod = %name, leading, error = %e, "cannot update the leader label on the operator's pod")
         }
     }
+}
+
+/// Takes the leader label off every pod of `namespace` but `own`: at the
+/// start of a term, the label another replica left behind. A leader that
+/// was frozen (SIGSTOP, a hung node) or killed cannot take its own label
+/// off, and its pod stays among the hook Service's endpoints until its
+/// readiness probe fails: every scale-in routed there waits for the
+/// webhook's whole timeout. The new leader holds the term, so no other
+/// replica may carry the label. Returns the pods unlabelled; failures are
+/// logged (the readiness probe still takes the pod out).
+pub async fn unmark_other_leaders(client: &Client, namespace: &str, own: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let listed = match pods
+        .list_metadata(&ListParams::default().labels(&format!("{LEADER_LABEL}=true")))
+        .await
+    {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the operator's pods for a leader label left behind");
+            return Vec::new();
+        }
+    };
+    let mut unmarked = Vec::new();
+    for other in listed.items {
+        let Some(name) = other.metadata.name else {
+            continue;
+        };
+        if name == own {
+            continue;
+        }
+        match set_leader_label(client, namespace, &name, serde_json::Value::Null).await {
+            Ok(()) => {
+                tracing::info!(pod = %name, "took the leader label off a replica that no longer leads");
+                unmarked.push(name);
+            }
+            Err(e) => {
+                tracing::warn!(pod = %name, error = %e, "cannot take the leader label off a replica that no longer leads")
+            }
+        }
+    }
+    unmarked
+}
+
+async fn set_leader_label(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    value: serde_json::Value,
+) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
+    pods.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
 }

@@ -151,7 +151,7 @@ impl Default for HookConfig {
             read_timeout: Duration::from_secs(10),
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(300),
-            webhook_budget: Duration::from_secs(8),
+            webhook_budget: Duration::from_millis(2500),
             webhook_ca: false,
             webhook_addr: None,
             webhook_clients: None,

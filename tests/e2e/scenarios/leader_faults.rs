@@ -1,0 +1,468 @@
+//! The scale-in path under faults (issue 52) on the real control plane: two
+//! operator replicas with leader election at the default timings and write
+//! limits, the webhook reached through the hook's Service as the shipped
+//! Deployment runs it (`crate::service`), a 100-replica Deployment under an
+//! `OnScaleIn` spot-first policy. Before each scale-in three pods the policy
+//! keeps are marked: only the webhook's correction makes exactly them go,
+//! so a scale-in is exact only when the leader assisted it. Faults: the
+//! leader frozen (SIGSTOP) 30 ms into a scale-in and resumed past its
+//! lease, the leader killed 30 ms into one (its correction in flight), two
+//! scale-ins 150 ms apart, the webhook unreachable (connections held). For
+//! each: the scale call's time, whether it was exact, and, over the whole
+//! run, that no pod was written outside its writer's term nor by two
+//! replicas for one scale-in, and at most one victims Event per scale-in.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use deletion_cost::marker::PREFER_FOR_SCALE_DOWN;
+use deletion_cost_testkit::eventually;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+
+use super::marker::{choose, mark, on_demand_nodes, spread};
+use super::scale_series::{scale_named, shipped_webhook, Registered, Scaler};
+use super::{finished, loopback_certificate, pods, terminating, CAPACITY, ZONE};
+use crate::cluster::{labels, Env};
+use crate::operator::{Operator, Options};
+use crate::service::{Backend, LeaderService};
+
+const APP: &str = "web";
+const REPLICAS: i32 = 100;
+const BY: i32 = 3;
+/// The promise: a scale call returns within the webhook's timeout (3 s),
+/// plus the API server's own work on the update.
+const CALL_LIMIT: Duration = Duration::from_millis(3500);
+/// The operator's default lease timings.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The policy: pods of spot nodes go first; costs only at scale-in, so
+/// nothing but the webhook's correction puts the marked pods first.
+fn policy() -> Value {
+    json!({
+        "targetRef": {"kind": "Deployment", "name": APP},
+        "writes": "OnScaleIn",
+        "signals": [{"billingClass": {"nodeLabel": CAPACITY, "costs": {"spot": 0, "on-demand": 1000}, "default": 500}}],
+    })
+}
+
+/// One scale-in and what it showed.
+#[derive(Debug)]
+struct Round {
+    label: String,
+    took: Vec<Duration>,
+    marked: BTreeSet<String>,
+    deleted: BTreeSet<String>,
+    /// When the scale call began and when the deletions were seen.
+    window: (Instant, Instant),
+}
+
+impl Round {
+    fn exact(&self) -> bool {
+        self.deleted == self.marked
+    }
+}
+
+struct Run {
+    env: &'static Env,
+    ns: String,
+    replicas: i32,
+    rounds: Vec<Round>,
+}
+
+impl Run {
+    /// Marks `BY * calls` pods the policy keeps, waits a second, then
+    /// scales in by `BY` `calls` times, `gap` apart (each its own client
+    /// call), running `fault` `fault_after` into the first; waits for the
+    /// deletions.
+    async fn round(
+        &mut self,
+        label: &str,
+        calls: usize,
+        gap: Duration,
+        fault: Option<(Duration, Box<dyn FnOnce() + Send>)>,
+    ) -> &Round {
+        let (env, ns) = (self.env, self.ns.clone());
+        let all = pods(env, &ns, APP).await;
+        let on_demand = on_demand_nodes(env, &ns).await;
+        let mut marked = BTreeSet::new();
+        for _ in 0..calls {
+            let taken: Vec<String> = marked.iter().cloned().collect();
+            let rest: Vec<Pod> = all
+                .iter()
+                .filter(|p| !marked.contains(&p.name_any()))
+                .cloned()
+                .collect();
+            marked.extend(choose(&rest, &on_demand, &taken));
+        }
+        let before = terminating(env, &ns, APP).await;
+        mark(
+            env,
+            &ns,
+            &marked.iter().cloned().collect::<Vec<_>>(),
+            PREFER_FOR_SCALE_DOWN,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let started = Instant::now();
+        let mut calls_running = Vec::new();
+        for i in 0..calls {
+            self.replicas -= BY;
+            let (ns, to) = (ns.clone(), self.replicas);
+            calls_running.push(tokio::spawn(async move {
+                scale_named(env, &ns, Scaler::HpaScale, APP, to).await
+            }));
+            if i + 1 < calls {
+                tokio::time::sleep(gap).await;
+            }
+        }
+        if let Some((after, fault)) = fault {
+            tokio::time::sleep(after.saturating_sub(started.elapsed())).await;
+            fault();
+        }
+        let mut took = Vec::new();
+        for c in calls_running {
+            took.push(c.await.unwrap_or_else(|e| panic!("a scale call: {e}")));
+        }
+        let want = before.len() + BY as usize * calls;
+        eventually(
+            Duration::from_secs(60),
+            &format!(
+                "{label}: the controller deletes {} pods",
+                BY as usize * calls
+            ),
+            || async { terminating(env, &ns, APP).await.len() >= want },
+        )
+        .await;
+        let done = Instant::now();
+        // a second sync deleting more would show now
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let deleted: BTreeSet<String> = terminating(env, &ns, APP)
+            .await
+            .difference(&before)
+            .cloned()
+            .collect();
+        // marked pods a scale-in left would go first in the next one
+        let left: Vec<String> = marked.difference(&deleted).cloned().collect();
+        unmark(env, &ns, &left).await;
+        let round = Round {
+            label: label.into(),
+            took,
+            marked,
+            deleted,
+            window: (started, done),
+        };
+        eprintln!(
+            "v: {:<28} calls {:?} exact {} (marked {:?}, deleted {:?})",
+            round.label,
+            round.took,
+            round.exact(),
+            round.marked,
+            round.deleted
+        );
+        self.rounds.push(round);
+        self.rounds.last().unwrap_or_else(|| unreachable!())
+    }
+
+    /// Scale-ins every 2 s until one is exact; how long that took from `since`.
+    async fn until_exact(&mut self, label: &str, since: Instant, within: Duration) -> Duration {
+        loop {
+            let exact = self.round(label, 1, Duration::ZERO, None).await.exact();
+            if exact {
+                return since.elapsed();
+            }
+            assert!(
+                since.elapsed() < within,
+                "{label}: no exact scale-in within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+/// The pod writes (PATCH answered 200) each replica sent to the scenario's
+/// pods, by its recording proxy: (identity, when).
+fn pod_writes(env: &Env, ns: &str, who: &[&str]) -> Vec<(String, Instant)> {
+    env.recorder
+        .entries()
+        .into_iter()
+        .filter(|e| {
+            who.contains(&e.operator.as_str())
+                && e.method == "PATCH"
+                && e.status == 200
+                && e.path.contains(&format!("/namespaces/{ns}/pods/"))
+        })
+        .map(|e| (e.operator, e.at))
+        .collect()
+}
+
+/// The pod writes of `who` outside a term the server recorded for the
+/// writer: the last accepted Lease change before the write was not the
+/// writer's, or was more than the renew deadline before it.
+fn written_outside_terms(env: &Env, ns: &str, who: &[&str]) -> Vec<String> {
+    let lease_path = format!("/leases/deletion-cost-{}", env.run);
+    let entries = env.recorder.entries();
+    let accepted: Vec<_> = entries
+        .iter()
+        .filter(|e| who.contains(&e.operator.as_str()) && e.method != "GET" && e.status < 300)
+        .filter(|e| {
+            e.path.ends_with(&lease_path) || (e.path.ends_with("/leases") && e.method == "POST")
+        })
+        .collect();
+    let slack = Duration::from_millis(200);
+    pod_writes(env, ns, who)
+        .into_iter()
+        .filter(|(writer, at)| {
+            let term = accepted.iter().rev().find(|r| r.at <= *at);
+            !term.is_some_and(|r| {
+                &r.operator == writer && at.duration_since(r.at) < RENEW_DEADLINE + slack
+            })
+        })
+        .map(|(writer, at)| format!("{writer} at {at:?}"))
+        .collect()
+}
+
+/// v. Issue 52's faults during scale-ins, two replicas, default timings.
+pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
+    env.scenario("v-faults", |ns| async move {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut list = Vec::new();
+        for (class, zone) in [("spot", "zone-a"), ("on-demand", "zone-b")] {
+            for i in 0..5 {
+                list.push((format!("{class}-{i}"), labels(&[(CAPACITY, class), (ZONE, zone)])));
+            }
+        }
+        let refs: Vec<(&str, BTreeMap<String, String>)> =
+            list.iter().map(|(n, l)| (n.as_str(), l.clone())).collect();
+        env.kubelet.add_nodes(&ns, &refs).await;
+        super::create_workload(env, &ns, "Deployment", APP, REPLICAS, spread(&ns, APP)).await;
+        super::wait_running_within(env, &ns, APP, REPLICAS as usize, Duration::from_secs(180)).await;
+        super::apply_policy(env, &ns, APP, policy()).await;
+
+        let (cert, key, ca) = loopback_certificate(dir.path());
+        let opts = |who: &str| {
+            let mut o = Options::new(who);
+            // the operator's default write limits and lease timings
+            o.qps = 5.0;
+            o.burst = 10;
+            o.args = vec![
+                "--hook-tls-cert".into(),
+                cert.to_string_lossy().into_owned(),
+                "--hook-tls-key".into(),
+                key.to_string_lossy().into_owned(),
+            ];
+            o
+        };
+        LeaderService::create_pods(env, &["v-a", "v-b"]).await;
+        let a = Operator::start(env, opts("v-a")).await;
+        a.wait_ready().await;
+        eventually(Duration::from_secs(30), "v-a leads", || async { a.is_leader().await }).await;
+        let mut b = Operator::start(env, opts("v-b")).await;
+        b.wait_synced().await;
+        let backends = |a: &Operator, b: &Operator| {
+            vec![
+                Backend { identity: "v-a".into(), hook: a.hook, metrics: a.metrics },
+                Backend { identity: "v-b".into(), hook: b.hook, metrics: b.metrics },
+            ]
+        };
+        let svc = LeaderService::start(env, backends(&a, &b)).await;
+        eventually(Duration::from_secs(20), "the Service routes to v-a", || async {
+            svc.endpoints() == ["v-a"]
+        })
+        .await;
+        let webhook = Registered::create(env, &shipped_webhook(&ns, svc.addr, &ca)).await;
+        let mut run = Run { env, ns: ns.clone(), replicas: REPLICAS, rounds: Vec::new() };
+
+        // ---- baseline
+        let base = run.round("baseline", 1, Duration::ZERO, None).await;
+        assert!(base.exact(), "the baseline scale-in is exact: {base:?}");
+
+        // ---- the leader frozen 30 ms into a scale-in, resumed past its lease
+        let pid_a = a.pid();
+        let (frozen_at, frozen_ts) = (Instant::now(), Timestamp::now());
+        let r = run
+            .round(
+                "leader frozen mid-call",
+                1,
+                Duration::ZERO,
+                Some((Duration::from_millis(30), Box::new(move || stop(pid_a, libc::SIGSTOP)))),
+            )
+            .await;
+        let frozen_call = r.took[0];
+        let to_exact = run
+            .until_exact("while v-a is frozen", frozen_at, Duration::from_secs(60))
+            .await;
+        assert!(b.is_leader().await, "v-b leads after v-a froze");
+        // past its lease (it is long over: v-b leads), then resumed
+        let frozen_for = LEASE_DURATION + Duration::from_secs(5);
+        tokio::time::sleep(frozen_for.saturating_sub(frozen_at.elapsed())).await;
+        stop(pid_a, libc::SIGCONT);
+        let resumed = Instant::now();
+        eventually(Duration::from_secs(20), "the resumed v-a follows", || async {
+            !a.is_leader().await
+        })
+        .await;
+        let after = run.round("after v-a resumed", 1, Duration::ZERO, None).await;
+        assert!(after.exact(), "exact after the frozen leader resumed: {after:?}");
+        let a_late: Vec<_> = pod_writes(env, &ns, &["v-a"])
+            .into_iter()
+            .filter(|(_, at)| *at >= resumed)
+            .collect();
+        assert!(a_late.is_empty(), "the resumed v-a wrote pods: {a_late:?}");
+        eprintln!(
+            "v: frozen leader: the call in flight took {frozen_call:?}; v-b led {:?} and the first scale-in tried after that was exact {to_exact:?} after the freeze",
+            leads_after(&b, frozen_ts)
+        );
+
+        // ---- the leader (v-b now) killed 30 ms into a scale-in
+        let pid_b = b.pid();
+        let (killed_at, killed_ts) = (Instant::now(), Timestamp::now());
+        let r = run
+            .round(
+                "leader killed mid-call",
+                1,
+                Duration::ZERO,
+                Some((Duration::from_millis(30), Box::new(move || stop(pid_b, libc::SIGKILL)))),
+            )
+            .await;
+        let killed_call = r.took[0];
+        b.wait_exit(Duration::from_secs(5)).await;
+        let to_exact_kill = run
+            .until_exact("after v-b was killed", killed_at, Duration::from_secs(60))
+            .await;
+        eprintln!(
+            "v: killed leader, not restarted (its node gone): the call in flight took {killed_call:?}; v-a led {:?} and the first scale-in tried after that was exact {to_exact_kill:?} after the kill",
+            leads_after(&a, killed_ts)
+        );
+        // v-b comes back in its pod (same identity), as a follower
+        b = Operator::start(env, opts("v-b")).await;
+        b.wait_synced().await;
+        svc.replace(backends(&a, &b).remove(1));
+
+        // ---- the leader (v-a) killed 30 ms into a scale-in and restarted
+        // in its pod at once, as the kubelet does
+        let mut a = a;
+        let pid_a = a.pid();
+        let (restarted_at, restarted_ts) = (Instant::now(), Timestamp::now());
+        let r = run
+            .round(
+                "leader killed, restarted",
+                1,
+                Duration::ZERO,
+                Some((Duration::from_millis(30), Box::new(move || stop(pid_a, libc::SIGKILL)))),
+            )
+            .await;
+        let restarted_call = r.took[0];
+        a.wait_exit(Duration::from_secs(5)).await;
+        a = Operator::start(env, opts("v-a")).await;
+        svc.replace(backends(&a, &b).remove(0));
+        let to_exact_restart = run
+            .until_exact("after v-a restarted", restarted_at, Duration::from_secs(60))
+            .await;
+        eprintln!(
+            "v: killed leader, restarted at once: the call in flight took {restarted_call:?}; v-a led again {:?} and the first scale-in tried after that was exact {to_exact_restart:?} after the kill",
+            leads_after(&a, restarted_ts)
+        );
+
+        // ---- two scale-ins 150 ms apart, from two calls
+        let two = run.round("two scale-ins 150 ms apart", 2, Duration::from_millis(150), None).await;
+        assert!(two.exact(), "both scale-ins exact: {two:?}");
+
+        // ---- the webhook unreachable (a NetworkPolicy dropping the calls)
+        svc.blackhole(true);
+        let unreachable = run.round("webhook unreachable", 1, Duration::ZERO, None).await;
+        let unreachable_call = unreachable.took[0];
+        svc.blackhole(false);
+        let back = run.round("webhook reachable again", 1, Duration::ZERO, None).await;
+        assert!(back.exact(), "exact once the webhook is reached again: {back:?}");
+
+        // ---- what every round shows
+        for r in &run.rounds {
+            for t in &r.took {
+                assert!(*t <= CALL_LIMIT, "{}: a scale call took {t:?}", r.label);
+            }
+        }
+        let outside = written_outside_terms(env, &ns, &["v-a", "v-b"]);
+        assert!(outside.is_empty(), "pods written outside a term: {outside:?}");
+        let writes = pod_writes(env, &ns, &["v-a", "v-b"]);
+        for r in &run.rounds {
+            let writers: BTreeSet<&str> = writes
+                .iter()
+                .filter(|(_, at)| *at >= r.window.0 && *at <= r.window.1)
+                .map(|(w, _)| w.as_str())
+                .collect();
+            assert!(writers.len() <= 1, "{}: pods written by {writers:?}", r.label);
+        }
+        let events = victims_events(env, &ns).await;
+        assert!(
+            events <= run.rounds.iter().map(|r| r.took.len()).sum::<usize>(),
+            "{events} victims Events for {} scale-ins",
+            run.rounds.len()
+        );
+        let exact = run.rounds.iter().filter(|r| r.exact()).count();
+        eprintln!(
+            "v: {exact} of {} rounds exact; calls: frozen {frozen_call:?}, killed {killed_call:?}, killed and restarted {restarted_call:?}, unreachable {unreachable_call:?}; {} pod writes, 0 outside a term; {events} victims Events",
+            run.rounds.len(),
+            writes.len()
+        );
+        for op in [&a, &b] {
+            let lists = op.metric("deletion_cost_scale_in_node_requests_total{request=\"list\"}").await;
+            let gets = op.metric("deletion_cost_scale_in_node_requests_total{request=\"get\"}").await;
+            eprintln!("v: node reads of a replica: lists {lists:?}, gets {gets:?}");
+        }
+        webhook.remove(env).await;
+        svc.stop().await;
+        drop(b);
+        drop(a);
+    })
+    .await;
+    finished("v-faults");
+}
+
+/// Takes the marker off `names`.
+async fn unmark(env: &Env, ns: &str, names: &[String]) {
+    let api = Api::<Pod>::namespaced(env.client.clone(), ns);
+    for name in names {
+        let patch = json!({"metadata": {"labels": {PREFER_FOR_SCALE_DOWN: null}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("unmarking {ns}/{name}: {e}"));
+    }
+}
+
+/// When `op` last began a term's writes (its log), `since` the instant
+/// `zero` (wall clock) stands for.
+fn leads_after(op: &Operator, zero: Timestamp) -> Option<Duration> {
+    let line = op.log_lines("leading: writes enabled").pop()?;
+    let at: Timestamp = line.get("timestamp")?.as_str()?.parse().ok()?;
+    at.duration_since(zero).try_into().ok()
+}
+
+/// Sends `sig` to `pid` (a replica the scenario runs).
+fn stop(pid: i32, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
+
+/// The `ScaleInVictims` Events on the Deployment.
+async fn victims_events(env: &Env, ns: &str) -> usize {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("ScaleInVictims"))
+                .filter(|e| {
+                    e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Deployment")
+                })
+                .map(|e| e.deprecated_count.unwrap_or(1).max(1) as usize)
+                .sum()
+        })
+        .unwrap_or(0)
+}
