@@ -15,12 +15,12 @@ use super::source::read_source_limited;
 use super::{print_out, CliError};
 use crate::annotations::KARPENTER_MANAGED_COST;
 use crate::comparator::{Rule, SlimPod};
-use crate::engine::wins_over;
 use crate::input::{Expect, InputLimits, RawObject};
 use crate::plan::blockers::{node_blockers, pod_blocker};
 use crate::plan::workload::{select, Query, Target, TargetKind};
 use crate::plan::{self, BlockedNode, PlanOptions, Snapshot};
 use crate::pod::PodRecord;
+use crate::policy::overlap_order;
 use crate::signals::SignalSamples;
 
 /// Output format of `explain`.
@@ -417,13 +417,9 @@ pub(crate) fn winning_policy<'a>(
             f.named.namespace == ns && plan::selected_pods(&f.named, snapshot).contains(name)
         })
         .collect();
-    selecting.iter().copied().reduce(|a, b| {
-        if wins_over(&b.object, &a.object) {
-            b
-        } else {
-            a
-        }
-    })
+    selecting
+        .into_iter()
+        .min_by(|a, b| overlap_order(&a.object, &b.object))
 }
 
 /// The `--samples` file read for `policy` (none given: no samples), warning

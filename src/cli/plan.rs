@@ -12,7 +12,6 @@ use super::source::{
 };
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
-use crate::engine::wins_over;
 use crate::input::{
     capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
     ServerVersion, LISTED,
@@ -26,6 +25,7 @@ use crate::plan::{
     self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, SnapshotReader, Verdict,
 };
 use crate::policy::file::policies_from;
+use crate::policy::overlap;
 use crate::policy::selector::selects;
 use crate::policy::PolicyFileError;
 use crate::policy::{DeletionCostPolicy, Writes};
@@ -264,7 +264,7 @@ pub(crate) fn policies(source: &str, objects: &[RawObject]) -> Result<Vec<FilePo
 
 /// For the policy `i` of `all`: the pods it leaves to older policies that
 /// also select them, and a warning saying which policy wins which pods, as
-/// the operator decides ([`wins_over`]: older creationTimestamp, then
+/// the operator decides ([`overlap`]: older creationTimestamp, then
 /// smaller name); the operator marks the loser `Conflict`.
 fn overlaps(
     i: usize,
@@ -275,31 +275,29 @@ fn overlaps(
     let Some(mine) = &selected[i] else {
         return (BTreeSet::new(), Vec::new());
     };
-    let mut excluded = BTreeSet::new();
-    let (mut lost, mut won) = (Vec::new(), Vec::new());
-    for (j, other) in all.iter().enumerate() {
-        let Some(theirs) = selected[j].as_ref().filter(|_| j != i) else {
-            continue;
-        };
-        let shared = theirs.intersection(mine).count();
-        if shared == 0 {
-            continue;
-        }
-        if wins_over(&other.object, &me.object) {
-            excluded.extend(theirs.intersection(mine).cloned());
-            lost.push(format!(
-                "{} ({shared} pod(s); {})",
-                other.named.key(),
-                why_wins(&other.object, &me.object)
-            ));
-        } else {
-            won.push(format!(
-                "{} ({shared} pod(s); {})",
-                other.named.key(),
-                why_wins(&me.object, &other.object)
-            ));
-        }
-    }
+    let others = all
+        .iter()
+        .zip(selected)
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .filter_map(|(_, (other, theirs))| Some((other, &other.object, theirs.as_ref()?)));
+    let found = overlap::overlaps(&me.object, mine, others);
+    let describe = |list: &[(&FilePolicy, usize)], winner_first: bool| -> Vec<String> {
+        list.iter()
+            .map(|(other, shared)| {
+                let why = if winner_first {
+                    overlap::why_wins(&other.object, &me.object)
+                } else {
+                    overlap::why_wins(&me.object, &other.object)
+                };
+                format!("{} ({shared} pod(s); {why})", other.named.key())
+            })
+            .collect()
+    };
+    let (lost, won) = (
+        describe(&found.lost_to, true),
+        describe(&found.won_from, false),
+    );
     let mut warnings = Vec::new();
     if !lost.is_empty() {
         warnings.push(format!(
@@ -315,17 +313,7 @@ fn overlaps(
             capped_list(&won, LISTED)
         ));
     }
-    (excluded, warnings)
-}
-
-/// Why `a` wins over `b` ([`wins_over`]), in words.
-fn why_wins(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> &'static str {
-    let created = |p: &DeletionCostPolicy| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    match (created(a), created(b)) {
-        (x, y) if x == y => "as old (the same creationTimestamp, or none), smaller name",
-        (None, _) => "no creationTimestamp, which counts as older",
-        _ => "older creationTimestamp",
-    }
+    (found.excluded, warnings)
 }
 
 /// Warnings for a plan that does nothing although it exits 0: no pod in the

@@ -20,11 +20,27 @@ pub fn controller_of_kind<'a>(
     controller_of(refs).filter(|r| r.kind == kind)
 }
 
+/// The name of the Deployment that controls `rs` (in its namespace).
+pub fn deployment_of(rs: &ReplicaSet) -> Option<&str> {
+    controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment").map(|d| d.name.as_str())
+}
+
 /// Whether the Deployment named `deployment` (in the ReplicaSet's
 /// namespace) controls `rs`: the ReplicaSets of a Deployment.
 pub fn of_deployment(rs: &ReplicaSet, deployment: &str) -> bool {
-    controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-        .is_some_and(|d| d.name == deployment)
+    deployment_of(rs) == Some(deployment)
+}
+
+/// The ReplicaSets of `replica_sets` in `namespace` that the Deployment
+/// named `deployment` controls.
+pub fn replica_sets_of<'a>(
+    namespace: &'a str,
+    deployment: &'a str,
+    replica_sets: impl IntoIterator<Item = &'a ReplicaSet>,
+) -> impl Iterator<Item = &'a ReplicaSet> {
+    replica_sets.into_iter().filter(move |rs| {
+        rs.metadata.namespace.as_deref() == Some(namespace) && of_deployment(rs, deployment)
+    })
 }
 
 #[cfg(test)]

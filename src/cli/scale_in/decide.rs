@@ -14,7 +14,7 @@ use crate::comparator::{
     assign_ranks, inactive_reason, rank_pods, victims_in_syncs, Comparator, RankKey, BURST_REPLICAS,
 };
 use crate::marker::{marker_of, PREFER_FOR_SCALE_DOWN};
-use crate::owner::{controller_of, controller_of_kind};
+use crate::owner::{self, controller_of};
 use crate::plan::remove::{exact_removal, RemovalPod};
 use crate::plan::workload::{select, Query, Target, TargetKind};
 use crate::plan::{self, CostAction, PlanOptions, Snapshot};
@@ -325,14 +325,7 @@ fn scaled_replica_set(
                 .find(|d| in_ns(&d.metadata) && d.metadata.name.as_deref() == Some(&workload.name))
                 .ok_or_else(|| format!("no {workload} in namespace {ns}"))?;
             let replicas = d.spec.replicas.unwrap_or(1);
-            let sized: Vec<_> = snapshot
-                .replica_sets
-                .iter()
-                .filter(|rs| in_ns(&rs.metadata))
-                .filter(|rs| {
-                    controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-                        .is_some_and(|o| o.name == workload.name)
-                })
+            let sized: Vec<_> = owner::replica_sets_of(ns, &workload.name, &snapshot.replica_sets)
                 .map(rs_of)
                 .filter(|(_, _, r)| *r > 0)
                 .collect();
@@ -364,11 +357,9 @@ fn scaled_replica_set(
                     in_ns(&rs.metadata) && rs.metadata.name.as_deref() == Some(&workload.name)
                 })
                 .ok_or_else(|| format!("no {workload} in namespace {ns}"))?;
-            if let Some(d) = controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")
-            {
+            if let Some(d) = owner::deployment_of(rs) {
                 return Err(format!(
-                    "deployment/{} controls it and would scale it back: name the deployment",
-                    d.name
+                    "deployment/{d} controls it and would scale it back: name the deployment"
                 ));
             }
             Ok(rs_of(rs))

@@ -31,6 +31,8 @@ use crate::operator::{Operator, Options};
 use crate::service::{Backend, LeaderService};
 
 const APP: &str = "web";
+/// Prices, so every assisted scale-in is priced (and its Event says so).
+const PRICES: &str = "currency: USD\nbillingClasses: {spot: 0.0416, on-demand: 0.192}\n";
 const REPLICAS: i32 = 100;
 const BY: i32 = 3;
 /// The promise: a scale call returns within the webhook's timeout (3 s),
@@ -72,6 +74,9 @@ struct Run {
     ns: String,
     replicas: i32,
     rounds: Vec<Round>,
+    /// Scale calls retry a failed connection, as the HPA does (the API
+    /// server restarting).
+    retrying: bool,
 }
 
 impl Run {
@@ -113,8 +118,13 @@ impl Run {
         for i in 0..calls {
             self.replicas -= BY;
             let (ns, to) = (ns.clone(), self.replicas);
+            let retrying = self.retrying;
             calls_running.push(tokio::spawn(async move {
-                scale_named(env, &ns, Scaler::HpaScale, APP, to).await
+                if retrying {
+                    scale_retrying(env, &ns, to).await
+                } else {
+                    scale_named(env, &ns, Scaler::HpaScale, APP, to).await
+                }
             }));
             if i + 1 < calls {
                 tokio::time::sleep(gap).await;
@@ -184,6 +194,33 @@ impl Run {
     }
 }
 
+/// HPA-style `deployments/scale` update to `to` replicas, read and written
+/// again after a failed connection or a server error until it lands
+/// (the API server restarting): the time from the first try.
+async fn scale_retrying(env: &Env, ns: &str, to: i32) -> Duration {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api = Api::<Deployment>::namespaced(env.client.clone(), ns);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        let attempt = async {
+            let mut scale = api.get_scale(APP).await?;
+            if scale.spec.as_ref().and_then(|s| s.replicas) == Some(to) {
+                return Ok(());
+            }
+            scale.spec.get_or_insert_with(Default::default).replicas = Some(to);
+            api.replace_scale(APP, &Default::default(), &scale)
+                .await
+                .map(|_| ())
+        };
+        match attempt.await {
+            Ok(()) => return started.elapsed(),
+            Err(e) => eprintln!("v: scale to {to}: {e}; again"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("scaling {ns}/{APP} to {to}: no answer within 60 s");
+}
+
 /// The pod writes (PATCH answered 200) each replica sent to the scenario's
 /// pods, by its recording proxy: (identity, when).
 fn pod_writes(env: &Env, ns: &str, who: &[&str]) -> Vec<(String, Instant)> {
@@ -244,6 +281,8 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         super::apply_policy(env, &ns, APP, policy()).await;
 
         let (cert, key, ca) = loopback_certificate(dir.path());
+        let prices = dir.path().join("prices.yaml");
+        std::fs::write(&prices, PRICES).unwrap_or_else(|e| panic!("{e}"));
         let opts = |who: &str| {
             let mut o = Options::new(who);
             // the operator's default write limits and lease timings
@@ -254,6 +293,8 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
                 cert.to_string_lossy().into_owned(),
                 "--hook-tls-key".into(),
                 key.to_string_lossy().into_owned(),
+                "--prices".into(),
+                prices.to_string_lossy().into_owned(),
             ];
             o
         };
@@ -275,7 +316,7 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         })
         .await;
         let webhook = Registered::create(env, &shipped_webhook(&ns, svc.addr, &ca)).await;
-        let mut run = Run { env, ns: ns.clone(), replicas: REPLICAS, rounds: Vec::new() };
+        let mut run = Run { env, ns: ns.clone(), replicas: REPLICAS, rounds: Vec::new(), retrying: false };
 
         // ---- baseline
         let base = run.round("baseline", 1, Duration::ZERO, None).await;
@@ -380,6 +421,48 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         let back = run.round("webhook reachable again", 1, Duration::ZERO, None).await;
         assert!(back.exact(), "exact once the webhook is reached again: {back:?}");
 
+        // ---- a scale-in while a background batch of the same policy is
+        // written: the policy turned Continuous writes every pod's cost at
+        // 5 a second
+        let mut continuous = policy();
+        continuous["writes"] = json!("Continuous");
+        super::apply_policy(env, &ns, APP, continuous).await;
+        let batch_from = Instant::now();
+        eventually(Duration::from_secs(30), "the background batch is being written", || async {
+            pod_writes(env, &ns, &["v-a", "v-b"]).iter().filter(|(_, at)| *at >= batch_from).count() >= 5
+        })
+        .await;
+        let during = run.round("during a background batch", 1, Duration::ZERO, None).await;
+        assert!(during.exact(), "exact during a background batch: {during:?}");
+
+        // ---- the API server killed (SIGKILL) 80 ms into a scale-in, between
+        // the correction and the settle, and started again a second later
+        match std::env::var_os("E2E_APISERVER_PID_FILE") {
+            Some(pid_file) => {
+                let pid_file = std::path::PathBuf::from(pid_file);
+                run.retrying = true;
+                let restarted = run
+                    .round(
+                        "API server killed mid-call",
+                        1,
+                        Duration::ZERO,
+                        Some((
+                            Duration::from_millis(80),
+                            Box::new(move || restart_api_server(&pid_file, Duration::from_secs(1))),
+                        )),
+                    )
+                    .await;
+                eprintln!(
+                    "v: API server killed mid-call: the scale, retried until the server answered, {:?}",
+                    restarted.took
+                );
+                run.retrying = false;
+                let back = run.round("after the API server restart", 1, Duration::ZERO, None).await;
+                assert!(back.exact(), "exact after the API server came back: {back:?}");
+            }
+            None => eprintln!("v: API server restart: not run (E2E_APISERVER_PID_FILE unset)"),
+        }
+
         // ---- what every round shows
         for r in &run.rounds {
             for t in &r.took {
@@ -397,15 +480,13 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
                 .collect();
             assert!(writers.len() <= 1, "{}: pods written by {writers:?}", r.label);
         }
-        let events = victims_events(env, &ns).await;
-        assert!(
-            events <= run.rounds.iter().map(|r| r.took.len()).sum::<usize>(),
-            "{events} victims Events for {} scale-ins",
-            run.rounds.len()
-        );
+        let (events, priced) = victims_events(env, &ns).await;
+        let scale_ins = run.rounds.iter().map(|r| r.took.len()).sum::<usize>();
+        assert!(events <= scale_ins, "{events} victims Events for {scale_ins} scale-ins");
+        assert!(priced <= events, "{priced} priced of {events} Events");
         let exact = run.rounds.iter().filter(|r| r.exact()).count();
         eprintln!(
-            "v: {exact} of {} rounds exact; calls: frozen {frozen_call:?}, killed {killed_call:?}, killed and restarted {restarted_call:?}, unreachable {unreachable_call:?}; {} pod writes, 0 outside a term; {events} victims Events",
+            "v: {exact} of {} rounds exact; calls: frozen {frozen_call:?}, killed {killed_call:?}, killed and restarted {restarted_call:?}, unreachable {unreachable_call:?}; {} pod writes, 0 outside a term; {events} victims Events ({priced} priced) for {scale_ins} scale-ins",
             run.rounds.len(),
             writes.len()
         );
@@ -449,20 +530,91 @@ fn stop(pid: i32, sig: i32) {
     assert_eq!(rc, 0, "kill({pid}, {sig})");
 }
 
-/// The `ScaleInVictims` Events on the Deployment.
-async fn victims_events(env: &Env, ns: &str) -> usize {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(env.client.clone(), ns)
+/// The `ScaleInVictims` Events on the Deployment, and how many of them
+/// price the scale-in.
+async fn victims_events(env: &Env, ns: &str) -> (usize, usize) {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(env.client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map(|l| {
-            l.items
-                .iter()
-                .filter(|e| e.reason.as_deref() == Some("ScaleInVictims"))
-                .filter(|e| {
-                    e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Deployment")
-                })
-                .map(|e| e.deprecated_count.unwrap_or(1).max(1) as usize)
-                .sum()
-        })
-        .unwrap_or(0)
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let ours: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ScaleInVictims"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Deployment"))
+        .collect();
+    let priced = ours
+        .iter()
+        .filter(|e| e.note.as_deref().is_some_and(|n| n.contains("USD/h")))
+        .count();
+    (ours.len(), priced)
+}
+
+/// Kills the API server whose pid `pid_file` holds and starts it again
+/// after `down`, with the same command line, directory and environment
+/// (its output appended to the log beside its pid file's folder, if any);
+/// writes the new pid back. Runs on its own thread: the caller goes on.
+fn restart_api_server(pid_file: &std::path::Path, down: Duration) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+    let proc_dir = format!("/proc/{pid}");
+    let split = |bytes: Vec<u8>| -> Vec<String> {
+        bytes
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    };
+    let argv = split(std::fs::read(format!("{proc_dir}/cmdline")).unwrap_or_default());
+    let environ = split(std::fs::read(format!("{proc_dir}/environ")).unwrap_or_default());
+    let cwd = std::fs::read_link(format!("{proc_dir}/cwd")).unwrap_or_else(|_| "/".into());
+    assert!(
+        !argv.is_empty(),
+        "the API server's command line ({proc_dir})"
+    );
+    stop(pid, libc::SIGKILL);
+    let pid_file = pid_file.to_path_buf();
+    std::thread::spawn(move || {
+        std::thread::sleep(down);
+        let log = pid_file
+            .parent()
+            .and_then(|run| run.parent())
+            .map(|root| root.join("logs").join("kube-apiserver.log"))
+            .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).current_dir(cwd).env_clear();
+        for kv in &environ {
+            if let Some((k, v)) = kv.split_once('=') {
+                cmd.env(k, v);
+            }
+        }
+        match log {
+            Some(f) => {
+                let err = f.try_clone().unwrap_or_else(|e| panic!("{e}"));
+                cmd.stdout(f).stderr(err);
+            }
+            None => {
+                cmd.stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null());
+            }
+        }
+        // its own session: it outlives the suite, as the control plane does
+        // SAFETY: setsid is async-signal-safe and touches no Rust state.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        // not waited for: it outlives the suite, as the control plane does
+        #[allow(clippy::zombie_processes)]
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting the API server again: {e}"));
+        std::fs::write(&pid_file, format!("{}\n", child.id()))
+            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+    });
 }

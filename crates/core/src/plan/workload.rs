@@ -10,7 +10,7 @@ use std::str::FromStr;
 use kube_core::{Expression, Selector};
 
 use super::Snapshot;
-use crate::owner::{controller_of, controller_of_kind};
+use crate::owner::{self, controller_of};
 use crate::pod::PodRecord;
 use crate::policy::selector::selects;
 
@@ -269,8 +269,7 @@ fn deployments_by_replica_set(snapshot: &Snapshot) -> DeploymentOf<'_> {
     let mut rs_owner: DeploymentOf = HashMap::new();
     for rs in &snapshot.replica_sets {
         let m = &rs.metadata;
-        let deployment =
-            controller_of_kind(m.owner_references.as_ref(), "Deployment").map(|o| o.name.as_str());
+        let deployment = owner::deployment_of(rs);
         rs_owner.insert(
             (
                 m.namespace.as_deref().unwrap_or_default(),

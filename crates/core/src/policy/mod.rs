@@ -2,6 +2,7 @@
 
 pub mod crd;
 pub mod file;
+pub mod overlap;
 pub mod selector;
 pub mod strict;
 pub mod types;
@@ -9,6 +10,7 @@ pub mod validate;
 
 pub use crd::crd_yaml;
 pub use file::{parse_policies, PolicyFileError, PolicyObject};
+pub use overlap::{overlap_order, wins_over};
 pub use types::*;
 pub use validate::{
     parse_duration, validate, CostRanks, ValidatedPolicy, ValidatedSignal, ValidationError,

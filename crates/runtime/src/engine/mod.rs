@@ -43,7 +43,7 @@ pub use cleanup::CleanupError;
 pub use deletions::VictimComparison;
 use leadership::Leadership;
 pub use priced::{PricedScaleIn, Pricing, SharedPrices};
-pub use round::{wins_over, Conflict, Hold, Release, RoundError, SignalProblem, Submission};
+pub use round::{Conflict, Hold, Release, RoundError, SignalProblem, Submission};
 pub use scale_in::{
     PriceOutcome, Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR,
 };

@@ -4,13 +4,12 @@
 //! the policy's lock.
 //!
 //! Overlaps are resolved here too: when two policies select a pod the older
-//! one wins it ([`wins_over`]).
+//! one wins it ([`crate::policy::overlap`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 use super::caches::Caches;
 use super::policy_index::ValidPolicy;
@@ -22,7 +21,7 @@ use crate::plan::{
     self, NamedPolicy, PlanOptions, PreviousValues, ReplicaSetCorrection, ScaleInTarget, Snapshot,
 };
 use crate::pod::PodRecord;
-use crate::policy::{DeletionCostPolicy, Writes};
+use crate::policy::{overlap, DeletionCostPolicy, Writes};
 use crate::prometheus::SignalFetchError;
 use crate::signals::SignalSamples;
 use crate::writes::{
@@ -220,8 +219,9 @@ pub(super) fn plan_over(
     }
 }
 
-/// Overlapping policies: the older one keeps the shared pods. The pods older
-/// policies win from this one, and which policies win them.
+/// Overlapping policies: the older one keeps the shared pods
+/// ([`overlap`]). The pods older policies win from this one, and which
+/// policies win them.
 pub(super) fn overlaps(
     snapshot: &Snapshot,
     others: &[ValidPolicy],
@@ -230,26 +230,30 @@ pub(super) fn overlaps(
 ) -> (BTreeSet<String>, Vec<Conflict>) {
     let (ns, name) = (&resolved.namespace, &resolved.name);
     let mine = plan::selected_pods(resolved, snapshot);
-    let mut excluded = BTreeSet::new();
-    let mut conflicts = Vec::new();
-    for other in others {
-        let o = &other.resolved;
-        if &o.namespace != ns || &o.name == name || !wins_over(&other.policy, policy) {
-            continue;
-        }
-        let shared: Vec<String> = plan::selected_pods(o, snapshot)
-            .intersection(&mine)
-            .cloned()
-            .collect();
-        if !shared.is_empty() {
-            conflicts.push(Conflict {
-                winner: o.key(),
-                pods: shared.len(),
-            });
-            excluded.extend(shared);
-        }
-    }
-    (excluded, conflicts)
+    // only the winners' selections are computed: a round runs often
+    let winners: Vec<(String, &DeletionCostPolicy, BTreeSet<String>)> = others
+        .iter()
+        .filter(|o| &o.resolved.namespace == ns && &o.resolved.name != name)
+        .filter(|o| overlap::wins_over(&o.policy, policy))
+        .map(|o| {
+            (
+                o.resolved.key(),
+                &*o.policy,
+                plan::selected_pods(&o.resolved, snapshot),
+            )
+        })
+        .collect();
+    let found = overlap::overlaps(
+        policy,
+        &mine,
+        winners.iter().map(|(k, p, s)| (k.clone(), *p, s)),
+    );
+    let conflicts = found
+        .lost_to
+        .into_iter()
+        .map(|(winner, pods)| Conflict { winner, pods })
+        .collect();
+    (found.excluded, conflicts)
 }
 
 /// Whether the policy reads how many pods each node holds.
@@ -259,17 +263,6 @@ fn reads_occupancy(policy: &NamedPolicy) -> bool {
         .signals
         .iter()
         .any(|s| matches!(s, crate::policy::ValidatedSignal::NodeConsolidation(_)))
-}
-
-/// Older policy (then smaller name) wins a pod both select.
-pub fn wins_over(a: &DeletionCostPolicy, b: &DeletionCostPolicy) -> bool {
-    let key = |p: &DeletionCostPolicy| {
-        (
-            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            p.name_any(),
-        )
-    };
-    key(a) < key(b)
 }
 
 impl Engine {

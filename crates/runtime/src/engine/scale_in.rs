@@ -23,7 +23,7 @@ use super::round::Hold;
 use super::scale_in_event::Scaled;
 use super::{key_of, Engine, FreshBy, Managed, ManagingError, WorkloadRef};
 use crate::comparator::is_pod_active;
-use crate::owner::controller_of_kind;
+use crate::owner::deployment_of;
 use crate::plan::correction::Unreachable;
 use crate::plan::{Plan, ReplicaSetCorrection, ScaleInTarget};
 use crate::policy::TargetKind;
@@ -420,8 +420,8 @@ impl Engine {
         let followed = || {
             let ns = &call.workload.namespace;
             let rs = self.caches.replica_set(ns, &call.workload.name)?;
-            let dep = controller_of_kind(rs.metadata.owner_references.as_ref(), "Deployment")?;
-            calls.get(&format!("Deployment {ns}/{}", dep.name))
+            let dep = deployment_of(&rs)?;
+            calls.get(&format!("Deployment {ns}/{dep}"))
         };
         let joined = same.or_else(|| {
             (call.follow_up && call.workload.kind == TargetKind::ReplicaSet)

@@ -9,12 +9,11 @@ use crate::owner::{self, controller_of_kind};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::policy_index::ValidPolicy;
-use super::round::wins_over;
 use crate::comparator::is_pod_active;
 use crate::plan::{NamedPolicy, Snapshot};
 use crate::pod::PodView;
 use crate::policy::validate::Target;
-use crate::policy::{DeletionCostPolicy, TargetKind};
+use crate::policy::{overlap_order, DeletionCostPolicy, TargetKind};
 
 /// A workload about to be scaled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,12 +72,11 @@ pub fn workload_replica_sets(
 ) -> BTreeSet<String> {
     match workload.kind {
         TargetKind::ReplicaSet => BTreeSet::from([workload.name.clone()]),
-        TargetKind::Deployment => replica_sets
-            .iter()
-            .filter(|rs| rs.metadata.namespace.as_deref() == Some(workload.namespace.as_str()))
-            .filter(|rs| owner::of_deployment(rs, &workload.name))
-            .filter_map(|rs| rs.metadata.name.clone())
-            .collect(),
+        TargetKind::Deployment => {
+            owner::replica_sets_of(&workload.namespace, &workload.name, replica_sets)
+                .filter_map(|rs| rs.metadata.name.clone())
+                .collect()
+        }
     }
 }
 
@@ -128,15 +126,7 @@ pub(super) fn managing(
             },
         )
         .collect();
-    found.sort_by(|a, b| {
-        if wins_over(&a.0, &b.0) {
-            std::cmp::Ordering::Less
-        } else if wins_over(&b.0, &a.0) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    });
+    found.sort_by(|a, b| overlap_order(&a.0, &b.0));
     match found.into_iter().next() {
         Some((policy, resolved)) => Ok(Managed {
             workload: workload.clone(),
