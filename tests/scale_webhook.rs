@@ -13,7 +13,7 @@ use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::operator::RunConfig;
 use deletion_cost_testkit::fake_api::{FakeApi, Fault, Verb};
 use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
-use deletion_cost_testkit::{eventually, free_addr};
+use deletion_cost_testkit::{eventually, free_addr, http_get};
 use serde_json::{json, Value};
 use support::operator::{http_client, Operator, NS};
 
@@ -95,6 +95,16 @@ async fn post_review(http: &reqwest::Client, hook: std::net::SocketAddr, body: V
         .expect("the webhook answers");
     assert_eq!(resp.status(), 200);
     resp.json::<Value>().await.expect("a JSON AdmissionReview")
+}
+
+/// Whether policy `name`'s status has `managed` pods carrying its costs and
+/// no patch it has not seen land.
+fn batch_done(fake: &FakeApi, name: &str, managed: u64) -> bool {
+    fake.get_json("deletioncostpolicies", NS, name)
+        .is_some_and(|p| {
+            p["status"]["managedPods"].as_u64() == Some(managed)
+                && p["status"]["pendingPatches"].as_u64() == Some(0)
+        })
 }
 
 /// The victims an answer names for the audit log, sorted.
@@ -216,8 +226,8 @@ async fn the_webhook_makes_costs_fresh_before_it_allows_a_scale_in_and_never_den
             "metadata": {"name": node, "labels": {"karpenter.sh/capacity-type": class}}}))
             .expect("a node");
     }
-    // the node watch delivers at once on the fake; give it a moment
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // no wait for the node watch: the scale-in reads the nodes' labels
+    // from the server
     let before = fake.writes_to("pods").len();
     let answer = admit(review("u-2", "web", 4, 3, false)).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
@@ -530,7 +540,13 @@ async fn every_scale_in_reads_signals_once_and_its_follow_up_shares_the_answer()
         || std::future::ready(fake.writes_to("pods").len() >= 5),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // and saw them land: the status says so at the batch's end
+    eventually(
+        Duration::from_secs(20),
+        "the status has every cost landed",
+        || std::future::ready(batch_done(&fake, "util", 5)),
+    )
+    .await;
 
     // the utilisation of the whole workload changes: util-4 is now the least
     exporter.set(&utilisation(&[
@@ -574,7 +590,17 @@ async fn every_scale_in_reads_signals_once_and_its_follow_up_shares_the_answer()
     add_util_pod(&fake, 5);
     exporter.set(&utilisation(&[(1, 0.8), (2, 0.1), (3, 0.6), (5, 0.9)]));
     prometheus_shows(&prom, 2, 0.1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // the operator's pod cache shows util-0 gone and util-5 come
+    let page = op.metrics_addr().port();
+    eventually(
+        Duration::from_secs(20),
+        "the operator's cache shows util-5, not util-0",
+        || async {
+            let (code, body) = http_get(page, "/policies/shop/util").await;
+            code == 200 && body.contains("util-5") && !body.contains("util-0")
+        },
+    )
+    .await;
     let queries = prom.queries();
     let fourth = post_review(&http, hook, review("u-4", "util", 4, 3, false)).await;
     assert_eq!(victims(&fourth), ["util-rs/util-2"], "{fourth}");
