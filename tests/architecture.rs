@@ -235,6 +235,8 @@ struct Source {
     module: Vec<String>,
     /// Every path it names: `crate::...` or an outside crate's.
     paths: BTreeSet<String>,
+    /// The paths named outside its test modules (`mod tests`).
+    product_paths: BTreeSet<String>,
 }
 
 fn module_at(src: &Source, depth: usize) -> &str {
@@ -256,11 +258,12 @@ fn sources(root: &str) -> Vec<Source> {
             let in_crate = rel.strip_prefix(root).unwrap().trim_start_matches('/');
             let module = module_of(in_crate);
             let text = std::fs::read_to_string(&path).unwrap();
-            let paths = paths_of(&text, &module);
+            let (paths, product_paths) = paths_split(&text, &module);
             Source {
                 file: rel,
                 module,
                 paths,
+                product_paths,
             }
         })
         .collect()
@@ -296,19 +299,30 @@ fn module_of(rel: &str) -> Vec<String> {
 
 /// Every path `code` names, resolved against its `module`.
 fn paths_of(code: &str, module: &[String]) -> BTreeSet<String> {
+    paths_split(code, module).0
+}
+
+/// Every path `code` names, and those it names outside `mod tests`.
+fn paths_split(code: &str, module: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
     let file = syn::parse_file(code).unwrap_or_else(|e| panic!("does not parse: {e}"));
     let mut paths = Paths {
         module: module.to_vec(),
         found: BTreeSet::new(),
+        product: BTreeSet::new(),
+        in_tests: 0,
     };
     paths.visit_file(&file);
-    paths.found
+    (paths.found, paths.product)
 }
 
 struct Paths {
     /// The module the visitor is in (inline `mod x { .. }` pushed).
     module: Vec<String>,
     found: BTreeSet<String>,
+    /// What is found outside test modules.
+    product: BTreeSet<String>,
+    /// How many `mod tests` the visitor is in.
+    in_tests: usize,
 }
 
 impl Paths {
@@ -325,14 +339,21 @@ impl Paths {
                 }
             }
             _ => {
-                self.found.insert(segments.join("::"));
+                self.insert(segments.join("::"));
                 return;
             }
         }
         let mut full = vec!["crate".to_string()];
         full.extend(module);
         full.extend(rest.iter().cloned());
-        self.found.insert(full.join("::"));
+        self.insert(full.join("::"));
+    }
+
+    fn insert(&mut self, path: String) {
+        if self.in_tests == 0 {
+            self.product.insert(path.clone());
+        }
+        self.found.insert(path);
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
@@ -363,9 +384,12 @@ impl<'ast> Visit<'ast> for Paths {
     }
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        let tests = item.ident == "tests";
+        self.in_tests += usize::from(tests);
         self.module.push(item.ident.to_string());
         syn::visit::visit_item_mod(self, item);
         self.module.pop();
+        self.in_tests -= usize::from(tests);
     }
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
@@ -374,4 +398,135 @@ impl<'ast> Visit<'ast> for Paths {
         }
         syn::visit::visit_path(self, path);
     }
+}
+
+/// Data flows one way inside each crate too: no two modules name each
+/// other, directly or through others. A module naming its own parent (or
+/// a parent its children) is how Rust nests modules and does not count;
+/// test modules do not count. Shared types live in leaf modules.
+#[test]
+fn no_circle_of_modules_inside_a_crate() {
+    let mut circles = Vec::new();
+    for root in [
+        "crates/core/src",
+        "crates/writes/src",
+        "crates/runtime/src",
+        "src",
+    ] {
+        circles.extend(
+            module_circles(&sources(root))
+                .into_iter()
+                .map(|c| format!("{root}: {}", c.join(" -> "))),
+        );
+    }
+    assert!(
+        circles.is_empty(),
+        "modules that name each other:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// Every circle among `srcs`' modules (each as its modules in order, the
+/// first repeated at the end), through the paths they name.
+fn module_circles(srcs: &[Source]) -> Vec<Vec<String>> {
+    let is_test = |m: &[String]| m.iter().any(|s| s == "tests" || s == "test_support");
+    let modules: BTreeSet<Vec<String>> = srcs
+        .iter()
+        .map(|s| s.module.clone())
+        .filter(|m| !is_test(m))
+        .collect();
+    let ancestor = |a: &[String], b: &[String]| a.len() < b.len() && b.starts_with(a);
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for src in srcs.iter().filter(|s| !is_test(&s.module)) {
+        for path in &src.product_paths {
+            let seg: Vec<String> = path.split("::").map(String::from).collect();
+            if seg.first().map(String::as_str) != Some("crate") {
+                continue;
+            }
+            // the longest module the path goes through
+            let Some(target) = (1..seg.len())
+                .rev()
+                .map(|n| seg[1..=n].to_vec())
+                .find(|m| modules.contains(m))
+            else {
+                continue;
+            };
+            if target == src.module
+                || ancestor(&target, &src.module)
+                || ancestor(&src.module, &target)
+                || is_test(&target)
+            {
+                continue;
+            }
+            edges.entry(src.module.clone()).or_default().insert(target);
+        }
+    }
+    // a circle through each module that can reach itself: the shortest,
+    // by breadth-first search; each circle reported once
+    let mut seen: BTreeSet<BTreeSet<Vec<String>>> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in edges.keys() {
+        let mut back: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        let mut found = None;
+        while let Some(m) = queue.pop_front() {
+            for next in edges.get(&m).into_iter().flatten() {
+                if next == start {
+                    found = Some(m.clone());
+                    break;
+                }
+                if !back.contains_key(next) {
+                    back.insert(next.clone(), m.clone());
+                    queue.push_back(next.clone());
+                }
+            }
+            if found.is_some() {
+                break;
+            }
+        }
+        let Some(mut last) = found else { continue };
+        let mut circle = vec![last.clone()];
+        while &last != start {
+            last = back[&last].clone();
+            circle.push(last.clone());
+        }
+        circle.reverse();
+        let members: BTreeSet<Vec<String>> = circle.iter().cloned().collect();
+        if seen.insert(members) {
+            circle.push(start.clone());
+            out.push(circle.iter().map(|m| m.join("::")).collect());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_circle_of_modules_is_found() {
+    let src = |module: &str, code: &str| {
+        let module: Vec<String> = module.split("::").map(String::from).collect();
+        let (paths, product_paths) = paths_split(code, &module);
+        Source {
+            file: module.join("/"),
+            paths,
+            product_paths,
+            module,
+        }
+    };
+    let srcs = [
+        src("engine", "use self::a::A; use self::b::B;"),
+        src("engine::a", "use super::b::B; use super::Engine;"),
+        src("engine::b", "use super::c::C;"),
+        src("engine::c", "use crate::engine::a::A;"),
+        src("engine::d", "use super::a::A;"),
+        src("engine::tests", "use super::d::D;"),
+        src(
+            "engine::e",
+            "use super::a::A; mod tests { use crate::engine::e::E; }",
+        ),
+        src("engine::f", "mod tests { use super::super::e::E; }"),
+    ];
+    assert_eq!(
+        module_circles(&srcs),
+        [vec!["engine::a", "engine::b", "engine::c", "engine::a"]]
+    );
 }

@@ -19,6 +19,7 @@ use deletion_cost_core::{annotations, MANAGER};
 pub mod backoff;
 pub mod budget;
 pub mod gate;
+pub mod kind;
 pub mod limits;
 pub mod patch;
 pub mod patcher;
@@ -27,8 +28,9 @@ pub mod stats;
 pub mod writer;
 
 pub use backoff::BackoffConfig;
-pub use budget::{budgeted_client, BudgetError, TermSource, WriteKind};
+pub use budget::{budgeted_client, TermSource};
 pub use gate::{Gate, WriteGate};
+pub use kind::{BudgetError, WriteKind};
 pub use limits::{
     scale_in_allowance, LimitError, Rate, WriteLimits, DEFAULT_SCALE_IN_ALLOWANCE, SCALE_IN_REFILL,
 };

@@ -11,8 +11,8 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::backoff::{retry_delay, BackoffConfig};
-use super::budget::{BudgetError, WriteKind};
 use super::gate::WriteGate;
+use super::kind::{BudgetError, WriteKind};
 use super::limits::{Limiter, Rate};
 use super::patch::{PatchRequest, PodRef, PolicyKey};
 use super::queue::{

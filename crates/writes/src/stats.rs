@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::budget::WriteKind;
+use super::kind::WriteKind;
 
 /// Live counters and gauges (atomics; the patcher updates them).
 #[derive(Debug, Default)]

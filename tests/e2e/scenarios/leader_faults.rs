@@ -1,7 +1,7 @@
 //! The scale-in path under faults (issue 52) on the real control plane: two
 //! operator replicas with leader election at the default timings and write
 //! limits, the webhook reached through the hook's Service as the shipped
-//! Deployment runs it (`crate::service`), a 100-replica Deployment under an
+//! Deployment runs it (`crate::service`), a 150-replica Deployment under an
 //! `OnScaleIn` spot-first policy. Before each scale-in three pods the policy
 //! keeps are marked: only the webhook's correction makes exactly them go,
 //! so a scale-in is exact only when the leader assisted it. Faults: the
@@ -33,7 +33,7 @@ use crate::service::{Backend, LeaderService};
 const APP: &str = "web";
 /// Prices, so every assisted scale-in is priced (and its Event says so).
 const PRICES: &str = "currency: USD\nbillingClasses: {spot: 0.0416, on-demand: 0.192}\n";
-const REPLICAS: i32 = 100;
+const REPLICAS: i32 = 150;
 const BY: i32 = 3;
 /// The promise: a scale call returns within the webhook's timeout (3 s),
 /// plus the API server's own work on the update.

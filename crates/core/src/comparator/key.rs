@@ -144,29 +144,6 @@ impl<'a> RankKey<'a> {
         }
     }
 
-    /// Extracts the key from a slim pod ([`super::slim::SlimPod`]), borrowing
-    /// its strings; the same key [`RankKey::from_pod`] gives for the whole pod.
-    pub fn from_slim(pod: &'a super::slim::SlimPod) -> Self {
-        let phase = pod.phase.as_deref();
-        Self {
-            namespace: Cow::Borrowed(&pod.namespace),
-            name: Cow::Borrowed(&pod.name),
-            uid: Cow::Borrowed(&pod.uid),
-            node_name: Cow::Borrowed(&pod.node_name),
-            phase_ordinal: phase_ordinal(phase),
-            phase: phase.map(Cow::Borrowed),
-            ready: pod.ready,
-            cost: pod.cost.clone(),
-            rank: 0,
-            ready_time: pod.ready_time,
-            restarts: pod.restarts,
-            sidecar_restarts: pod.sidecar_restarts,
-            created: pod.created,
-            ready_bucket: -1,
-            created_bucket: -1,
-        }
-    }
-
     /// Fills the log2 buckets relative to `now` (`None` = Go's zero time).
     pub fn with_now(mut self, now: GoTime) -> Self {
         self.ready_bucket = bucket(now, self.ready_time);
@@ -206,7 +183,7 @@ pub fn bucket(now: GoTime, t: GoTime) -> i64 {
 }
 
 /// A string's address and length.
-fn address(s: &str) -> (usize, usize) {
+pub(super) fn address(s: &str) -> (usize, usize) {
     (s.as_ptr() as usize, s.len())
 }
 
@@ -215,11 +192,11 @@ fn address(s: &str) -> (usize, usize) {
 /// ReplicaSet that shares the related pods.
 #[derive(Debug, Clone, Default)]
 pub struct PodsOnNode<'a> {
-    by_name: HashMap<&'a str, i64>,
+    pub(super) by_name: HashMap<&'a str, i64>,
     /// The same counts by the address and length of the related pods' node
     /// names: slim pods on one node share one `Arc`, and a live allocation's
     /// address names it while `'a` lasts.
-    by_address: HashMap<(usize, usize), i64>,
+    pub(super) by_address: HashMap<(usize, usize), i64>,
 }
 
 impl<'a> PodsOnNode<'a> {
@@ -235,32 +212,6 @@ impl<'a> PodsOnNode<'a> {
         Self {
             by_name: on_node,
             by_address: HashMap::new(),
-        }
-    }
-
-    /// Counts the active pods among slim `related` per node. Slim pods on
-    /// one node usually share one `Arc`, so they are counted by its address
-    /// first and each distinct address's name is hashed once.
-    pub fn count_slim(related: impl IntoIterator<Item = &'a super::slim::SlimPod>) -> Self {
-        let mut by_address: HashMap<(usize, usize), (&'a str, i64)> = HashMap::new();
-        for pod in related {
-            if pod.is_active() {
-                let name: &'a str = &pod.node_name;
-                by_address.entry(address(name)).or_insert((name, 0)).1 += 1;
-            }
-        }
-        let mut by_name: HashMap<&str, i64> = HashMap::with_capacity(by_address.len());
-        for &(name, n) in by_address.values() {
-            *by_name.entry(name).or_default() += n;
-        }
-        // one name may sit in several allocations: each gets the total
-        let by_address = by_address
-            .into_iter()
-            .map(|(at, (name, n))| (at, by_name.get(name).copied().unwrap_or(n)))
-            .collect();
-        Self {
-            by_name,
-            by_address,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod gomath;
 pub mod key;
 pub mod order;
 mod packed;
+pub mod rank;
 pub mod slim;
 mod sort;
 pub mod syncs;
@@ -20,7 +21,8 @@ pub use gates::{
 pub use key::{
     assign_ranks, inactive_reason, is_pod_active, is_pod_ready, GoTime, PodsOnNode, RankKey,
 };
-pub use order::{rank_pods, rank_slim, Ambiguity, Comparator, Ranking, Rule};
+pub use order::{Ambiguity, Comparator, Rule};
+pub use rank::{rank_pods, rank_slim, Ranking};
 pub use slim::{ControllerRef, SlimPod, Uid};
 pub use syncs::{victims_in_syncs, Syncs, BURST_REPLICAS};
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::key::{bucket, GoTime, PodsOnNode, RankKey};
 use super::order::{Comparator, Rule, TailFields};
-use super::slim::SlimPod;
+use super::slim::{uid_prefix, SlimPod};
 
 /// From this many pods records are packed on all cores.
 pub(super) const PARALLEL: usize = 16_384;
@@ -99,16 +99,6 @@ fn head(cmp: &Comparator, assigned: bool, phase_ordinal: u8, ready: bool, cost: 
 /// Rule 5's rank, reversed and made unsigned (see [`SortRec::rank`]).
 fn reversed_rank(rank: i64) -> u64 {
     !((rank as u64) ^ (1 << 63))
-}
-
-/// See [`SortRec::uid8`].
-pub(super) fn uid_prefix(uid: &str) -> u64 {
-    let mut b = [0u8; 8];
-    match uid.as_bytes().first_chunk::<8>() {
-        Some(first) => b = *first,
-        None => b[..uid.len()].copy_from_slice(uid.as_bytes()),
-    }
-    u64::from_be_bytes(b)
 }
 
 /// A time as the record holds it, when it fits without narrowing.

@@ -425,7 +425,7 @@ proptest! {
             a.phase_ordinal = pa;
         }
         let keys = prepared(&cmp, vec![a, b]);
-        prop_assert_eq!(super::order::check_fast_less(&cmp, &keys, 0, 1), cmp.less(&keys[0], &keys[1]));
-        prop_assert_eq!(super::order::check_fast_less(&cmp, &keys, 1, 0), cmp.less(&keys[1], &keys[0]));
+        prop_assert_eq!(super::rank::check_fast_less(&cmp, &keys, 0, 1), cmp.less(&keys[0], &keys[1]));
+        prop_assert_eq!(super::rank::check_fast_less(&cmp, &keys, 1, 0), cmp.less(&keys[1], &keys[0]));
     }
 }

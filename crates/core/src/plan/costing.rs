@@ -14,8 +14,8 @@ use rayon::prelude::*;
 use super::node_order::{node_order, NodeOrder};
 use super::selection::{NodeSlots, NsPod, Selection};
 use super::{
-    default_value, map_chunks, map_in_order, CostAction, CostOwner, CostWrite, NamedPolicy,
-    PodPlan, PreviousValues, SignalValue, Split,
+    default_value, map_chunks, map_in_order, write_action, CostAction, CostOwner, CostWrite,
+    NamedPolicy, PodPlan, PreviousValues, SignalValue, Split,
 };
 use crate::comparator::parse_deletion_cost;
 use crate::marker::{first_anyway, marker_of};
@@ -416,21 +416,6 @@ fn pod_signals(
         });
     }
     (breakdown, missing)
-}
-
-/// `Unchanged` when the pod already carries `cost` as this policy wrote it,
-/// else `Patch(cost)`.
-pub(super) fn write_action(
-    owner: &CostOwner,
-    current_raw: Option<&str>,
-    cost: i32,
-    buf: &mut String,
-) -> CostAction {
-    if *owner == CostOwner::Ours && current_raw == Some(decimal(buf, cost)) {
-        CostAction::Unchanged
-    } else {
-        CostAction::Patch(cost)
-    }
 }
 
 /// `spec.maxCost` (see [`crate::policy::ValidatedPolicy::ranked_max_cost`]): rewrites each

@@ -21,8 +21,7 @@
 
 use std::sync::Arc;
 
-use super::costing::write_action;
-use super::{CostAction, CostWrite, NamedPolicy, PodPlan};
+use super::{write_action, CostAction, CostWrite, NamedPolicy, PodPlan};
 use crate::marker::FirstAnyway;
 
 /// A pod's scale-down marker, as the plan read it.

@@ -145,6 +145,21 @@ pub enum CostAction {
     NotWritten(i32),
 }
 
+/// `Unchanged` when the pod already carries `cost` as this policy wrote it,
+/// else `Patch(cost)`.
+pub(super) fn write_action(
+    owner: &CostOwner,
+    current_raw: Option<&str>,
+    cost: i32,
+    buf: &mut String,
+) -> CostAction {
+    if *owner == CostOwner::Ours && current_raw == Some(costing::decimal(buf, cost)) {
+        CostAction::Unchanged
+    } else {
+        CostAction::Patch(cost)
+    }
+}
+
 impl std::fmt::Display for CostAction {
     /// `unchanged`, `set 20`, `keep (not ours)`, `keep (Karpenter's)`,
     /// `keep (<why>)`, `not written (OnScaleIn)`.

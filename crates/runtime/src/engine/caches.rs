@@ -6,7 +6,7 @@
 //! the API's JSON. Fields it does not name (container specs, managedFields,
 //! foreign annotations' values aside) are skipped by the parser and never
 //! allocated, which keeps a 10,000-pod cache and its initial list small. Nodes and ReplicaSets are
-//! trimmed after parsing ([`trim_node`], [`trim_replica_set`]); a node keeps
+//! trimmed after parsing ([`super::trim::trim_node`], [`super::trim::trim_replica_set`]); a node keeps
 //! its labels and the two annotations that say whether an autoscaler may
 //! remove it.
 
@@ -20,10 +20,9 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
-use super::fresh_marks::FresherMarks;
-use super::fresh_nodes::FresherNodes;
 use super::policy_index::{PolicyIndex, ValidPolicy};
-use crate::annotations::{CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT};
+use super::scale_in::fresh_marks::FresherMarks;
+use super::scale_in::fresh_nodes::FresherNodes;
 use crate::plan::Snapshot;
 use crate::pod::PodRecord;
 use crate::policy::DeletionCostPolicy;
@@ -258,41 +257,10 @@ pub fn record_event(e: watcher::Event<WatchedPod>) -> watcher::Event<CachedPod> 
     }
 }
 
-/// Keeps a node's labels (billing class, zone) and the annotations that
-/// keep an autoscaler from removing it ([`NODE_ANNOTATIONS_KEPT`]), nothing
-/// else.
-pub fn trim_node(node: &mut Node) {
-    node.metadata.managed_fields = None;
-    if let Some(a) = node.metadata.annotations.as_mut() {
-        a.retain(|k, _| NODE_ANNOTATIONS_KEPT.contains(&k.as_str()));
-    }
-    if node
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.is_empty())
-    {
-        node.metadata.annotations = None;
-    }
-    node.spec = None;
-    node.status = None;
-}
-
-/// The node annotations the planner reads: whether Karpenter or the
-/// cluster-autoscaler may remove the node.
-pub const NODE_ANNOTATIONS_KEPT: [&str; 2] = [KARPENTER_DO_NOT_DISRUPT, CA_SCALE_DOWN_DISABLED];
-
-/// Keeps a ReplicaSet's owner and selector.
-pub fn trim_replica_set(rs: &mut ReplicaSet) {
-    rs.metadata.managed_fields = None;
-    rs.metadata.annotations = None;
-    rs.spec.template = None;
-    rs.status = None;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::trim::trim_node;
 
     #[test]
     fn a_trimmed_node_keeps_labels_and_the_autoscalers_annotations() {

@@ -19,16 +19,13 @@ pub mod caches;
 pub mod catch_up;
 mod cleanup;
 mod deletions;
-mod fresh_marks;
-mod fresh_nodes;
 pub mod leadership;
 pub mod policy_index;
-pub mod priced;
 mod round;
-mod scale_in;
-mod scale_in_event;
+pub mod scale_in;
 pub mod scale_ins;
 mod state;
+pub mod trim;
 pub mod workload;
 
 use std::collections::BTreeSet;
@@ -42,13 +39,14 @@ use caches::Caches;
 pub use cleanup::CleanupError;
 pub use deletions::VictimComparison;
 use leadership::Leadership;
-pub use priced::{PricedScaleIn, Pricing, SharedPrices};
-pub use round::{Conflict, Hold, Release, RoundError, SignalProblem, Submission};
+pub use round::{Conflict, Hold, Release, RoundError, Submission};
+pub use scale_in::priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use scale_in::{
     PriceOutcome, Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR,
 };
 pub use scale_ins::{FreshBy, ScaleIns};
 use state::Policies;
+pub use state::SignalProblem;
 pub use workload::{Managed, NotManaged, WorkloadRef};
 
 use crate::comparator::FeatureGates;
@@ -181,7 +179,7 @@ pub struct Engine {
     /// What prices scale-ins (`--prices`), if anything does.
     pricing: Option<Pricing>,
     /// The priced scale-ins' totals of this leadership term.
-    priced: priced::Ledger,
+    priced: scale_in::priced::Ledger,
     /// Scale-ins of the last moments, so the calls of one share its answer.
     scale_in_calls: scale_in::ScaleInCalls,
     /// Policies whose status has news the next reconcile reports (a

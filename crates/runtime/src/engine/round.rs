@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::caches::Caches;
 use super::policy_index::ValidPolicy;
-use super::state::PolicyState;
+use super::state::{PolicyState, SignalProblem};
 use super::{key_of, Engine};
 use crate::annotations::POLICY_ANNOTATION;
 use crate::metrics::PolicyReason;
@@ -39,15 +39,6 @@ pub enum RoundError {
         /// What the blocking pool said.
         message: String,
     },
-}
-
-/// Why a policy's signals could not be read (writes are held meanwhile).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignalProblem {
-    /// The condition reason (`NoPrometheus`, `BadQuery`, `Unreachable`...).
-    pub reason: String,
-    /// What failed.
-    pub message: String,
 }
 
 /// A pod that carries this policy's cost although the policy no longer
@@ -126,7 +117,7 @@ pub(super) struct PolicyRound {
     /// A scale-in's minimal correction of each ReplicaSet it scales.
     pub corrections: Vec<ReplicaSetCorrection>,
     /// A scale-in's snapshot and options, kept to price it (`--prices`).
-    pub pricing: Option<super::priced::PricingInput>,
+    pub pricing: Option<PricingInput>,
 }
 
 impl PolicyRound {
@@ -330,7 +321,7 @@ impl Engine {
                 &opts,
                 scale_in.as_ref(),
             );
-            let pricing = keep.then_some(super::priced::PricingInput { snapshot, opts });
+            let pricing = keep.then_some(PricingInput { snapshot, opts });
             (planned, samples, pricing)
         })
         .await;
@@ -552,4 +543,13 @@ fn camel_case(kind: &str) -> String {
                 .unwrap_or_default()
         })
         .collect()
+}
+/// What a scale-in is priced from: the snapshot its round planned on and
+/// the options it planned with.
+#[derive(Debug, Clone)]
+pub struct PricingInput {
+    /// The snapshot of that moment.
+    pub snapshot: Arc<Snapshot>,
+    /// Its options (the comparator's `now`, the scale-down).
+    pub opts: PlanOptions,
 }

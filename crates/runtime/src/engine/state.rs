@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::round::SignalProblem;
 use crate::plan::PreviousValues;
 use crate::signals::SignalSamples;
 use crate::writes::PolicyKey;
@@ -101,6 +100,15 @@ impl Policies {
         let mut guard = slot.lock().await;
         Some(std::mem::take(&mut *guard))
     }
+}
+
+/// Why a policy's signals could not be read (writes are held meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalProblem {
+    /// The condition reason (`NoPrometheus`, `BadQuery`, `Unreachable`...).
+    pub reason: String,
+    /// What failed.
+    pub message: String,
 }
 
 #[cfg(test)]

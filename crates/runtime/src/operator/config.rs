@@ -43,7 +43,7 @@ pub struct RunConfig {
     /// This replica's identity (pod name).
     pub identity: String,
     /// Lease duration, renew deadline and retry period of the election.
-    pub lease_timings: super::lease::LeaseTimings,
+    pub lease_timings: LeaseTimings,
     /// `--kubernetes-version`: its gate defaults apply instead of those of
     /// the API server's version.
     pub kubernetes_version: Option<KubeVersion>,
@@ -238,4 +238,51 @@ pub(super) fn check_limits(config: &RunConfig) -> Result<(), OperatorError> {
         )));
     }
     Ok(())
+}
+/// The election's timing (client-go's names and defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    /// How long a term lasts without renewal (`leaseDurationSeconds`).
+    pub duration: Duration,
+    /// How long after a renewal was sent the leader may still write; must be
+    /// shorter than `duration`.
+    pub renew_deadline: Duration,
+    /// Time between attempts to take or renew the Lease.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> Self {
+        LeaseTimings {
+            duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl LeaseTimings {
+    /// Checks the order client-go requires: retry period < renew deadline <
+    /// lease duration, the duration in whole seconds of at least 1.
+    pub fn check(&self) -> Result<(), String> {
+        if self.duration < Duration::from_secs(1) || self.duration.subsec_nanos() != 0 {
+            return Err(format!(
+                "--lease-duration must be a whole number of seconds, at least 1 (got {:?})",
+                self.duration
+            ));
+        }
+        if self.renew_deadline >= self.duration {
+            return Err(format!(
+                "--renew-deadline ({:?}) must be shorter than --lease-duration ({:?})",
+                self.renew_deadline, self.duration
+            ));
+        }
+        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+            return Err(format!(
+                "--retry-period ({:?}) must be above 0 and shorter than --renew-deadline ({:?})",
+                self.retry_period, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
 }

@@ -33,58 +33,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::config::RunConfig;
+use super::config::{LeaseTimings, RunConfig};
 use super::error::OperatorError;
-use super::run::Retried;
+use super::sync::Retried;
 use crate::writes::Gate;
-
-/// The election's timing (client-go's names and defaults).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseTimings {
-    /// How long a term lasts without renewal (`leaseDurationSeconds`).
-    pub duration: Duration,
-    /// How long after a renewal was sent the leader may still write; must be
-    /// shorter than `duration`.
-    pub renew_deadline: Duration,
-    /// Time between attempts to take or renew the Lease.
-    pub retry_period: Duration,
-}
-
-impl Default for LeaseTimings {
-    fn default() -> Self {
-        LeaseTimings {
-            duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }
-    }
-}
-
-impl LeaseTimings {
-    /// Checks the order client-go requires: retry period < renew deadline <
-    /// lease duration, the duration in whole seconds of at least 1.
-    pub fn check(&self) -> Result<(), String> {
-        if self.duration < Duration::from_secs(1) || self.duration.subsec_nanos() != 0 {
-            return Err(format!(
-                "--lease-duration must be a whole number of seconds, at least 1 (got {:?})",
-                self.duration
-            ));
-        }
-        if self.renew_deadline >= self.duration {
-            return Err(format!(
-                "--renew-deadline ({:?}) must be shorter than --lease-duration ({:?})",
-                self.renew_deadline, self.duration
-            ));
-        }
-        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
-            return Err(format!(
-                "--retry-period ({:?}) must be above 0 and shorter than --renew-deadline ({:?})",
-                self.retry_period, self.renew_deadline
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// The running election; [`Election::stop`] releases the Lease.
 pub struct Election {

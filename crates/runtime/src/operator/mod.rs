@@ -25,6 +25,7 @@
 pub mod config;
 pub mod error;
 pub mod lease;
+pub mod listener_state;
 pub mod page;
 pub mod prices;
 pub mod reconcile;
@@ -36,8 +37,8 @@ pub mod sync;
 pub mod throttle;
 
 pub use crate::MANAGER;
+pub use config::LeaseTimings;
 pub use config::{client, RunConfig};
 pub use error::OperatorError;
-pub use lease::LeaseTimings;
 pub use reconcile::FINALIZER;
 pub use run::{run, run_with_client};

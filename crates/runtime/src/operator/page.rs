@@ -9,7 +9,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use super::server::ServerState;
+use super::listener_state::ServerState;
 use crate::engine::PreviewError;
 use crate::plan::NamedPolicy;
 use crate::policy::DeletionCostPolicy;

@@ -8,13 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{predicates, reflector::reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -22,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{check_limits, client, comparator_gates, RunConfig};
 use super::error::OperatorError;
+use super::listener_state::ServerState;
 use super::reconcile::{self, Context};
-use super::server::{self, ServerState};
-use super::sync::WatchResult;
+use super::server;
+use super::sync::Retried;
 use super::throttle::throttle;
 use super::{lease, shutdown, sync};
 use crate::annotations::POLICY_ANNOTATION;
@@ -32,6 +32,7 @@ use crate::engine::caches::{self, CachedPod, Caches};
 use crate::engine::catch_up::CatchUp;
 use crate::engine::leadership::{mark_own_pod, Leadership, LeaseName, TermPatcher};
 use crate::engine::policy_index::PolicyIndex;
+use crate::engine::trim;
 use crate::engine::{Engine, SignalSource};
 use crate::metrics::Metrics;
 use crate::pod::PodRecord;
@@ -532,7 +533,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
     .boxed();
     let (nodes, nodes_w) = reflector::store::<Node>();
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
-        .modify(caches::trim_node)
+        .modify(trim::trim_node)
         .reflect(nodes_w)
         .inspect(health.observer("nodes"))
         .retried_patiently(health.clone(), "nodes")
@@ -541,7 +542,7 @@ fn watch_all(client: &Client, ns: Option<&str>, health: &Arc<sync::WatchHealth>)
         .boxed();
     let (replica_sets, rs_w) = reflector::store::<ReplicaSet>();
     let rs_events = watcher(api::<ReplicaSet>(client, ns), wc.clone())
-        .modify(caches::trim_replica_set)
+        .modify(trim::trim_replica_set)
         .reflect(rs_w)
         .inspect(health.observer("replicasets"))
         .retried()
@@ -625,51 +626,4 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
-}
-
-/// How a watch stream is retried after an error: with [`watch_backoff`],
-/// after leaving out kube's `Init` event. `Init` starts every list attempt
-/// before its request, and `.backoff()` resets on any `Ok`: it kept a list
-/// refused for good retried every half second instead of backing off.
-pub(super) trait Retried<K>: Stream<Item = WatchResult<K>> + Sized {
-    fn retried(self) -> impl Stream<Item = WatchResult<K>> {
-        self.without_init().backoff(watch_backoff())
-    }
-
-    /// [`retried`](Retried::retried), but only every
-    /// [`sync::GONE_WITHOUT_RETRY`] while the operator goes on without
-    /// `cache` (see [`sync::WatchHealth::patient`]).
-    fn retried_patiently(
-        self,
-        health: Arc<sync::WatchHealth>,
-        cache: &'static str,
-    ) -> impl Stream<Item = WatchResult<K>> {
-        self.without_init()
-            .backoff(health.patient(cache, watch_backoff()))
-    }
-
-    /// Leaves out `Init`, which comes before every list attempt's request.
-    fn without_init(self) -> impl Stream<Item = WatchResult<K>> {
-        self.filter(|e| std::future::ready(!matches!(e, Ok(watcher::Event::Init))))
-    }
-}
-
-impl<K, S: Stream<Item = WatchResult<K>>> Retried<K> for S {}
-
-/// Retry timing of the watches: exponential from 0.5 s, capped at 5 s (kube's
-/// default grows to 30 s: after an API server restart the operator then saw
-/// a policy's new spec about a minute late), reset after a minute without
-/// errors.
-fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
-    ResetTimerBackoff::new(
-        watcher::ExponentialBackoff::from(
-            backon::ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(500))
-                .with_max_delay(Duration::from_secs(5))
-                .with_factor(2.0)
-                .with_jitter()
-                .without_max_times(),
-        ),
-        Duration::from_secs(60),
-    )
 }

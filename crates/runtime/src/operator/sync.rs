@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{Lookup, Store};
-use kube::runtime::utils::Backoff;
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 
 /// How often a replica that is not ready says what it waits for.
 pub const WAITING_LOG_EVERY: Duration = Duration::from_secs(15);
@@ -319,6 +321,53 @@ where
             return r.is_ok();
         }
     }
+}
+
+/// How a watch stream is retried after an error: with [`watch_backoff`],
+/// after leaving out kube's `Init` event. `Init` starts every list attempt
+/// before its request, and `.backoff()` resets on any `Ok`: it kept a list
+/// refused for good retried every half second instead of backing off.
+pub(super) trait Retried<K>: Stream<Item = WatchResult<K>> + Sized {
+    fn retried(self) -> impl Stream<Item = WatchResult<K>> {
+        self.without_init().backoff(watch_backoff())
+    }
+
+    /// [`retried`](Retried::retried), but only every
+    /// [`GONE_WITHOUT_RETRY`] while the operator goes on without
+    /// `cache` (see [`WatchHealth::patient`]).
+    fn retried_patiently(
+        self,
+        health: Arc<WatchHealth>,
+        cache: &'static str,
+    ) -> impl Stream<Item = WatchResult<K>> {
+        self.without_init()
+            .backoff(health.patient(cache, watch_backoff()))
+    }
+
+    /// Leaves out `Init`, which comes before every list attempt's request.
+    fn without_init(self) -> impl Stream<Item = WatchResult<K>> {
+        self.filter(|e| std::future::ready(!matches!(e, Ok(watcher::Event::Init))))
+    }
+}
+
+impl<K, S: Stream<Item = WatchResult<K>>> Retried<K> for S {}
+
+/// Retry timing of the watches: exponential from 0.5 s, capped at 5 s (kube's
+/// default grows to 30 s: after an API server restart the operator then saw
+/// a policy's new spec about a minute late), reset after a minute without
+/// errors.
+fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+    ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(Duration::from_secs(5))
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times(),
+        ),
+        Duration::from_secs(60),
+    )
 }
 
 #[cfg(test)]

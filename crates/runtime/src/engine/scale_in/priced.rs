@@ -18,7 +18,7 @@
 //! ([`Totals`], [`PricedScaleIn`]) folds scale-ins and removals into totals;
 //! [`Ledger`] keeps them per policy.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -26,14 +26,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::scale_in::{ScaleInAnswer, ScaleInCall};
-use super::{key_of, Engine, FreshBy};
-use crate::comparator::is_pod_active;
+use crate::engine::{Engine, FreshBy};
 use crate::metrics::ChoiceLabel;
 use crate::owner::controller_of_kind;
 use crate::plan::prices::{Money, Prices};
-use crate::plan::savings::{scale_in_savings, Choice, Savings};
-use crate::plan::{PlanOptions, Snapshot};
+use crate::plan::savings::Choice;
+use crate::plan::Snapshot;
 use crate::policy::{
     AwaitingRemoval, FreedTotals, LastChoice, LastPricedScaleIn, NodeTotals, PricedScaleIns,
 };
@@ -57,15 +55,15 @@ pub const OBSERVE_FOR: Duration = Duration::from_secs(15);
 /// Added to [`OBSERVE_FOR`] per pod deleted: kube-controller-manager's
 /// client sends 20 writes a second by default (`--kube-api-qps`), so a
 /// scale-in by 680 takes it half a minute, over two syncs.
-pub(super) const OBSERVE_PER_POD: Duration = Duration::from_millis(50);
+pub(in crate::engine) const OBSERVE_PER_POD: Duration = Duration::from_millis(50);
 
 /// How long the pods of a scale-in by `by` are looked for going.
-pub(super) fn observe_window(by: usize) -> Duration {
+pub(in crate::engine) fn observe_window(by: usize) -> Duration {
     OBSERVE_FOR + OBSERVE_PER_POD.saturating_mul(u32::try_from(by).unwrap_or(u32::MAX))
 }
 
 /// How often the pod cache is read meanwhile.
-const OBSERVE_POLL: Duration = Duration::from_millis(50);
+pub(super) const OBSERVE_POLL: Duration = Duration::from_millis(50);
 
 /// What prices the scale-ins (`--prices`) and how long a freed node is
 /// watched (`--node-removal-window`).
@@ -132,7 +130,7 @@ pub struct ChoiceFreed {
 }
 
 impl ChoiceFreed {
-    fn of(c: &Choice, uid_of: &impl Fn(&str) -> Option<String>) -> Self {
+    pub(super) fn of(c: &Choice, uid_of: &impl Fn(&str) -> Option<String>) -> Self {
         ChoiceFreed {
             victims: c.victims.len(),
             nodes: c
@@ -203,26 +201,6 @@ pub struct PricedScaleIn {
 }
 
 impl PricedScaleIn {
-    /// The priced scale-in of `call` from its savings; `uid_of` gives a
-    /// node's UID in the snapshot it was priced over.
-    pub fn new(
-        call: &ScaleInCall,
-        savings: &Savings,
-        uid_of: impl Fn(&str) -> Option<String>,
-        at: Timestamp,
-    ) -> Self {
-        PricedScaleIn {
-            at: Timestamp::from_second(at.as_second()).unwrap_or(at),
-            workload: call.workload.to_string(),
-            by: call.caller,
-            from: call.from,
-            to: call.to,
-            currency: savings.currency.clone(),
-            with_policy: ChoiceFreed::of(&savings.policy, &uid_of),
-            by_default: ChoiceFreed::of(&savings.upstream, &uid_of),
-        }
-    }
-
     /// What the `ScaleInVictims` Event says of it: `with the policy 2
     /// victim(s) free 1 node(s) (spot-1), 0.04 USD/h; by the default order 2
     /// victim(s) would free 0 node(s), 0.00 USD/h`.
@@ -569,7 +547,7 @@ struct Entry {
 
 /// Every policy's totals in this leadership term.
 #[derive(Debug, Default)]
-pub(super) struct Ledger {
+pub(in crate::engine) struct Ledger {
     by_policy: Mutex<HashMap<PolicyKey, Entry>>,
 }
 
@@ -671,7 +649,7 @@ impl Ledger {
 
 /// `pods` of namespace `ns` grouped by the ReplicaSet that controls each
 /// in `snapshot` (in `pods`' order; one without one under "").
-fn by_replica_set(
+pub(super) fn by_replica_set(
     snapshot: &Snapshot,
     ns: &str,
     pods: &[Arc<str>],
@@ -694,16 +672,6 @@ fn by_replica_set(
         }
     }
     out
-}
-
-/// What a scale-in is priced from: the snapshot its round planned on and
-/// the options it planned with.
-#[derive(Debug, Clone)]
-pub struct PricingInput {
-    /// The snapshot of that moment.
-    pub snapshot: Arc<Snapshot>,
-    /// Its options (the comparator's `now`, the scale-down).
-    pub opts: PlanOptions,
 }
 
 impl Engine {
@@ -732,104 +700,7 @@ impl Engine {
         self.priced.view(key)
     }
 
-    /// The pods a scale-in deleted: those of the workload's active pods at
-    /// its round that the pod cache shows gone or terminating within
-    /// [`observe_window`] of its answer, as many as it removes replicas (the
-    /// predicted victims first when more went). `None` when none went.
-    pub(super) async fn observe_deletions(
-        &self,
-        call: &ScaleInCall,
-        answer: &ScaleInAnswer,
-    ) -> Option<Vec<Arc<str>>> {
-        let managed = answer.managed.as_ref()?;
-        let by = usize::try_from(call.from.saturating_sub(call.to)).unwrap_or(0);
-        let ns = &managed.workload.namespace;
-        let gone = || -> Vec<&String> {
-            managed
-                .pods
-                .iter()
-                .filter(|pod| !self.caches.pod(ns, pod).is_some_and(|p| is_pod_active(&*p)))
-                .collect()
-        };
-        let until = tokio::time::Instant::now() + observe_window(by);
-        let mut seen = gone();
-        while seen.len() < by && tokio::time::Instant::now() < until {
-            tokio::time::sleep(OBSERVE_POLL).await;
-            seen = gone();
-        }
-        if seen.is_empty() {
-            tracing::info!(
-                workload = %call.workload,
-                from = call.from,
-                to = call.to,
-                "no pod of the scale-in went within {}s: not priced",
-                observe_window(by).as_secs()
-            );
-            return None;
-        }
-        let predicted: Vec<&str> = answer
-            .victims
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|p| &**p))
-            .collect();
-        seen.sort_by_key(|p| (!predicted.contains(&p.as_str()), p.as_str()));
-        Some(
-            seen.into_iter()
-                .take(by)
-                .map(|p| Arc::from(p.as_str()))
-                .collect(),
-        )
-    }
-
-    /// Prices a finished scale-in, the pods it deleted (`gone`), over the
-    /// snapshot its round planned on (on the blocking pool), then counts
-    /// it: metrics, the totals, the freed nodes watched, and a status
-    /// update asked for.
-    pub(super) async fn price(
-        &self,
-        call: &ScaleInCall,
-        answer: &ScaleInAnswer,
-        gone: Vec<Arc<str>>,
-        input: PricingInput,
-    ) -> Option<Arc<PricedScaleIn>> {
-        let pricing = self.pricing.as_ref()?;
-        let managed = answer.managed.as_ref()?;
-        let resolved = managed.resolved.clone();
-        let prices = pricing.prices.get();
-        let call_ = call.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let victims = by_replica_set(&input.snapshot, &resolved.namespace, &gone);
-            let (savings, warnings) =
-                scale_in_savings(&resolved, &input.snapshot, &victims, &prices, &input.opts);
-            let uids: BTreeMap<&str, Option<String>> = input
-                .snapshot
-                .nodes
-                .iter()
-                .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.uid.clone())))
-                .collect();
-            let uid_of = |name: &str| uids.get(name).cloned().flatten();
-            (
-                PricedScaleIn::new(&call_, &savings, uid_of, Timestamp::now()),
-                warnings,
-            )
-        })
-        .await;
-        let (priced, warnings) = match joined {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::error!(workload = %call.workload, error = %e, "pricing the scale-in failed");
-                return None;
-            }
-        };
-        let key = key_of(&managed.resolved);
-        for w in warnings {
-            tracing::info!(policy = %key, workload = %call.workload, "{w}");
-        }
-        self.record_priced(&key, &priced, pricing.removal_window);
-        Some(Arc::new(priced))
-    }
-
-    fn record_priced(&self, key: &PolicyKey, s: &PricedScaleIn, window: Duration) {
+    pub(super) fn record_priced(&self, key: &PolicyKey, s: &PricedScaleIn, window: Duration) {
         let policy = key.to_string();
         self.metrics.scale_in_priced(&policy);
         for (choice, c) in [
@@ -948,7 +819,7 @@ impl Engine {
     }
 
     /// Forgets a deleted policy's totals.
-    pub(super) fn forget_priced(&self, key: &PolicyKey) {
+    pub(in crate::engine) fn forget_priced(&self, key: &PolicyKey) {
         self.priced.forget(key);
         self.metrics.forget_priced(&key.to_string());
     }

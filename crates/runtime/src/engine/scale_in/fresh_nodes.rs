@@ -22,8 +22,8 @@ use kube::api::ListParams;
 use kube::Api;
 use tokio::time::{timeout_at, Instant};
 
-use super::caches::trim_node;
-use super::{Engine, Managed};
+use crate::engine::trim::trim_node;
+use crate::engine::{Engine, Managed};
 
 /// How long a node read here serves when the watch never shows it as new
 /// (the node deleted, the watch down): a scale-in reads it again anyway.
@@ -178,7 +178,7 @@ impl Engine {
     /// for each node the list could not select or did not return (a
     /// hostname label changed since the watch showed it). Nodes not read
     /// by its budget, or whose read failed, come from the watch.
-    pub(super) async fn read_nodes_now(&self, managed: &Managed, deadline: Instant) {
+    pub(in crate::engine) async fn read_nodes_now(&self, managed: &Managed, deadline: Instant) {
         let ns = &managed.workload.namespace;
         let names: BTreeSet<String> = managed
             .pods

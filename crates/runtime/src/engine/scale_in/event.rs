@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::priced::observe_window;
-use super::{Engine, FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
+use crate::engine::{Engine, FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
 
 /// How long the Event waits for the scale-in's price beyond the time its
@@ -33,7 +33,7 @@ const NOTE_MAX: usize = 1000;
 /// A scale-in of `workload` from `from` to `to` replicas, as its Event
 /// tells it.
 #[derive(Debug, Clone)]
-pub(super) struct Scaled {
+pub(in crate::engine) struct Scaled {
     /// The workload.
     pub workload: WorkloadRef,
     /// Its UID, when the caller knows it.
@@ -48,7 +48,7 @@ pub(super) struct Scaled {
 
 impl Scaled {
     /// The scale-in `call` asked for.
-    pub(super) fn of(call: &ScaleInCall) -> Self {
+    pub(in crate::engine) fn of(call: &ScaleInCall) -> Self {
         Scaled {
             workload: call.workload.clone(),
             uid: call.uid.clone(),
@@ -67,7 +67,7 @@ impl Engine {
     /// once it is priced when a price is coming; nothing for a call that
     /// shares the scale-in's answer, a workload no policy manages, or a hook
     /// call that removes no replica.
-    pub(super) fn publish_victims(&self, scaled: Scaled, answer: Arc<ScaleInAnswer>) {
+    pub(in crate::engine) fn publish_victims(&self, scaled: Scaled, answer: Arc<ScaleInAnswer>) {
         if answer.shared || answer.policy().is_none() || scaled.to >= scaled.from {
             return;
         }
@@ -91,7 +91,7 @@ impl Engine {
 /// predicted to delete, whether their costs were fresh, and what it freed.
 /// The price comes before the victims: a long list is what the 1 kB cap
 /// cuts.
-pub(super) fn victims_event(
+pub(in crate::engine) fn victims_event(
     scaled: &Scaled,
     answer: &ScaleInAnswer,
     priced: Option<&PriceOutcome>,
@@ -211,16 +211,16 @@ mod tests {
             from: 4,
             to: 2,
             currency: Some("USD".into()),
-            with_policy: crate::engine::priced::ChoiceFreed {
+            with_policy: crate::engine::scale_in::priced::ChoiceFreed {
                 victims: 2,
-                nodes: vec![crate::engine::priced::FreedRef {
+                nodes: vec![crate::engine::scale_in::priced::FreedRef {
                     name: "spot-1".into(),
                     uid: None,
                     hourly: Money::parse_amount("0.04"),
                 }],
                 hourly: Money::parse_amount("0.04").unwrap(),
             },
-            by_default: crate::engine::priced::ChoiceFreed {
+            by_default: crate::engine::scale_in::priced::ChoiceFreed {
                 victims: 2,
                 nodes: vec![],
                 hourly: Money::ZERO,

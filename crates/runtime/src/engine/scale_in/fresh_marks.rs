@@ -21,7 +21,7 @@ use kube::api::{ListParams, ObjectList, PartialObjectMeta};
 use kube::Api;
 use tokio::time::{timeout_at, Instant};
 
-use super::{Engine, Managed};
+use crate::engine::{Engine, Managed};
 use crate::marker::{marker_of, MARKER_LABELS};
 use crate::pod::{PodRecord, SharedMeta};
 
@@ -133,7 +133,7 @@ impl Engine {
     /// scale-in plans on markers set (or removed) moments before it (see
     /// the module docs). On an error or past its budget the markers come
     /// from the watch.
-    pub(super) async fn read_marks_now(&self, managed: &Managed, deadline: Instant) {
+    pub(in crate::engine) async fn read_marks_now(&self, managed: &Managed, deadline: Instant) {
         let ns = managed.workload.namespace.as_str();
         let started = Instant::now();
         let left = deadline.saturating_duration_since(started);
@@ -180,7 +180,7 @@ impl Engine {
                 None => listed_at,
             };
             if let Some(version) = version.filter(|v| revision(&record) < Some(*v)) {
-                self.caches.keep_fresher_marks(ns, name, labels, version);
+                self.caches.fresher_marks().keep(ns, name, labels, version);
                 fresher += 1;
             }
         }
@@ -191,21 +191,6 @@ impl Engine {
             millis = started.elapsed().as_millis() as u64,
             "read the scale-in's markers"
         );
-    }
-}
-
-impl super::caches::Caches {
-    /// Keeps the labels of pod `ns/name` read at `resource_version`:
-    /// snapshots show them until the pod watch shows the pod as new.
-    pub(super) fn keep_fresher_marks(
-        &self,
-        ns: &str,
-        name: &str,
-        labels: BTreeMap<String, String>,
-        resource_version: u64,
-    ) {
-        self.fresher_marks()
-            .keep(ns, name, labels, resource_version);
     }
 }
 
