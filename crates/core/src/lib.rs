@@ -1,8 +1,8 @@
 //! deletion-cost-operator's pure core: plain data in, decisions out. The
 //! ReplicaSet controller's deletion order (`comparator`), pod records
 //! (`pod`, `owner`), policies (`policy`), the pure parts of the signals
-//! (`signals`), the planner (`plan`), the plan as a page (`report`) and the
-//! parsing of what `kubectl get` prints (`input`). It talks to no API
+//! (`signals`), the planner (`plan`) and the parsing of what `kubectl get`
+//! prints (`input`). The plan as a page is `deletion-cost-report`'s. It talks to no API
 //! server and no Prometheus, starts no runtime and opens no file: the
 //! shell's crates (`deletion-cost-writes`, `deletion-cost-runtime`) and the
 //! CLI do.
@@ -40,5 +40,4 @@ pub mod owner;
 pub mod plan;
 pub mod pod;
 pub mod policy;
-pub mod report;
 pub mod signals;

@@ -7,9 +7,10 @@
 //! use; neither of those can use anything of this crate.
 
 pub use deletion_cost_core::{
-    annotations, comparator, error_chain, input, marker, owner, plan, pod, policy, report, signals,
+    annotations, comparator, error_chain, input, marker, owner, plan, pod, policy, signals,
     MANAGER, USER_AGENT,
 };
+pub use deletion_cost_report as report;
 pub use deletion_cost_writes as writes;
 
 pub mod engine;

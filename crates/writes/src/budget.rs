@@ -126,6 +126,7 @@ impl Budgeted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Method;
     use std::time::Duration;
 
     fn kind(method: Method, path: &str) -> Option<WriteKind> {

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 
 use super::cost::parse_deletion_cost;
-use super::order::{rank_pods, Comparator};
+use super::order::Comparator;
+use super::rank::rank_pods;
 use super::{FeatureGates, RankKey};
 
 const NOW: i128 = 1_700_000_000 * 1_000_000_000;

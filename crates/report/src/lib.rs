@@ -7,6 +7,9 @@ pub mod html;
 
 use std::collections::BTreeMap;
 
+// the core's modules under the names the renderers know them by
+pub(crate) use deletion_cost_core::{plan, policy, signals};
+
 use k8s_openapi::api::core::v1::Node;
 
 use crate::plan::{NamedPolicy, Plan, PlanOptions};
@@ -126,7 +129,7 @@ impl<'a> Section<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{self, PreviousValues, Snapshot};
+    use crate::plan::{self, PreviousValues};
     use crate::policy::file::parse_policies;
     use crate::signals::SignalSamples;
 
@@ -134,7 +137,7 @@ mod tests {
     fn nodes_carry_the_class_the_policy_reads_and_their_zone() {
         let policy = parse_policies(
             "p.yaml",
-            include_str!("../../../../config/examples/combined.yaml"),
+            include_str!("../../../config/examples/combined.yaml"),
         )
         .unwrap()
         .remove(0);
@@ -143,12 +146,16 @@ mod tests {
             namespace: "shop".into(),
             spec: policy.validate().unwrap(),
         };
-        let objects = crate::input::parse_objects(
-            "cluster.yaml",
-            include_str!("../../../../config/examples/cluster.yaml"),
-        )
-        .unwrap();
-        let snapshot = Snapshot::from_objects(objects).unwrap();
+        let mut reader = deletion_cost_core::plan::SnapshotReader::new(
+            deletion_cost_core::input::InputLimits::NONE,
+        );
+        reader
+            .read_text(
+                "cluster.yaml",
+                include_str!("../../../config/examples/cluster.yaml"),
+            )
+            .unwrap();
+        let snapshot = reader.finish().unwrap().snapshot;
         let opts = PlanOptions {
             gates: Default::default(),
             now: None,

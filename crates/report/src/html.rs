@@ -1319,7 +1319,7 @@ fn strip_cut(out: &mut Page, s: &Section, k: usize, per_row: usize, (step_x, ste
 mod tests {
     use super::*;
     use crate::plan::{Mismatch, Plan, PodPlan, PreviousValues, ReplicaSetPlan, SignalValue};
-    use crate::report::NodeInfo;
+    use crate::NodeInfo;
     use std::sync::Arc;
 
     fn pod(name: &str, node: &str, desired: Option<i32>, owner: CostOwner) -> PodPlan {
@@ -1602,7 +1602,7 @@ mod tests {
             pod: "web-x".into(),
             before: "web-f".into(),
             reason: MismatchReason::NotReady,
-            rule: crate::comparator::Rule::Readiness,
+            rule: deletion_cost_core::comparator::Rule::Readiness,
         };
         let plan = plan_of(pods, 0, vec![mismatch]);
         let html = page(vec![section_of(&plan, &[("n1", "spot", "a")], None)]);
