@@ -43,6 +43,25 @@ impl Options {
             server: None,
         }
     }
+
+    /// With the operator's default write limits (`--qps 5 --burst 10`).
+    pub fn at_default_limits(mut self) -> Options {
+        self.qps = 5.0;
+        self.burst = 10;
+        self
+    }
+
+    /// Serving the hook (and the scale-in webhook) over TLS with `cert` and
+    /// `key` (PEM files), as the API server calls a webhook.
+    pub fn with_hook_tls(mut self, cert: &std::path::Path, key: &std::path::Path) -> Options {
+        self.args.extend([
+            "--hook-tls-cert".into(),
+            cert.to_string_lossy().into_owned(),
+            "--hook-tls-key".into(),
+            key.to_string_lossy().into_owned(),
+        ]);
+        self
+    }
 }
 
 /// A running operator; killed when dropped.

@@ -2176,13 +2176,7 @@ async fn n_scale_webhook(env: &'static Env) {
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let (cert, key, ca) = loopback_certificate(dir.path());
-        let mut opts = Options::new("n-operator");
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-        ];
+        let opts = Options::new("n-operator").with_hook_tls(&cert, &key);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         apply_policy(env, &ns, "web", spot_first("web")).await;
@@ -2303,17 +2297,13 @@ async fn q_webhook_callers(env: &'static Env) {
             }
         };
         let webhook = deletion_cost_testkit::free_addr();
-        let mut opts = Options::new("q-operator");
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
+        let mut opts = Options::new("q-operator").with_hook_tls(&cert, &key);
+        opts.args.extend([
             "--scale-webhook-addr".into(),
             webhook.to_string(),
             "--scale-webhook-client-ca".into(),
             clients_ca.to_string_lossy().into_owned(),
-        ];
+        ]);
         if let Some(name) = std::env::var("E2E_WEBHOOK_CLIENT_NAME").ok().filter(|n| !n.is_empty()) {
             opts.args.extend(["--scale-webhook-client-name".into(), name]);
         }

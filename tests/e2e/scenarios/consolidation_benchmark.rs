@@ -819,16 +819,9 @@ pub(super) async fn t_consolidation_benchmark(env: &'static Env) {
         let only = std::env::var("E2E_BENCH_PHASES").unwrap_or_else(|_| "abcde".into());
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let (cert, key, ca) = loopback_certificate(dir.path());
-        let mut opts = Options::new(IDENTITY);
-        // the operator's defaults
-        opts.qps = 5.0;
-        opts.burst = 10;
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-        ];
+        let opts = Options::new(IDENTITY)
+            .at_default_limits()
+            .with_hook_tls(&cert, &key);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         let mut failures = Vec::new();

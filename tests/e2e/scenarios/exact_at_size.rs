@@ -386,19 +386,11 @@ pub(super) async fn p_exact_at_size(env: &'static Env) {
         exporter.set(&util.text());
 
         let (cert, key, ca) = loopback_certificate(root.path());
-        let mut opts = Options::new(IDENTITY);
-        // the operator's defaults
-        opts.qps = 5.0;
-        opts.burst = 10;
+        let mut opts = Options::new(IDENTITY)
+            .at_default_limits()
+            .with_hook_tls(&cert, &key);
         let settle = std::env::var("E2E_SETTLE_CAP").ok();
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-            "--prometheus-url".into(),
-            prom.url(),
-        ];
+        opts.args.extend(["--prometheus-url".into(), prom.url()]);
         if let Some(s) = &settle {
             opts.args.extend(["--hook-settle-delay".into(), s.clone()]);
         }

@@ -284,18 +284,14 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         let prices = dir.path().join("prices.yaml");
         std::fs::write(&prices, PRICES).unwrap_or_else(|e| panic!("{e}"));
         let opts = |who: &str| {
-            let mut o = Options::new(who);
             // the operator's default write limits and lease timings
-            o.qps = 5.0;
-            o.burst = 10;
-            o.args = vec![
-                "--hook-tls-cert".into(),
-                cert.to_string_lossy().into_owned(),
-                "--hook-tls-key".into(),
-                key.to_string_lossy().into_owned(),
+            let mut o = Options::new(who)
+                .at_default_limits()
+                .with_hook_tls(&cert, &key);
+            o.args.extend([
                 "--prices".into(),
                 prices.to_string_lossy().into_owned(),
-            ];
+            ]);
             o
         };
         LeaderService::create_pods(env, &["v-a", "v-b"]).await;

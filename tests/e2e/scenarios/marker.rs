@@ -344,16 +344,9 @@ pub(super) async fn u_marked_pods_go_first(env: &'static Env) {
         }
 
         let (cert, key, ca) = loopback_certificate(dir.path());
-        let mut opts = Options::new(IDENTITY);
-        // the operator's default write limits
-        opts.qps = 5.0;
-        opts.burst = 10;
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-        ];
+        let opts = Options::new(IDENTITY)
+            .at_default_limits()
+            .with_hook_tls(&cert, &key);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         for (kind, name) in workloads {
@@ -778,15 +771,9 @@ pub(super) async fn u_scale_in_remove(env: &'static Env) {
         super::wait_running(env, &plain_ns, "plain", 8).await;
 
         let (cert, key, ca) = loopback_certificate(dir.path());
-        let mut opts = Options::new("u-remove-operator");
-        opts.qps = 5.0;
-        opts.burst = 10;
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-        ];
+        let opts = Options::new("u-remove-operator")
+            .at_default_limits()
+            .with_hook_tls(&cert, &key);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         super::apply_policy(env, &ns, "web", spot_first("Deployment", "web")).await;

@@ -574,13 +574,7 @@ pub(super) async fn n_scale_series(env: &'static Env) {
         wait_running(env, &ns, "lone", 3).await;
 
         let (cert, key, ca) = loopback_certificate(dir.path());
-        let mut opts = Options::new(IDENTITY);
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-        ];
+        let opts = Options::new(IDENTITY).with_hook_tls(&cert, &key);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         for w in &workloads {

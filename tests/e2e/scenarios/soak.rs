@@ -80,17 +80,10 @@ pub(super) async fn w_soak(env: &'static Env) {
         exporter.set(&util.text());
 
         let (cert, key, ca) = loopback_certificate(root.path());
-        let mut opts = Options::new(IDENTITY);
-        opts.qps = 5.0;
-        opts.burst = 10;
-        opts.args = vec![
-            "--hook-tls-cert".into(),
-            cert.to_string_lossy().into_owned(),
-            "--hook-tls-key".into(),
-            key.to_string_lossy().into_owned(),
-            "--prometheus-url".into(),
-            prom.url(),
-        ];
+        let mut opts = Options::new(IDENTITY)
+            .at_default_limits()
+            .with_hook_tls(&cert, &key);
+        opts.args.extend(["--prometheus-url".into(), prom.url()]);
         let op = Operator::start(env, opts).await;
         op.wait_ready().await;
         super::apply_policy(env, &ns, "big", policy_spec("Deployment", "big")).await;
