@@ -185,6 +185,36 @@ pub(super) async fn group_nodes(env: &Env, ns: &str, app: &str, count: usize) {
     env.kubelet.add_nodes(ns, &refs).await;
 }
 
+/// The large Deployment `big`, `replicas` spread over `nodes` nodes of its
+/// own, scaled HPA-style, its policy file written under `root`.
+pub(super) async fn big_deployment(
+    env: &Env,
+    ns: &str,
+    root: &Path,
+    replicas: i32,
+    nodes: usize,
+) -> Workload {
+    group_nodes(env, ns, "big", nodes).await;
+    super::create_workload(
+        env,
+        ns,
+        "Deployment",
+        "big",
+        replicas,
+        spread_template(ns, "big"),
+    )
+    .await;
+    let (policy_file, dir) = workload_dir(root, ns, "Deployment", "big");
+    Workload {
+        name: "big".into(),
+        kind: "Deployment",
+        scaler: None,
+        replicas,
+        policy_file,
+        dir,
+    }
+}
+
 /// HPA-style: read `deployments/scale`, write it with fewer replicas; the
 /// time of the write.
 pub(super) async fn hpa_scale(env: &Env, ns: &str, name: &str, replicas: i32) -> Duration {
@@ -332,25 +362,7 @@ pub(super) async fn p_exact_at_size(env: &'static Env) {
                 dir,
             });
         }
-        group_nodes(env, &ns, "big", BIG_NODES).await;
-        super::create_workload(
-            env,
-            &ns,
-            "Deployment",
-            "big",
-            BIG,
-            spread_template(&ns, "big"),
-        )
-        .await;
-        let (policy_file, dir) = workload_dir(root.path(), &ns, "Deployment", "big");
-        let mut big = Workload {
-            name: "big".into(),
-            kind: "Deployment",
-            scaler: None,
-            replicas: BIG,
-            policy_file,
-            dir,
-        };
+        let mut big = big_deployment(env, &ns, root.path(), BIG, BIG_NODES).await;
         for w in &workloads {
             wait_running(env, &ns, &w.name, SMALL as usize).await;
         }

@@ -15,9 +15,9 @@ use deletion_cost_testkit::prometheus::{Exporter, PrometheusServer};
 use kube::ResourceExt;
 
 use super::exact_at_size::{
-    group_nodes, hpa_scale, policy_spec, scale_in, workload_dir, Utilisation, Workload, IDENTITY,
+    big_deployment, hpa_scale, policy_spec, scale_in, Utilisation, IDENTITY,
 };
-use super::scale_series::{percentile_ms, shipped_webhook, spread_template, Registered};
+use super::scale_series::{percentile_ms, shipped_webhook, Registered};
 use super::{finished, loopback_certificate, pods};
 use crate::cluster::Env;
 use crate::operator::{Operator, Options};
@@ -62,18 +62,7 @@ pub(super) async fn w_soak(env: &'static Env) {
         let exporter = Exporter::start("");
         let prom = PrometheusServer::scraping(exporter.addr());
         let mut util = Utilisation::new(52);
-        group_nodes(env, &ns, "big", NODES).await;
-        super::create_workload(env, &ns, "Deployment", "big", REPLICAS, spread_template(&ns, "big"))
-            .await;
-        let (policy_file, dir) = workload_dir(root.path(), &ns, "Deployment", "big");
-        let mut big = Workload {
-            name: "big".into(),
-            kind: "Deployment",
-            scaler: None,
-            replicas: REPLICAS,
-            policy_file,
-            dir,
-        };
+        let mut big = big_deployment(env, &ns, root.path(), REPLICAS, NODES).await;
         super::wait_running_within(env, &ns, "big", REPLICAS as usize, Duration::from_secs(300)).await;
         let names = pods(env, &ns, "big").await.into_iter().map(|p| p.name_any()).collect();
         util.reshuffle(&ns, &names);
