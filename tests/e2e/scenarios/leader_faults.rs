@@ -10,7 +10,11 @@
 //! scale-ins 150 ms apart, the webhook unreachable (connections held). For
 //! each: the scale call's time, whether it was exact, and, over the whole
 //! run, that no pod was written outside its writer's term nor by two
-//! replicas for one scale-in, and at most one victims Event per scale-in.
+//! replicas for one scale-in (by each replica's recording proxy and, with
+//! `E2E_AUDIT_LOG`, by the API server's audit log: the replicas run as two
+//! ServiceAccounts), and at most one victims Event per scale-in. With
+//! `E2E_APISERVER_PID_FILE` the API server is also killed mid-scale-in and
+//! started again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -61,6 +65,8 @@ struct Round {
     deleted: BTreeSet<String>,
     /// When the scale call began and when the deletions were seen.
     window: (Instant, Instant),
+    /// The same, on the wall clock (for the audit log).
+    wall: (Timestamp, Timestamp),
 }
 
 impl Round {
@@ -113,7 +119,7 @@ impl Run {
         )
         .await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let started = Instant::now();
+        let (started, started_wall) = (Instant::now(), Timestamp::now());
         let mut calls_running = Vec::new();
         for i in 0..calls {
             self.replicas -= BY;
@@ -148,7 +154,7 @@ impl Run {
             || async { terminating(env, &ns, APP).await.len() >= want },
         )
         .await;
-        let done = Instant::now();
+        let (done, done_wall) = (Instant::now(), Timestamp::now());
         // a second sync deleting more would show now
         tokio::time::sleep(Duration::from_secs(1)).await;
         let deleted: BTreeSet<String> = terminating(env, &ns, APP)
@@ -165,6 +171,7 @@ impl Run {
             marked,
             deleted,
             window: (started, done),
+            wall: (started_wall, done_wall),
         };
         eprintln!(
             "v: {:<28} calls {:?} exact {} (marked {:?}, deleted {:?})",
@@ -283,11 +290,17 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         let (cert, key, ca) = loopback_certificate(dir.path());
         let prices = dir.path().join("prices.yaml");
         std::fs::write(&prices, PRICES).unwrap_or_else(|e| panic!("{e}"));
+        // v-b as a ServiceAccount of its own, so the API server's audit log
+        // tells the replicas apart
+        let token_b = second_service_account(env, SA_B).await;
         let opts = |who: &str| {
             // the operator's default write limits and lease timings
             let mut o = Options::new(who)
                 .at_default_limits()
                 .with_hook_tls(&cert, &key);
+            if who == "v-b" {
+                o.token = Some(token_b.clone());
+            }
             o.args.extend([
                 "--prices".into(),
                 prices.to_string_lossy().into_owned(),
@@ -476,6 +489,26 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
                 .collect();
             assert!(writers.len() <= 1, "{}: pods written by {writers:?}", r.label);
         }
+        match audited_pod_writes(env, &ns) {
+            Some(audited) => {
+                let outside = audited_outside_terms(env, &audited);
+                assert!(outside.is_empty(), "the audit log has pod writes outside a term: {outside:?}");
+                for r in &run.rounds {
+                    let users: BTreeSet<&str> = audited
+                        .iter()
+                        .filter(|w| w.at >= r.wall.0 && w.at <= r.wall.1)
+                        .map(|w| w.user.as_str())
+                        .collect();
+                    assert!(users.len() <= 1, "{}: the audit log has pod writes by {users:?}", r.label);
+                }
+                let mut by_user: BTreeMap<&str, usize> = BTreeMap::new();
+                for w in audited.iter().filter(|w| !w.path.contains("/leases")) {
+                    *by_user.entry(w.user.as_str()).or_default() += 1;
+                }
+                eprintln!("v: audit log: pod writes by user {by_user:?}, 0 outside a term, none by two users in one round");
+            }
+            None => eprintln!("v: audit log: not read (E2E_AUDIT_LOG unset); judged by the recording proxies only"),
+        }
         let (events, priced) = victims_events(env, &ns).await;
         let scale_ins = run.rounds.iter().map(|r| r.took.len()).sum::<usize>();
         assert!(events <= scale_ins, "{events} victims Events for {scale_ins} scale-ins");
@@ -498,6 +531,116 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
     })
     .await;
     finished("v-faults");
+}
+
+/// The second replica's ServiceAccount.
+const SA_B: &str = "deletion-cost-b";
+
+/// Creates ServiceAccount `name` in the operator's namespace with the
+/// operator's RBAC (added to the run's bindings); its token.
+async fn second_service_account(env: &Env, name: &str) -> String {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let token = super::service_account_token(env, &env.system_ns, name).await;
+    for binding in crate::rbac::rendered(&env.run, &env.system_ns)
+        .into_iter()
+        .filter(|d| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+    {
+        let kind = binding["kind"].as_str().unwrap_or_default();
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = match binding["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(env.client.clone(), ns, &ar),
+            None => Api::all_with(env.client.clone(), &ar),
+        };
+        let bname = binding["metadata"]["name"].as_str().unwrap_or_default();
+        let mut current = api
+            .get(bname)
+            .await
+            .unwrap_or_else(|e| panic!("reading {kind} {bname}: {e}"));
+        if let Some(subjects) = current.data["subjects"].as_array_mut() {
+            subjects
+                .push(json!({"kind": "ServiceAccount", "name": name, "namespace": env.system_ns}));
+        }
+        api.replace(bname, &PostParams::default(), &current)
+            .await
+            .unwrap_or_else(|e| panic!("binding {name} in {kind} {bname}: {e}"));
+    }
+    token
+}
+
+/// One write in the API server's audit log.
+#[derive(Debug)]
+struct Audited {
+    user: String,
+    at: Timestamp,
+    path: String,
+}
+
+/// The operator users' successful pod writes in namespace `ns` and their
+/// accepted changes of the run's Lease, from the audit log
+/// (`E2E_AUDIT_LOG`); `None` without it. Lease changes have `leases` in
+/// their path.
+fn audited_pod_writes(env: &Env, ns: &str) -> Option<Vec<Audited>> {
+    let path = std::env::var_os("E2E_AUDIT_LOG")?;
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("E2E_AUDIT_LOG: {e}"));
+    let users = [
+        format!("system:serviceaccount:{}:deletion-cost", env.system_ns),
+        format!("system:serviceaccount:{}:{SA_B}", env.system_ns),
+    ];
+    let lease = format!("/leases/deletion-cost-{}", env.run);
+    let pods = format!("/api/v1/namespaces/{ns}/pods/");
+    Some(
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .filter(|e| {
+                e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 300)
+            })
+            .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch")))
+            .filter_map(|e| {
+                let user = e["user"]["username"].as_str()?.to_string();
+                if !users.contains(&user) {
+                    return None;
+                }
+                let uri = e["requestURI"].as_str()?.split('?').next()?.to_string();
+                let keep =
+                    uri.starts_with(&pods) || uri.contains(&lease) || uri.ends_with("/leases");
+                let at: Timestamp = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+                keep.then_some(Audited {
+                    user,
+                    at,
+                    path: uri,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The audited pod writes outside their writer's term: the last accepted
+/// Lease change before the write was another user's, or more than the
+/// renew deadline before it.
+fn audited_outside_terms(env: &Env, audited: &[Audited]) -> Vec<String> {
+    let lease = format!("/leases/deletion-cost-{}", env.run);
+    let changes: Vec<&Audited> = audited
+        .iter()
+        .filter(|w| w.path.contains(&lease) || w.path.ends_with("/leases"))
+        .collect();
+    let slack = k8s_openapi::jiff::SignedDuration::from_millis(200);
+    let deadline = k8s_openapi::jiff::SignedDuration::try_from(RENEW_DEADLINE).unwrap_or_default();
+    audited
+        .iter()
+        .filter(|w| !w.path.contains("/leases"))
+        .filter(|w| {
+            let term = changes.iter().rev().find(|c| c.at <= w.at);
+            !term.is_some_and(|c| c.user == w.user && w.at.duration_since(c.at) < deadline + slack)
+        })
+        .map(|w| format!("{} by {} at {}", w.path, w.user, w.at))
+        .collect()
 }
 
 /// Takes the marker off `names`.
