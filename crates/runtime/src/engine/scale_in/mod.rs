@@ -10,6 +10,13 @@
 //! ReplicaSet, and a hook caller's own scale update follows the hook's
 //! answer. Those calls get the first call's answer at once (outcome
 //! `shared`): one signal read, one wait, whatever the number of calls.
+//!
+//! The stages, in this folder: the call and its answer (`call.rs`); join
+//! (this file: calls of one scale-in share one answer); read (the
+//! workload's nodes, `fresh_nodes.rs`; its markers, `fresh_marks.rs`);
+//! plan and correct, land and settle (this file, over core
+//! `plan::correction`); price (`price.rs`, the totals in `priced.rs`);
+//! report (the `ScaleInVictims` Event, `event.rs`).
 
 mod call;
 mod event;
