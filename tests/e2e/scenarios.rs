@@ -1462,11 +1462,12 @@ async fn h_leadership(env: &'static Env) {
             "takeover took {takeover:?}: the lease was not released"
         );
         eprintln!("h: takeover after a graceful stop took {takeover:?}");
-        // h-a was killed (its pod, alive, would fail readiness); h-b unmarked
-        // itself on the way out; the new leader marked itself
+        // h-a was killed and could not unmark itself: h-b, leading, took its
+        // label off; h-b unmarked itself on the way out; the new leader
+        // marked itself
         eventually(Duration::from_secs(10), "the hook Service follows the takeover to h-c", || async {
             let selected = hook_endpoints().await;
-            selected.contains("h-c") && !selected.contains("h-b")
+            selected.contains("h-c") && !selected.contains("h-b") && !selected.contains("h-a")
         })
         .await;
         for who in ["h-a", "h-b", "h-c"] {
