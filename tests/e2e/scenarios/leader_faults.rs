@@ -433,6 +433,10 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
         // ---- a scale-in while a background batch of the same policy is
         // written: the policy turned Continuous writes every pod's cost at
         // 5 a second
+        // The last scale-in's hold keeps background writes off the
+        // workload's pods for HOLD (15 s) and 50 ms a pod after its
+        // answer, and no longer: the batch starts when it ends.
+        let last_call = run.rounds.last().map(|r| r.window.0).unwrap_or_else(Instant::now);
         let mut continuous = policy();
         continuous["writes"] = json!("Continuous");
         super::apply_policy(env, &ns, APP, continuous).await;
@@ -441,6 +445,18 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
             pod_writes(env, &ns, &["v-a", "v-b"]).iter().filter(|(_, at)| *at >= batch_from).count() >= 5
         })
         .await;
+        let first_background = pod_writes(env, &ns, &["v-a", "v-b"])
+            .into_iter()
+            .filter(|(_, at)| *at >= batch_from)
+            .map(|(_, at)| at)
+            .min()
+            .unwrap_or_else(Instant::now);
+        let held = first_background.duration_since(last_call);
+        eprintln!("v: the first background write came {held:?} after the last scale-in's call");
+        assert!(
+            held <= deletion_cost::engine::HOLD + Duration::from_secs(5),
+            "a hold outlived its time: the background waited {held:?}"
+        );
         let during = run.round("during a background batch", 1, Duration::ZERO, None).await;
         assert!(during.exact(), "exact during a background batch: {during:?}");
 
