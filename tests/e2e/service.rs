@@ -52,6 +52,17 @@ struct State {
     backends: BTreeMap<String, Backend>,
 }
 
+impl State {
+    /// The backends the Service routes to now: labelled and ready.
+    fn endpoints(&self) -> Vec<&Backend> {
+        self.labelled
+            .iter()
+            .filter(|n| self.ready.get(*n).copied().unwrap_or(false))
+            .filter_map(|n| self.backends.get(n))
+            .collect()
+    }
+}
+
 /// A running Service emulation; its tasks stop when it is dropped.
 pub struct LeaderService {
     /// Where the API server reaches it.
@@ -161,13 +172,7 @@ impl LeaderService {
                     }
                     let endpoints: Vec<SocketAddr> = state
                         .lock()
-                        .map(|s| {
-                            s.labelled
-                                .iter()
-                                .filter(|n| s.ready.get(*n).copied().unwrap_or(false))
-                                .filter_map(|n| s.backends.get(n).map(|b| b.hook))
-                                .collect()
-                        })
+                        .map(|s| s.endpoints().iter().map(|b| b.hook).collect())
                         .unwrap_or_default();
                     if endpoints.is_empty() {
                         continue;
@@ -217,13 +222,7 @@ impl LeaderService {
     pub fn endpoints(&self) -> Vec<String> {
         self.state
             .lock()
-            .map(|s| {
-                s.labelled
-                    .iter()
-                    .filter(|n| s.ready.get(*n).copied().unwrap_or(false))
-                    .cloned()
-                    .collect()
-            })
+            .map(|s| s.endpoints().iter().map(|b| b.identity.clone()).collect())
             .unwrap_or_default()
     }
 

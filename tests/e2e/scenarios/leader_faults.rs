@@ -29,7 +29,10 @@ use serde_json::{json, Value};
 
 use super::marker::{choose, mark, on_demand_nodes, spread};
 use super::scale_series::{scale_named, shipped_webhook, Registered, Scaler};
-use super::{finished, loopback_certificate, pods, terminating, CAPACITY, ZONE};
+use super::{
+    finished, loopback_certificate, pod_writes, pods, terminating, written_outside_terms, CAPACITY,
+    ZONE,
+};
 use crate::cluster::{labels, Env};
 use crate::operator::{Operator, Options};
 use crate::service::{Backend, LeaderService};
@@ -226,48 +229,6 @@ async fn scale_retrying(env: &Env, ns: &str, to: i32) -> Duration {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("scaling {ns}/{APP} to {to}: no answer within 60 s");
-}
-
-/// The pod writes (PATCH answered 200) each replica sent to the scenario's
-/// pods, by its recording proxy: (identity, when).
-fn pod_writes(env: &Env, ns: &str, who: &[&str]) -> Vec<(String, Instant)> {
-    env.recorder
-        .entries()
-        .into_iter()
-        .filter(|e| {
-            who.contains(&e.operator.as_str())
-                && e.method == "PATCH"
-                && e.status == 200
-                && e.path.contains(&format!("/namespaces/{ns}/pods/"))
-        })
-        .map(|e| (e.operator, e.at))
-        .collect()
-}
-
-/// The pod writes of `who` outside a term the server recorded for the
-/// writer: the last accepted Lease change before the write was not the
-/// writer's, or was more than the renew deadline before it.
-fn written_outside_terms(env: &Env, ns: &str, who: &[&str]) -> Vec<String> {
-    let lease_path = format!("/leases/deletion-cost-{}", env.run);
-    let entries = env.recorder.entries();
-    let accepted: Vec<_> = entries
-        .iter()
-        .filter(|e| who.contains(&e.operator.as_str()) && e.method != "GET" && e.status < 300)
-        .filter(|e| {
-            e.path.ends_with(&lease_path) || (e.path.ends_with("/leases") && e.method == "POST")
-        })
-        .collect();
-    let slack = Duration::from_millis(200);
-    pod_writes(env, ns, who)
-        .into_iter()
-        .filter(|(writer, at)| {
-            let term = accepted.iter().rev().find(|r| r.at <= *at);
-            !term.is_some_and(|r| {
-                &r.operator == writer && at.duration_since(r.at) < RENEW_DEADLINE + slack
-            })
-        })
-        .map(|(writer, at)| format!("{writer} at {at:?}"))
-        .collect()
 }
 
 /// v. Issue 52's faults during scale-ins, two replicas, default timings.
@@ -494,7 +455,7 @@ pub(super) async fn v_scale_ins_under_leader_faults(env: &'static Env) {
                 assert!(*t <= CALL_LIMIT, "{}: a scale call took {t:?}", r.label);
             }
         }
-        let outside = written_outside_terms(env, &ns, &["v-a", "v-b"]);
+        let outside = written_outside_terms(env, &ns, &["v-a", "v-b"], RENEW_DEADLINE);
         assert!(outside.is_empty(), "pods written outside a term: {outside:?}");
         let writes = pod_writes(env, &ns, &["v-a", "v-b"]);
         for r in &run.rounds {
@@ -705,6 +666,23 @@ async fn victims_events(env: &Env, ns: &str) -> (usize, usize) {
     (ours.len(), priced)
 }
 
+/// When the scenario killed the API server.
+static API_SERVER_KILLED: std::sync::Mutex<Vec<Instant>> = std::sync::Mutex::new(Vec::new());
+
+/// How long a restarted API server may refuse requests its RBAC allows:
+/// its authorizer's caches fill after it serves again.
+const AUTHORIZER_CATCHING_UP: Duration = Duration::from_secs(30);
+
+/// Whether `at` falls while the API server this scenario killed was down
+/// or its authorizer catching up: a 403 then is not an RBAC gap.
+pub(crate) fn api_server_restarting(at: Instant) -> bool {
+    API_SERVER_KILLED.lock().is_ok_and(|killed| {
+        killed
+            .iter()
+            .any(|k| at >= *k && at.duration_since(*k) < AUTHORIZER_CATCHING_UP)
+    })
+}
+
 /// Kills the API server whose pid `pid_file` holds and starts it again
 /// after `down`, with the same command line, directory and environment
 /// (its output appended to the log beside its pid file's folder, if any);
@@ -731,6 +709,9 @@ fn restart_api_server(pid_file: &std::path::Path, down: Duration) {
         "the API server's command line ({proc_dir})"
     );
     stop(pid, libc::SIGKILL);
+    if let Ok(mut at) = API_SERVER_KILLED.lock() {
+        at.push(Instant::now());
+    }
     let pid_file = pid_file.to_path_buf();
     std::thread::spawn(move || {
         std::thread::sleep(down);

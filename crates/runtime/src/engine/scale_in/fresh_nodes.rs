@@ -231,15 +231,10 @@ impl Engine {
                                 read += 1;
                             }
                         }
-                        // selected by the watch's hostname, not listed: the
-                        // label changed, or the node went
-                        one_by_one.extend(
-                            names
-                                .iter()
-                                .filter(|n| !listed.contains(*n) && !one_by_one.contains(*n))
-                                .cloned()
-                                .collect::<Vec<_>>(),
-                        );
+                        // the nodes the list could not select, and those it
+                        // selected by the watch's hostname but did not
+                        // return (the label changed, or the node went)
+                        one_by_one = names.difference(&listed).cloned().collect();
                     }
                     Err(e) => {
                         failed += 1;
@@ -249,11 +244,12 @@ impl Engine {
                 }
             }
             gets = one_by_one.len();
-            self.metrics().scale_in_node_requests("get", gets);
             let mut each = futures::stream::iter(one_by_one)
                 .map(|name| {
                     let api = api.clone();
                     async move {
+                        // counted as sent: past the budget the rest are not
+                        self.metrics().scale_in_node_requests("get", 1);
                         let got = api.get_metadata_opt(&name).await;
                         (name, got)
                     }
