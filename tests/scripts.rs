@@ -181,12 +181,19 @@ fn readme_says_what_the_test_command_installs_and_costs() {
         .and_then(|s| s.rsplit("# 2.").next())
         .expect("the quick start describes ./scripts/test.sh");
     let step = step.replace("\n#   ", " ").replace("\n#", " ");
-    for needle in [
-        "~23 min on a fresh 2-core machine",
-        "clippy ~5",
-        "image build ~13",
-        "helm-sdkpy",
-    ] {
+    // The figure is re-measured as the suite grows; the test holds that one is
+    // given, in minutes, for the machine CI runs on.
+    let minutes = step
+        .split(" min on a fresh 2-core machine")
+        .next()
+        .filter(|before| before.len() < step.len())
+        .and_then(|before| before.rsplit('~').next())
+        .and_then(|n| n.trim().parse::<u32>().ok());
+    assert!(
+        minutes.is_some_and(|m| (1..90).contains(&m)),
+        "no \"~N min on a fresh 2-core machine\" (N under CI's 90) in the quick start's step 2:\n{step}"
+    );
+    for needle in ["clippy ~5", "image build ~13", "helm-sdkpy"] {
         assert!(
             step.contains(needle),
             "{needle:?} not in the quick start's step 2:\n{step}"
