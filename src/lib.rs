@@ -13,9 +13,10 @@
 //! part of the product: they live in the dev-only test kit, `testkit/`.
 
 pub use deletion_cost_core::{
-    annotations, comparator, error_chain, input, marker, owner, plan, pod, policy, signals,
-    MANAGER, USER_AGENT,
+    annotations, comparator, error_chain, marker, owner, plan, pod, policy, signals, MANAGER,
+    USER_AGENT,
 };
+pub use deletion_cost_input as input;
 pub use deletion_cost_report as report;
 pub use deletion_cost_runtime::{engine, hook, metrics, operator, prometheus};
 pub use deletion_cost_writes as writes;

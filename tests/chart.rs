@@ -185,8 +185,8 @@ fn the_default_prices_are_the_components_and_read() {
         repo_file("deploy/components/prices/prices.yaml"),
         "values.yaml prices.file differs from deploy/components/prices/prices.yaml"
     );
-    let prices = deletion_cost::plan::prices::Prices::parse("prices.file", &file)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let prices =
+        deletion_cost::input::parse_prices("prices.file", &file).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(prices.currency.as_deref(), Some("USD"));
     assert!(!prices.billing_classes.is_empty());
 }

@@ -3,9 +3,8 @@
 
 use std::path::Path;
 
-use deletion_cost::policy::{
-    crd_yaml, parse_duration, parse_policies, DeletionCostPolicy, PolicyFileError,
-};
+use deletion_cost::input::{crd_yaml, parse_policies, PolicyFileError};
+use deletion_cost::policy::{parse_duration, DeletionCostPolicy};
 use kube::core::cel::{ErrorKind, Validator};
 use kube::CustomResourceExt;
 use serde_json::{json, Value};

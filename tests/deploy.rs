@@ -1428,7 +1428,7 @@ fn the_prices_component_mounts_the_file_run_reads() {
             .as_ref()
             .and_then(|d| d.get("prices.yaml"))
             .expect("prices.yaml in the ConfigMap");
-        deletion_cost::plan::prices::Prices::parse("prices.yaml", text)
+        deletion_cost::input::parse_prices("prices.yaml", text)
             .unwrap_or_else(|e| panic!("{overlay}: {e}"));
         let args = r.args();
         let file = args

@@ -147,7 +147,7 @@ fn cpu_series() -> String {
 fn policy(path: &str) -> Value {
     let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))
         .expect("an example policy");
-    let policies = deletion_cost::policy::file::parse_policies(path, &text).expect("a policy");
+    let policies = deletion_cost::input::parse_policies(path, &text).expect("a policy");
     let mut doc = serde_json::to_value(&policies[0].policy).expect("JSON");
     doc["apiVersion"] = json!("deletioncost.dev/v1alpha1");
     doc["kind"] = json!("DeletionCostPolicy");

@@ -13,7 +13,7 @@ use std::time::Duration;
 use deletion_cost::engine::{Pricing, SharedPrices};
 use deletion_cost::hook::{HookConfig, HookTls};
 use deletion_cost::operator::RunConfig;
-use deletion_cost::plan::prices::{Money, Prices};
+use deletion_cost::plan::prices::Money;
 use deletion_cost_testkit::fake_api::FakeApi;
 use deletion_cost_testkit::{eventually, free_addr};
 use serde_json::{json, Value};
@@ -71,7 +71,9 @@ fn config(window: Duration) -> RunConfig {
         ..HookConfig::default()
     };
     cfg.pricing = Some(Pricing {
-        prices: SharedPrices::new(Prices::parse("prices.yaml", PRICES).expect("prices")),
+        prices: SharedPrices::new(
+            deletion_cost::input::parse_prices("prices.yaml", PRICES).expect("prices"),
+        ),
         removal_window: window,
     });
     cfg

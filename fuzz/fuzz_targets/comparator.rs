@@ -84,7 +84,7 @@ impl Key {
         };
         RankKey {
             namespace: "ns".into(),
-            name: format!("{uid}-{node}"),
+            name: format!("{uid}-{node}").into(),
             uid: uid.into(),
             node_name: node.into(),
             phase: Some(phase.into()),

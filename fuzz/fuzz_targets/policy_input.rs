@@ -6,9 +6,8 @@
 use std::sync::OnceLock;
 
 use deletion_cost::comparator::FeatureGates;
-use deletion_cost::input::InputLimits;
-use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot, SnapshotReader};
-use deletion_cost::policy::file::parse_policies;
+use deletion_cost::input::{parse_policies, InputLimits, SnapshotReader};
+use deletion_cost::plan::{self, NamedPolicy, PlanOptions, Snapshot};
 use deletion_cost::policy::ValidatedSignal;
 use deletion_cost::signals::samples::{read_samples, SignalSpec};
 use deletion_cost::signals::SignalSamples;

@@ -11,8 +11,7 @@
 use deletion_cost::comparator::{
     assign_ranks, is_pod_active, rank_pods, Comparator, FeatureGates, OrderedPods, RankKey,
 };
-use deletion_cost::input::{parse_objects, pods_from, InputLimits};
-use deletion_cost::plan::SnapshotReader;
+use deletion_cost::input::{parse_objects, pods_from, InputLimits, SnapshotReader};
 use libfuzzer_sys::fuzz_target;
 
 /// 2023-11-14T22:13:20Z: fixed so runs are reproducible.
@@ -20,7 +19,7 @@ const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 
 fuzz_target!(|data: &[u8]| {
     // the streaming reader `predict` runs on files and stdin: any bytes
-    if let Err(e) = deletion_cost::input::pods_from_reader("fuzz", data, 1 << 20, 0) {
+    if let Err(e) = deletion_cost::input::pods_from_reader("fuzz", data, InputLimits::bytes(1 << 20), 0) {
         let _ = e.to_string();
     }
     // files are read as UTF-8 (`read_to_string`), so other bytes never get this far

@@ -1,7 +1,7 @@
 //! `deletion-cost crd`.
 
 use super::CliError;
-use crate::policy::crd_yaml;
+use crate::input::crd_yaml;
 
 /// Flags of `crd`.
 #[derive(Debug, clap::Args)]

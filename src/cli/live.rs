@@ -19,8 +19,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::CliError;
-use crate::input::{parse_objects, InputLimits, RawObject, ServerVersion};
-use crate::plan::{Snapshot, SnapshotReader};
+use crate::input::{parse_objects, InputLimits, RawObject, ServerVersion, SnapshotReader};
+use crate::plan::Snapshot;
 
 /// The flags that say which cluster and which namespaces to read.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -12,22 +12,20 @@ use super::source::{
 };
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
+use crate::input::policy_file::policies_from;
 use crate::input::{
     capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
     ServerVersion, LISTED,
 };
+use crate::input::{parse_prices, PolicyFileError, SnapshotReader};
 use crate::owner;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{
     cores, freed_list, memory, plan_savings, signed, Choice, Difference, Savings,
 };
-use crate::plan::{
-    self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, SnapshotReader, Verdict,
-};
-use crate::policy::file::policies_from;
+use crate::plan::{self, CostOwner, NamedPolicy, Plan, PlanOptions, Snapshot, Verdict};
 use crate::policy::overlap;
 use crate::policy::selector::selects;
-use crate::policy::PolicyFileError;
 use crate::policy::{DeletionCostPolicy, Writes};
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
@@ -464,7 +462,7 @@ fn load_prices(args: &PlanArgs, bundled: bool) -> Result<Option<Prices>, CliErro
     }
     let (name, text) = read_source_limited(path, args.max_input_bytes, Expect::Text)
         .map_err(CliError::bad_input)?;
-    Prices::parse(&name, &text)
+    parse_prices(&name, &text)
         .map(Some)
         .map_err(CliError::bad_input)
 }

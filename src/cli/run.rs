@@ -8,9 +8,8 @@ use super::source::read_source_limited;
 use super::CliError;
 use crate::engine::{Pricing, SharedPrices};
 use crate::hook::{HookConfig, HookTls, TlsFiles};
-use crate::input::Expect;
+use crate::input::{parse_prices, Expect};
 use crate::operator::{self, RunConfig};
-use crate::plan::prices::Prices;
 
 /// Flags of `run`.
 #[derive(Debug, clap::Args)]
@@ -174,7 +173,7 @@ fn load_pricing(args: &RunArgs) -> Result<Option<Pricing>, CliError> {
     }
     let (name, text) =
         read_source_limited(path, PRICES_MAX_BYTES, Expect::Text).map_err(CliError::bad_input)?;
-    let prices = Prices::parse(&name, &text).map_err(CliError::bad_input)?;
+    let prices = parse_prices(&name, &text).map_err(CliError::bad_input)?;
     Ok(Some(Pricing {
         prices: SharedPrices::new(prices),
         removal_window: Duration::from_secs(args.node_removal_window),

@@ -1,8 +1,9 @@
 //! deletion-cost-operator's pure core: plain data in, decisions out. The
 //! ReplicaSet controller's deletion order (`comparator`), pod records
 //! (`pod`, `owner`), policies (`policy`), the pure parts of the signals
-//! (`signals`), the planner (`plan`) and the parsing of what `kubectl get`
-//! prints (`input`). The plan as a page is `deletion-cost-report`'s. It talks to no API
+//! (`signals`) and the planner (`plan`). Reading what `kubectl get` prints,
+//! policy and prices files is `deletion-cost-input`'s; the plan as a page is
+//! `deletion-cost-report`'s. It talks to no API
 //! server and no Prometheus, starts no runtime and opens no file: the
 //! shell's crates (`deletion-cost-writes`, `deletion-cost-runtime`) and the
 //! CLI do.
@@ -29,15 +30,15 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    input::without_os_error(&out)
+    text::without_os_error(&out)
 }
 
 pub mod annotations;
 pub mod comparator;
-pub mod input;
 pub mod marker;
 pub mod owner;
 pub mod plan;
 pub mod pod;
 pub mod policy;
 pub mod signals;
+pub mod text;

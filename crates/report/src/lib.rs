@@ -130,8 +130,8 @@ impl<'a> Section<'a> {
 mod tests {
     use super::*;
     use crate::plan::{self, PreviousValues};
-    use crate::policy::file::parse_policies;
     use crate::signals::SignalSamples;
+    use deletion_cost_input::parse_policies;
 
     #[test]
     fn nodes_carry_the_class_the_policy_reads_and_their_zone() {
@@ -146,9 +146,8 @@ mod tests {
             namespace: "shop".into(),
             spec: policy.validate().unwrap(),
         };
-        let mut reader = deletion_cost_core::plan::SnapshotReader::new(
-            deletion_cost_core::input::InputLimits::NONE,
-        );
+        let mut reader =
+            deletion_cost_input::SnapshotReader::new(deletion_cost_input::InputLimits::NONE);
         reader
             .read_text(
                 "cluster.yaml",

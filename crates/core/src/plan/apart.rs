@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::selection::{NodeSlots, NsPod};
 use super::{NamedPolicy, ReplicaSetPlan};
-use crate::input::{capped_list, LISTED};
 use crate::policy::validate as signal;
 use crate::policy::ValidatedSignal;
+use crate::text::{capped_list, LISTED};
 
 /// The label a node's zone is read from unless a policy says otherwise.
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

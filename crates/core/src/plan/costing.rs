@@ -168,7 +168,7 @@ fn missing_nodes_warning(pod_nodes: &PodNodes) -> Option<String> {
     (!missing_nodes.is_empty()).then(|| {
         format!(
             "nodes not in the snapshot (their labels read as empty): {}",
-            crate::input::capped_list(missing_nodes, crate::input::LISTED)
+            crate::text::capped_list(missing_nodes, crate::text::LISTED)
         )
     })
 }

@@ -117,7 +117,7 @@ pub(super) fn mark_costs(
         warnings.push(format!(
             "marked pod(s) keep a cost this policy did not write, which the marker does not \
              move: {} (respectForeignCosts or Karpenter's)",
-            crate::input::capped_list(&unmovable, crate::input::LISTED)
+            crate::text::capped_list(&unmovable, crate::text::LISTED)
         ));
     }
     let namespace: Arc<str> = policy.namespace.as_str().into();

@@ -40,7 +40,7 @@ pub use check::{Mismatch, MismatchReason, Verdict};
 pub use correction::{ReplicaSetCorrection, ScaleInTarget};
 pub use previous::PreviousValues;
 pub use resolve::{default_value, NamedPolicy, ResolveError};
-pub use snapshot::{ReadSnapshot, Snapshot, SnapshotReader};
+pub use snapshot::Snapshot;
 
 /// Options that do not come from the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]

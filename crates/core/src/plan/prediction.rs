@@ -272,7 +272,7 @@ fn missing_replica_sets_warning(missing_rs: &[&str]) -> Option<String> {
         many => Some(format!(
             "{} ReplicaSets are not in the snapshot ({}): colocation ranks use each one's own pods",
             many.len(),
-            crate::input::capped_list(many, crate::input::LISTED)
+            crate::text::capped_list(many, crate::text::LISTED)
         )),
     }
 }

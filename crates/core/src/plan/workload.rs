@@ -407,8 +407,7 @@ mod tests {
             rs("other", "web-z", "web"),
         ];
         let text = serde_json::json!({"kind": "List", "apiVersion": "v1", "items": items});
-        let objects = crate::input::parse_objects("t", &text.to_string()).unwrap();
-        Snapshot::from_objects(objects).unwrap()
+        Snapshot::from_values(vec![text])
     }
 
     fn names(pods: &[&PodRecord]) -> Vec<String> {

@@ -1,15 +1,12 @@
-//! The `DeletionCostPolicy` CRD: types, defaults and validation.
+//! The `DeletionCostPolicy` CRD: types, defaults and validation. Policy
+//! files are read, and the CRD rendered as YAML, by `deletion-cost-input`.
 
-pub mod crd;
-pub mod file;
 pub mod overlap;
 pub mod selector;
 pub mod strict;
 pub mod types;
 pub mod validate;
 
-pub use crd::crd_yaml;
-pub use file::{parse_policies, PolicyFileError, PolicyObject};
 pub use overlap::{overlap_order, wins_over};
 pub use types::*;
 pub use validate::{

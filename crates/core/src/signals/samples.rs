@@ -352,7 +352,7 @@ fn parse_json_file(file: &str, text: &str) -> Result<SamplesFile, SamplesError> 
         line: e.line(),
         column: e.column(),
         // the position is said once, before the problem
-        problem: crate::input::json_problem(&e),
+        problem: crate::text::json_problem(&e),
     })?;
     let json_err = |path: String, problem: String| SamplesError::Json {
         file: file.to_string(),
@@ -674,7 +674,7 @@ fn csv_header_has_timestamp(
             format!(
                 "expected the header \"pod,value\" or \"pod,value,timestamp\", found {:?} (a JSON file must start with '{{')",
                 // the first 40 characters: a file of one long line is not echoed whole
-                crate::input::shortened(&header.iter().collect::<Vec<_>>().join(","))
+                crate::text::shortened(&header.iter().collect::<Vec<_>>().join(","))
             ),
         )),
     }
@@ -701,7 +701,7 @@ fn parse_csv_row(
                     "pod,value"
                 },
                 fields.len(),
-                crate::input::shortened(&fields.iter().collect::<Vec<_>>().join(","))
+                crate::text::shortened(&fields.iter().collect::<Vec<_>>().join(","))
             ),
         ));
     }
@@ -714,7 +714,7 @@ fn parse_csv_row(
             n,
             format!(
                 "value {:?} is not a number",
-                crate::input::shortened(&fields[1])
+                crate::text::shortened(&fields[1])
             ),
         )
     })?;
@@ -727,7 +727,7 @@ fn parse_csv_row(
                     n,
                     format!(
                         "timestamp {:?} is not Unix seconds",
-                        crate::input::shortened(&fields[2])
+                        crate::text::shortened(&fields[2])
                     ),
                 ))
             }

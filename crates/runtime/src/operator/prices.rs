@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::SharedPrices;
-use crate::input::{read_bounded, Expect};
+use crate::input::{parse_prices, read_bounded, Expect, PricesError};
 use crate::metrics::Metrics;
-use crate::plan::prices::{Prices, PricesError};
+use crate::plan::prices::Prices;
 
 /// How often the file is read again.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(30);
@@ -24,7 +24,7 @@ pub const MAX_BYTES: u64 = 16 << 20;
 /// What a new reading of the file means (pure): `None` when its text is the
 /// last one read, else the prices it holds or why not.
 pub fn reread(source: &str, last: Option<&str>, text: &str) -> Option<Result<Prices, PricesError>> {
-    (last != Some(text)).then(|| Prices::parse(source, text))
+    (last != Some(text)).then(|| parse_prices(source, text))
 }
 
 /// The file's text, bounded as every input is.
@@ -120,7 +120,7 @@ mod tests {
         let path = dir.path().join("prices.yaml");
         std::fs::write(&path, "billingClasses: {spot: 0.04}\n").expect("written");
         let shared =
-            SharedPrices::new(Prices::parse("x", "billingClasses: {spot: 0.04}").expect("prices"));
+            SharedPrices::new(parse_prices("x", "billingClasses: {spot: 0.04}").expect("prices"));
         let metrics = Arc::new(Metrics::new(1.0, Box::new(Default::default)));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(follow(

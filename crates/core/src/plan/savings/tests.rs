@@ -8,11 +8,22 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::comparator::FeatureGates;
-use crate::input::parse_objects;
 use crate::policy::DeletionCostPolicySpec;
 
-fn prices(yaml: &str) -> Prices {
-    Prices::parse("prices.yaml", yaml).unwrap()
+/// Prices by billing class and by instance type, each `name: price, …`.
+fn prices(billing_classes: &[(&str, &str)], instance_types: &[(&str, &str)]) -> Prices {
+    let map = |entries: &[(&str, &str)]| {
+        entries
+            .iter()
+            .map(|(name, price)| (name.to_string(), money(price)))
+            .collect()
+    };
+    Prices {
+        source: "prices.yaml".into(),
+        currency: None,
+        billing_classes: map(billing_classes),
+        instance_types: map(instance_types),
+    }
 }
 
 fn money(s: &str) -> Money {
@@ -76,7 +87,13 @@ fn a_node_is_freed_when_only_daemon_set_and_inactive_pods_stay() {
         pod("shop", "web-e", "spot-2"),
         pod("shop", "web-f", ""),
     ];
-    let p = prices("currency: USD\nbillingClasses: {spot: 0.12, on-demand: 0.40}\ninstanceTypes: {m6i.large: 0.05}");
+    let p = Prices {
+        currency: Some("USD".into()),
+        ..prices(
+            &[("spot", "0.12"), ("on-demand", "0.40")],
+            &[("m6i.large", "0.05")],
+        )
+    };
     let s = compute(
         &nodes,
         &pods,
@@ -122,7 +139,7 @@ fn allocatable_is_summed_where_reported() {
     let s = compute(
         &[a, b],
         &pods,
-        &prices("billingClasses: {spot: 1}"),
+        &prices(&[("spot", "1")], &[]),
         &victims(&["x", "y"]),
         &victims(&[]),
     );
@@ -204,7 +221,7 @@ const REPLICA_SET: &str = "- kind: ReplicaSet
 
 fn snapshot(items: &str) -> Snapshot {
     let text = format!("kind: List\nitems:\n{items}");
-    Snapshot::from_objects(parse_objects("cluster.yaml", &text).unwrap()).unwrap()
+    Snapshot::from_yaml(&text)
 }
 
 #[test]
@@ -287,7 +304,7 @@ fn plan_savings_compares_the_policy_with_upstream() {
         &p,
         &s,
         &planned,
-        &prices("billingClasses: {spot: 0.12}\ninstanceTypes: {m6i.large: 0.04}"),
+        &prices(&[("spot", "0.12")], &[("m6i.large", "0.04")]),
         &o,
     );
     assert_eq!(savings.policy.victims, ["b"]);
@@ -360,7 +377,10 @@ fn a_live_scale_in_is_priced_over_its_own_victims_and_replica_sets() {
         assume_patches_applied: false,
         ..opts(1)
     };
-    let prices = prices("currency: USD\nbillingClasses: {spot: 0.04, on-demand: 0.19}");
+    let prices = Prices {
+        currency: Some("USD".into()),
+        ..prices(&[("spot", "0.04"), ("on-demand", "0.19")], &[])
+    };
     // the pods the scale-in deleted, whatever a plan would pick: b
     let victims = vec![("web-1".to_string(), vec![Arc::<str>::from("b")])];
     let (savings, warnings) = scale_in_savings(&p, &s, &victims, &prices, &o);
@@ -525,7 +545,7 @@ fn a_node_an_autoscaler_may_not_remove_is_not_freed() {
         pod("shop", "web-d", "od-d"),
         agent,
     ];
-    let p = prices("billingClasses: {on-demand: 0.40}");
+    let p = prices(&[("on-demand", "0.40")], &[]);
     let s = compute(
         &nodes,
         &pods,

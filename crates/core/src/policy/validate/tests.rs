@@ -217,21 +217,6 @@ fn preset_costs_must_name_normalised_classes() {
 }
 
 #[test]
-fn unknown_preset_names_the_field_when_decoding() {
-    let objects = crate::input::parse_objects(
-        "policy.yaml",
-        "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  signals:\n  - billingClass: {preset: aws, costs: {spot: 1}}\n",
-    )
-    .unwrap();
-    let err = objects[0]
-        .decode::<crate::policy::DeletionCostPolicy>("DeletionCostPolicy")
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("spec.signals[0].billingClass.preset"), "{err}");
-    assert!(err.contains("aws"), "{err}");
-}
-
-#[test]
 fn query_placeholders() {
     assert!(check_query("up{namespace=\"$namespace\", $selector}").is_ok());
     assert!(check_query("sum(rate(x[5m])) by (pod)").is_ok());

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::annotations::POD_DELETION_COST;
 use crate::comparator::key::go_time;
 use crate::comparator::slim::{cost_of, phase_of, ControllerRef, SlimPod};
-use crate::input::{MAX_LABEL_BYTES, MAX_NAME_BYTES};
+use crate::{MAX_LABEL_BYTES, MAX_NAME_BYTES};
 
 mod scan;
 
@@ -125,7 +125,7 @@ impl<'de> Deserialize<'de> for Labels {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
                 while let Some((k, v)) = map.next_entry::<Str<'de>, Str<'de>>()? {
-                    if crate::input::label_over_limits(&k.0, v.0.len()).is_some() {
+                    if crate::label_over_limits(&k.0, v.0.len()).is_some() {
                         return Err(serde::de::Error::custom("a label over Kubernetes' limits"));
                     }
                 }
@@ -155,7 +155,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
                 let mut total = 0usize;
                 while let Some((k, v)) = map.next_entry::<Str<'de>, Str<'de>>()? {
                     total += k.0.len() + v.0.len();
-                    if total > crate::input::MAX_ANNOTATIONS_BYTES {
+                    if total > crate::MAX_ANNOTATIONS_BYTES {
                         return Err(serde::de::Error::custom(
                             "annotations over Kubernetes' limit",
                         ));

@@ -1,10 +1,11 @@
 //! Reading `DeletionCostPolicy` objects from YAML or JSON files (`plan
 //! --policy`, tests), with errors that name the file, the object and the field.
 
-use crate::input::{parse_objects, InputError, RawObject};
+use deletion_cost_core::policy::{
+    validate, DeletionCostPolicy, ValidatedPolicy, ValidationError, ValidationErrors,
+};
 
-use super::validate::{validate, ValidatedPolicy, ValidationError, ValidationErrors};
-use super::DeletionCostPolicy;
+use crate::{parse_objects, InputError, RawObject};
 
 /// `apiVersion` of the policy objects this build understands.
 pub const API_VERSION: &str = "deletioncost.dev/v1alpha1";
@@ -118,7 +119,7 @@ pub fn policies_from(objects: &[RawObject]) -> Result<Vec<PolicyObject>, PolicyF
         }
         // strict, as the API server: unknown fields, types, ranges, enums
         let mut checked = o.clone();
-        let errors = super::strict::check(&mut checked.value);
+        let errors = deletion_cost_core::policy::strict::check(&mut checked.value);
         if !errors.is_empty() {
             return Err(PolicyFileError::Invalid {
                 source_name: o.source_name.clone(),
@@ -177,7 +178,7 @@ pub fn parse_policies(source_name: &str, text: &str) -> Result<Vec<PolicyObject>
     let objects = parse_objects(source_name, text)?;
     let policies = policies_from(&objects)?;
     if policies.is_empty() {
-        let found = crate::input::held_kinds(&objects);
+        let found = crate::held_kinds(&objects);
         return Err(PolicyFileError::NoPolicy {
             source_name: source_name.to_string(),
             found,
@@ -343,5 +344,20 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn unknown_preset_names_the_field_when_decoding() {
+        let objects = crate::parse_objects(
+            "policy.yaml",
+            "apiVersion: deletioncost.dev/v1alpha1\nkind: DeletionCostPolicy\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  signals:\n  - billingClass: {preset: aws, costs: {spot: 1}}\n",
+        )
+        .unwrap();
+        let err = objects[0]
+            .decode::<DeletionCostPolicy>("DeletionCostPolicy")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spec.signals[0].billingClass.preset"), "{err}");
+        assert!(err.contains("aws"), "{err}");
     }
 }

@@ -1,16 +1,34 @@
-//! Reading Kubernetes objects from what `kubectl get -o json|yaml` prints:
-//! a `List`/`*List`, a single object, an array of objects, or several YAML
-//! documents. Errors name the source, the item and the field. Pure: the CLI
-//! opens files and stdin (`cli::source`) and hands over a reader or text.
+//! deletion-cost-operator's offline readers: what `kubectl get -o json|yaml`
+//! prints (a `List`/`*List`, a single object, an array of objects, or several
+//! YAML documents), read into the core's types: pods for `predict`, a cluster
+//! snapshot for `plan`, policy files, prices files; and the CRD rendered as
+//! YAML. Errors name the source, the item and the field. Pure: the CLI opens
+//! files and stdin (`cli::source`) and hands over a reader or text. The core
+//! decides; this crate only reads.
 
+// The core's modules under the names the readers were written with.
+pub use deletion_cost_core::text::{
+    capped_list, json_problem, shortened, without_os_error, LISTED,
+};
+pub(crate) use deletion_cost_core::{annotations, comparator, pod};
+
+mod crd;
 mod documents;
 mod error;
 mod limits;
 mod notes;
 mod pods;
+pub mod policy_file;
+mod prices;
 mod read;
+mod snapshot;
 mod stream;
 mod version;
+
+pub use crd::{crd_yaml, CrdError};
+pub use policy_file::{parse_policies, PolicyFileError, PolicyObject};
+pub use prices::{parse_prices, PricesError};
+pub use snapshot::{ReadSnapshot, SnapshotReader};
 
 pub use documents::*;
 pub use error::*;

@@ -1,7 +1,7 @@
 //! Why an input could not be read, and the syntax errors of JSON and YAML
 //! said with the source's name and position.
 
-use super::show_size;
+use super::{json_problem, show_size, without_os_error};
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -116,20 +116,6 @@ pub(crate) fn json_syntax(source_name: &str, e: &serde_json::Error) -> InputErro
     }
 }
 
-/// What serde_json says is wrong, without the position (said apart) and
-/// with its depth limit in words.
-pub fn json_problem(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = text.strip_suffix(&suffix).unwrap_or(&text);
-    // serde_json's name for its depth limit, in the words of RELIABILITY.md
-    if message == "recursion limit exceeded" {
-        "nested too deeply (more than 128 levels of lists and maps)".to_string()
-    } else {
-        message.to_string()
-    }
-}
-
 /// What the YAML reader says of a depth past its limits.
 const YAML_TOO_DEEP: &str = "nested too deeply (more than 64 levels of lists and maps)";
 
@@ -217,42 +203,4 @@ pub(crate) fn yaml_syntax(source_name: &str, e: &serde_saphyr::Error) -> InputEr
 /// ("No such file or directory", "Permission denied").
 pub fn io_error_text(e: &std::io::Error) -> String {
     without_os_error(&e.to_string())
-}
-
-/// `text` without the ` (os error N)` std appends to an OS error's message:
-/// the number says nothing to a reader that the words before it do not.
-pub fn without_os_error(text: &str) -> String {
-    const MARK: &str = " (os error ";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(MARK) {
-        let after = &rest[at + MARK.len()..];
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        out.push_str(&rest[..at]);
-        if digits > 0 && after[digits..].starts_with(')') {
-            rest = &after[digits + 1..];
-        } else {
-            out.push_str(MARK);
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod os_error_tests {
-    #[test]
-    fn os_error_numbers_are_left_out() {
-        use super::without_os_error as w;
-        assert_eq!(
-            w("tcp connect error: Connection refused (os error 111)"),
-            "tcp connect error: Connection refused"
-        );
-        assert_eq!(w("a (os error 2): b (os error 13)"), "a: b");
-        assert_eq!(w("kept (os error x)"), "kept (os error x)");
-        assert_eq!(w("no number"), "no number");
-        let e = std::io::Error::from_raw_os_error(2);
-        assert!(!super::io_error_text(&e).contains("os error"));
-    }
 }

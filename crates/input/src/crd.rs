@@ -2,7 +2,7 @@
 
 use kube_core::CustomResourceExt;
 
-use super::DeletionCostPolicy;
+use deletion_cost_core::policy::DeletionCostPolicy;
 
 /// Why the CRD could not be rendered.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use super::window::{Window, CHUNK};
 use super::{ItemAt, ItemSink};
-use crate::input::InputError;
+use crate::InputError;
 
 mod block;
 

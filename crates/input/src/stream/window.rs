@@ -15,7 +15,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::{ItemAt, ItemSink, Prefix, TextReader};
-use crate::input::InputError;
+use crate::InputError;
 
 /// How much the window asks of the reader at a time: what the reader
 /// path's `BufReader` asks, so the checks of the bytes (control
@@ -153,7 +153,7 @@ impl<'s, R: Read> Window<'s, R> {
             // the text reader hands on none of that: said as it would say it
             Err(e) => {
                 let at = e.valid_up_to();
-                let message = crate::input::not_utf8_message(&[], self.scratch[at]);
+                let message = crate::not_utf8_message(&[], self.scratch[at]);
                 let position = Some((self.text.line, self.text.column));
                 self.text.error = Some(InputError::Syntax {
                     source_name: self.text.source_name.to_string(),

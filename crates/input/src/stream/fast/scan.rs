@@ -14,11 +14,11 @@ use serde::Deserialize;
 
 use super::{Fields, MetaFields, ReadyCondition, SpecFields, StatusFields};
 use crate::annotations::POD_DELETION_COST;
-use crate::input::{label_over_limits, MAX_ANNOTATIONS_BYTES, MAX_NAME_BYTES};
+use crate::{label_over_limits, MAX_ANNOTATIONS_BYTES, MAX_NAME_BYTES};
 
 /// Why [`scan`] has no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::input::stream) enum Fail {
+pub(in crate::stream) enum Fail {
     /// The text ends inside the item: all of it so far was as expected.
     Cut,
     /// Anything else: the serde types decide.
@@ -32,7 +32,7 @@ const MAX_DEPTH: usize = 64;
 
 /// The pod item at the start of `text` (which goes on past it) and its
 /// length.
-pub(in crate::input::stream) fn scan(text: &str) -> Scan<(Fields<'_>, usize)> {
+pub(in crate::stream) fn scan(text: &str) -> Scan<(Fields<'_>, usize)> {
     let mut c = Cursor { text, at: 0 };
     let fields = c.pod()?;
     Ok((fields, c.at))

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{InputError, RawObject};
+use super::{shortened, InputError, RawObject};
 
 /// Kubernetes' limit on an object's name (a DNS subdomain), and on the
 /// names that point at objects (`spec.nodeName`, an ownerReference's name).
@@ -121,17 +121,6 @@ pub fn record_within_limits(pod: &crate::pod::PodRecord, node_name: Option<&str>
             .into_iter()
             .flatten()
             .all(|(k, v)| label_over_limits(k, v.len()).is_none())
-}
-
-/// At most 40 characters of `s`, with `...` when cut: an over-long name
-/// is named without printing it whole.
-pub fn shortened(s: &str) -> String {
-    let shown: String = s.chars().take(40).collect();
-    if shown.len() < s.len() {
-        format!("{shown}...")
-    } else {
-        shown
-    }
 }
 
 /// [`metadata_over_limits`] as the error naming the item and the field.

@@ -3,7 +3,7 @@
 
 use crate::pod::PodView;
 
-use super::InputError;
+use super::{capped_list, InputError, LISTED};
 
 /// `pods.json: items[3]`.
 pub fn item_label(source_name: &str, location: &str) -> String {
@@ -66,10 +66,6 @@ pub fn pods_without_uid(pods: &[impl PodView]) -> Vec<String> {
         .collect()
 }
 
-/// How many items a line on stderr names before "and K more": a line stays
-/// short whatever the input's size.
-pub const LISTED: usize = 10;
-
 /// The warning for pods whose cost annotation Kubernetes reads as 0 (each
 /// item names a pod and what is wrong with its value), or none.
 pub fn invalid_costs_warning(invalid: &[String]) -> Option<String> {
@@ -82,31 +78,6 @@ pub fn invalid_costs_warning(invalid: &[String]) -> Option<String> {
             capped_list(invalid, LISTED)
         )
     })
-}
-
-/// `a, b, c and 7 more`: the first `shown` items, `, `-joined, then how many
-/// were left out.
-pub fn capped_list<I>(items: I, shown: usize) -> String
-where
-    I: IntoIterator,
-    I::Item: std::fmt::Display,
-{
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let mut count = 0usize;
-    for item in items {
-        if count < shown {
-            if count > 0 {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "{item}");
-        }
-        count += 1;
-    }
-    if count > shown {
-        let _ = write!(out, " and {} more", count - shown);
-    }
-    out
 }
 
 /// The warning for pods without a UID, or `None` when every pod has one.
