@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::priced::observe_window;
-use crate::engine::{Engine, FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
+use super::ExactScaleIn;
+use crate::engine::{FreshBy, PriceOutcome, ScaleInAnswer, ScaleInCall, WorkloadRef};
 use crate::policy::TargetKind;
 
 /// How long the Event waits for the scale-in's price beyond the time its
@@ -62,17 +63,18 @@ impl Scaled {
     }
 }
 
-impl Engine {
+impl ExactScaleIn {
     /// Publishes the scale-in's `ScaleInVictims` Event in the background,
     /// once it is priced when a price is coming; nothing for a call that
     /// shares the scale-in's answer, a workload no policy manages, or a hook
     /// call that removes no replica.
-    pub(in crate::engine) fn publish_victims(&self, scaled: Scaled, answer: Arc<ScaleInAnswer>) {
+    pub(super) fn report(&self, answer: Arc<ScaleInAnswer>) {
+        let scaled = Scaled::of(&self.call);
         if answer.shared || answer.policy().is_none() || scaled.to >= scaled.from {
             return;
         }
         // each scale-in its own Event: never folded into an earlier one's count
-        let recorder = self.leadership.one_event();
+        let recorder = self.engine.leadership.one_event();
         tokio::spawn(async move {
             let wait = observe_window(removed(scaled.from, scaled.to)) + PRICE_MARGIN;
             let priced = answer.priced.wait(wait).await;

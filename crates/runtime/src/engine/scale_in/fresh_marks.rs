@@ -1,6 +1,6 @@
 //! Scale-down markers read from the API server ahead of the pod watch
 //! ([`FresherMarks`]), and the scale-in's read of them
-//! ([`Engine::read_marks_now`]).
+//! ([`ExactScaleIn::read_marks_now`]).
 //!
 //! "Mark, then scale": an autoscaler labels the pods it wants gone
 //! ([`crate::marker`]) and scales in at once. The pod watch delivers a
@@ -21,7 +21,8 @@ use kube::api::{ListParams, ObjectList, PartialObjectMeta};
 use kube::Api;
 use tokio::time::{timeout_at, Instant};
 
-use crate::engine::{Engine, Managed};
+use super::ExactScaleIn;
+use crate::engine::Managed;
 use crate::marker::{marker_of, MARKER_LABELS};
 use crate::pod::{PodRecord, SharedMeta};
 
@@ -128,17 +129,18 @@ fn labels_now(
     }
 }
 
-impl Engine {
+impl ExactScaleIn {
     /// Reads which of `managed`'s pods carry a scale-down marker now, so the
     /// scale-in plans on markers set (or removed) moments before it (see
     /// the module docs). On an error or past its budget the markers come
     /// from the watch.
-    pub(in crate::engine) async fn read_marks_now(&self, managed: &Managed, deadline: Instant) {
+    pub(super) async fn read_marks_now(&self, managed: &Managed) {
+        let deadline = self.call.deadline;
         let ns = managed.workload.namespace.as_str();
         let started = Instant::now();
         let left = deadline.saturating_duration_since(started);
         let until = started + READ_BUDGET.min(left / 4);
-        let api: Api<Pod> = Api::namespaced(self.leadership.writes(), ns);
+        let api: Api<Pod> = Api::namespaced(self.engine.leadership.writes(), ns);
         let params = MARKER_LABELS.map(|key| ListParams::default().labels(key));
         let lists = futures::future::try_join_all(params.iter().map(|p| api.list_metadata(p)));
         let lists: Vec<ObjectList<PartialObjectMeta<Pod>>> = match timeout_at(until, lists).await {
@@ -164,7 +166,7 @@ impl Engine {
             .collect();
         let mut fresher = 0usize;
         for name in &managed.pods {
-            let Some(record) = self.caches.pod(ns, name) else {
+            let Some(record) = self.engine.caches.pod(ns, name) else {
                 continue;
             };
             let pod = read.get(name.as_str()).copied();
@@ -180,7 +182,10 @@ impl Engine {
                 None => listed_at,
             };
             if let Some(version) = version.filter(|v| revision(&record) < Some(*v)) {
-                self.caches.fresher_marks().keep(ns, name, labels, version);
+                self.engine
+                    .caches
+                    .fresher_marks()
+                    .keep(ns, name, labels, version);
                 fresher += 1;
             }
         }

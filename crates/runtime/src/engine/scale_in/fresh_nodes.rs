@@ -1,6 +1,6 @@
 //! Nodes read from the API server ahead of the node watch
 //! ([`FresherNodes`]), and the scale-in's read of its workload's nodes
-//! ([`Engine::read_nodes_now`]).
+//! ([`ExactScaleIn::read_nodes_now`]).
 //!
 //! A scale-in plans on the billing class its pods' nodes carry now. The
 //! node watch delivers a label change a few milliseconds after it is
@@ -22,8 +22,9 @@ use kube::api::ListParams;
 use kube::Api;
 use tokio::time::{timeout_at, Instant};
 
+use super::ExactScaleIn;
 use crate::engine::trim::trim_node;
-use crate::engine::{Engine, Managed};
+use crate::engine::Managed;
 
 /// How long a node read here serves when the watch never shows it as new
 /// (the node deleted, the watch down): a scale-in reads it again anyway.
@@ -170,7 +171,7 @@ fn is_label_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-impl Engine {
+impl ExactScaleIn {
     /// Reads the nodes of `managed`'s pods from the API server (metadata
     /// only), so the scale-in plans on the billing classes they carry now
     /// (see the module docs): one list, whatever the number of nodes,
@@ -178,12 +179,21 @@ impl Engine {
     /// for each node the list could not select or did not return (a
     /// hostname label changed since the watch showed it). Nodes not read
     /// by its budget, or whose read failed, come from the watch.
-    pub(in crate::engine) async fn read_nodes_now(&self, managed: &Managed, deadline: Instant) {
+    pub(super) async fn read_nodes_now(&self, managed: &Managed) {
+        let deadline = self.call.deadline;
         let ns = &managed.workload.namespace;
         let names: BTreeSet<String> = managed
             .pods
             .iter()
-            .filter_map(|pod| self.caches.pod(ns, pod)?.spec.as_ref()?.node_name.clone())
+            .filter_map(|pod| {
+                self.engine
+                    .caches
+                    .pod(ns, pod)?
+                    .spec
+                    .as_ref()?
+                    .node_name
+                    .clone()
+            })
             .collect();
         if names.is_empty() {
             return;
@@ -191,9 +201,10 @@ impl Engine {
         let started = Instant::now();
         let left = deadline.saturating_duration_since(started);
         let until = started + READ_BUDGET.min(left / 4);
-        let api: Api<Node> = Api::all(self.leadership.writes());
+        let api: Api<Node> = Api::all(self.engine.leadership.writes());
         let reads = node_reads(&names, |name| {
-            self.caches
+            self.engine
+                .caches
                 .node(name)?
                 .metadata
                 .labels
@@ -208,7 +219,7 @@ impl Engine {
                 ..Node::default()
             };
             trim_node(&mut node);
-            self.caches.keep_fresher_node(node);
+            self.engine.caches.keep_fresher_node(node);
         };
         let finished = timeout_at(until, async {
             let mut one_by_one = reads.one_by_one;
@@ -217,7 +228,7 @@ impl Engine {
                     "{HOSTNAME_LABEL} in ({})",
                     reads.hostnames.iter().map(String::as_str).collect::<Vec<_>>().join(",")
                 );
-                self.metrics().scale_in_node_requests("list", 1);
+                self.engine.metrics().scale_in_node_requests("list", 1);
                 match api.list_metadata(&ListParams::default().labels(&selector)).await {
                     Ok(list) => {
                         let mut listed = BTreeSet::new();
@@ -249,7 +260,7 @@ impl Engine {
                     let api = api.clone();
                     async move {
                         // counted as sent: past the budget the rest are not
-                        self.metrics().scale_in_node_requests("get", 1);
+                        self.engine.metrics().scale_in_node_requests("get", 1);
                         let got = api.get_metadata_opt(&name).await;
                         (name, got)
                     }

@@ -7,23 +7,34 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::call::{ScaleInAnswer, ScaleInCall};
+use super::call::{PriceOutcome, ScaleInAnswer, ScaleInCall};
 use super::priced::{by_replica_set, observe_window, ChoiceFreed, PricedScaleIn, OBSERVE_POLL};
+use super::ExactScaleIn;
 use crate::comparator::is_pod_active;
+use crate::engine::key_of;
 use crate::engine::round::PricingInput;
-use crate::engine::{key_of, Engine};
 use crate::plan::savings::{scale_in_savings, Savings};
 
-impl Engine {
+impl ExactScaleIn {
+    /// The price stage, after the answer: the pods the scale-in deleted,
+    /// observed, then priced. Priced over the pods seen going: within a tie
+    /// the controller may pick others than the ones predicted.
+    pub(super) async fn price(&self, answer: &ScaleInAnswer, input: PricingInput) -> PriceOutcome {
+        match self.observe_deletions(answer).await {
+            None => PriceOutcome::NothingDeleted,
+            Some(gone) => match self.price_gone(answer, gone, input).await {
+                Some(p) => PriceOutcome::Priced(p),
+                None => PriceOutcome::Failed,
+            },
+        }
+    }
+
     /// The pods a scale-in deleted: those of the workload's active pods at
     /// its round that the pod cache shows gone or terminating within
     /// [`observe_window`] of its answer, as many as it removes replicas (the
     /// predicted victims first when more went). `None` when none went.
-    pub(in crate::engine) async fn observe_deletions(
-        &self,
-        call: &ScaleInCall,
-        answer: &ScaleInAnswer,
-    ) -> Option<Vec<Arc<str>>> {
+    async fn observe_deletions(&self, answer: &ScaleInAnswer) -> Option<Vec<Arc<str>>> {
+        let call = &self.call;
         let managed = answer.managed.as_ref()?;
         let by = usize::try_from(call.from.saturating_sub(call.to)).unwrap_or(0);
         let ns = &managed.workload.namespace;
@@ -31,7 +42,13 @@ impl Engine {
             managed
                 .pods
                 .iter()
-                .filter(|pod| !self.caches.pod(ns, pod).is_some_and(|p| is_pod_active(&*p)))
+                .filter(|pod| {
+                    !self
+                        .engine
+                        .caches
+                        .pod(ns, pod)
+                        .is_some_and(|p| is_pod_active(&*p))
+                })
                 .collect()
         };
         let until = tokio::time::Instant::now() + observe_window(by);
@@ -68,14 +85,14 @@ impl Engine {
     /// snapshot its round planned on (on the blocking pool), then counts
     /// it: metrics, the totals, the freed nodes watched, and a status
     /// update asked for.
-    pub(in crate::engine) async fn price(
+    async fn price_gone(
         &self,
-        call: &ScaleInCall,
         answer: &ScaleInAnswer,
         gone: Vec<Arc<str>>,
         input: PricingInput,
     ) -> Option<Arc<PricedScaleIn>> {
-        let pricing = self.pricing.as_ref()?;
+        let call = &self.call;
+        let pricing = self.engine.pricing.as_ref()?;
         let managed = answer.managed.as_ref()?;
         let resolved = managed.resolved.clone();
         let prices = pricing.prices.get();
@@ -108,7 +125,8 @@ impl Engine {
         for w in warnings {
             tracing::info!(policy = %key, workload = %call.workload, "{w}");
         }
-        self.record_priced(&key, &priced, pricing.removal_window);
+        self.engine
+            .record_priced(&key, &priced, pricing.removal_window);
         Some(Arc::new(priced))
     }
 }
