@@ -39,14 +39,15 @@ use caches::Caches;
 pub use cleanup::CleanupError;
 pub use deletions::VictimComparison;
 use leadership::Leadership;
+use round::PolicyRound;
 pub use round::{Conflict, Hold, Release, RoundError, Submission};
 pub use scale_in::priced::{PricedScaleIn, Pricing, SharedPrices};
 pub use scale_in::{
     PriceOutcome, Priced, ScaleInAnswer, ScaleInCall, ScaleInOutcome, HOLD, SHARED_FOR,
 };
 pub use scale_ins::{FreshBy, ScaleIns};
-use state::Policies;
 pub use state::SignalProblem;
+use state::{Policies, PolicyState};
 pub use workload::{Managed, NotManaged, WorkloadRef};
 
 use crate::comparator::FeatureGates;
@@ -131,6 +132,17 @@ pub struct Reconciled {
     pub failing: Option<WriteFailures>,
     /// Scale-ins of its workloads made fresh, and by whom.
     pub scale_ins: ScaleIns,
+}
+
+/// What a background round's submit stage did.
+#[derive(Debug, Default)]
+struct BackgroundSubmit {
+    /// Values handed to the patcher.
+    sent: usize,
+    /// Why nothing was sent, when it was held.
+    held: Option<Hold>,
+    /// Values the patcher refused (its queue is full).
+    rejected: usize,
 }
 
 /// Why a policy's page cannot be planned now.
@@ -269,6 +281,7 @@ impl Engine {
         resolved: &NamedPolicy,
     ) -> Result<Reconciled, RoundError> {
         let key = key_of(resolved);
+        // one round of a policy at a time, its scale-ins included
         let mut state = self.policies.lock(&key).await;
         let round = self
             .plan_round(
@@ -280,41 +293,65 @@ impl Engine {
                 Priority::Background,
             )
             .await?;
-        let (mut sent, mut held, mut rejected) = (0, None, 0);
-        match self.submit_round(&mut state, &round) {
-            Ok(Submission::Sent { batch, .. }) => sent = batch.len(),
-            Ok(Submission::NothingToSend { .. }) => {}
-            Ok(Submission::Held(hold)) => held = Some(hold),
-            Err(e) => {
-                tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
-                rejected = round.requests().len();
-            }
-        }
+        let submitted = self.submit_background(&key, &mut state, &round);
         self.export_mismatches(&key, &mut state, &round.plan);
         let hold_ends_in = state.hold_ends_in();
         drop(state);
+        Ok(self.reconciled(&key, round, submitted, hold_ends_in))
+    }
+
+    /// The submit stage of a background round: what was handed to the
+    /// patcher, or why nothing was.
+    fn submit_background(
+        &self,
+        key: &PolicyKey,
+        state: &mut PolicyState,
+        round: &PolicyRound,
+    ) -> BackgroundSubmit {
+        let mut out = BackgroundSubmit::default();
+        match self.submit_round(state, round) {
+            Ok(Submission::Sent { batch, .. }) => out.sent = batch.len(),
+            Ok(Submission::NothingToSend { .. }) => {}
+            Ok(Submission::Held(hold)) => out.held = Some(hold),
+            Err(e) => {
+                tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
+                out.rejected = round.requests().len();
+            }
+        }
+        out
+    }
+
+    /// The report stage of a background round: the round, what became of
+    /// its writes and where the policy's writes stand, for its status.
+    fn reconciled(
+        &self,
+        key: &PolicyKey,
+        round: PolicyRound,
+        submitted: BackgroundSubmit,
+        hold_ends_in: Option<Duration>,
+    ) -> Reconciled {
         let (pending, failing) = self.leadership.patcher().map_or((0, None), |p| {
-            let failed = p.failed_for(&key);
+            let failed = p.failed_for(key);
             let failing = failed.last().map(|(req, e)| WriteFailures {
                 count: failed.len(),
                 last: format!("{}: {e}", req.pod),
             });
-            (p.pending_for(&key).len(), failing)
+            (p.pending_for(key).len(), failing)
         });
-        Ok(Reconciled {
+        Reconciled {
             releases: round.releases.len(),
             conflicts: round.conflicts,
             signals: round.signals,
             last_refresh: round.last_refresh,
             plan: round.plan,
-            sent,
-            held,
+            sent: submitted.sent,
+            held: submitted.held,
             hold_ends_in,
-            rejected,
+            rejected: submitted.rejected,
             pending,
             failing,
-            scale_ins: self.scale_ins.of(&key),
-        })
+            scale_ins: self.scale_ins.of(key),
+        }
     }
 
     /// Notes that a scale-in of `managed`'s workload got fresh costs from

@@ -296,15 +296,50 @@ impl Engine {
             state.last_fetch = None;
         }
         self.refresh_signals(resolved, state).await;
+        let (mut planned, pricing) = self
+            .plan_on_pool(state, policy, resolved, scale_in, priority)
+            .await?;
+        // nothing after this reads the plan's values: moved, not copied
+        state.previous = std::mem::take(&mut planned.plan.values);
+        planned
+            .plan
+            .warnings
+            .extend(self.partial_occupancy(resolved));
+        Ok(PolicyRound {
+            resolved: resolved.clone(),
+            plan: planned.plan,
+            releases: planned.releases,
+            conflicts: planned.conflicts,
+            signals: state.signal_problem.clone(),
+            last_refresh: state.last_refresh.clone(),
+            versions: planned.versions,
+            corrections: planned.corrections,
+            pricing,
+        })
+    }
+
+    /// The plan stage of a round, on the blocking pool (a background round
+    /// waits for a planner slot; a scale-in does not): a snapshot of the
+    /// namespace from the caches, planned with the policy's samples and
+    /// last values, which go back to `state`. A scale-in keeps the snapshot
+    /// to be priced over (`--prices`).
+    async fn plan_on_pool(
+        &self,
+        state: &mut PolicyState,
+        policy: &DeletionCostPolicy,
+        resolved: &NamedPolicy,
+        scale_in: Option<ScaleInTarget>,
+        priority: Priority,
+    ) -> Result<(Planned, Option<PricingInput>), RoundError> {
         let caches: Caches = self.caches.clone();
         let others = self.caches.valid_policies(&resolved.namespace);
         let opts = self.plan_options(scale_in.as_ref().map(|t| t.by));
         let (policy, resolved_owned) = (policy.clone(), resolved.clone());
-        // moved into the planner and back: the lock keeps everyone else out
         let slot = match priority {
             Priority::Background => self.planners.clone().acquire_owned().await.ok(),
             Priority::Urgent => None,
         };
+        // moved into the planner and back: the lock keeps everyone else out
         let samples = std::mem::take(&mut state.samples);
         let previous = std::mem::take(&mut state.previous);
         // a scale-in is priced over the snapshot it was planned on
@@ -325,28 +360,12 @@ impl Engine {
             (planned, samples, pricing)
         })
         .await;
-        let (mut planned, samples, pricing) = joined.map_err(|e| RoundError::Planning {
+        let (planned, samples, pricing) = joined.map_err(|e| RoundError::Planning {
             policy: resolved.key(),
             message: e.to_string(),
         })?;
         state.samples = samples;
-        // nothing after this reads the plan's values: moved, not copied
-        state.previous = std::mem::take(&mut planned.plan.values);
-        planned
-            .plan
-            .warnings
-            .extend(self.partial_occupancy(resolved));
-        Ok(PolicyRound {
-            resolved: resolved.clone(),
-            plan: planned.plan,
-            releases: planned.releases,
-            conflicts: planned.conflicts,
-            signals: state.signal_problem.clone(),
-            last_refresh: state.last_refresh.clone(),
-            versions: planned.versions,
-            corrections: planned.corrections,
-            pricing,
-        })
+        Ok((planned, pricing))
     }
 
     /// The patcher a round's writes go to, or why they are held: a dry run,
