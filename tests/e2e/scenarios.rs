@@ -2212,6 +2212,18 @@ async fn n_scale_webhook(env: &'static Env) {
     env.scenario("n", |ns| async move {
         nodes(env, &ns, 2, 2).await;
         spread_deployment(env, &ns, "web", 8).await;
+        // one node without the hostname label the scale-in lists nodes by
+        // (taken off once the pods are spread by it): its fresh class comes
+        // from the fallback GET, on the real server
+        let bare = format!("{ns}-od-1");
+        Api::<Node>::all(env.client.clone())
+            .patch(
+                &bare,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("taking {bare}'s hostname label off: {e}"));
         let deployments = Api::<Deployment>::namespaced(env.client.clone(), &ns);
 
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -2300,6 +2312,21 @@ async fn n_scale_webhook(env: &'static Env) {
         );
         assert_eq!(agreed, rounds, "every scale-in deleted a pod the policy meant");
         assert!(fresh >= rounds as f64, "the webhook made the costs fresh: {fresh}");
+        let gets = op
+            .metric("deletion_cost_scale_in_node_requests_total{request=\"get\"}")
+            .await
+            .unwrap_or(0.0);
+        let lists = op
+            .metric("deletion_cost_scale_in_node_requests_total{request=\"list\"}")
+            .await
+            .unwrap_or(0.0);
+        let labels = Api::<Node>::all(env.client.clone())
+            .get(&bare)
+            .await
+            .map(|n| n.labels().clone())
+            .unwrap_or_default();
+        eprintln!("n: node reads: {lists} list(s), {gets} GET(s) (for {bare}, labels {labels:?})");
+        assert!(gets >= 1.0, "the node without a hostname label was read by a GET");
         drop(op);
     })
     .await;
