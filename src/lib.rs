@@ -13,7 +13,7 @@
 //! part of the product: they live in the dev-only test kit, `testkit/`.
 
 pub use deletion_cost_core::{
-    annotations, comparator, error_chain, marker, owner, plan, pod, policy, signals, MANAGER,
+    annotations, comparator, error_chain, marker, owner, plan, pod, policy, signals, text, MANAGER,
     USER_AGENT,
 };
 pub use deletion_cost_input as input;

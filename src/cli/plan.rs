@@ -12,12 +12,10 @@ use super::source::{
 };
 use super::{print_out, table, CliError};
 use crate::comparator::parse_deletion_cost;
-use crate::input::policy_file::policies_from;
 use crate::input::{
-    capped_list, missing_uid_warning, parse_objects, shortened, Expect, InputLimits, RawObject,
-    ServerVersion, LISTED,
+    missing_uid_warning, parse_objects, Expect, InputLimits, RawObject, ServerVersion,
 };
-use crate::input::{parse_prices, PolicyFileError, SnapshotReader};
+use crate::input::{parse_prices, policies_from, PolicyFileError, SnapshotReader};
 use crate::owner;
 use crate::plan::prices::Prices;
 use crate::plan::savings::{
@@ -29,6 +27,7 @@ use crate::policy::selector::selects;
 use crate::policy::{DeletionCostPolicy, Writes};
 use crate::report::{Report, Section};
 use crate::signals::SignalSamples;
+use crate::text::{capped_list, shortened, LISTED};
 
 /// The bundled example (also in `config/examples/`), embedded so the command
 /// works wherever the binary is installed.

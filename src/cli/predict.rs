@@ -18,11 +18,9 @@ use crate::comparator::{
     rank_slim, victims_in_syncs, Comparator, CostProblem, FeatureGates, GoTime, KubeVersion,
     PodsOnNode, RankKey, Ranking, Rule, SlimPod, Syncs, BURST_REPLICAS,
 };
-use crate::input::{
-    capped_list, merge_versions, shortened, InputError, InputLimits, ServerVersion, EMPTY_LIST,
-    LISTED,
-};
+use crate::input::{merge_versions, InputError, InputLimits, ServerVersion, EMPTY_LIST};
 use crate::plan::workload::{parse_selector, select, Family, Query, Target, TargetKind};
+use crate::text::{capped_list, shortened, LISTED};
 
 /// Long help of `predict` (`--help`).
 pub const LONG_ABOUT: &str = "\

@@ -158,8 +158,8 @@ pub fn content_warnings(
     samples: &SignalSamples,
     planned: &std::collections::BTreeSet<&str>,
 ) -> Vec<String> {
-    use crate::input::{capped_list, LISTED};
     use crate::signals::Sample;
+    use crate::text::{capped_list, LISTED};
     let mut out = Vec::new();
     for (index, _) in utilization_signals(policy) {
         let Some(got) = samples.utilization.get(&index) else {

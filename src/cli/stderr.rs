@@ -94,7 +94,7 @@ pub fn render(format: LogFormat, level: Level, message: &str) -> String {
 /// Writes one line to stderr in the format in force; an `(os error N)` a
 /// library's message carries is left out (the words before it say it).
 pub fn emit(level: Level, message: &str) {
-    let line = render(format(), level, &crate::input::without_os_error(message));
+    let line = render(format(), level, &crate::text::without_os_error(message));
     // nothing useful can be done when stderr itself is gone
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

@@ -6,8 +6,8 @@
 //! files and stdin (`cli::source`) and hands over a reader or text. The core
 //! decides; this crate only reads.
 
-// The core's modules under the names the readers were written with.
-pub use deletion_cost_core::text::{
+// The core's modules and helpers under the names the readers were written with.
+pub(crate) use deletion_cost_core::text::{
     capped_list, json_problem, shortened, without_os_error, LISTED,
 };
 pub(crate) use deletion_cost_core::{annotations, comparator, pod};
@@ -18,7 +18,7 @@ mod error;
 mod limits;
 mod notes;
 mod pods;
-pub mod policy_file;
+mod policy_file;
 mod prices;
 mod read;
 mod snapshot;
@@ -26,7 +26,7 @@ mod stream;
 mod version;
 
 pub use crd::{crd_yaml, CrdError};
-pub use policy_file::{parse_policies, PolicyFileError, PolicyObject};
+pub use policy_file::{parse_policies, policies_from, PolicyFileError, PolicyObject};
 pub use prices::{parse_prices, PricesError};
 pub use snapshot::{ReadSnapshot, SnapshotReader};
 

@@ -187,8 +187,10 @@ pub fn parse_policies(source_name: &str, text: &str) -> Result<Vec<PolicyObject>
     Ok(policies)
 }
 
-/// The only policy of a list, or an error naming all of them.
-pub fn single(mut policies: Vec<PolicyObject>) -> Result<PolicyObject, PolicyFileError> {
+/// The only policy of a list, or an error naming all of them. Only the
+/// tests read one policy this way: `plan` takes every policy it is given.
+#[cfg(test)]
+fn single(mut policies: Vec<PolicyObject>) -> Result<PolicyObject, PolicyFileError> {
     match policies.len() {
         1 => Ok(policies.remove(0)),
         0 => Err(PolicyFileError::NoPolicy {

@@ -77,21 +77,6 @@ struct Mark {
 }
 
 impl SnapshotReader {
-    /// Sorts decoded objects by kind, as [`SnapshotReader`] does (its checks
-    /// included: a Pod without a name, an object that does not decode, the
-    /// same pod twice). Other kinds, and objects without a kind, are counted
-    /// in `ignored`; the cluster's version is read apart. For tests: the CLI
-    /// and the fuzz targets read text with [`SnapshotReader::read`].
-    pub fn from_objects(objects: Vec<RawObject>) -> Result<Snapshot, InputError> {
-        let mut reader = SnapshotReader::new(InputLimits::NONE);
-        for o in objects {
-            reader.object(o);
-        }
-        Ok(reader.finish()?.snapshot)
-    }
-}
-
-impl SnapshotReader {
     /// A reader whose objects may hold about `limits.bytes` bytes
     /// (`--max-input-bytes`; each file's text has the same limit) and
     /// `limits.pods` pods across all files (`--max-pods`).

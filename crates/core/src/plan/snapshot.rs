@@ -27,43 +27,41 @@ pub struct Snapshot {
 
 #[cfg(test)]
 impl Snapshot {
-    /// Sorts objects by kind, a `List`'s items included; other kinds are
-    /// counted in `ignored`. For the core's tests, which write clusters as
-    /// values: the readers of kubectl's output (and their checks) are
-    /// `deletion-cost-input`'s.
-    pub(crate) fn from_values(values: Vec<serde_json::Value>) -> Self {
+    /// A snapshot of `value`: a Pod, Node, ReplicaSet or Deployment, or a
+    /// `List` of them (other kinds are left out). For the core's tests, which
+    /// write clusters as values: the readers of kubectl's output (and their
+    /// checks) are `deletion-cost-input`'s.
+    pub(crate) fn from_value(value: serde_json::Value) -> Self {
         let mut out = Snapshot::default();
-        let mut ignored = std::collections::BTreeMap::<String, usize>::new();
-        let mut pending = values;
-        pending.reverse();
-        while let Some(value) = pending.pop() {
-            let kind = value["kind"].as_str().unwrap_or_default().to_string();
-            match kind.as_str() {
-                "List" => {
-                    let items = value["items"].as_array().cloned().unwrap_or_default();
-                    pending.extend(items.into_iter().rev());
-                }
-                "Pod" => out.pods.push(Arc::new(
-                    crate::pod::decode_pod_item(&value.to_string()).expect("a pod"),
-                )),
-                "Node" => out
-                    .nodes
-                    .push(Arc::new(serde_json::from_value(value).expect("a node"))),
-                "ReplicaSet" => out
-                    .replica_sets
-                    .push(serde_json::from_value(value).expect("a ReplicaSet")),
-                "Deployment" => out
-                    .deployments
-                    .push(serde_json::from_value(value).expect("a Deployment")),
-                _ => *ignored.entry(kind).or_default() += 1,
-            }
-        }
-        out.ignored = ignored.into_iter().collect();
+        out.add(value);
         out
     }
 
-    /// [`Snapshot::from_values`] of a YAML text (one document).
+    fn add(&mut self, value: serde_json::Value) {
+        match value["kind"].as_str().unwrap_or_default() {
+            "List" => {
+                if let serde_json::Value::Array(items) = value["items"].clone() {
+                    items.into_iter().for_each(|item| self.add(item));
+                }
+            }
+            "Pod" => self.pods.push(Arc::new(
+                crate::pod::decode_pod_item(&value.to_string()).expect("a pod"),
+            )),
+            "Node" => self
+                .nodes
+                .push(Arc::new(serde_json::from_value(value).expect("a node"))),
+            "ReplicaSet" => self
+                .replica_sets
+                .push(serde_json::from_value(value).expect("a ReplicaSet")),
+            "Deployment" => self
+                .deployments
+                .push(serde_json::from_value(value).expect("a Deployment")),
+            _ => {}
+        }
+    }
+
+    /// [`Snapshot::from_value`] of a YAML text (one document).
     pub(crate) fn from_yaml(text: &str) -> Self {
-        Self::from_values(vec![serde_saphyr::from_str(text).expect("YAML")])
+        Self::from_value(serde_saphyr::from_str(text).expect("YAML"))
     }
 }

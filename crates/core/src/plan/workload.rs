@@ -407,7 +407,7 @@ mod tests {
             rs("other", "web-z", "web"),
         ];
         let text = serde_json::json!({"kind": "List", "apiVersion": "v1", "items": items});
-        Snapshot::from_values(vec![text])
+        Snapshot::from_value(text)
     }
 
     fn names(pods: &[&PodRecord]) -> Vec<String> {
