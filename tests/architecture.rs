@@ -64,28 +64,46 @@ fn the_core_depends_on_no_io_crate() {
         .iter()
         .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
         .collect();
-    let nodes: BTreeMap<&str, Vec<&str>> = meta["resolve"]["nodes"]
-        .as_array()
-        .expect("resolve.nodes")
-        .iter()
-        .map(|n| {
-            // normal dependencies only: the core's tests may use anything
-            let deps = n["deps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|d| {
-                    d["dep_kinds"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .any(|k| k["kind"].is_null())
-                })
-                .map(|d| d["pkg"].as_str().unwrap())
-                .collect();
-            (n["id"].as_str().unwrap(), deps)
-        })
-        .collect();
+    let graph = |normal_only: bool| -> BTreeMap<&str, Vec<&str>> {
+        meta["resolve"]["nodes"]
+            .as_array()
+            .expect("resolve.nodes")
+            .iter()
+            .map(|n| {
+                let deps = n["deps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|d| {
+                        !normal_only
+                            || d["dep_kinds"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|k| k["kind"].is_null())
+                    })
+                    .map(|d| d["pkg"].as_str().unwrap())
+                    .collect();
+                (n["id"].as_str().unwrap(), deps)
+            })
+            .collect()
+    };
+    // the names of the packages `root` reaches in `nodes`
+    let reached = |nodes: &BTreeMap<&str, Vec<&str>>, root| -> BTreeSet<&str> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![root];
+        while let Some(id) = todo.pop() {
+            if seen.insert(id) {
+                todo.extend(nodes.get(id).into_iter().flatten().copied());
+            }
+        }
+        seen.iter().map(|id| name_of[id]).collect()
+    };
+    // normal dependencies for I/O: the tests of the core may use anything
+    let nodes = graph(true);
+    // every kind (normal, build, dev) for YAML and HTML: not even the
+    // core's tests read or write them
+    let all_kinds = graph(false);
     // the core, the readers and the page built from its plans are pure
     for pure in [
         "deletion-cost-core",
@@ -97,14 +115,7 @@ fn the_core_depends_on_no_io_crate() {
             .find(|(_, name)| **name == pure)
             .map(|(id, _)| *id)
             .unwrap_or_else(|| panic!("{pure} is a workspace member"));
-        let mut seen = BTreeSet::new();
-        let mut todo = vec![root];
-        while let Some(id) = todo.pop() {
-            if seen.insert(id) {
-                todo.extend(nodes.get(id).into_iter().flatten().copied());
-            }
-        }
-        let names: BTreeSet<&str> = seen.iter().map(|id| name_of[id]).collect();
+        let names = reached(&nodes, root);
         let io: Vec<&&str> = IO_CRATES.iter().filter(|c| names.contains(**c)).collect();
         assert!(io.is_empty(), "{pure} reaches I/O crates: {io:?}");
         // the check sees the graph: the core's own dependencies are there
@@ -112,17 +123,23 @@ fn the_core_depends_on_no_io_crate() {
             names.contains("kube-core") && names.contains("k8s-openapi"),
             "{pure}"
         );
-        // the domain without the tooling: YAML is read by the readers' crate
+        // the domain without the tooling: YAML is read by the readers'
+        // crate, HTML written by the report's
         if pure == "deletion-cost-core" {
-            assert!(
-                !names.contains("serde-saphyr"),
-                "the core reaches serde-saphyr"
-            );
+            let every_kind = reached(&all_kinds, root);
+            for tooling in ["serde-saphyr", "maud"] {
+                assert!(
+                    !every_kind.contains(tooling),
+                    "the core reaches {tooling} (normal, build or dev)"
+                );
+            }
         } else if pure == "deletion-cost-input" {
             assert!(
                 names.contains("serde-saphyr"),
                 "the check sees the readers' YAML"
             );
+        } else if pure == "deletion-cost-report" {
+            assert!(names.contains("maud"), "the check sees the page's markup");
         }
     }
 }

@@ -5,12 +5,18 @@
 //! order itself as a strip with the scale-down cut; the verdicts; and a table
 //! with each pod's cost breakdown (also on hover, as SVG `<title>`).
 //!
-//! Every string that comes from input (names, labels, details, warnings)
-//! goes through [`esc`].
+//! The markup is written with `maud`'s `html!`, which escapes every value
+//! it is given; only constant markup goes in as [`PreEscaped`]. The page is
+//! made in pieces (the head, each node card, each table row) that are
+//! handed to a [`Page`], which passes them on 1 MiB at a time, so a 100k-pod
+//! page is never held whole: an element that holds many pods (a zone, the
+//! table) is opened and closed by constant markup around its pieces.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 mod nodes_first;
 
@@ -93,24 +99,8 @@ tr.victim td{font-weight:bold}
 .tag.missing{background:#fff;color:#000;border:1px dashed #000}
 "#;
 
-/// `s` escaped for HTML text and quoted attribute values.
-pub fn esc(s: &str) -> Cow<'_, str> {
-    if !s.contains(['&', '<', '>', '"', '\'']) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
+/// A line break between elements, so the page reads in a source view.
+const NL: PreEscaped<&str> = PreEscaped("\n");
 
 /// Where a page is written: a string, handed on to `sink` whenever it
 /// passes [`SPILL`] bytes when there is one, so a 100k-pod page (~120 MB)
@@ -125,7 +115,17 @@ struct Page<'w> {
 const SPILL: usize = 1 << 20;
 
 impl Page<'_> {
-    fn push_str(&mut self, s: &str) {
+    /// A piece of the page.
+    fn push(&mut self, piece: Markup) {
+        self.push_text(&piece.0);
+    }
+
+    /// Constant markup: what opens or closes an element around pieces.
+    fn push_str(&mut self, s: &'static str) {
+        self.push_text(s);
+    }
+
+    fn push_text(&mut self, s: &str) {
         self.buf.push_str(s);
         if self.buf.len() >= SPILL {
             self.spill();
@@ -143,13 +143,6 @@ impl Page<'_> {
             }
         }
         self.buf.clear();
-    }
-}
-
-impl Write for Page<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.push_str(s);
-        Ok(())
     }
 }
 
@@ -184,35 +177,41 @@ fn write_page(report: &Report, out: &mut Page) {
         [one] => format!("Deletion-cost plan: {}", one.policy),
         _ => "Deletion-cost plan".to_string(),
     };
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        esc(&title)
-    );
-    // shared SVG definitions: the foreign-cost hatch
-    out.push_str(
-        "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>\
-         <pattern id=\"dc-hatch\" width=\"7\" height=\"7\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">\
-         <rect width=\"7\" height=\"7\" fill=\"#fff\"/><rect width=\"3.5\" height=\"7\" fill=\"#000\"/></pattern>\
-         </defs></svg>\n",
-    );
-    let _ = writeln!(
-        out,
-        "<header><h1>{}</h1><p class=\"meta\">{}{}</p></header>",
-        esc(&title),
-        esc(&report.source),
-        report
-            .now
-            .as_deref()
-            .map(|n| format!(" · comparator time {}", esc(n)))
-            .unwrap_or_default()
-    );
-    if report.sections.is_empty() {
-        out.push_str("<p>No policy.</p>\n");
-    }
+    out.push(html! {
+        (DOCTYPE) (NL)
+        (PreEscaped("<html lang=\"en\">\n"))
+        head {
+            (NL)
+            meta charset="utf-8"; (NL)
+            meta http-equiv="Content-Security-Policy"
+                content="default-src 'none'; style-src 'unsafe-inline'"; (NL)
+            meta name="viewport" content="width=device-width, initial-scale=1"; (NL)
+            title { (title) } (NL)
+            style { (PreEscaped(CSS)) } (NL)
+        }
+        (NL)
+        (PreEscaped("<body>\n"))
+        // shared SVG definitions: the foreign-cost hatch
+        svg width="0" height="0" style="position:absolute" aria-hidden="true" {
+            defs {
+                pattern id="dc-hatch" width="7" height="7" patternUnits="userSpaceOnUse"
+                    patternTransform="rotate(45)" {
+                    rect width="7" height="7" fill="#fff" {}
+                    rect width="3.5" height="7" fill="#000" {}
+                }
+            }
+        }
+        (NL)
+        header {
+            h1 { (title) }
+            p.meta {
+                (report.source)
+                @if let Some(now) = &report.now { " · comparator time " (now) }
+            }
+        }
+        (NL)
+        @if report.sections.is_empty() { p { "No policy." } (NL) }
+    });
     for s in &report.sections {
         section(out, s);
     }
@@ -399,7 +398,7 @@ fn cost_now(p: &PodPlan) -> String {
     }
 }
 
-/// The hover text of a pod: plain text, escaped by the caller.
+/// The hover text of a pod: plain text (the markup escapes it).
 fn hover(s: &Section, v: &PodRow) -> String {
     let mut t = String::from(v.name);
     if let Some(p) = v.plan {
@@ -479,17 +478,6 @@ fn node_label(s: &Section, node: &str) -> String {
 fn section(out: &mut Page, s: &Section) {
     let (views, index) = pod_rows(s);
     let plan = s.plan;
-    let _ = write!(
-        out,
-        "<section class=\"policy\" id=\"policy-{}\">\n<h2>Policy {}</h2>\n",
-        esc(&s.policy.replace('/', "-")),
-        esc(&s.policy)
-    );
-    let inactive = if plan.inactive.is_empty() {
-        String::new()
-    } else {
-        format!(" · {} inactive left out", plan.inactive.len())
-    };
     let writes = match (plan.writes, s.scale_down_by) {
         (Writes::Continuous, _) => String::new(),
         (Writes::OnScaleIn, None) => " (writes: OnScaleIn: nothing in the background)".into(),
@@ -497,237 +485,219 @@ fn section(out: &mut Page, s: &Section) {
             format!(" (writes: OnScaleIn: what a scale-in by {n} writes)")
         }
     };
-    let _ = writeln!(
-        out,
-        "<p class=\"meta\">signals: {} · combine: {} · {} pods selected · {} patches{writes}{} · order {}</p>",
-        esc(&s.signals.join(", ")),
-        s.combine,
-        plan.pods.len(),
-        plan.patches.len(),
-        inactive,
-        if s.after_patches {
-            "as if the planned patches had landed"
-        } else {
-            "over the pods as they are now"
+    let order = if s.after_patches {
+        "as if the planned patches had landed"
+    } else {
+        "over the pods as they are now"
+    };
+    out.push(html! {
+        (PreEscaped("<section class=\"policy\" id=\"policy-"))
+        (s.policy.replace('/', "-"))
+        (PreEscaped("\">\n"))
+        h2 { "Policy " (s.policy) } (NL)
+        p.meta {
+            "signals: " (s.signals.join(", ")) " · combine: " (s.combine)
+            " · " (plan.pods.len()) " pods selected · " (plan.patches.len()) " patches" (writes)
+            @if !plan.inactive.is_empty() { " · " (plan.inactive.len()) " inactive left out" }
+            " · order " (order)
         }
-    );
-    for w in &plan.warnings {
-        let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
-    }
-    blocked_nodes(out, s);
+        (NL)
+        @for w in &plan.warnings { p.warn { "warning: " (w) } (NL) }
+        (blocked_nodes(s))
+    });
     // a large section folds its long lists and puts its nodes first
     let large = views.len() >= nodes_first::FROM;
-    verdicts(out, s, large);
-    worth(out, s, large);
-    priced_scale_ins(out, s);
-    legend(out, s);
+    out.push(html! {
+        (verdicts(s, large))
+        (worth(s, large))
+        (priced_scale_ins(s))
+        (legend(s))
+    });
     if large {
         nodes_first::body(out, s, &views, &index);
         out.push_str("</section>\n");
         return;
     }
     // the picture, then the table beside it (below it on a narrow window)
-    out.push_str(
-        "<div class=\"cols\">\n<div class=\"map\">\n<h3>Nodes by billing class and zone</h3>\n",
-    );
+    out.push(html! {
+        (PreEscaped("<div class=\"cols\">\n<div class=\"map\">\n"))
+        h3 { "Nodes by billing class and zone" } (NL)
+    });
     node_map(out, s, &views);
     if !plan.replica_sets.is_empty() {
-        out.push_str("<h3>Deletion order</h3>\n");
+        out.push(html! { h3 { "Deletion order" } (NL) });
         for (i, _) in plan.replica_sets.iter().enumerate() {
-            strip(out, s, i, &views, &index);
+            out.push(strip(s, i, &views, &index));
         }
     }
-    out.push_str("</div>\n<div class=\"side\">\n<h3>Cost breakdown</h3>\n");
+    out.push(html! {
+        (PreEscaped("</div>\n<div class=\"side\">\n"))
+        h3 { "Cost breakdown" } (NL)
+    });
     table(out, s, &views, &index);
     out.push_str("</div>\n</div>\n</section>\n");
 }
 
 /// The nodes of the plan's pods that no autoscaler may remove, and why.
-fn blocked_nodes(out: &mut Page, s: &Section) {
+fn blocked_nodes(s: &Section) -> Markup {
     if s.plan.blocked_nodes.is_empty() {
-        return;
+        return html! {};
     }
     let consolidation = if s.signals.contains(&"nodeConsolidation") {
         "; nodeConsolidation drains them last"
     } else {
         ""
     };
-    let _ = writeln!(
-        out,
-        "<p class=\"meta\">Nodes no autoscaler may remove (draining them frees nothing{consolidation}):</p>\n<ul class=\"verdicts blocked\">"
-    );
-    for n in &s.plan.blocked_nodes {
-        let _ = writeln!(out, "<li class=\"warn\">{}</li>", esc(&n.to_string()));
+    html! {
+        p.meta {
+            "Nodes no autoscaler may remove (draining them frees nothing" (consolidation) "):"
+        }
+        (NL)
+        ul.verdicts.blocked {
+            (NL)
+            @for n in &s.plan.blocked_nodes { li.warn { (maud::display(n)) } (NL) }
+        }
+        (NL)
     }
-    out.push_str("</ul>\n");
 }
 
 /// Each ReplicaSet's verdict, victims and mismatches; with `fold`, a long
 /// list of victims or mismatches folded behind its count.
-fn verdicts(out: &mut Page, s: &Section, fold: bool) {
-    out.push_str("<ul class=\"verdicts\">\n");
-    for rs in &s.plan.replica_sets {
-        let owner = rs
-            .deployment
-            .as_ref()
-            .map(|d| format!(" (Deployment {})", esc(d)))
-            .unwrap_or_default();
-        let verdict = match rs.verdict {
-            Verdict::AsIntended => "<span class=\"yes\">order as intended: yes</span>".to_string(),
-            Verdict::NotAsIntended => "<span class=\"no\">order as intended: NO</span>".to_string(),
-            Verdict::Ambiguous => format!(
-                "<span class=\"amb\">order as intended: ambiguous</span> among {}",
-                esc(&rs.ambiguous.join(", "))
-            ),
-        };
-        let _ = write!(
-            out,
-            "<li>ReplicaSet <b>{}</b>{owner}: {verdict}",
-            esc(&rs.name)
-        );
-        let fold_victims = fold && rs.victims.len() > nodes_first::FOLD_NAMES;
-        if let (Some(n), true) = (s.scale_down_by, fold_victims) {
-            let tie = if rs.tie_at_cut {
-                " (tie at the cut)"
-            } else {
-                ""
-            };
-            let _ = write!(
-                out,
-                "; scale down by {n} deletes {} pods{tie}",
-                rs.victims.len()
-            );
-            nodes_first::folded_names(
-                out,
-                &format!("the {} pods it deletes, in order", rs.victims.len()),
-                rs.victims.iter().map(|v| v.to_string()),
-            );
-        } else if let Some(n) = s.scale_down_by {
-            let victims = if rs.victims.is_empty() {
-                "nothing".to_string()
-            } else {
-                rs.victims
-                    .iter()
-                    .map(|v| format!("<b class=\"mono\">{}</b>", esc(v)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let tie = if rs.tie_at_cut {
-                " (tie at the cut: upstream picks among equals by informer order)"
-            } else {
-                ""
-            };
-            let _ = write!(out, "; scale down by {n} deletes {victims}{tie}");
+fn verdicts(s: &Section, fold: bool) -> Markup {
+    html! {
+        ul.verdicts {
+            (NL)
+            @for rs in &s.plan.replica_sets {
+                li {
+                    "ReplicaSet " b { (rs.name) }
+                    @if let Some(d) = &rs.deployment { " (Deployment " (d) ")" }
+                    ": "
+                    @match rs.verdict {
+                        Verdict::AsIntended => span.yes { "order as intended: yes" },
+                        Verdict::NotAsIntended => span.no { "order as intended: NO" },
+                        Verdict::Ambiguous => {
+                            span.amb { "order as intended: ambiguous" }
+                            " among " (rs.ambiguous.join(", "))
+                        }
+                    }
+                    @if let Some(n) = s.scale_down_by {
+                        @if fold && rs.victims.len() > nodes_first::FOLD_NAMES {
+                            "; scale down by " (n) " deletes " (rs.victims.len()) " pods"
+                            @if rs.tie_at_cut { " (tie at the cut)" }
+                            (nodes_first::folded_names(
+                                &format!("the {} pods it deletes, in order", rs.victims.len()),
+                                &rs.victims,
+                            ))
+                        } @else {
+                            "; scale down by " (n) " deletes "
+                            @if rs.victims.is_empty() { "nothing" }
+                            @for (k, v) in rs.victims.iter().enumerate() {
+                                @if k > 0 { ", " }
+                                b.mono { (v) }
+                            }
+                            @if rs.tie_at_cut {
+                                " (tie at the cut: upstream picks among equals by informer order)"
+                            }
+                        }
+                    }
+                }
+                (NL)
+                @if fold && rs.mismatches.len() > nodes_first::FOLD_NAMES {
+                    li {
+                        details.fold {
+                            summary { (rs.mismatches.len()) " pods deleted before a cheaper one" }
+                            ul.verdicts { @for m in &rs.mismatches { (mismatch(m)) (NL) } }
+                        }
+                    }
+                    (NL)
+                } @else {
+                    @for m in &rs.mismatches { (mismatch(m)) (NL) }
+                }
+            }
         }
-        out.push_str("</li>\n");
-        let fold_mismatches = fold && rs.mismatches.len() > nodes_first::FOLD_NAMES;
-        if fold_mismatches {
-            let _ = write!(
-                out,
-                "<li><details class=\"fold\"><summary>{} pods deleted before a cheaper one</summary><ul class=\"verdicts\">",
-                rs.mismatches.len()
-            );
-        }
-        for m in &rs.mismatches {
-            let _ = writeln!(
-                out,
-                "<li>&nbsp;&nbsp;<span class=\"tag order\">! {}</span><span class=\"mono\">{}</span> goes before <span class=\"mono\">{}</span>: {}</li>",
-                short_reason(m.reason),
-                esc(&m.pod),
-                esc(&m.before),
-                esc(m.reason.describe())
-            );
-        }
-        if fold_mismatches {
-            out.push_str("</ul></details></li>\n");
+        (NL)
+    }
+}
+
+/// One pod deleted before a cheaper one, as a verdict's list item.
+fn mismatch(m: &Mismatch) -> Markup {
+    html! {
+        li {
+            "\u{a0}\u{a0}"
+            span.tag.order { "! " (short_reason(m.reason)) }
+            span.mono { (m.pod) } " goes before " span.mono { (m.before) } ": "
+            (m.reason.describe())
         }
     }
-    out.push_str("</ul>\n");
 }
 
 /// What the scale-down is worth (`plan --prices`): the policy's choice
 /// against upstream's, the nodes each empties and their price; with `fold`,
 /// a long list of victims folded behind its count.
-fn worth(out: &mut Page, s: &Section, fold: bool) {
+fn worth(s: &Section, fold: bool) -> Markup {
     let (Some(w), Some(n)) = (&s.plan.savings, s.scale_down_by) else {
-        return;
+        return html! {};
     };
-    let currency = w.currency.as_deref().map(esc).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "<h3>What it is worth: scale down by {n}</h3>\n<p class=\"meta\">prices: {} {currency}; a month is {} h; \
-         a node counts as freed when no active pod but DaemonSet pods stays on it and no annotation keeps it, and is saved only if the autoscaler removes it</p>",
-        esc(&w.prices_file),
-        w.hours_per_month
-    );
-    out.push_str(
-        "<table class=\"worth\"><tr><th>choice</th><th>deletes</th><th>nodes freed</th><th>per hour</th><th>per month</th></tr>\n",
-    );
-    for (label, c) in [
-        ("policy", &w.policy),
-        ("upstream without the policy", &w.upstream),
-    ] {
-        let victims = if c.victims.is_empty() {
-            "nothing".to_string()
-        } else if fold && c.victims.len() > nodes_first::FOLD_NAMES {
-            let mut folded = Page {
-                buf: String::new(),
-                sink: None,
-                error: None,
-            };
-            nodes_first::folded_names(
-                &mut folded,
-                &format!("{} pods", c.victims.len()),
-                c.victims.iter().cloned(),
-            );
-            folded.buf
-        } else {
-            c.victims
-                .iter()
-                .map(|v| esc(v).into_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let freed = freed_list(c);
-        let freed = if fold && c.freed_nodes.len() > nodes_first::FOLD_NAMES {
-            format!("{} nodes", c.freed_nodes.len())
-        } else {
-            esc(&freed).into_owned()
-        };
-        let _ = writeln!(
-            out,
-            "<tr><td>{label}</td><td class=\"mono notes\">{victims}</td><td class=\"mono\">{freed}</td><td>{}</td><td>{}</td></tr>",
-            c.hourly,
-            c.monthly
-        );
-    }
     let d = &w.difference;
     let class = match d.hourly.cmp(&Money::ZERO) {
         std::cmp::Ordering::Greater => "yes",
         std::cmp::Ordering::Less => "no",
         std::cmp::Ordering::Equal => "",
     };
-    let _ = writeln!(
-        out,
-        "<tr class=\"rs\"><td>policy &minus; upstream</td><td></td><td>{:+}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td></tr>\n</table>",
-        d.nodes,
-        signed(d.hourly),
-        signed(d.monthly)
-    );
-    for (label, c) in [("policy", &w.policy), ("upstream", &w.upstream)] {
-        for n in &c.not_removable {
-            let _ = writeln!(
-                out,
-                "<p class=\"warn\">{label}: emptied but not freed: {}</p>",
-                esc(&n.to_string())
-            );
+    html! {
+        h3 { "What it is worth: scale down by " (n) } (NL)
+        p.meta {
+            "prices: " (w.prices_file) " " (w.currency.as_deref().unwrap_or_default())
+            "; a month is " (w.hours_per_month) " h; a node counts as freed when no active pod \
+             but DaemonSet pods stays on it and no annotation keeps it, and is saved only if \
+             the autoscaler removes it"
         }
-        if !c.unpriced_nodes.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"warn\">{label}: no price for {} (left out of the sums)</p>",
-                esc(&c.unpriced_nodes.join(", "))
-            );
+        (NL)
+        table.worth {
+            tr { th { "choice" } th { "deletes" } th { "nodes freed" } th { "per hour" } th { "per month" } }
+            (NL)
+            @for (label, c) in [("policy", &w.policy), ("upstream without the policy", &w.upstream)] {
+                tr {
+                    td { (label) }
+                    td.mono.notes {
+                        @if c.victims.is_empty() {
+                            "nothing"
+                        } @else if fold && c.victims.len() > nodes_first::FOLD_NAMES {
+                            (nodes_first::folded_names(&format!("{} pods", c.victims.len()), &c.victims))
+                        } @else {
+                            (c.victims.join(", "))
+                        }
+                    }
+                    td.mono {
+                        @if fold && c.freed_nodes.len() > nodes_first::FOLD_NAMES {
+                            (c.freed_nodes.len()) " nodes"
+                        } @else {
+                            (freed_list(c))
+                        }
+                    }
+                    td { (maud::display(c.hourly)) }
+                    td { (maud::display(c.monthly)) }
+                }
+                (NL)
+            }
+            tr.rs {
+                td { "policy − upstream" } td {} td { (format!("{:+}", d.nodes)) }
+                td class=(class) { (signed(d.hourly)) }
+                td class=(class) { (signed(d.monthly)) }
+            }
+            (NL)
+        }
+        (NL)
+        @for (label, c) in [("policy", &w.policy), ("upstream", &w.upstream)] {
+            @for n in &c.not_removable {
+                p.warn { (label) ": emptied but not freed: " (maud::display(n)) } (NL)
+            }
+            @if !c.unpriced_nodes.is_empty() {
+                p.warn {
+                    (label) ": no price for " (c.unpriced_nodes.join(", ")) " (left out of the sums)"
+                }
+                (NL)
+            }
         }
     }
 }
@@ -735,108 +705,122 @@ fn worth(out: &mut Page, s: &Section, fold: bool) {
 /// The scale-ins priced as they happened (the operator's page): what the
 /// policy's victims freed against the default order's, and what became of
 /// the nodes freed.
-fn priced_scale_ins(out: &mut Page, s: &Section) {
+fn priced_scale_ins(s: &Section) -> Markup {
     let Some(p) = s.priced_scale_ins else {
-        return;
+        return html! {};
     };
     let unit = p
         .currency
         .as_deref()
-        .map_or_else(|| "/h".to_string(), |c| format!(" {}/h", esc(c)));
-    let _ = writeln!(
-        out,
-        "<h3>Scale-ins priced as they happened</h3>\n<p class=\"meta\">{} scale-in(s) priced (the scale-in webhook and the pre-scale-down hook); \
-         amounts are the hourly prices of the nodes each left free, summed; a freed node counts as removed when its Node object went away within the removal window</p>",
-        p.priced
-    );
-    out.push_str(
-        "<table class=\"worth\"><tr><th>choice</th><th>pods deleted</th><th>nodes freed</th><th>per hour</th></tr>\n",
-    );
-    for (label, f) in [
-        ("with the policy", &p.with_policy),
-        ("by the default order", &p.by_default),
-    ] {
-        let unpriced = match f.unpriced_nodes {
-            0 => String::new(),
-            n => format!(" ({n} unpriced)"),
-        };
-        let _ = writeln!(
-            out,
-            "<tr><td>{label}</td><td>{}</td><td>{}{unpriced}</td><td>{}{unit}</td></tr>",
-            f.victims,
-            f.nodes,
-            esc(&f.hourly)
-        );
-    }
-    out.push_str("</table>\n");
-    let _ = writeln!(
-        out,
-        "<p>Freed with the policy: <b>{} removed</b> ({}{unit}), {} not removed ({}{unit}), {} still watched</p>",
-        p.removed.nodes,
-        esc(&p.removed.hourly),
-        p.not_removed.nodes,
-        esc(&p.not_removed.hourly),
-        p.awaiting_removal.len()
-    );
-    if let Some(last) = &p.last {
-        let nodes = |names: &[String]| {
-            if names.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", esc(&names.join(", ")))
+        .map_or_else(|| "/h".to_string(), |c| format!(" {c}/h"));
+    let nodes = |names: &[String]| {
+        html! { @if !names.is_empty() { " (" (names.join(", ")) ")" } }
+    };
+    html! {
+        h3 { "Scale-ins priced as they happened" } (NL)
+        p.meta {
+            (p.priced) " scale-in(s) priced (the scale-in webhook and the pre-scale-down hook); \
+             amounts are the hourly prices of the nodes each left free, summed; a freed node \
+             counts as removed when its Node object went away within the removal window"
+        }
+        (NL)
+        table.worth {
+            tr { th { "choice" } th { "pods deleted" } th { "nodes freed" } th { "per hour" } }
+            (NL)
+            @for (label, f) in [("with the policy", &p.with_policy), ("by the default order", &p.by_default)] {
+                tr {
+                    td { (label) }
+                    td { (f.victims) }
+                    td { (f.nodes) @if f.unpriced_nodes > 0 { " (" (f.unpriced_nodes) " unpriced)" } }
+                    td { (f.hourly) (unit) }
+                }
+                (NL)
             }
-        };
-        let _ = writeln!(
-            out,
-            "<p class=\"meta\">last: {} at {}, {} &rarr; {} by the {}: with the policy {} node(s){} {}{unit}, by the default order {} node(s){} {}{unit}</p>",
-            esc(&last.workload),
-            esc(&last.at),
-            last.from,
-            last.to,
-            esc(&last.by),
-            last.with_policy.nodes,
-            nodes(&last.with_policy.freed_nodes),
-            esc(&last.with_policy.hourly),
-            last.by_default.nodes,
-            nodes(&last.by_default.freed_nodes),
-            esc(&last.by_default.hourly)
-        );
+        }
+        (NL)
+        p {
+            "Freed with the policy: " b { (p.removed.nodes) " removed" }
+            " (" (p.removed.hourly) (unit) "), " (p.not_removed.nodes) " not removed ("
+            (p.not_removed.hourly) (unit) "), " (p.awaiting_removal.len()) " still watched"
+        }
+        (NL)
+        @if let Some(last) = &p.last {
+            p.meta {
+                "last: " (last.workload) " at " (last.at) ", " (last.from) " → " (last.to)
+                " by the " (last.by) ": with the policy " (last.with_policy.nodes) " node(s)"
+                (nodes(&last.with_policy.freed_nodes)) " " (last.with_policy.hourly) (unit)
+                ", by the default order " (last.by_default.nodes) " node(s)"
+                (nodes(&last.by_default.freed_nodes)) " " (last.by_default.hourly) (unit)
+            }
+            (NL)
+        }
     }
 }
 
-fn legend(out: &mut Page, s: &Section) {
-    out.push_str("<div class=\"legend\">\n");
-    // the ramp, first to go on the left
-    out.push_str("<span><b>first to go</b><svg width=\"220\" height=\"18\" role=\"img\" aria-label=\"colour ramp\">");
-    for k in 0..22u32 {
-        let _ = write!(
-            out,
-            "<rect x=\"{}\" y=\"1\" width=\"10\" height=\"16\" fill=\"{}\"/>",
-            k * 10,
-            hex(ramp(f64::from(k) / 21.0))
-        );
-    }
-    out.push_str("<rect x=\"0.5\" y=\"0.5\" width=\"219\" height=\"17\" fill=\"none\" stroke=\"#555\"/></svg><b>last to go</b> <span class=\"meta\">(place in its ReplicaSet's deletion order)</span></span>\n");
+fn legend(s: &Section) -> Markup {
     let victim = match s.scale_down_by {
         Some(n) => format!("victim of scale down by {n}"),
         None => "victim (none: no scale-down given)".to_string(),
     };
-    let _ = writeln!(
-        out,
-        "<span><svg width=\"86\" height=\"22\"><rect x=\"2\" y=\"2\" width=\"82\" height=\"18\" rx=\"3\" fill=\"{}\" stroke=\"#000\" stroke-width=\"3.5\"/>\
-         <rect x=\"22\" y=\"5\" width=\"44\" height=\"12\" rx=\"2\" fill=\"#000\"/><text x=\"44\" y=\"15\" font-size=\"9.5\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">VICTIM</text></svg>{}</span>",
-        hex(RAMP[0]),
-        esc(&victim)
-    );
-    out.push_str("<span><span class=\"tag order\">! reason</span>deleted before a cheaper pod, and why</span>\n");
-    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"#ccc\" stroke=\"#555\"/><rect x=\"25\" y=\"1.5\" width=\"13.5\" height=\"19\" fill=\"url(#dc-hatch)\"/></svg>foreign or Karpenter's cost (not this policy's; left alone)</span>\n");
-    out.push_str("<span><svg width=\"40\" height=\"22\"><rect x=\"1.5\" y=\"1.5\" width=\"37\" height=\"19\" rx=\"3\" fill=\"#ccc\" stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/><text x=\"20\" y=\"16\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"middle\">?</text></svg>signal missing</span>\n");
-    let _ = writeln!(
-        out,
-        "<span><svg width=\"40\" height=\"22\"><rect x=\"1\" y=\"1\" width=\"38\" height=\"20\" rx=\"3\" fill=\"{}\" stroke=\"#555\"/></svg>not in an order</span>",
-        hex(NO_PLACE)
-    );
-    out.push_str("<span class=\"meta\">hover a pod for its cost breakdown</span>\n</div>\n");
+    html! {
+        div.legend {
+            (NL)
+            // the ramp, first to go on the left
+            span {
+                b { "first to go" }
+                svg width="220" height="18" role="img" aria-label="colour ramp" {
+                    @for k in 0..22u32 {
+                        rect x=(k * 10) y="1" width="10" height="16"
+                            fill=(hex(ramp(f64::from(k) / 21.0))) {}
+                    }
+                    rect x="0.5" y="0.5" width="219" height="17" fill="none" stroke="#555" {}
+                }
+                b { "last to go" } " "
+                span.meta { "(place in its ReplicaSet's deletion order)" }
+            }
+            (NL)
+            span {
+                svg width="86" height="22" {
+                    rect x="2" y="2" width="82" height="18" rx="3" fill=(hex(RAMP[0]))
+                        stroke="#000" stroke-width="3.5" {}
+                    rect x="22" y="5" width="44" height="12" rx="2" fill="#000" {}
+                    text x="44" y="15" font-size="9.5" font-weight="bold" fill="#fff"
+                        text-anchor="middle" { "VICTIM" }
+                }
+                (victim)
+            }
+            (NL)
+            span { span.tag.order { "! reason" } "deleted before a cheaper pod, and why" }
+            (NL)
+            span {
+                svg width="40" height="22" {
+                    rect x="1" y="1" width="38" height="20" rx="3" fill="#ccc" stroke="#555" {}
+                    rect x="25" y="1.5" width="13.5" height="19" fill="url(#dc-hatch)" {}
+                }
+                "foreign or Karpenter's cost (not this policy's; left alone)"
+            }
+            (NL)
+            span {
+                svg width="40" height="22" {
+                    rect x="1.5" y="1.5" width="37" height="19" rx="3" fill="#ccc" stroke="#000"
+                        stroke-width="2" stroke-dasharray="5 3" {}
+                    text x="20" y="16" font-size="13" font-weight="bold" text-anchor="middle" { "?" }
+                }
+                "signal missing"
+            }
+            (NL)
+            span {
+                svg width="40" height="22" {
+                    rect x="1" y="1" width="38" height="20" rx="3" fill=(hex(NO_PLACE)) stroke="#555" {}
+                }
+                "not in an order"
+            }
+            (NL)
+            span.meta { "hover a pod for its cost breakdown" }
+            (NL)
+        }
+        (NL)
+    }
 }
 
 /// Billing class -> zone -> node -> pods (view indices), and the unscheduled pods.
@@ -863,7 +847,7 @@ fn node_map(out: &mut Page, s: &Section, views: &[PodRow]) {
             .push(i);
     }
     if groups.is_empty() && unscheduled.is_empty() {
-        out.push_str("<p>No pods selected.</p>\n");
+        out.push(html! { p { "No pods selected." } (NL) });
         return;
     }
     out.push_str("<div class=\"classes\">\n");
@@ -891,142 +875,139 @@ fn node_map(out: &mut Page, s: &Section, views: &[PodRow]) {
     for (class, zones) in classes {
         let nodes: usize = zones.values().map(BTreeMap::len).sum();
         let pods: usize = zones.values().flat_map(|n| n.values()).map(Vec::len).sum();
-        let _ = write!(
-            out,
-            "<div class=\"class\"><h4><span class=\"k\">billing class</span>{} <span class=\"meta\" style=\"font-size:12px;font-weight:normal\">{nodes} node(s), {pods} pod(s)</span></h4>\n<div class=\"zones\">\n",
-            esc(class.unwrap_or("(no billing class)"))
-        );
+        // a class and a zone may hold thousands of pods: their cards go
+        // in one at a time between the constant markup that opens and
+        // closes them
+        out.push(html! {
+            (PreEscaped("<div class=\"class\">"))
+            h4 {
+                span.k { "billing class" } (class.unwrap_or("(no billing class)")) " "
+                span.meta style="font-size:12px;font-weight:normal" {
+                    (nodes) " node(s), " (pods) " pod(s)"
+                }
+            }
+            (PreEscaped("\n<div class=\"zones\">\n"))
+        });
         for (zone, nodes) in zones {
-            let _ = writeln!(
-                out,
-                "<div class=\"zone\"><h5><span class=\"k\">zone</span>{}</h5><div class=\"nodes\">",
-                esc(zone.unwrap_or("(no zone)"))
-            );
+            out.push(html! {
+                (PreEscaped("<div class=\"zone\">"))
+                h5 { span.k { "zone" } (zone.unwrap_or("(no zone)")) }
+                (PreEscaped("<div class=\"nodes\">\n"))
+            });
             for (node, pods) in nodes {
-                node_card(out, s, node, pods, views);
+                out.push(node_card(s, node, pods, views));
             }
             out.push_str("</div></div>\n");
         }
         out.push_str("</div></div>\n");
     }
     if !unscheduled.is_empty() {
-        out.push_str("<div class=\"class\"><h4>not scheduled</h4><div class=\"nodes\">\n");
-        node_card(out, s, "(no node)", &unscheduled, views);
-        out.push_str("</div></div>\n");
+        out.push(html! {
+            div.class {
+                h4 { "not scheduled" }
+                div.nodes { (NL) (node_card(s, "(no node)", &unscheduled, views)) }
+            }
+            (NL)
+        });
     }
     out.push_str("</div>\n");
 }
 
-fn node_card(out: &mut Page, s: &Section, node: &str, pods: &[usize], views: &[PodRow]) {
+/// One node and its pods, first to go on top.
+fn node_card(s: &Section, node: &str, pods: &[usize], views: &[PodRow]) -> Markup {
     let mut pods = pods.to_vec();
-    // first to go on top
     pods.sort_by_key(|&i| (views[i].place.map_or(usize::MAX, |p| p.pos), views[i].name));
     let w = POD_W + 12;
     let h = NODE_HEAD + pods.len() as u32 * (POD_H + GAP) + 4;
     // a node no autoscaler may remove says so, and why on hover
     let blocked = s.plan.blocked_nodes.iter().find(|b| b.node == node);
-    let (class, title, kept, ink) = match blocked {
-        Some(b) => (
-            "node blocked",
-            format!("<title>{}</title>", esc(&b.to_string())),
-            " · cannot be removed",
-            "#b42318",
-        ),
-        None => ("node", String::new(), "", "#555"),
+    let (class, kept, ink) = match blocked {
+        Some(_) => ("node blocked", " · cannot be removed", "#b42318"),
+        None => ("node", "", "#555"),
     };
-    let _ = write!(
-        out,
-        "<svg class=\"{class}\" data-node=\"{n}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"node {n}\">{title}\
-         <rect x=\"0.5\" y=\"0.5\" width=\"{}\" height=\"{}\" rx=\"6\" fill=\"#fff\" stroke=\"#666\"/>\
-         <text x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\
-         <text x=\"{}\" y=\"18\" font-size=\"11\" fill=\"{ink}\" text-anchor=\"end\">{} pod(s){kept}</text>",
-        w - 1,
-        h - 1,
-        esc(&tail(node, if blocked.is_some() { 16 } else { 30 })),
-        w - 8,
-        pods.len(),
-        n = esc(node),
-    );
-    for (k, &i) in pods.iter().enumerate() {
-        pod_box(out, s, &views[i], 6, NODE_HEAD + k as u32 * (POD_H + GAP));
+    html! {
+        svg class=(class) data-node=(node) width=(w) height=(h)
+            viewBox=(format_args!("0 0 {w} {h}")) role="img" aria-label=(format_args!("node {node}")) {
+            @if let Some(b) = blocked { title { (maud::display(b)) } }
+            rect x="0.5" y="0.5" width=(w - 1) height=(h - 1) rx="6" fill="#fff" stroke="#666" {}
+            text x="8" y="18" font-size="13" font-weight="bold" {
+                (tail(node, if blocked.is_some() { 16 } else { 30 }))
+            }
+            text x=(w - 8) y="18" font-size="11" fill=(ink) text-anchor="end" {
+                (pods.len()) " pod(s)" (kept)
+            }
+            @for (k, &i) in pods.iter().enumerate() {
+                (pod_box(s, &views[i], 6, NODE_HEAD + k as u32 * (POD_H + GAP)))
+            }
+        }
+        (NL)
     }
-    out.push_str("</svg>\n");
+}
+
+/// How a box is outlined: a victim bold, a pod missing a signal dashed.
+struct Outline {
+    colour: &'static str,
+    width: &'static str,
+    dash: Option<&'static str>,
 }
 
 /// One pod on its node: rank and name, cost, and its marks.
-fn pod_box(out: &mut Page, s: &Section, v: &PodRow, x: u32, y: u32) {
+fn pod_box(s: &Section, v: &PodRow, x: u32, y: u32) -> Markup {
     let fill = v.colour();
     let ink = text_on(fill);
-    let classes = pod_classes(v);
-    let stroke = if v.victim {
-        "stroke=\"#000\" stroke-width=\"3.5\""
+    let outline = if v.victim {
+        Outline {
+            colour: "#000",
+            width: "3.5",
+            dash: None,
+        }
     } else if v.missing() {
-        "stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"6 3\""
+        Outline {
+            colour: "#000",
+            width: "2",
+            dash: Some("6 3"),
+        }
     } else {
-        "stroke=\"#555\" stroke-width=\"1\""
+        Outline {
+            colour: "#555",
+            width: "1",
+            dash: None,
+        }
     };
-    let _ = write!(
-        out,
-        "<g class=\"{classes}\" data-pod=\"{}\"><title>{}</title>\
-         <rect x=\"{x}\" y=\"{y}\" width=\"{POD_W}\" height=\"{POD_H}\" rx=\"4\" fill=\"{}\" {stroke}/>",
-        esc(v.name),
-        esc(&hover(s, v)),
-        hex(fill)
-    );
-    let mut right = x + POD_W - 4;
-    if v.foreign() {
-        let _ = write!(
-            out,
-            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"{}\" fill=\"url(#dc-hatch)\"/>",
-            right - 15,
-            y + 2,
-            POD_H - 4
-        );
-        right -= 18;
+    let right = x + POD_W - 4;
+    // the hatch of a foreign cost takes the box's right edge
+    let right = if v.foreign() { right - 18 } else { right };
+    html! {
+        g class=(pod_classes(v)) data-pod=(v.name) {
+            title { (hover(s, v)) }
+            rect x=(x) y=(y) width=(POD_W) height=(POD_H) rx="4" fill=(hex(fill))
+                stroke=(outline.colour) stroke-width=(outline.width)
+                stroke-dasharray=[outline.dash] {}
+            @if v.foreign() {
+                rect x=(right + 3) y=(y + 2) width="16" height=(POD_H - 4) fill="url(#dc-hatch)" {}
+            }
+            // line 1: rank, name, VICTIM
+            text x=(x + 7) y=(y + 17) font-size="13" fill=(ink) {
+                tspan font-weight="bold" { (v.rank()) } " "
+                tspan.mono font-size="12" { (tail(v.name, if v.victim { 21 } else { 28 })) }
+            }
+            @if v.victim {
+                rect x=(right - 50) y=(y + 5) width="50" height="15" rx="2" fill="#000" {}
+                text x=(right - 25) y=(y + 16) font-size="10.5" font-weight="bold" fill="#fff"
+                    text-anchor="middle" { "VICTIM" }
+            }
+            // line 2: cost and marks
+            text x=(x + 7) y=(y + 36) font-size="11.5" fill=(ink) { (cost_line(v)) }
+            @if let Some(m) = v.out_of_order.first() {
+                @let label = format!("! {}", short_reason(m.reason));
+                @let width = 8 + label.chars().count() as u32 * 7;
+                rect x=(right - width) y=(y + 24) width=(width) height="16" rx="2"
+                    fill="#b42318" stroke="#fff" {}
+                text x=(right - width + 4) y=(y + 36) font-size="11" font-weight="bold"
+                    fill="#fff" { (label) }
+            }
+        }
     }
-    // line 1: rank, name, VICTIM
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"13\" fill=\"{ink}\"><tspan font-weight=\"bold\">{}</tspan> <tspan class=\"mono\" font-size=\"12\">{}</tspan></text>",
-        x + 7,
-        y + 17,
-        esc(&v.rank()),
-        esc(&tail(v.name, if v.victim { 21 } else { 28 }))
-    );
-    if v.victim {
-        let _ = write!(
-            out,
-            "<rect x=\"{}\" y=\"{}\" width=\"50\" height=\"15\" rx=\"2\" fill=\"#000\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"10.5\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">VICTIM</text>",
-            right - 50,
-            y + 5,
-            right - 25,
-            y + 16
-        );
-    }
-    // line 2: cost and marks
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" font-size=\"11.5\" fill=\"{ink}\">{}</text>",
-        x + 7,
-        y + 36,
-        esc(&cost_line(v))
-    );
-    if let Some(m) = v.out_of_order.first() {
-        let label = format!("! {}", short_reason(m.reason));
-        let width = 8 + label.chars().count() as u32 * 7;
-        let _ = write!(
-            out,
-            "<rect x=\"{}\" y=\"{}\" width=\"{width}\" height=\"16\" rx=\"2\" fill=\"#b42318\" stroke=\"#fff\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\" fill=\"#fff\">{}</text>",
-            right - width,
-            y + 24,
-            right - width + 4,
-            y + 36,
-            esc(&label)
-        );
-    }
-    out.push_str("</g>");
 }
 
 /// A pod box's CSS classes: `pod`, then one per mark it carries.
@@ -1071,230 +1052,193 @@ fn cost_line(v: &PodRow) -> String {
     line2
 }
 
+/// The cost breakdown: a row per pod, the ReplicaSets' orders first to last.
 fn table(out: &mut Page, s: &Section, views: &[PodRow], index: &HashMap<&str, usize>) {
-    let _ = write!(
-        out,
-        "<table class=\"pods\">\n<thead><tr><th>#</th><th>pod</th><th>node</th>"
-    );
-    for k in &s.signals {
-        let _ = write!(out, "<th>{}</th>", esc(k));
-    }
-    out.push_str(
-        "<th>cost now</th><th>wanted</th><th>patch</th><th>notes</th></tr></thead>\n<tbody>\n",
-    );
+    out.push(html! {
+        (PreEscaped("<table class=\"pods\">\n"))
+        thead {
+            tr {
+                th { "#" } th { "pod" } th { "node" }
+                @for k in &s.signals { th { (k) } }
+                th { "cost now" } th { "wanted" } th { "patch" } th { "notes" }
+            }
+        }
+        (PreEscaped("\n<tbody>\n"))
+    });
     let cols = 7 + s.signals.len();
     let mut shown = vec![false; views.len()];
     for rs in &s.plan.replica_sets {
-        let owner = rs
-            .deployment
-            .as_ref()
-            .map(|d| format!(" (Deployment {})", esc(d)))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "<tr class=\"rs\"><td colspan=\"{cols}\">ReplicaSet {}{owner}: first to go on top</td></tr>",
-            esc(&rs.name)
-        );
+        out.push(html! {
+            tr.rs {
+                td colspan=(cols) {
+                    "ReplicaSet " (rs.name)
+                    @if let Some(d) = &rs.deployment { " (Deployment " (d) ")" }
+                    ": first to go on top"
+                }
+            }
+            (NL)
+        });
         for name in &rs.predicted {
             if let Some(&i) = index.get(&**name) {
                 shown[i] = true;
-                row(out, s, &views[i]);
+                out.push(row(s, &views[i]));
             }
         }
     }
     // managed pods no order holds (none, in practice): still listed
     for (i, v) in views.iter().enumerate() {
         if !shown[i] {
-            row(out, s, v);
+            out.push(row(s, v));
         }
     }
     out.push_str("</tbody>\n</table>\n");
 }
 
-fn row(out: &mut Page, s: &Section, v: &PodRow) {
+/// One pod's row of the breakdown.
+fn row(s: &Section, v: &PodRow) -> Markup {
     let fill = v.colour();
-    let _ = write!(
-        out,
-        "<tr class=\"{}\" data-pod=\"{}\"><td><span class=\"sw{}\" style=\"background:{};color:{}\">{}</span></td><td class=\"mono\">{}</td>",
-        if v.victim { "victim" } else { "" },
-        esc(v.name),
-        if v.victim { " victim" } else { "" },
-        hex(fill),
-        text_on(fill),
-        esc(&v.rank()),
-        esc(v.name)
-    );
-    row_values(out, s, v);
-    row_notes(out, v);
+    html! {
+        tr class=(if v.victim { "victim" } else { "" }) data-pod=(v.name) {
+            td {
+                span class=(if v.victim { "sw victim" } else { "sw" })
+                    style=(format_args!("background:{};color:{}", hex(fill), text_on(fill))) {
+                    (v.rank())
+                }
+            }
+            td.mono { (v.name) }
+            (row_values(s, v))
+            (row_notes(v))
+        }
+        (NL)
+    }
 }
 
 /// A table row's cells from the node to the patch: the plan's values, or
 /// the live cost of a pod the policy does not select.
-fn row_values(out: &mut Page, s: &Section, v: &PodRow) {
-    match v.plan {
-        Some(p) => {
-            let _ = write!(
-                out,
-                "<td>{}</td>",
-                esc(if p.node.is_empty() { "-" } else { &p.node })
-            );
-            for sig in &p.signals {
-                let value = sig.value.map_or_else(|| "-".to_string(), |x| x.to_string());
-                let _ = write!(
-                    out,
-                    "<td>{} <b>[{}]</b></td>",
-                    esc(&sig.detail),
-                    esc(&value)
-                );
+fn row_values(s: &Section, v: &PodRow) -> Markup {
+    html! {
+        @match v.plan {
+            Some(p) => {
+                td { (if p.node.is_empty() { "-" } else { &p.node }) }
+                @for sig in &p.signals {
+                    td {
+                        (sig.detail) " "
+                        b { "[" @match sig.value { Some(x) => (x), None => "-" } "]" }
+                    }
+                }
+                td { (cost_now(p)) }
+                td { (p.wanted_text()) }
+                td { (maud::display(&p.action)) }
             }
-            let _ = write!(
-                out,
-                "<td>{}</td><td>{}</td><td>{}</td>",
-                esc(&cost_now(p)),
-                esc(&p.wanted_text()),
-                esc(&p.action.to_string())
-            );
-        }
-        None => {
-            let _ = write!(
-                out,
-                "<td colspan=\"{}\">not selected by the policy</td><td>{}</td><td>-</td><td>-</td>",
-                1 + s.signals.len(),
-                v.live_cost
-                    .map_or_else(|| "-".to_string(), |c| c.to_string())
-            );
+            None => {
+                td colspan=(1 + s.signals.len()) { "not selected by the policy" }
+                td { @match v.live_cost { Some(c) => (c), None => "-" } }
+                td { "-" } td { "-" }
+            }
         }
     }
 }
 
 /// A table row's notes cell (victim, out of order, foreign, missing,
-/// ambiguous), which ends the row.
-fn row_notes(out: &mut Page, v: &PodRow) {
-    out.push_str("<td class=\"notes\">");
-    if v.victim {
-        out.push_str("<span class=\"tag victim\">VICTIM</span>");
+/// ambiguous).
+fn row_notes(v: &PodRow) -> Markup {
+    html! {
+        td.notes {
+            @if v.victim { span.tag.victim { "VICTIM" } }
+            @for m in &v.out_of_order {
+                span.tag.order title=(m.reason.describe()) { "! " (short_reason(m.reason)) }
+                "before " span.mono { (tail(&m.before, 12)) } " "
+            }
+            @if v.karpenter() {
+                span.tag.foreign { "Karpenter's cost" }
+            } @else if v.foreign() {
+                span.tag.foreign { "foreign cost" }
+            }
+            @if v.missing() {
+                span.tag.missing title=(match v.plan.map(|p| &p.action) {
+                    Some(CostAction::KeepLastValue(why)) => why.as_str(),
+                    _ => "a stand-in value (onSignalMissing)",
+                }) { "? signal missing" }
+            }
+            @if v.ambiguous { span.tag { "ambiguous" } }
+        }
     }
-    for m in &v.out_of_order {
-        let _ = write!(
-            out,
-            "<span class=\"tag order\" title=\"{}\">! {}</span>before <span class=\"mono\">{}</span> ",
-            esc(m.reason.describe()),
-            short_reason(m.reason),
-            esc(&tail(&m.before, 12))
-        );
-    }
-    if v.karpenter() {
-        out.push_str("<span class=\"tag foreign\">Karpenter's cost</span>");
-    } else if v.foreign() {
-        out.push_str("<span class=\"tag foreign\">foreign cost</span>");
-    }
-    if v.missing() {
-        let why = match v.plan.map(|p| &p.action) {
-            Some(CostAction::KeepLastValue(why)) => why.clone(),
-            _ => "a stand-in value (onSignalMissing)".into(),
-        };
-        let _ = write!(
-            out,
-            "<span class=\"tag missing\" title=\"{}\">? signal missing</span>",
-            esc(&why)
-        );
-    }
-    if v.ambiguous {
-        out.push_str("<span class=\"tag\">ambiguous</span>");
-    }
-    out.push_str("</td></tr>\n");
 }
 
 /// One ReplicaSet's deletion order as a strip of boxes, with the cut of the
 /// scale-down.
-fn strip(out: &mut Page, s: &Section, rs_i: usize, views: &[PodRow], index: &HashMap<&str, usize>) {
+fn strip(s: &Section, rs_i: usize, views: &[PodRow], index: &HashMap<&str, usize>) -> Markup {
     let rs = &s.plan.replica_sets[rs_i];
     let all = rs.predicted.len();
     // a large ReplicaSet's strip shows its head; the table lists every pod
     let n = all.min(STRIP_MAX);
     let per_row = STRIP_PER_ROW.min(n.max(1));
     let rows = n.div_ceil(per_row).max(1);
-    let (step_x, step_y) = (STRIP_W + 8, STRIP_H + 26);
-    let w = 16 + per_row as u32 * step_x;
+    let step = (STRIP_W + 8, STRIP_H + 26);
+    let w = 16 + per_row as u32 * step.0;
     let more = all > n;
-    let h = 22 + rows as u32 * step_y + if more { 16 } else { 0 };
-    let _ = write!(
-        out,
-        "<svg class=\"order\" data-replicaset=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"deletion order of {}\">\
-         <text x=\"8\" y=\"15\" font-size=\"13\"><tspan font-weight=\"bold\">{}</tspan>: deleted left to right, top to bottom</text>",
-        esc(&rs.name),
-        esc(&rs.name),
-        esc(&rs.name)
-    );
+    let h = 22 + rows as u32 * step.1 + if more { 16 } else { 0 };
     let cut = s.scale_down_by.map(|k| k.min(all)).filter(|&k| k <= n);
-    for (pos, name) in rs.predicted.iter().take(n).enumerate() {
-        let Some(v) = index.get(&**name).map(|&i| &views[i]) else {
-            continue;
-        };
-        let (col, row) = ((pos % per_row) as u32, (pos / per_row) as u32);
-        let (x, y) = (12 + col * step_x, 24 + row * step_y);
-        strip_step(out, s, v, pos, x, y);
+    html! {
+        svg.order data-replicaset=(rs.name) width=(w) height=(h)
+            viewBox=(format_args!("0 0 {w} {h}")) role="img"
+            aria-label=(format_args!("deletion order of {}", rs.name)) {
+            text x="8" y="15" font-size="13" {
+                tspan font-weight="bold" { (rs.name) } ": deleted left to right, top to bottom"
+            }
+            @for (pos, name) in rs.predicted.iter().take(n).enumerate() {
+                @if let Some(v) = index.get(&**name).map(|&i| &views[i]) {
+                    @let (col, row) = ((pos % per_row) as u32, (pos / per_row) as u32);
+                    (strip_step(s, v, pos, 12 + col * step.0, 24 + row * step.1))
+                }
+            }
+            @if let Some(k) = cut.filter(|&k| k > 0) {
+                (strip_cut(s, k, per_row, step))
+            }
+            @if more {
+                text x="12" y=(h - 6) font-size="12" {
+                    "… " (all - n) " more pods after #" (n) " (all in the table)"
+                    @if let Some(k) = s.scale_down_by.filter(|&k| k > n) {
+                        "; scale down by " (k) " cuts after #" (k.min(all))
+                    }
+                }
+            }
+        }
+        (NL)
     }
-    if let Some(k) = cut.filter(|&k| k > 0) {
-        strip_cut(out, s, k, per_row, (step_x, step_y));
-    }
-    if more {
-        let beyond = match s.scale_down_by {
-            Some(k) if k > n => format!("; scale down by {k} cuts after #{}", k.min(all)),
-            _ => String::new(),
-        };
-        let _ = write!(
-            out,
-            "<text x=\"12\" y=\"{}\" font-size=\"12\">… {} more pods after #{n} (all in the table){beyond}</text>",
-            h - 6,
-            all - n
-        );
-    }
-    out.push_str("</svg>\n");
 }
 
 /// One pod's box in a strip, at `(x, y)`: its place (`pos`, from 0), name
 /// and marks.
-fn strip_step(out: &mut Page, s: &Section, v: &PodRow, pos: usize, x: u32, y: u32) {
+fn strip_step(s: &Section, v: &PodRow, pos: usize, x: u32, y: u32) -> Markup {
     let fill = v.colour();
-    let stroke = if v.victim {
-        "stroke=\"#000\" stroke-width=\"3.5\""
+    let ink = text_on(fill);
+    let (stroke, stroke_width) = if v.victim {
+        ("#000", Some("3.5"))
     } else {
-        "stroke=\"#555\""
+        ("#555", None)
     };
-    let _ = write!(
-        out,
-        "<g class=\"step{}\" data-pod=\"{}\"><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{STRIP_W}\" height=\"{STRIP_H}\" rx=\"4\" fill=\"{}\" {stroke}/>\
-         <text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"{ink}\">#{}{}</text>\
-         <text class=\"mono\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{ink}\">{}</text></g>",
-        if v.victim { " victim" } else { "" },
-        esc(v.name),
-        esc(&hover(s, v)),
-        hex(fill),
-        x + 6,
-        y + 15,
-        pos + 1,
-        if v.victim { " VICTIM" } else { "" },
-        x + 6,
-        y + 32,
-        esc(&tail(v.name, 15)),
-        ink = text_on(fill),
-    );
-    if !v.out_of_order.is_empty() {
-        let _ = write!(
-            out,
-            "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"#b42318\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" fill=\"#fff\" text-anchor=\"middle\">!</text>",
-            x + STRIP_W - 10,
-            y + 11,
-            x + STRIP_W - 10,
-            y + 15
-        );
+    html! {
+        g class=(if v.victim { "step victim" } else { "step" }) data-pod=(v.name) {
+            title { (hover(s, v)) }
+            rect x=(x) y=(y) width=(STRIP_W) height=(STRIP_H) rx="4" fill=(hex(fill))
+                stroke=(stroke) stroke-width=[stroke_width] {}
+            text x=(x + 6) y=(y + 15) font-size="12" font-weight="bold" fill=(ink) {
+                "#" (pos + 1) @if v.victim { " VICTIM" }
+            }
+            text.mono x=(x + 6) y=(y + 32) font-size="11" fill=(ink) { (tail(v.name, 15)) }
+        }
+        @if !v.out_of_order.is_empty() {
+            circle cx=(x + STRIP_W - 10) cy=(y + 11) r="8" fill="#b42318" stroke="#fff" {}
+            text x=(x + STRIP_W - 10) y=(y + 15) font-size="12" font-weight="bold" fill="#fff"
+                text-anchor="middle" { "!" }
+        }
     }
 }
 
 /// The strip's cut after the `k`-th pod (`k` > 0), its rows `per_row` boxes
 /// long, boxes `step` apart.
-fn strip_cut(out: &mut Page, s: &Section, k: usize, per_row: usize, (step_x, step_y): (u32, u32)) {
+fn strip_cut(s: &Section, k: usize, per_row: usize, (step_x, step_y): (u32, u32)) -> Markup {
     // the cut sits after the k-th pod
     let (col, row) = if k.is_multiple_of(per_row) {
         (per_row as u32, (k / per_row) as u32 - 1)
@@ -1303,16 +1247,13 @@ fn strip_cut(out: &mut Page, s: &Section, k: usize, per_row: usize, (step_x, ste
     };
     let x = 12 + col * step_x - 4;
     let y = 24 + row * step_y;
-    let _ = write!(
-        out,
-        "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#000\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\
-         <text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\">▲ scale down by {} cuts here</text>",
-        y - 4,
-        y + STRIP_H + 4,
-        x.saturating_sub(4),
-        y + STRIP_H + 17,
-        s.scale_down_by.unwrap_or(k),
-    );
+    html! {
+        line x1=(x) y1=(y - 4) x2=(x) y2=(y + STRIP_H + 4) stroke="#000" stroke-width="3"
+            stroke-dasharray="6 3" {}
+        text x=(x.saturating_sub(4)) y=(y + STRIP_H + 17) font-size="11" font-weight="bold" {
+            "▲ scale down by " (s.scale_down_by.unwrap_or(k)) " cuts here"
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1465,7 +1406,7 @@ mod tests {
         assert!(!html.contains("<img"), "{html}");
         assert!(!html.contains("<b>class"), "{html}");
         assert!(!html.contains("<i>spot"), "{html}");
-        assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+        assert!(html.contains("&lt;script&gt;alert('x')&lt;/script&gt;"));
         assert!(html.contains("node&quot;&gt;&lt;img src=x&gt;"));
         assert!(html.contains("z&amp;1"));
     }
@@ -1523,7 +1464,7 @@ mod tests {
             "<tr><td>with the policy</td><td>7</td><td>3 (1 unpriced)</td><td>0.384 USD/h</td></tr>",
             "<tr><td>by the default order</td><td>7</td><td>1</td><td>0.0416 USD/h</td></tr>",
             "<b>1 removed</b> (0.192 USD/h), 0 not removed (0.00 USD/h), 0 still watched",
-            "last: Deployment shop/&lt;web&gt; at 2026-11-25T10:00:00Z, 4 &rarr; 2 by the webhook: with the policy 1 node(s) (od-1) 0.192 USD/h",
+            "last: Deployment shop/&lt;web&gt; at 2026-11-25T10:00:00Z, 4 → 2 by the webhook: with the policy 1 node(s) (od-1) 0.192 USD/h",
         ] {
             assert!(html.contains(part), "missing {part} in the page");
         }

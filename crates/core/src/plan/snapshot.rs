@@ -59,9 +59,4 @@ impl Snapshot {
             _ => {}
         }
     }
-
-    /// [`Snapshot::from_value`] of a YAML text (one document).
-    pub(crate) fn from_yaml(text: &str) -> Self {
-        Self::from_value(serde_saphyr::from_str(text).expect("YAML"))
-    }
 }

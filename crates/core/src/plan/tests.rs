@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::annotations::{POD_DELETION_COST, POLICY_ANNOTATION};
@@ -120,16 +121,16 @@ fn simple(name: &str, node: &str) -> Pod {
     })
 }
 
-fn policy(yaml: &str) -> NamedPolicy {
-    let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
+fn policy(spec: Value) -> NamedPolicy {
+    let spec: DeletionCostPolicySpec = serde_json::from_value(spec).unwrap();
     NamedPolicy::validate("web", "shop", &spec).unwrap()
 }
 
 fn spot_first() -> NamedPolicy {
-    policy(
-        "selector: {matchLabels: {app: web}}\n\
-         signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
-    )
+    policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}]
+    }))
 }
 
 /// Chunks small enough that the tests' plans of a few pods span several.
@@ -349,10 +350,10 @@ fn budgets_put_the_newest_pods_over_budget_first() {
         mk("new", "2026-11-20T00:00:00Z"),
         simple("od", "od-1"),
     ]);
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\n\
-         signals:\n- billingClass: {costs: {spot: 10, on-demand: 0}, budgets: {spot: 1}}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"billingClass": {"costs": {"spot": 10, "on-demand": 0}, "budgets": {"spot": 1}}}]
+    }));
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     assert_eq!(cost_of(&plan, "new"), Some(0));
     assert_eq!(cost_of(&plan, "mid"), Some(0));
@@ -361,11 +362,16 @@ fn budgets_put_the_newest_pods_over_budget_first() {
 }
 
 fn util_policy(on_missing: &str) -> NamedPolicy {
-    policy(&format!(
-        "selector: {{matchLabels: {{app: web}}}}\n\
-         onSignalMissing: {on_missing}\n\
-         signals:\n- utilization: {{prometheus: {{query: 'up'}}, range: {{min: 0, max: 1}}, buckets: 10, default: 0.55}}\n"
-    ))
+    policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "onSignalMissing": on_missing,
+        "signals": [{"utilization": {
+            "prometheus": {"query": "up"},
+            "range": {"min": 0, "max": 1},
+            "buckets": 10,
+            "default": 0.55
+        }}]
+    }))
 }
 
 fn samples(values: &[(&str, f64)]) -> SignalSamples {
@@ -463,7 +469,10 @@ fn zone_balance_is_round_robin_from_the_fullest_zone() {
         simple("a3", "od-1"),
         simple("b1", "spot-2"),
     ]);
-    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- zoneBalance: {}\n");
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"zoneBalance": {}}]
+    }));
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     // maxPerZone (1000) minus the pods the zone keeps from each pod on
     assert_eq!(cost_of(&plan, "a1"), Some(997));
@@ -494,10 +503,11 @@ fn on_scale_in_plans_write_only_the_correction() {
         simple("c", "spot-1"),
         simple("d", "spot-2"),
     ]);
-    let on_scale_in = policy(
-        "selector: {matchLabels: {app: web}}\nwrites: OnScaleIn\n\
-         signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
-    );
+    let on_scale_in = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "writes": "OnScaleIn",
+        "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}]
+    }));
     let continuous = spot_first();
     let none = BTreeSet::new();
     let idle = PlanOptions {
@@ -571,7 +581,10 @@ fn consolidation_prefers_emptier_nodes() {
         simple("c", "spot-1"),
         db,
     ]);
-    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {}}]
+    }));
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     assert_eq!(band_of(&plan, "c"), Some(1));
     assert_eq!(band_of(&plan, "a"), Some(3));
@@ -602,7 +615,10 @@ fn pinned_nodes(batch: &[(&str, &str)], od_c: &[(&str, &str)]) -> Snapshot {
 }
 
 fn consolidation() -> NamedPolicy {
-    policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 110}\n")
+    policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {"maxPods": 110}}]
+    }))
 }
 
 #[test]
@@ -800,10 +816,10 @@ fn target_ref_deployment_follows_ownership() {
     let mut stray = simple("stray", "spot-1");
     stray.metadata.owner_references = Some(vec![owner("ReplicaSet", "other-rs")]);
     let snap = cluster(vec![simple("a", "od-1"), stray]);
-    let p = policy(
-        "targetRef: {kind: Deployment, name: web}\n\
-         signals:\n- billingClass: {costs: {spot: 0}, default: 5}\n",
-    );
+    let p = policy(json!({
+        "targetRef": {"kind": "Deployment", "name": "web"},
+        "signals": [{"billingClass": {"costs": {"spot": 0}, "default": 5}}]
+    }));
     let plan = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     let names: Vec<&str> = plan.pods.iter().map(|p| &*p.name).collect();
     assert_eq!(names, ["a"]);
@@ -890,7 +906,10 @@ fn colocation_rank_counts_pods_of_sibling_replica_sets() {
         annotations: &[],
     });
     let snap = cluster(vec![simple("a", "od-1"), simple("b", "od-2"), old]);
-    let p = policy("selector: {matchLabels: {app: web, hash: abc}}\nsignals:\n- billingClass: {costs: {}, default: 7}\n");
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web", "hash": "abc"}},
+        "signals": [{"billingClass": {"costs": {}, "default": 7}}]
+    }));
     let planned = plan(&p, &snap, &Default::default(), &Default::default(), &opts());
     let rs = planned
         .replica_sets
@@ -903,34 +922,57 @@ fn colocation_rank_counts_pods_of_sibling_replica_sets() {
 
 #[test]
 fn bad_policies_are_rejected_with_the_field() {
-    let bad = |yaml: &str| {
-        let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
+    let bad = |spec: Value| {
+        let spec: DeletionCostPolicySpec = serde_json::from_value(spec).unwrap();
         NamedPolicy::validate("p", "ns", &spec)
             .unwrap_err()
             .to_string()
     };
-    assert!(bad("selector: {}\nsignals: [{zoneBalance: {}}]").contains("spec.selector"));
     assert!(
-        bad("selector: {}\nsignals: [{zoneBalance: {}}]").starts_with("DeletionCostPolicy ns/p: ")
+        bad(json!({"selector": {}, "signals": [{"zoneBalance": {}}]})).contains("spec.selector")
     );
-    assert!(bad("signals: [{zoneBalance: {}}]").contains("targetRef"));
-    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{}]").contains("spec.signals[0]"));
-    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 0}}]")
-        .contains("spec.signals[0].utilization.buckets"));
-    assert!(bad("selector: {matchLabels: {a: b}}\ncombine: sum\nsignals: [{billingClass: {costs: {spot: 2000000000}, weight: 2}}]")
-        .contains("int32"));
-    assert!(bad("selector: {matchLabels: {a: b}}\nsignals: [{utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 100000}}, {utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 100000}}]")
-        .contains("int32"));
+    assert!(
+        bad(json!({"selector": {}, "signals": [{"zoneBalance": {}}]}))
+            .starts_with("DeletionCostPolicy ns/p: ")
+    );
+    assert!(bad(json!({"signals": [{"zoneBalance": {}}]})).contains("targetRef"));
+    assert!(
+        bad(json!({"selector": {"matchLabels": {"a": "b"}}, "signals": [{}]}))
+            .contains("spec.signals[0]")
+    );
+    assert!(bad(json!({
+        "selector": {"matchLabels": {"a": "b"}},
+        "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 0}}]
+    }))
+    .contains("spec.signals[0].utilization.buckets"));
+    assert!(bad(json!({
+        "selector": {"matchLabels": {"a": "b"}},
+        "combine": "sum",
+        "signals": [{"billingClass": {"costs": {"spot": 2000000000}, "weight": 2}}]
+    }))
+    .contains("int32"));
+    assert!(bad(json!({
+        "selector": {"matchLabels": {"a": "b"}},
+        "signals": [
+            {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 100000}},
+            {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 100000}}
+        ]
+    }))
+    .contains("int32"));
 }
 
 #[test]
 fn max_cost_writes_ranks_in_the_policy_s_order() {
     // spot 0, no class 50, on-demand 100
-    let spec = |max: &str| {
-        policy(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\n{max}\
-             signals:\n- billingClass: {{costs: {{spot: 0, on-demand: 100}}, default: 50}}\n"
-        ))
+    let spec = |max_cost: Option<i32>| {
+        let mut spec = json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}]
+        });
+        if let Some(max) = max_cost {
+            spec["maxCost"] = json!(max);
+        }
+        policy(spec)
     };
     let mut snap = cluster(vec![
         simple("a", "od-1"),
@@ -946,22 +988,16 @@ fn max_cost_writes_ranks_in_the_policy_s_order() {
             .collect()
     };
     let s = SignalSamples::default();
-    let as_combined = plan(&spec(""), &snap, &s, &Default::default(), &opts());
+    let as_combined = plan(&spec(None), &snap, &s, &Default::default(), &opts());
     assert_eq!(
         costs(&as_combined),
         [Some(100), Some(0), Some(100), Some(50), Some(0)]
     );
     // 0..=100 fits in 0..=1000: written as combined
-    let roomy = plan(
-        &spec("maxCost: 1000\n"),
-        &snap,
-        &s,
-        &Default::default(),
-        &opts(),
-    );
+    let roomy = plan(&spec(Some(1000)), &snap, &s, &Default::default(), &opts());
     assert_eq!(roomy, as_combined);
     // ranks, ties kept
-    let p = spec("maxCost: 2\n");
+    let p = spec(Some(2));
     let ranked = plan(&p, &snap, &s, &Default::default(), &opts());
     assert_eq!(
         costs(&ranked),
@@ -984,13 +1020,7 @@ fn max_cost_writes_ranks_in_the_policy_s_order() {
     assert!(again.patches.is_empty(), "{:?}", again.patches);
     assert!(again.pods.iter().all(|x| x.action == CostAction::Unchanged));
     // three costs into 0..=1: the two lowest share 0, and the plan says so
-    let squeezed = plan(
-        &spec("maxCost: 1\n"),
-        &snap,
-        &s,
-        &Default::default(),
-        &opts(),
-    );
+    let squeezed = plan(&spec(Some(1)), &snap, &s, &Default::default(), &opts());
     assert_eq!(
         costs(&squeezed),
         [Some(1), Some(0), Some(1), Some(0), Some(0)]
@@ -1049,11 +1079,14 @@ proptest! {
     #[test]
     fn planner_invariants((snap, util) in arb_cluster(), sum in any::<bool>(), respect in any::<bool>()) {
         let combine = if sum { "sum" } else { "lexicographic" };
-        let mut p = policy(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\ncombine: {combine}\n\
-             signals:\n- billingClass: {{costs: {{spot: -1000000, on-demand: 1000000}}, default: 0, weight: 1}}\n\
-             - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 2}}, buckets: 1}}\n"
-        ));
+        let mut p = policy(json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "combine": combine,
+            "signals": [
+                {"billingClass": {"costs": {"spot": -1000000, "on-demand": 1000000}, "default": 0, "weight": 1}},
+                {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 2}, "buckets": 1}}
+            ]
+        }));
         p.spec.respect_foreign_costs = respect;
         let s = {
             let mut s = SignalSamples::default();
@@ -1096,13 +1129,17 @@ proptest! {
         max in prop_oneof![1i32..4, 4i32..100],
     ) {
         let combine = if sum { "sum" } else { "lexicographic" };
-        let yaml = format!(
-            "selector: {{matchLabels: {{app: web}}}}\ncombine: {combine}\n\
-             signals:\n- billingClass: {{costs: {{spot: -1000000, on-demand: 1000000}}, default: 0}}\n\
-             - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 2}}, buckets: 5}}\n"
-        );
-        let combined = policy(&yaml);
-        let ranked = policy(&format!("{yaml}maxCost: {max}\n"));
+        let mut spec = json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "combine": combine,
+            "signals": [
+                {"billingClass": {"costs": {"spot": -1000000, "on-demand": 1000000}, "default": 0}},
+                {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 2}, "buckets": 5}}
+            ]
+        });
+        let combined = policy(spec.clone());
+        spec["maxCost"] = json!(max);
+        let ranked = policy(spec);
         let mut s = SignalSamples::default();
         s.utilization.insert(1, UtilizationSamples::from_series(util.iter().map(|(n, v)| (n.clone(), *v, None)), None, None));
         let a = plan(&combined, &snap, &s, &Default::default(), &opts());
@@ -1161,7 +1198,10 @@ proptest! {
                 ..Default::default()
             }))
             .collect();
-        let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 10}\n");
+        let p = policy(json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"nodeConsolidation": {"maxPods": 10}}]
+        }));
         let split = Split { parallel, chunk: SMALL_CHUNKS.select };
         let selection = selection::select(&p, &pods, &[], &[], &BTreeSet::new(), true, split);
         let got: Vec<&str> = selection

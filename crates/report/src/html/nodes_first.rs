@@ -4,10 +4,11 @@
 //! breakdown folded behind its count. A page of 1,000 pods then opens on
 //! 25 lines, not 1,000 cards; a small section keeps the picture.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::collections::{BTreeMap, HashMap};
 
-use super::{esc, node_card, strip, table, Page, PodRow, Section};
+use maud::{html, Markup, PreEscaped};
+
+use super::{node_card, strip, table, Page, PodRow, Section, NL};
 
 /// From this many pods in a section the page puts its nodes first.
 pub(super) const FROM: usize = 100;
@@ -50,7 +51,7 @@ fn node_lines<'v>(views: &[PodRow<'v>]) -> Vec<NodeLine<'v>> {
 
 /// What the scale-in leaves of a node whose every pod in the plan goes:
 /// freed and its price, kept by an annotation, or kept by other pods. Plain
-/// text for `esc`, and the CSS class to show it in.
+/// text, and the CSS class to show it in.
 fn emptied(s: &Section, node: &str) -> (String, &'static str) {
     let Some(w) = &s.plan.savings else {
         return ("all its pods go".into(), "");
@@ -76,110 +77,109 @@ fn emptied(s: &Section, node: &str) -> (String, &'static str) {
     )
 }
 
-/// The node lines, each with its pod cards folded behind it.
-fn nodes(out: &mut Page, s: &Section, views: &[PodRow], lines: &[NodeLine]) {
-    for l in lines {
-        let info = s.nodes.get(l.node);
-        let (name, place) = if l.node.is_empty() {
-            ("(no node)", "not scheduled".to_string())
-        } else {
-            (
-                l.node,
-                format!(
-                    "{} · {}",
-                    info.and_then(|i| i.billing_class.as_deref())
-                        .unwrap_or("no billing class"),
-                    info.and_then(|i| i.zone.as_deref()).unwrap_or("no zone")
-                ),
-            )
-        };
-        let _ = write!(
-            out,
-            "<details class=\"node\" data-node=\"{}\"><summary><b class=\"mono\">{}</b> <span class=\"meta\">{}</span> · {} pod(s)",
-            esc(l.node),
-            esc(name),
-            esc(&place),
-            l.pods.len()
-        );
-        if s.scale_down_by.is_some() {
-            let _ = write!(out, " · <b>{} victim(s)</b> · ", l.victims);
-            let (after, class) = match (l.victims, l.pods.len() - l.victims) {
-                (0, _) => ("keeps all its pods".to_string(), ""),
-                (_, 0) => emptied(s, l.node),
-                (_, kept) => (format!("keeps {kept}"), ""),
-            };
-            match class {
-                "" => out.push_str(&esc(&after)),
-                class => {
-                    let _ = write!(out, "<span class=\"{class}\">{}</span>", esc(&after));
+/// One node's line, its pod cards folded behind it.
+fn node_line(s: &Section, views: &[PodRow], l: &NodeLine) -> Markup {
+    let info = s.nodes.get(l.node);
+    let (name, place) = if l.node.is_empty() {
+        ("(no node)", "not scheduled".to_string())
+    } else {
+        (
+            l.node,
+            format!(
+                "{} · {}",
+                info.and_then(|i| i.billing_class.as_deref())
+                    .unwrap_or("no billing class"),
+                info.and_then(|i| i.zone.as_deref()).unwrap_or("no zone")
+            ),
+        )
+    };
+    let after = s
+        .scale_down_by
+        .map(|_| match (l.victims, l.pods.len() - l.victims) {
+            (0, _) => ("keeps all its pods".to_string(), ""),
+            (_, 0) => emptied(s, l.node),
+            (_, kept) => (format!("keeps {kept}"), ""),
+        });
+    html! {
+        details.node data-node=(l.node) {
+            summary {
+                b.mono { (name) } " " span.meta { (place) } " · " (l.pods.len()) " pod(s)"
+                @if let Some((after, class)) = after {
+                    " · " b { (l.victims) " victim(s)" } " · "
+                    @if class.is_empty() { (after) } @else { span class=(class) { (after) } }
+                }
+                @if s.plan.blocked_nodes.iter().any(|b| *b.node == *l.node) {
+                    " · " span.warn { "cannot be removed" }
                 }
             }
+            (NL)
+            (node_card(s, name, &l.pods, views))
         }
-        if s.plan.blocked_nodes.iter().any(|b| *b.node == *l.node) {
-            out.push_str(" · <span class=\"warn\">cannot be removed</span>");
-        }
-        out.push_str("</summary>\n");
-        node_card(out, s, name, &l.pods, views);
-        out.push_str("</details>\n");
+        (NL)
     }
 }
 
 /// The body of a large section, after its legend.
-pub(super) fn body(
-    out: &mut Page,
-    s: &Section,
-    views: &[PodRow],
-    index: &std::collections::HashMap<&str, usize>,
-) {
+pub(super) fn body(out: &mut Page, s: &Section, views: &[PodRow], index: &HashMap<&str, usize>) {
     let lines = node_lines(views);
-    out.push_str(
-        "<style>details.node{margin:3px 0}details.node>summary{cursor:pointer;padding:2px 0}\
-         details.node>svg{margin:4px 0 8px 18px}details.fold>summary{cursor:pointer}</style>\n",
-    );
-    let _ = write!(
-        out,
-        "<h3>Nodes, the one whose pods go first on top</h3>\n<p class=\"meta\">{} node(s); open one for its pods",
-        lines.len()
-    );
-    if let Some(n) = s.scale_down_by {
+    let scale_down = s.scale_down_by.map(|n| {
         let hit = lines.iter().filter(|l| l.victims > 0).count();
         let emptied = lines
             .iter()
             .filter(|l| l.victims > 0 && l.victims == l.pods.len())
             .count();
-        let _ = write!(
-            out,
-            "; scale down by {n}: victims on {hit} node(s), every pod of the plan gone from {emptied}"
-        );
-        if s.plan.savings.is_none() {
-            out.push_str(" (with prices, plan --prices, each says whether it is freed and what that is worth)");
+        (n, hit, emptied)
+    });
+    out.push(html! {
+        style {
+            (PreEscaped("details.node{margin:3px 0}details.node>summary{cursor:pointer;padding:2px 0}\
+             details.node>svg{margin:4px 0 8px 18px}details.fold>summary{cursor:pointer}"))
         }
+        (NL)
+        h3 { "Nodes, the one whose pods go first on top" } (NL)
+        p.meta {
+            (lines.len()) " node(s); open one for its pods"
+            @if let Some((n, hit, emptied)) = scale_down {
+                "; scale down by " (n) ": victims on " (hit) " node(s), every pod of the plan gone from "
+                (emptied)
+                @if s.plan.savings.is_none() {
+                    " (with prices, plan --prices, each says whether it is freed and what that is worth)"
+                }
+            }
+        }
+        (NL)
+    });
+    for l in &lines {
+        out.push(node_line(s, views, l));
     }
-    out.push_str("</p>\n");
-    nodes(out, s, views, &lines);
     if !s.plan.replica_sets.is_empty() {
-        out.push_str("<h3>Deletion order</h3>\n");
+        out.push(html! { h3 { "Deletion order" } (NL) });
         for (i, _) in s.plan.replica_sets.iter().enumerate() {
-            strip(out, s, i, views, index);
+            out.push(strip(s, i, views, index));
         }
     }
-    let _ = writeln!(
-        out,
-        "<details class=\"fold breakdown\"><summary><b>Cost breakdown</b>: {} pods, a row each</summary>",
-        views.len()
-    );
+    // a row per pod: the rows go in one at a time inside the fold
+    out.push(html! {
+        (PreEscaped("<details class=\"fold breakdown\">"))
+        summary { b { "Cost breakdown" } ": " (views.len()) " pods, a row each" }
+        (NL)
+    });
     table(out, s, views, index);
     out.push_str("</details>\n");
 }
 
 /// `names` folded behind their count: `<details>` whose summary is
 /// `summary`.
-pub(super) fn folded_names(out: &mut Page, summary: &str, names: impl Iterator<Item = String>) {
-    let list: Vec<String> = names.map(|n| esc(&n).into_owned()).collect();
-    let _ = write!(
-        out,
-        "<details class=\"fold victims\"><summary>{}</summary><p class=\"mono\">{}</p></details>",
-        esc(summary),
-        list.join(", ")
-    );
+pub(super) fn folded_names(summary: &str, names: &[impl AsRef<str>]) -> Markup {
+    html! {
+        details.fold.victims {
+            summary { (summary) }
+            p.mono {
+                @for (k, n) in names.iter().enumerate() {
+                    @if k > 0 { ", " }
+                    (n.as_ref())
+                }
+            }
+        }
+    }
 }

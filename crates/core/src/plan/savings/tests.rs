@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::comparator::FeatureGates;
@@ -184,59 +185,74 @@ fn opts(scale_down_by: usize) -> PlanOptions {
     }
 }
 
-fn policy(yaml: &str) -> NamedPolicy {
-    let spec: DeletionCostPolicySpec = serde_saphyr::from_str(yaml).unwrap();
+fn policy(spec: Value) -> NamedPolicy {
+    let spec: DeletionCostPolicySpec = serde_json::from_value(spec).unwrap();
     NamedPolicy::validate("web", "shop", &spec).unwrap()
 }
 
-/// A pod of ReplicaSet web-1 in shop, Ready since `ready`, with extra
-/// metadata lines (annotations) and on `node`.
-fn pod_yaml(name: &str, node: &str, ready: &str, annotations: &str) -> String {
-    format!(
-        "- kind: Pod
-  metadata:
-    name: {name}
-    namespace: shop
-    uid: uid-{name}
-    creationTimestamp: \"2026-11-01T00:00:00Z\"
-    labels: {{app: web}}
-    annotations: {{{annotations}}}
-    ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: rs-1, controller: true}}]
-  spec: {{nodeName: {node}}}
-  status:
-    phase: Running
-    conditions: [{{type: Ready, status: \"True\", lastTransitionTime: \"{ready}\"}}]
-"
-    )
+/// A pod of ReplicaSet web-1 in shop, Ready since `ready`, with
+/// `annotations` and on `node`.
+fn pod_item(name: &str, node: &str, ready: &str, annotations: Value) -> Value {
+    json!({
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": format!("uid-{name}"),
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "annotations": annotations,
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs-1", "controller": true}
+            ]
+        },
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready}]
+        }
+    })
 }
 
-const REPLICA_SET: &str = "- kind: ReplicaSet
-  metadata:
-    name: web-1
-    namespace: shop
-    uid: rs-1
-  spec:
-    selector: {matchLabels: {app: web}}
-";
+/// ReplicaSet `name` (uid `uid`) of shop, selecting `app: web`.
+fn replica_set(name: &str, uid: &str) -> Value {
+    json!({
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": "shop", "uid": uid},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}}
+    })
+}
 
-fn snapshot(items: &str) -> Snapshot {
-    let text = format!("kind: List\nitems:\n{items}");
-    Snapshot::from_yaml(&text)
+/// Node `name` with `labels`.
+fn node_item(name: &str, labels: Value) -> Value {
+    json!({"kind": "Node", "metadata": {"name": name, "labels": labels}})
+}
+
+fn snapshot(items: Vec<Value>) -> Snapshot {
+    Snapshot::from_value(json!({"kind": "List", "items": items}))
 }
 
 #[test]
 fn upstream_default_drops_the_policys_costs_and_keeps_foreign_ones() {
-    let ours = "controller.kubernetes.io/pod-deletion-cost: \"100\", deletioncost.dev/policy: web";
-    let foreign =
-        "controller.kubernetes.io/pod-deletion-cost: \"50\", deletioncost.dev/policy: other";
+    let ours = json!({
+        "controller.kubernetes.io/pod-deletion-cost": "100",
+        "deletioncost.dev/policy": "web"
+    });
+    let foreign = json!({
+        "controller.kubernetes.io/pod-deletion-cost": "50",
+        "deletioncost.dev/policy": "other"
+    });
     // ready most recently: b, then a, then c (upstream deletes the most recent first)
-    let s = snapshot(&format!(
-        "{REPLICA_SET}{}{}{}",
-        pod_yaml("a", "n1", "2026-11-21T00:00:00Z", ours),
-        pod_yaml("b", "n2", "2026-11-22T02:00:00Z", foreign),
-        pod_yaml("c", "n3", "2026-11-10T00:00:00Z", ""),
-    ));
-    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
+    let s = snapshot(vec![
+        replica_set("web-1", "rs-1"),
+        pod_item("a", "n1", "2026-11-21T00:00:00Z", ours),
+        pod_item("b", "n2", "2026-11-22T02:00:00Z", foreign),
+        pod_item("c", "n3", "2026-11-10T00:00:00Z", json!({})),
+    ]);
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {}}]
+    }));
     let rs = upstream_default(&p, &s, &opts(3));
     assert_eq!(rs.len(), 1);
     let order: Vec<&str> = rs[0].predicted.iter().map(|n| &**n).collect();
@@ -259,39 +275,47 @@ fn upstream_default_drops_the_policys_costs_and_keeps_foreign_ones() {
 
 #[test]
 fn plan_savings_compares_the_policy_with_upstream() {
-    let nodes = "- kind: Node
-  metadata:
-    name: spot-1
-    labels: {karpenter.sh/capacity-type: spot, node.kubernetes.io/instance-type: m6i.large}
-  status: {allocatable: {cpu: 1930m, memory: 7934440Ki}}
-- kind: Node
-  metadata:
-    name: od-1
-    labels: {karpenter.sh/capacity-type: on-demand}
-  status: {allocatable: {cpu: \"4\", memory: lots}}
-- kind: Node
-  metadata:
-    name: od-2
-    labels: {karpenter.sh/capacity-type: on-demand}
-- kind: Pod
-  metadata:
-    name: exporter-1
-    namespace: monitoring
-    ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: exporter, uid: ds-1, controller: true}]
-  spec: {nodeName: od-1}
-  status: {phase: Running}
-";
     // upstream deletes the most recently ready pod, a on od-1; the spot-first
     // policy deletes b on spot-1; c keeps od-2
-    let s = snapshot(&format!(
-        "{nodes}{REPLICA_SET}{}{}{}",
-        pod_yaml("a", "od-1", "2026-11-22T02:00:00Z", ""),
-        pod_yaml("b", "spot-1", "2026-11-10T00:00:00Z", ""),
-        pod_yaml("c", "od-2", "2026-11-01T00:00:00Z", ""),
-    ));
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: 0, on-demand: 100}}\n",
-    );
+    let s = snapshot(vec![
+        json!({
+            "kind": "Node",
+            "metadata": {
+                "name": "spot-1",
+                "labels": {
+                    "karpenter.sh/capacity-type": "spot",
+                    "node.kubernetes.io/instance-type": "m6i.large"
+                }
+            },
+            "status": {"allocatable": {"cpu": "1930m", "memory": "7934440Ki"}}
+        }),
+        json!({
+            "kind": "Node",
+            "metadata": {"name": "od-1", "labels": {"karpenter.sh/capacity-type": "on-demand"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "lots"}}
+        }),
+        node_item("od-2", json!({"karpenter.sh/capacity-type": "on-demand"})),
+        json!({
+            "kind": "Pod",
+            "metadata": {
+                "name": "exporter-1",
+                "namespace": "monitoring",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "exporter", "uid": "ds-1", "controller": true}
+                ]
+            },
+            "spec": {"nodeName": "od-1"},
+            "status": {"phase": "Running"}
+        }),
+        replica_set("web-1", "rs-1"),
+        pod_item("a", "od-1", "2026-11-22T02:00:00Z", json!({})),
+        pod_item("b", "spot-1", "2026-11-10T00:00:00Z", json!({})),
+        pod_item("c", "od-2", "2026-11-01T00:00:00Z", json!({})),
+    ]);
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+    }));
     let o = opts(1);
     let planned = plan(
         &p,
@@ -344,35 +368,26 @@ fn plan_savings_compares_the_policy_with_upstream() {
 
 #[test]
 fn a_live_scale_in_is_priced_over_its_own_victims_and_replica_sets() {
-    let nodes = "- kind: Node
-  metadata:
-    name: spot-1
-    labels: {karpenter.sh/capacity-type: spot}
-- kind: Node
-  metadata:
-    name: od-1
-    labels: {karpenter.sh/capacity-type: on-demand}
-- kind: Node
-  metadata:
-    name: od-2
-    labels: {karpenter.sh/capacity-type: on-demand}
-";
     // a second ReplicaSet of the namespace, not scaled: its pods stay, and
     // upstream's choice counts only the scaled one's
-    let other = pod_yaml("z", "od-2", "2026-11-22T02:30:00Z", "").replace("web-1", "web-2");
-    let s = snapshot(&format!(
-        "{nodes}{REPLICA_SET}{}{}{}{}{}",
-        REPLICA_SET
-            .replace("web-1", "web-2")
-            .replace("rs-1", "rs-2"),
-        pod_yaml("a", "od-1", "2026-11-22T02:00:00Z", ""),
-        pod_yaml("b", "spot-1", "2026-11-10T00:00:00Z", ""),
-        pod_yaml("c", "od-2", "2026-11-01T00:00:00Z", ""),
-        other.replace("rs-1", "rs-2"),
-    ));
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: 0, on-demand: 100}}\n",
-    );
+    let mut other = pod_item("z", "od-2", "2026-11-22T02:30:00Z", json!({}));
+    other["metadata"]["ownerReferences"][0]["name"] = json!("web-2");
+    other["metadata"]["ownerReferences"][0]["uid"] = json!("rs-2");
+    let s = snapshot(vec![
+        node_item("spot-1", json!({"karpenter.sh/capacity-type": "spot"})),
+        node_item("od-1", json!({"karpenter.sh/capacity-type": "on-demand"})),
+        node_item("od-2", json!({"karpenter.sh/capacity-type": "on-demand"})),
+        replica_set("web-1", "rs-1"),
+        replica_set("web-2", "rs-2"),
+        pod_item("a", "od-1", "2026-11-22T02:00:00Z", json!({})),
+        pod_item("b", "spot-1", "2026-11-10T00:00:00Z", json!({})),
+        pod_item("c", "od-2", "2026-11-01T00:00:00Z", json!({})),
+        other,
+    ]);
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}}}]
+    }));
     let o = PlanOptions {
         assume_patches_applied: false,
         ..opts(1)
@@ -416,17 +431,18 @@ fn a_live_scale_in_is_priced_over_its_own_victims_and_replica_sets() {
 
 #[test]
 fn the_billing_class_is_read_as_the_policys_signal_reads_it() {
-    let custom = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {nodeLabel: example.com/class, costs: {reserved: 1}}\n",
-    );
-    let none = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
-    let s = snapshot(
-        "- kind: Node
-  metadata:
-    name: node-a
-    labels: {example.com/class: reserved, eks.amazonaws.com/capacityType: ON_DEMAND}
-",
-    );
+    let custom = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"billingClass": {"nodeLabel": "example.com/class", "costs": {"reserved": 1}}}]
+    }));
+    let none = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {}}]
+    }));
+    let s = snapshot(vec![node_item(
+        "node-a",
+        json!({"example.com/class": "reserved", "eks.amazonaws.com/capacityType": "ON_DEMAND"}),
+    )]);
     let class = |p: &NamedPolicy| {
         node_facts(&billing_source(p), &s.nodes).0[0]
             .billing_class

@@ -20,10 +20,10 @@ fn a_zone_label_no_node_carries_is_said() {
         simple("a2", "od-1"),
         simple("b1", "spot-2"),
     ]);
-    let typo = policy(
-        "selector: {matchLabels: {app: web}}\n\
-         signals:\n- zoneBalance: {topologyKey: topology.kubernetes.io/zones}\n",
-    );
+    let typo = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"zoneBalance": {"topologyKey": "topology.kubernetes.io/zones"}}]
+    }));
     let p = plan(
         &typo,
         &snap,
@@ -40,10 +40,10 @@ fn a_zone_label_no_node_carries_is_said() {
         ]
     );
     // far from any label: the well-known one is named
-    let other = policy(
-        "selector: {matchLabels: {app: web}}\n\
-         signals:\n- zoneBalance: {topologyKey: example.com/rack}\n",
-    );
+    let other = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"zoneBalance": {"topologyKey": "example.com/rack"}}]
+    }));
     let p = plan(
         &other,
         &snap,
@@ -57,7 +57,10 @@ fn a_zone_label_no_node_carries_is_said() {
         p.warnings
     );
     // the label on one node is enough to tell zones apart
-    let right = policy("selector: {matchLabels: {app: web}}\nsignals:\n- zoneBalance: {}\n");
+    let right = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"zoneBalance": {}}]
+    }));
     let p = plan(
         &right,
         &snap,
@@ -78,10 +81,10 @@ fn consolidation_over_nodes_all_at_max_pods_is_said() {
         simple("b2", "od-2"),
     ]);
     let capped = |max: u32| {
-        policy(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\n\
-             signals:\n- nodeConsolidation: {{maxPods: {max}}}\n"
-        ))
+        policy(json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"nodeConsolidation": {"maxPods": max}}]
+        }))
     };
     let p = plan(
         &capped(2),

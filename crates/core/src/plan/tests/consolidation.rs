@@ -61,7 +61,10 @@ fn by(k: usize) -> PlanOptions {
 }
 
 fn consolidation_policy() -> NamedPolicy {
-    policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 50}\n")
+    policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {"maxPods": 50}}]
+    }))
 }
 
 /// The victims of the plan's only ReplicaSet.
@@ -225,11 +228,13 @@ fn the_dearer_class_loses_whole_nodes_first() {
         let class = if i % 2 == 0 { "on-demand" } else { "spot" };
         vec![("karpenter.sh/capacity-type".into(), class.into())]
     });
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n\
-         - billingClass: {costs: {on-demand: 0, spot: 1}}\n\
-         - nodeConsolidation: {maxPods: 50}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [
+            {"billingClass": {"costs": {"on-demand": 0, "spot": 1}}},
+            {"nodeConsolidation": {"maxPods": 50}}
+        ]
+    }));
     let plan = super::plan(&p, &snap, &Default::default(), &Default::default(), &by(20));
     let on = left_on_nodes(&snap, &victims(&plan));
     // on-demand nodes n-00 (10), n-02 (8), n-04 (11): 8 + 10 whole, 2 of n-04
@@ -251,11 +256,13 @@ fn zones_stay_within_their_skew_while_whole_nodes_go() {
         let zone = if i < 6 { "a" } else { "b" };
         vec![("topology.kubernetes.io/zone".into(), zone.into())]
     });
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n\
-         - zoneBalance: {maxSkew: 10}\n\
-         - nodeConsolidation: {maxPods: 50}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [
+            {"zoneBalance": {"maxSkew": 10}},
+            {"nodeConsolidation": {"maxPods": 50}}
+        ]
+    }));
     for k in [10, 20, 30, 45, 60] {
         let plan = super::plan(&p, &snap, &Default::default(), &Default::default(), &by(k));
         let on = left_on_nodes(&snap, &victims(&plan));
@@ -286,11 +293,13 @@ fn zones_and_nodes_after_a_scale_in_rewrite_only_the_node_it_touched() {
         let zone = if i < 5 { "a" } else { "b" };
         vec![("topology.kubernetes.io/zone".into(), zone.into())]
     });
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n\
-         - zoneBalance: {maxSkew: 20}\n\
-         - nodeConsolidation: {maxPods: 50}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [
+            {"zoneBalance": {"maxSkew": 20}},
+            {"nodeConsolidation": {"maxPods": 50}}
+        ]
+    }));
     let first = super::plan(&p, &snap, &Default::default(), &Default::default(), &by(50));
     let gone = victims(&first);
     let before = left_on_nodes(&snap, &BTreeSet::new());
@@ -316,11 +325,13 @@ fn zones_and_nodes_after_a_scale_in_rewrite_only_the_node_it_touched() {
 /// the status repeats), the costs stay in int32 and in count order.
 #[test]
 fn more_nodes_of_one_count_than_slots_is_said_not_wrapped() {
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nsignals:\n\
-         - billingClass: {costs: {spot: 0, on-demand: 2000000}}\n\
-         - nodeConsolidation: {maxPods: 110}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [
+            {"billingClass": {"costs": {"spot": 0, "on-demand": 2000000}}},
+            {"nodeConsolidation": {"maxPods": 110}}
+        ]
+    }));
     let ValidatedSignal::NodeConsolidation(c) = &p.spec.signals[1] else {
         unreachable!()
     };
@@ -418,13 +429,15 @@ proptest! {
         max_per_zone in 1u32..1500,
         spread_cost in 0i32..200,
     ) {
-        let p = policy(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\nsignals:\n\
-             - billingClass: {{costs: {{spot: 0, on-demand: {spread_cost}}}}}\n\
-             - zoneBalance: {{maxPerZone: {max_per_zone}}}\n\
-             - nodeConsolidation: {{maxPods: {max_pods}}}\n\
-             - utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 1}}, buckets: {buckets}}}\n"
-        ));
+        let p = policy(json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [
+                {"billingClass": {"costs": {"spot": 0, "on-demand": spread_cost}}},
+                {"zoneBalance": {"maxPerZone": max_per_zone}},
+                {"nodeConsolidation": {"maxPods": max_pods}},
+                {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": buckets}}
+            ]
+        }));
         let (lo, hi) = p.spec.combined_range();
         prop_assert!(lo >= 0 && hi <= i64::from(i32::MAX));
         let ValidatedSignal::NodeConsolidation(c) = &p.spec.signals[2] else { unreachable!() };

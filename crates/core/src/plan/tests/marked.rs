@@ -160,10 +160,11 @@ fn a_marked_pod_keeps_a_foreign_cost_and_the_plan_says_so() {
 
 #[test]
 fn max_cost_ranks_stay_in_range_and_marked_pods_go_below_them() {
-    let p = policy(
-        "selector: {matchLabels: {app: web}}\nmaxCost: 1\n\
-         signals:\n- billingClass: {costs: {spot: 0, on-demand: 100}, default: 50}\n",
-    );
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "maxCost": 1,
+        "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}]
+    }));
     let snap = cluster(vec![
         marked(simple("od", "od-1"), PREFER_FOR_SCALE_DOWN),
         simple("spot-a", "spot-1"),
@@ -232,7 +233,10 @@ fn a_marker_on_a_pod_deleted_first_anyway_costs_no_write() {
 
 #[test]
 fn under_a_node_order_marking_one_pod_writes_that_pod_alone() {
-    let p = policy("selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n");
+    let p = policy(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "signals": [{"nodeConsolidation": {}}]
+    }));
     let pods = |mark: bool| {
         let a1 = simple("a1", "od-1");
         vec![
@@ -356,11 +360,14 @@ proptest! {
             }
         }
         prop_assume!(!want.is_empty() && want.len() < made.len());
-        let max = max_cost.map(|m| format!("maxCost: {m}\n")).unwrap_or_default();
-        let policy = policy(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\n{max}\
-             signals:\n- billingClass: {{costs: {{spot: 0, on-demand: 100}}, default: 50}}\n"
-        ));
+        let mut spec = json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0, "on-demand": 100}, "default": 50}}]
+        });
+        if let Some(m) = max_cost {
+            spec["maxCost"] = json!(m);
+        }
+        let policy = policy(spec);
         let snap = cluster(made);
         let plan = plan(&policy, &snap, &Default::default(), &Default::default(), &by(want.len()));
         prop_assert_eq!(victims(&plan), want);

@@ -248,46 +248,45 @@ impl World {
     }
 }
 
-/// One signal of the policy: its YAML, given the combine mode and whether
-/// missing values take the default (which utilisation must then have).
-fn signal_yaml(kind: u8, sum: bool, use_default: bool, knob: u8) -> String {
-    let weight = if sum {
-        format!(", weight: {}", 1 + knob % 3)
-    } else {
-        String::new()
-    };
-    match kind {
+/// One signal of the policy, given the combine mode and whether missing
+/// values take the default (which utilisation must then have).
+fn signal(kind: u8, sum: bool, use_default: bool, knob: u8) -> Value {
+    let (name, mut fields) = match kind {
         0 => {
-            let budget = match knob % 3 {
-                0 => String::new(),
-                b => format!(", budgets: {{spot: {}}}", b * 2),
-            };
-            format!(
-                "- billingClass: {{costs: {{spot: 0, on-demand: 2}}, default: 1{budget}{weight}}}\n"
-            )
+            let mut fields = json!({"costs": {"spot": 0, "on-demand": 2}, "default": 1});
+            match knob % 3 {
+                0 => {}
+                b => fields["budgets"] = json!({ "spot": b * 2 }),
+            }
+            ("billingClass", fields)
         }
         1 => {
-            let mut extra = String::new();
+            let mut fields = json!({
+                "prometheus": {"query": "up"},
+                "range": {"min": 0, "max": 1},
+                "buckets": 1 + knob % 10
+            });
             if knob % 2 == 1 {
-                extra += ", hysteresis: 0.4";
+                fields["hysteresis"] = json!(0.4);
             }
             if use_default || knob % 3 == 2 {
-                extra += ", default: 0.55";
+                fields["default"] = json!(0.55);
             }
-            format!(
-                "- utilization: {{prometheus: {{query: up}}, range: {{min: 0, max: 1}}, buckets: {}{extra}{weight}}}\n",
-                1 + knob % 10
-            )
+            ("utilization", fields)
         }
-        2 => format!(
-            "- nodeConsolidation: {{maxPods: {}{weight}}}\n",
-            [2, 10, 110][knob as usize % 3]
-        ),
-        _ => format!(
-            "- zoneBalance: {{maxPerZone: {}{weight}}}\n",
-            [1, 3, 1000][knob as usize % 3]
-        ),
+        2 => {
+            let max_pods = [2, 10, 110][knob as usize % 3];
+            ("nodeConsolidation", json!({ "maxPods": max_pods }))
+        }
+        _ => {
+            let max_per_zone = [1, 3, 1000][knob as usize % 3];
+            ("zoneBalance", json!({ "maxPerZone": max_per_zone }))
+        }
+    };
+    if sum {
+        fields["weight"] = json!(1 + knob % 3);
     }
+    json!({ name: fields })
 }
 
 fn arb_policy() -> impl Strategy<Value = NamedPolicy> {
@@ -307,24 +306,32 @@ fn arb_policy() -> impl Strategy<Value = NamedPolicy> {
         ],
     )
         .prop_map(|(target, sum, signals, knobs, missing, respect, max_cost)| {
-            let target = [
-                "selector: {matchLabels: {app: web}}",
-                "targetRef: {kind: Deployment, name: web}",
-                "targetRef: {kind: ReplicaSet, name: web-abc}",
-                "selector: {matchExpressions: [{key: app, operator: In, values: [web, db]}]}",
-            ][target as usize];
-            let mut yaml = format!(
-                "{target}\ncombine: {}\nonSignalMissing: {}\nrespectForeignCosts: {respect}\nsignals:\n",
-                if sum { "sum" } else { "lexicographic" },
-                ["keepLastValue", "skip", "useDefault"][missing as usize],
-            );
-            for (kind, knob) in signals.iter().zip(knobs) {
-                yaml += &signal_yaml(*kind, sum, missing == 2, knob);
-            }
+            let signals: Vec<Value> = signals
+                .iter()
+                .zip(knobs)
+                .map(|(kind, knob)| signal(*kind, sum, missing == 2, knob))
+                .collect();
+            let on_signal_missing = ["keepLastValue", "skip", "useDefault"][missing as usize];
+            let mut spec = json!({
+                "combine": if sum { "sum" } else { "lexicographic" },
+                "onSignalMissing": on_signal_missing,
+                "respectForeignCosts": respect,
+                "signals": signals
+            });
+            let (field, value) = match target {
+                0 => ("selector", json!({"matchLabels": {"app": "web"}})),
+                1 => ("targetRef", json!({"kind": "Deployment", "name": "web"})),
+                2 => ("targetRef", json!({"kind": "ReplicaSet", "name": "web-abc"})),
+                _ => (
+                    "selector",
+                    json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "db"]}]}),
+                ),
+            };
+            spec[field] = value;
             if let Some(m) = max_cost {
-                yaml += &format!("maxCost: {m}\n");
+                spec["maxCost"] = json!(m);
             }
-            policy(&yaml)
+            policy(spec)
         })
 }
 

@@ -1,21 +1,26 @@
 use proptest::prelude::*;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::policy::types::TargetKind;
 
-/// A spec from YAML, as a user would write it.
-fn spec(yaml: &str) -> DeletionCostPolicySpec {
-    serde_saphyr::from_str(yaml).unwrap()
+/// A spec from its JSON form, as a user would write it.
+fn spec(json: Value) -> DeletionCostPolicySpec {
+    serde_json::from_value(json).unwrap()
 }
 
 /// The errors of a spec that must not validate.
-fn errors(yaml: &str) -> Vec<ValidationError> {
-    validate(&spec(yaml)).unwrap_err().0
+fn errors(json: Value) -> Vec<ValidationError> {
+    validate(&spec(json)).unwrap_err().0
 }
 
 /// Asserts exactly one error, at `field`, whose message contains `needle`.
-fn assert_one_error(yaml: &str, field: &str, needle: &str) {
-    let errs = errors(yaml);
+fn assert_one_error(json: Value, field: &str, needle: &str) {
+    assert_one(errors(json), field, needle);
+}
+
+/// Asserts exactly one error in `errs`, as [`assert_one_error`] does.
+fn assert_one(errs: Vec<ValidationError>, field: &str, needle: &str) {
     assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
     assert_eq!(errs[0].field, field, "{errs:#?}");
     assert!(
@@ -27,13 +32,27 @@ fn assert_one_error(yaml: &str, field: &str, needle: &str) {
     assert!(errs[0].to_string().starts_with(&format!("{field}: ")));
 }
 
-const UTIL: &str = "utilization: {prometheus: {query: 'sum by (pod) (rate(x{namespace=\"$namespace\"}[5m]))'}, range: {min: 0, max: 1}}";
+/// A utilization signal with a query that uses `$namespace`.
+fn util() -> Value {
+    json!({"utilization": {
+        "prometheus": {"query": "sum by (pod) (rate(x{namespace=\"$namespace\"}[5m]))"},
+        "range": {"min": 0, "max": 1}
+    }})
+}
+
+/// A spec selecting `app: web` with `signals`.
+fn web(signals: Value) -> Value {
+    json!({"selector": {"matchLabels": {"app": "web"}}, "signals": signals})
+}
 
 #[test]
 fn defaults_are_applied() {
-    let p = validate(&spec(&format!(
-        "selector: {{matchLabels: {{app: web}}}}\nsignals:\n- billingClass: {{costs: {{spot: -10, on-demand: 10}}}}\n- {UTIL}\n- nodeConsolidation: {{}}\n- zoneBalance: {{}}\n"
-    )))
+    let p = validate(&spec(web(json!([
+        {"billingClass": {"costs": {"spot": -10, "on-demand": 10}}},
+        util(),
+        {"nodeConsolidation": {}},
+        {"zoneBalance": {}}
+    ]))))
     .unwrap();
     assert_eq!(p.refresh_interval, Duration::from_secs(300));
     assert_eq!(p.combine, Combine::Lexicographic);
@@ -78,9 +97,22 @@ fn defaults_are_applied() {
 
 #[test]
 fn explicit_values_are_kept() {
-    let p = validate(&spec(
-        "targetRef: {kind: Deployment, name: web}\ncombine: sum\nrefreshInterval: 1h30m\nrateLimit: {qps: 2.5, burst: 4}\nonSignalMissing: useDefault\nrespectForeignCosts: false\nsignals:\n- utilization: {prometheus: {query: up, podLabel: name, maxAge: 90s}, range: {min: 0, max: 4}, buckets: 4, hysteresis: 0, default: 1.5, weight: -3}\n",
-    ))
+    let p = validate(&spec(json!({
+        "targetRef": {"kind": "Deployment", "name": "web"},
+        "combine": "sum",
+        "refreshInterval": "1h30m",
+        "rateLimit": {"qps": 2.5, "burst": 4},
+        "onSignalMissing": "useDefault",
+        "respectForeignCosts": false,
+        "signals": [{"utilization": {
+            "prometheus": {"query": "up", "podLabel": "name", "maxAge": "90s"},
+            "range": {"min": 0, "max": 4},
+            "buckets": 4,
+            "hysteresis": 0,
+            "default": 1.5,
+            "weight": -3
+        }}]
+    })))
     .unwrap();
     assert_eq!(
         p.target,
@@ -108,12 +140,16 @@ fn explicit_values_are_kept() {
 #[test]
 fn selector_and_target_ref_both_or_neither() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\ntargetRef: {kind: Deployment, name: web}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "targetRef": {"kind": "Deployment", "name": "web"},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec",
         "not both",
     );
     assert_one_error(
-        "signals: [{nodeConsolidation: {}}]",
+        json!({"signals": [{"nodeConsolidation": {}}]}),
         "spec",
         "neither is set",
     );
@@ -122,12 +158,15 @@ fn selector_and_target_ref_both_or_neither() {
 #[test]
 fn empty_selector() {
     assert_one_error(
-        "selector: {}\nsignals: [{nodeConsolidation: {}}]",
+        json!({"selector": {}, "signals": [{"nodeConsolidation": {}}]}),
         "spec.selector",
         "must not be empty",
     );
     assert_one_error(
-        "selector: {matchLabels: {}, matchExpressions: []}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {}, "matchExpressions": []},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.selector",
         "every pod",
     );
@@ -136,12 +175,18 @@ fn empty_selector() {
 #[test]
 fn bad_selector_expression() {
     assert_one_error(
-        "selector: {matchExpressions: [{key: app, operator: In}]}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In"}]},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.selector",
         "matchExpressions[0].values",
     );
     assert_one_error(
-        "selector: {matchExpressions: [{key: app, operator: Equals, values: [a]}]}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["a"]}]},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.selector",
         "matchExpressions[0].operator",
     );
@@ -150,7 +195,10 @@ fn bad_selector_expression() {
 #[test]
 fn empty_target_ref_name() {
     assert_one_error(
-        "targetRef: {kind: ReplicaSet, name: ''}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "targetRef": {"kind": "ReplicaSet", "name": ""},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.targetRef.name",
         "must not be empty",
     );
@@ -158,22 +206,18 @@ fn empty_target_ref_name() {
 
 #[test]
 fn no_signals() {
-    assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: []",
-        "spec.signals",
-        "at least one",
-    );
+    assert_one_error(web(json!([])), "spec.signals", "at least one");
 }
 
 #[test]
 fn signal_with_none_or_two_kinds() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{nodeConsolidation: {}}, {}]",
+        web(json!([{"nodeConsolidation": {}}, {}])),
         "spec.signals[1]",
         "none is set",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{nodeConsolidation: {}, zoneBalance: {}}]",
+        web(json!([{"nodeConsolidation": {}, "zoneBalance": {}}])),
         "spec.signals[0]",
         "found nodeConsolidation, zoneBalance",
     );
@@ -182,12 +226,12 @@ fn signal_with_none_or_two_kinds() {
 #[test]
 fn billing_class_label_and_preset() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {nodeLabel: x, preset: eks, costs: {a: 1}}}]",
+        web(json!([{"billingClass": {"nodeLabel": "x", "preset": "eks", "costs": {"a": 1}}}])),
         "spec.signals[0].billingClass",
         "not both",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {nodeLabel: ' ', costs: {a: 1}}}]",
+        web(json!([{"billingClass": {"nodeLabel": " ", "costs": {"a": 1}}}])),
         "spec.signals[0].billingClass.nodeLabel",
         "must not be empty",
     );
@@ -196,23 +240,24 @@ fn billing_class_label_and_preset() {
 #[test]
 fn preset_costs_must_name_normalised_classes() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {preset: eks, costs: {SPOT: 1, on-demand: 2}}}]",
+        web(json!([{"billingClass": {"preset": "eks", "costs": {"SPOT": 1, "on-demand": 2}}}])),
         "spec.signals[0].billingClass.costs.SPOT",
         "write \"spot\"",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {costs: {spot: 1}, budgets: {On-Demand: 3}}}]",
+        web(json!([{"billingClass": {"costs": {"spot": 1}, "budgets": {"On-Demand": 3}}}])),
         "spec.signals[0].billingClass.budgets.On-Demand",
         "never matches",
     );
-    assert!(validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {preset: karpenter, costs: {spot: 0, on-demand: 1, reserved: 2}}}]"
-    ))
+    assert!(validate(&spec(web(json!([{"billingClass": {
+        "preset": "karpenter",
+        "costs": {"spot": 0, "on-demand": 1, "reserved": 2}
+    }}]))))
     .is_ok());
     // a custom label takes classes as written
-    assert!(validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals: [{billingClass: {nodeLabel: pool, costs: {SPOT: 1}}}]"
-    ))
+    assert!(validate(&spec(web(json!([
+        {"billingClass": {"nodeLabel": "pool", "costs": {"SPOT": 1}}}
+    ]))))
     .is_ok());
 }
 
@@ -228,12 +273,17 @@ fn query_placeholders() {
     assert!(check_query("up $").unwrap_err().contains("lone `$`"));
     assert_eq!(check_query("  ").unwrap_err(), "must not be empty");
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n- utilization: {prometheus: {query: 'up{x=\"$node\"}'}, range: {min: 0, max: 1}}",
+        web(json!([
+            {"nodeConsolidation": {}},
+            {"utilization": {"prometheus": {"query": "up{x=\"$node\"}"}, "range": {"min": 0, "max": 1}}}
+        ])),
         "spec.signals[1].utilization.prometheus.query",
         "`$node`",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- utilization: {prometheus: {query: ''}, range: {min: 0, max: 1}}",
+        web(json!([
+            {"utilization": {"prometheus": {"query": ""}, "range": {"min": 0, "max": 1}}}
+        ])),
         "spec.signals[0].utilization.prometheus.query",
         "must not be empty",
     );
@@ -242,7 +292,10 @@ fn query_placeholders() {
 #[test]
 fn zero_buckets() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {}\n- utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 0}",
+        web(json!([
+            {"nodeConsolidation": {}},
+            {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 0}}
+        ])),
         "spec.signals[1].utilization.buckets",
         "must be at least 1",
     );
@@ -250,35 +303,51 @@ fn zero_buckets() {
 
 #[test]
 fn utilization_numbers() {
-    let base =
-        "selector: {matchLabels: {app: web}}\nsignals:\n- utilization: {prometheus: {query: up}, ";
+    let signal = |utilization: Value| web(json!([{ "utilization": utilization }]));
     assert_one_error(
-        &format!("{base}range: {{min: 1, max: 1}}}}"),
+        signal(json!({"prometheus": {"query": "up"}, "range": {"min": 1, "max": 1}})),
         "spec.signals[0].utilization.range.max",
         "greater than range.min",
     );
-    assert_one_error(
-        &format!("{base}range: {{min: .nan, max: 1}}}}"),
+    // JSON has no NaN or infinity: those are set on the parsed spec
+    let mut nan = spec(signal(
+        json!({"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}}),
+    ));
+    nan.signals[0].utilization.as_mut().unwrap().range.min = f64::NAN;
+    assert_one(
+        validate(&nan).unwrap_err().0,
         "spec.signals[0].utilization.range.min",
         "finite",
     );
     assert_one_error(
-        &format!("{base}range: {{min: 0, max: 1}}, hysteresis: 1}}"),
+        signal(
+            json!({"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "hysteresis": 1}),
+        ),
         "spec.signals[0].utilization.hysteresis",
         "below 1",
     );
     assert_one_error(
-        &format!("{base}range: {{min: 0, max: 1}}, hysteresis: -0.1}}"),
+        signal(
+            json!({"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "hysteresis": -0.1}),
+        ),
         "spec.signals[0].utilization.hysteresis",
         "at least 0",
     );
-    assert_one_error(
-        &format!("{base}range: {{min: 0, max: 1}}, default: .inf}}"),
+    let mut inf = spec(signal(
+        json!({"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}}),
+    ));
+    inf.signals[0].utilization.as_mut().unwrap().default = Some(f64::INFINITY);
+    assert_one(
+        validate(&inf).unwrap_err().0,
         "spec.signals[0].utilization.default",
         "finite",
     );
     assert_one_error(
-        &format!("onSignalMissing: useDefault\n{base}range: {{min: 0, max: 1}}}}"),
+        json!({
+            "onSignalMissing": "useDefault",
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}}}]
+        }),
         "spec.signals[0].utilization.default",
         "useDefault",
     );
@@ -310,22 +379,37 @@ fn durations() {
         assert!(e.contains(needle), "{text:?}: {e}");
     }
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nrefreshInterval: soon\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "refreshInterval": "soon",
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.refreshInterval",
         "not a duration",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nrefreshInterval: 500ms\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "refreshInterval": "500ms",
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.refreshInterval",
         "at least 1s",
     );
+    // maxAge is a string: a bare number has no unit
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- utilization: {prometheus: {query: up, maxAge: 10}, range: {min: 0, max: 1}}",
+        web(json!([{"utilization": {
+            "prometheus": {"query": "up", "maxAge": "10"},
+            "range": {"min": 0, "max": 1}
+        }}])),
         "spec.signals[0].utilization.prometheus.maxAge",
         "no unit",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- utilization: {prometheus: {query: up, maxAge: 0s}, range: {min: 0, max: 1}}",
+        web(json!([{"utilization": {
+            "prometheus": {"query": "up", "maxAge": "0s"},
+            "range": {"min": 0, "max": 1}
+        }}])),
         "spec.signals[0].utilization.prometheus.maxAge",
         "greater than 0",
     );
@@ -334,12 +418,20 @@ fn durations() {
 #[test]
 fn rate_limit() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nrateLimit: {qps: 0, burst: 1}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "rateLimit": {"qps": 0, "burst": 1},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.rateLimit.qps",
         "greater than 0",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nrateLimit: {qps: 1, burst: 0}\nsignals: [{nodeConsolidation: {}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "rateLimit": {"qps": 1, "burst": 0},
+            "signals": [{"nodeConsolidation": {}}]
+        }),
         "spec.rateLimit.burst",
         "at least 1",
     );
@@ -348,17 +440,17 @@ fn rate_limit() {
 #[test]
 fn caps_at_least_one() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{nodeConsolidation: {maxPods: 0}}]",
+        web(json!([{"nodeConsolidation": {"maxPods": 0}}])),
         "spec.signals[0].nodeConsolidation.maxPods",
         "at least 1",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{zoneBalance: {maxPerZone: 0}}]",
+        web(json!([{"zoneBalance": {"maxPerZone": 0}}])),
         "spec.signals[0].zoneBalance.maxPerZone",
         "at least 1",
     );
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\nsignals: [{zoneBalance: {topologyKey: ''}}]",
+        web(json!([{"zoneBalance": {"topologyKey": ""}}])),
         "spec.signals[0].zoneBalance.topologyKey",
         "must not be empty",
     );
@@ -367,64 +459,91 @@ fn caps_at_least_one() {
 #[test]
 fn zero_weight_under_sum() {
     assert_one_error(
-        "selector: {matchLabels: {app: web}}\ncombine: sum\nsignals: [{nodeConsolidation: {}}, {zoneBalance: {weight: 0}}]",
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "combine": "sum",
+            "signals": [{"nodeConsolidation": {}}, {"zoneBalance": {"weight": 0}}]
+        }),
         "spec.signals[1].zoneBalance.weight",
         "must not be 0",
     );
     // weights do not matter under lexicographic
-    assert!(validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals: [{nodeConsolidation: {}}, {zoneBalance: {weight: 0}}]"
-    ))
+    assert!(validate(&spec(web(json!([
+        {"nodeConsolidation": {}},
+        {"zoneBalance": {"weight": 0}}
+    ]))))
     .is_ok());
 }
 
 #[test]
 fn duplicate_signals() {
-    let sel = "selector: {matchLabels: {app: web}}\nsignals:\n";
     assert_one_error(
-        &format!("{sel}- billingClass: {{nodeLabel: pool, costs: {{a: 1}}}}\n- billingClass: {{nodeLabel: pool, costs: {{b: 1}}}}"),
+        web(json!([
+            {"billingClass": {"nodeLabel": "pool", "costs": {"a": 1}}},
+            {"billingClass": {"nodeLabel": "pool", "costs": {"b": 1}}}
+        ])),
         "spec.signals[1].billingClass",
         "duplicates spec.signals[0]: both read the same node label (pool)",
     );
     assert_one_error(
-        &format!("{sel}- billingClass: {{costs: {{spot: 1}}}}\n- billingClass: {{preset: karpenter, costs: {{spot: 2}}}}"),
+        web(json!([
+            {"billingClass": {"costs": {"spot": 1}}},
+            {"billingClass": {"preset": "karpenter", "costs": {"spot": 2}}}
+        ])),
         "spec.signals[1].billingClass",
         "karpenter.sh/capacity-type",
     );
     assert_one_error(
-        &format!("{sel}- billingClass: {{preset: eks, costs: {{spot: 1}}}}\n- billingClass: {{nodeLabel: eks.amazonaws.com/capacityType, costs: {{SPOT: 2}}}}"),
+        web(json!([
+            {"billingClass": {"preset": "eks", "costs": {"spot": 1}}},
+            {"billingClass": {"nodeLabel": "eks.amazonaws.com/capacityType", "costs": {"SPOT": 2}}}
+        ])),
         "spec.signals[1].billingClass",
         "duplicates spec.signals[0]",
     );
     assert_one_error(
-        &format!("{sel}- utilization: {{prometheus: {{query: 'sum  by (pod) (x)'}}, range: {{min: 0, max: 1}}}}\n- utilization: {{prometheus: {{query: 'sum by (pod) (x)'}}, range: {{min: 0, max: 2}}, buckets: 3}}"),
+        web(json!([
+            {"utilization": {"prometheus": {"query": "sum  by (pod) (x)"}, "range": {"min": 0, "max": 1}}},
+            {"utilization": {"prometheus": {"query": "sum by (pod) (x)"}, "range": {"min": 0, "max": 2}, "buckets": 3}}
+        ])),
         "spec.signals[1].utilization",
         "same query",
     );
     assert_one_error(
-        &format!("{sel}- nodeConsolidation: {{}}\n- zoneBalance: {{}}\n- nodeConsolidation: {{maxPods: 50}}"),
+        web(json!([
+            {"nodeConsolidation": {}},
+            {"zoneBalance": {}},
+            {"nodeConsolidation": {"maxPods": 50}}
+        ])),
         "spec.signals[2].nodeConsolidation",
         "duplicates spec.signals[0]",
     );
     assert_one_error(
-        &format!(
-            "{sel}- zoneBalance: {{}}\n- zoneBalance: {{topologyKey: topology.kubernetes.io/zone}}"
-        ),
+        web(json!([
+            {"zoneBalance": {}},
+            {"zoneBalance": {"topologyKey": "topology.kubernetes.io/zone"}}
+        ])),
         "spec.signals[1].zoneBalance",
         "topology key",
     );
     // different data is not a duplicate
-    assert!(validate(&spec(&format!(
-        "{sel}- billingClass: {{preset: eks, costs: {{spot: 1}}}}\n- billingClass: {{preset: azure, costs: {{spot: 1}}}}\n- zoneBalance: {{}}\n- zoneBalance: {{topologyKey: rack}}\n- {UTIL}\n- utilization: {{prometheus: {{query: up, podLabel: name}}, range: {{min: 0, max: 1}}}}"
-    )))
+    assert!(validate(&spec(web(json!([
+        {"billingClass": {"preset": "eks", "costs": {"spot": 1}}},
+        {"billingClass": {"preset": "azure", "costs": {"spot": 1}}},
+        {"zoneBalance": {}},
+        {"zoneBalance": {"topologyKey": "rack"}},
+        util(),
+        {"utilization": {"prometheus": {"query": "up", "podLabel": "name"}, "range": {"min": 0, "max": 1}}}
+    ]))))
     .is_ok());
 }
 
 #[test]
 fn lexicographic_overflow_names_the_signals() {
-    let errs = errors(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- nodeConsolidation: {maxPods: 100000}\n- utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 100000}\n",
-    );
+    let errs = errors(web(json!([
+        {"nodeConsolidation": {"maxPods": 100000}},
+        {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 100000}}
+    ])));
     assert_eq!(errs.len(), 1, "{errs:#?}");
     assert_eq!(errs[0].field, "spec.signals");
     let m = &errs[0].message;
@@ -440,9 +559,9 @@ fn lexicographic_overflow_names_the_signals() {
     );
     assert!(m.contains("fewer buckets"), "{m}");
 
-    let errs = errors(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: -2000000000, on-demand: 2000000000}}\n",
-    );
+    let errs = errors(web(json!([
+        {"billingClass": {"costs": {"spot": -2000000000, "on-demand": 2000000000}}}
+    ])));
     assert!(errs[0]
         .message
         .contains("signals[0] billingClass has 4000000001 values"));
@@ -451,25 +570,32 @@ fn lexicographic_overflow_names_the_signals() {
 #[test]
 fn lexicographic_at_the_limit_fits() {
     // 2^31 combinations exactly: 0 ..= i32::MAX
-    let p = validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {nodeLabel: pool, costs: {a: 0, b: 32767}}\n- billingClass: {nodeLabel: rack, costs: {a: 0, b: 65535}}\n",
-    ))
+    let p = validate(&spec(web(json!([
+        {"billingClass": {"nodeLabel": "pool", "costs": {"a": 0, "b": 32767}}},
+        {"billingClass": {"nodeLabel": "rack", "costs": {"a": 0, "b": 65535}}}
+    ]))))
     .unwrap();
     assert_eq!(p.multipliers(), &[65536, 1]);
     assert_eq!(p.combined_range(), (0, i64::from(i32::MAX)));
     assert_eq!(p.combine(&[32767, 65535]), i32::MAX);
-    assert!(errors(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {nodeLabel: pool, costs: {a: 0, b: 32768}}\n- billingClass: {nodeLabel: rack, costs: {a: 0, b: 65535}}\n",
-    )[0]
-    .message
-    .contains("overflows int32 at signals[0]"));
+    assert!(errors(web(json!([
+        {"billingClass": {"nodeLabel": "pool", "costs": {"a": 0, "b": 32768}}},
+        {"billingClass": {"nodeLabel": "rack", "costs": {"a": 0, "b": 65535}}}
+    ])))[0]
+        .message
+        .contains("overflows int32 at signals[0]"));
 }
 
 #[test]
 fn sum_overflow_names_the_terms() {
-    let errs = errors(
-        "selector: {matchLabels: {app: web}}\ncombine: sum\nsignals:\n- billingClass: {costs: {spot: -3000000, on-demand: 10}, weight: 1000}\n- nodeConsolidation: {}\n",
-    );
+    let errs = errors(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "combine": "sum",
+        "signals": [
+            {"billingClass": {"costs": {"spot": -3000000, "on-demand": 10}, "weight": 1000}},
+            {"nodeConsolidation": {}}
+        ]
+    }));
     assert_eq!(errs.len(), 1, "{errs:#?}");
     assert_eq!(errs[0].field, "spec.signals");
     let m = &errs[0].message;
@@ -483,9 +609,13 @@ fn sum_overflow_names_the_terms() {
 
 #[test]
 fn value_ranges() {
-    let p = validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {nodeLabel: pool, costs: {a: 5, b: 20}, default: -3}\n- billingClass: {costs: {spot: 1, on-demand: 9}, budgets: {spot: 4}}\n- utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 7}\n- nodeConsolidation: {maxPods: 30}\n- zoneBalance: {maxPerZone: 12}\n",
-    ))
+    let p = validate(&spec(web(json!([
+        {"billingClass": {"nodeLabel": "pool", "costs": {"a": 5, "b": 20}, "default": -3}},
+        {"billingClass": {"costs": {"spot": 1, "on-demand": 9}, "budgets": {"spot": 4}}},
+        {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 7}},
+        {"nodeConsolidation": {"maxPods": 30}},
+        {"zoneBalance": {"maxPerZone": 12}}
+    ]))))
     .unwrap();
     let ranges: Vec<_> = p.signals.iter().map(ValidatedSignal::value_range).collect();
     // the default (0) counts, and budgets add one slot below for pods over
@@ -520,9 +650,10 @@ fn value_ranges() {
 
 #[test]
 fn combine_lexicographic_and_sum() {
-    let lex = validate(&spec(
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: -1, on-demand: 1}}\n- utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, buckets: 10}\n",
-    ))
+    let lex = validate(&spec(web(json!([
+        {"billingClass": {"costs": {"spot": -1, "on-demand": 1}}},
+        {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "buckets": 10}}
+    ]))))
     .unwrap();
     assert_eq!(lex.multipliers(), &[10, 1]);
     assert_eq!(lex.combine(&[-1, 0]), 0);
@@ -533,9 +664,14 @@ fn combine_lexicographic_and_sum() {
     assert_eq!(lex.combine(&[1]), 20);
     assert_eq!(lex.combined_range(), (0, 29));
 
-    let sum = validate(&spec(
-        "selector: {matchLabels: {app: web}}\ncombine: sum\nsignals:\n- billingClass: {costs: {spot: -1, on-demand: 1}, weight: 100}\n- utilization: {prometheus: {query: up}, range: {min: 0, max: 1}, weight: -2}\n",
-    ))
+    let sum = validate(&spec(json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "combine": "sum",
+        "signals": [
+            {"billingClass": {"costs": {"spot": -1, "on-demand": 1}, "weight": 100}},
+            {"utilization": {"prometheus": {"query": "up"}, "range": {"min": 0, "max": 1}, "weight": -2}}
+        ]
+    })))
     .unwrap();
     assert_eq!(sum.multipliers(), &[100, -2]);
     assert_eq!(sum.combine(&[1, 3]), 94);
@@ -545,9 +681,13 @@ fn combine_lexicographic_and_sum() {
 
 #[test]
 fn all_errors_are_reported_at_once() {
-    let errs = errors(
-        "selector: {}\nrefreshInterval: x\nsignals:\n- utilization: {prometheus: {query: '$x'}, range: {min: 0, max: 1}, buckets: 0}\n",
-    );
+    let errs = errors(json!({
+        "selector": {},
+        "refreshInterval": "x",
+        "signals": [
+            {"utilization": {"prometheus": {"query": "$x"}, "range": {"min": 0, "max": 1}, "buckets": 0}}
+        ]
+    }));
     let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(
         fields,
@@ -732,52 +872,62 @@ impl ValidatedSignal {
 
 #[test]
 fn max_cost_must_be_positive() {
-    let base =
-        "selector: {matchLabels: {app: web}}\nsignals:\n- billingClass: {costs: {spot: 0}}\n";
-    for bad in ["0", "-3"] {
+    let base = |max_cost: i32| {
+        json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "signals": [{"billingClass": {"costs": {"spot": 0}}}],
+            "maxCost": max_cost
+        })
+    };
+    for bad in [0, -3] {
         assert_one_error(
-            &format!("{base}maxCost: {bad}\n"),
+            base(bad),
             "spec.maxCost",
             &format!("must be at least 1, found {bad}"),
         );
     }
-    assert_eq!(
-        validate(&spec(&format!("{base}maxCost: 1\n")))
-            .unwrap()
-            .max_cost,
-        Some(1)
-    );
+    assert_eq!(validate(&spec(base(1))).unwrap().max_cost, Some(1));
 }
 
 #[test]
 fn max_cost_ranks_only_costs_that_can_leave_its_range() {
-    let policy = |costs: &str, max: &str| {
-        validate(&spec(&format!(
-            "selector: {{matchLabels: {{app: web}}}}\nsignals:\n- billingClass: {{costs: {costs}}}\n{max}"
-        )))
-        .unwrap()
+    // a billingClass policy of `costs`, with the spec's fields in `extra`
+    let policy = |costs: Value, extra: Value| {
+        let mut s = web(json!([{"billingClass": {"costs": costs}}]));
+        for (field, value) in extra.as_object().unwrap() {
+            s[field] = value.clone();
+        }
+        validate(&spec(s)).unwrap()
     };
     // 0..=2 fits in 0..=5: written as combined
     assert_eq!(
-        policy("{spot: 0, on-demand: 2}", "maxCost: 5\n").ranked_max_cost(),
+        policy(json!({"spot": 0, "on-demand": 2}), json!({"maxCost": 5})).ranked_max_cost(),
         None
     );
     assert_eq!(
-        policy("{spot: 0, on-demand: 2}", "").ranked_max_cost(),
+        policy(json!({"spot": 0, "on-demand": 2}), json!({})).ranked_max_cost(),
         None
     );
     // above it, or below 0: ranked
     assert_eq!(
-        policy("{spot: 0, on-demand: 2000000}", "maxCost: 5\n").ranked_max_cost(),
+        policy(
+            json!({"spot": 0, "on-demand": 2000000}),
+            json!({"maxCost": 5})
+        )
+        .ranked_max_cost(),
         Some(5)
     );
     assert_eq!(
-        policy("{spot: -1, on-demand: 1}", "combine: sum\nmaxCost: 5\n").ranked_max_cost(),
+        policy(
+            json!({"spot": -1, "on-demand": 1}),
+            json!({"combine": "sum", "maxCost": 5})
+        )
+        .ranked_max_cost(),
         Some(5)
     );
     // lexicographic costs start at 0 whatever the signals' values
     assert_eq!(
-        policy("{spot: -1, on-demand: 1}", "maxCost: 5\n").ranked_max_cost(),
+        policy(json!({"spot": -1, "on-demand": 1}), json!({"maxCost": 5})).ranked_max_cost(),
         None
     );
 }
