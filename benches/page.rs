@@ -9,26 +9,16 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use deletion_cost::comparator::FeatureGates;
-use deletion_cost::plan::{self, PlanOptions, PreviousValues};
+use deletion_cost::plan::{self, PreviousValues};
 use deletion_cost::report::{html, Report, Section};
-use k8s_openapi::jiff::Timestamp;
 
 #[path = "support/planned.rs"]
 mod planned;
-use planned::{cluster::NOW_SECS, policy};
+use planned::policy;
 
 fn page(c: &mut Criterion) {
     let mut group = c.benchmark_group("page");
-    let opts = PlanOptions {
-        gates: FeatureGates::default(),
-        now: Timestamp::from_second(NOW_SECS)
-            .ok()
-            .map(|t| t.as_nanosecond()),
-        scale_down_by: Some(300),
-        assume_patches_applied: true,
-        chunks: Default::default(),
-    };
+    let opts = planned::options(300);
     for n in [1_000usize, 10_000] {
         let (snapshot, samples) = planned::cluster(n);
         let p = policy("lexicographic", n);

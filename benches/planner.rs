@@ -7,25 +7,15 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use deletion_cost::comparator::FeatureGates;
-use deletion_cost::plan::{self, PlanOptions, PreviousValues};
-use k8s_openapi::jiff::Timestamp;
+use deletion_cost::plan::{self, PreviousValues};
 
 #[path = "support/planned.rs"]
 mod planned;
-use planned::{cluster::NOW_SECS, policy};
+use planned::policy;
 
 fn planner(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan");
-    let opts = PlanOptions {
-        gates: FeatureGates::default(),
-        now: Timestamp::from_second(NOW_SECS)
-            .ok()
-            .map(|t| t.as_nanosecond()),
-        scale_down_by: Some(10),
-        assume_patches_applied: true,
-        chunks: Default::default(),
-    };
+    let opts = planned::options(10);
     for n in [10_000usize, 100_000] {
         let (snapshot, samples) = planned::cluster(n);
         let previous = PreviousValues::new();

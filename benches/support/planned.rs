@@ -2,10 +2,12 @@
 //! it: its policy, snapshot and utilisation samples, for the benches that
 //! plan it (`planner`) or show its plan (`page`).
 
-use deletion_cost::plan::{NamedPolicy, Snapshot};
+use deletion_cost::comparator::FeatureGates;
+use deletion_cost::plan::{NamedPolicy, PlanOptions, Snapshot};
 use deletion_cost::pod::PodRecord;
 use deletion_cost::policy::DeletionCostPolicySpec;
 use deletion_cost::signals::{SignalSamples, UtilizationSamples};
+use k8s_openapi::jiff::Timestamp;
 
 #[path = "../../tests/golden/cluster.rs"]
 pub mod cluster;
@@ -47,4 +49,18 @@ pub fn cluster(n: usize) -> (Snapshot, SignalSamples) {
         ignored: vec![],
     };
     (snapshot, samples)
+}
+
+/// Plan options at the cluster's `now`, patches assumed applied, marking
+/// the victims of a scale-down by `scale_down_by`.
+pub fn options(scale_down_by: usize) -> PlanOptions {
+    PlanOptions {
+        gates: FeatureGates::default(),
+        now: Timestamp::from_second(cluster::NOW_SECS)
+            .ok()
+            .map(|t| t.as_nanosecond()),
+        scale_down_by: Some(scale_down_by),
+        assume_patches_applied: true,
+        chunks: Default::default(),
+    }
 }

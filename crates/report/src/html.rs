@@ -507,12 +507,10 @@ fn section(out: &mut Page, s: &Section) {
     });
     // a large section folds its long lists and puts its nodes first
     let large = views.len() >= nodes_first::FROM;
-    out.push(html! {
-        (verdicts(s, large))
-        (worth(s, large))
-        (priced_scale_ins(s))
-        (legend(s))
-    });
+    verdicts(out, s, large);
+    out.push(worth(s, large));
+    out.push(priced_scale_ins(s));
+    out.push(legend(s));
     if large {
         nodes_first::body(out, s, &views, &index);
         out.push_str("</section>\n");
@@ -562,61 +560,63 @@ fn blocked_nodes(s: &Section) -> Markup {
 }
 
 /// Each ReplicaSet's verdict, victims and mismatches; with `fold`, a long
-/// list of victims or mismatches folded behind its count.
-fn verdicts(s: &Section, fold: bool) -> Markup {
-    html! {
-        ul.verdicts {
-            (NL)
-            @for rs in &s.plan.replica_sets {
-                li {
-                    "ReplicaSet " b { (rs.name) }
-                    @if let Some(d) = &rs.deployment { " (Deployment " (d) ")" }
-                    ": "
-                    @match rs.verdict {
-                        Verdict::AsIntended => span.yes { "order as intended: yes" },
-                        Verdict::NotAsIntended => span.no { "order as intended: NO" },
-                        Verdict::Ambiguous => {
-                            span.amb { "order as intended: ambiguous" }
-                            " among " (rs.ambiguous.join(", "))
-                        }
-                    }
-                    @if let Some(n) = s.scale_down_by {
-                        @if fold && rs.victims.len() > nodes_first::FOLD_NAMES {
-                            "; scale down by " (n) " deletes " (rs.victims.len()) " pods"
-                            @if rs.tie_at_cut { " (tie at the cut)" }
-                            (nodes_first::folded_names(
-                                &format!("the {} pods it deletes, in order", rs.victims.len()),
-                                &rs.victims,
-                            ))
-                        } @else {
-                            "; scale down by " (n) " deletes "
-                            @if rs.victims.is_empty() { "nothing" }
-                            @for (k, v) in rs.victims.iter().enumerate() {
-                                @if k > 0 { ", " }
-                                b.mono { (v) }
-                            }
-                            @if rs.tie_at_cut {
-                                " (tie at the cut: upstream picks among equals by informer order)"
-                            }
-                        }
+/// list of victims or mismatches folded behind its count. A ReplicaSet's
+/// mismatches may be thousands: they go in one at a time.
+fn verdicts(out: &mut Page, s: &Section, fold: bool) {
+    out.push_str("<ul class=\"verdicts\">\n");
+    for rs in &s.plan.replica_sets {
+        out.push(html! {
+            li {
+                "ReplicaSet " b { (rs.name) }
+                @if let Some(d) = &rs.deployment { " (Deployment " (d) ")" }
+                ": "
+                @match rs.verdict {
+                    Verdict::AsIntended => span.yes { "order as intended: yes" },
+                    Verdict::NotAsIntended => span.no { "order as intended: NO" },
+                    Verdict::Ambiguous => {
+                        span.amb { "order as intended: ambiguous" }
+                        " among " (rs.ambiguous.join(", "))
                     }
                 }
-                (NL)
-                @if fold && rs.mismatches.len() > nodes_first::FOLD_NAMES {
-                    li {
-                        details.fold {
-                            summary { (rs.mismatches.len()) " pods deleted before a cheaper one" }
-                            ul.verdicts { @for m in &rs.mismatches { (mismatch(m)) (NL) } }
+                @if let Some(n) = s.scale_down_by {
+                    @if fold && rs.victims.len() > nodes_first::FOLD_NAMES {
+                        "; scale down by " (n) " deletes " (rs.victims.len()) " pods"
+                        @if rs.tie_at_cut { " (tie at the cut)" }
+                        (nodes_first::folded_names(
+                            &format!("the {} pods it deletes, in order", rs.victims.len()),
+                            &rs.victims,
+                        ))
+                    } @else {
+                        "; scale down by " (n) " deletes "
+                        @if rs.victims.is_empty() { "nothing" }
+                        @for (k, v) in rs.victims.iter().enumerate() {
+                            @if k > 0 { ", " }
+                            b.mono { (v) }
+                        }
+                        @if rs.tie_at_cut {
+                            " (tie at the cut: upstream picks among equals by informer order)"
                         }
                     }
-                    (NL)
-                } @else {
-                    @for m in &rs.mismatches { (mismatch(m)) (NL) }
                 }
             }
+            (NL)
+        });
+        let folded = fold && rs.mismatches.len() > nodes_first::FOLD_NAMES;
+        if folded {
+            out.push(html! {
+                (PreEscaped("<li><details class=\"fold\">"))
+                summary { (rs.mismatches.len()) " pods deleted before a cheaper one" }
+                (PreEscaped("<ul class=\"verdicts\">"))
+            });
         }
-        (NL)
+        for m in &rs.mismatches {
+            out.push(mismatch(m));
+        }
+        if folded {
+            out.push_str("</ul></details></li>\n");
+        }
     }
+    out.push_str("</ul>\n");
 }
 
 /// One pod deleted before a cheaper one, as a verdict's list item.
@@ -628,6 +628,7 @@ fn mismatch(m: &Mismatch) -> Markup {
             span.mono { (m.pod) } " goes before " span.mono { (m.before) } ": "
             (m.reason.describe())
         }
+        (NL)
     }
 }
 
