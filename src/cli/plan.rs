@@ -908,7 +908,7 @@ const MAX_WARNING_LINES: usize = 20;
 
 /// The plans' warnings for stderr, bounded whatever the input's size: one
 /// line per distinct warning, naming the policies that raise it (the first
-/// [`LISTED`], then "and K more"), at most [`MAX_WARNING_LINES`] of them,
+/// [`LISTED`], then "and K more"), at most `MAX_WARNING_LINES` of them,
 /// then how many more; `-o json` carries every one in each plan's
 /// `warnings`.
 pub fn warning_lines(plans: &[Plan]) -> Vec<String> {

@@ -54,6 +54,8 @@ pub struct PrescaleArgs {
     /// CA certificate(s) (PEM) to trust for the https URL, instead of the
     /// system's roots: the operator's ConfigMap <service>-ca (key ca.crt)
     /// mounted in the pod, or cert-manager's ca.crt.
+    // the help text names a ConfigMap <service>-ca, not an HTML tag
+    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, value_name = "FILE", env = "DELETION_COST_CA_FILE")]
     pub ca_file: Option<PathBuf>,
     /// Allow an `http://` URL: the bearer token then travels in clear text.

@@ -82,6 +82,8 @@ pub struct RunArgs {
     /// Serve the hook over TLS with this certificate chain (PEM, e.g. from
     /// cert-manager); needs --hook-tls-key. Without it the operator issues its
     /// own certificate and publishes the CA in the ConfigMap <service>-ca.
+    // the help text names a ConfigMap <service>-ca, not an HTML tag
+    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, value_name = "FILE", requires = "hook_tls_key")]
     pub hook_tls_cert: Option<PathBuf>,
     /// Private key (PEM) for --hook-tls-cert.
@@ -90,6 +92,8 @@ pub struct RunArgs {
     /// Name of the hook's Service: the self-issued certificate is valid for
     /// its DNS names in $POD_NAMESPACE (else the lease namespace), and names
     /// the CA's Secret and ConfigMap (<service>-ca).
+    // the help text names a ConfigMap <service>-ca, not an HTML tag
+    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, value_name = "NAME", default_value = crate::hook::DEFAULT_SERVICE)]
     pub hook_service_name: String,
     /// Serve the hook over plain HTTP: callers' bearer tokens travel in clear

@@ -8,7 +8,7 @@
 //! The markup is written with `maud`'s `html!`, which escapes every value
 //! it is given; only constant markup goes in as [`PreEscaped`]. The page is
 //! made in pieces (the head, each node card, each table row) that are
-//! handed to a [`Page`], which passes them on 1 MiB at a time, so a 100k-pod
+//! handed to a `Page`, which passes them on 1 MiB at a time, so a 100k-pod
 //! page is never held whole: an element that holds many pods (a zone, the
 //! table) is opened and closed by constant markup around its pieces.
 

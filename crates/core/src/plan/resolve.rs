@@ -1,5 +1,5 @@
 //! A policy ready for planning: its name and namespace plus the validated
-//! model from [`crate::policy::validate`].
+//! model from [`crate::policy::validate()`].
 
 use crate::policy::{validate, DeletionCostPolicySpec, ValidatedPolicy, ValidatedSignal};
 use crate::signals::utilization::quantize;

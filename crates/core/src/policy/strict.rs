@@ -10,7 +10,7 @@
 //! `nullable` is dropped (pruned) before anything else, so it counts as unset.
 //!
 //! The CEL rules (`x-kubernetes-validations`) are not evaluated here:
-//! [`super::validate`] checks the same things in code.
+//! [`super::validate()`] checks the same things in code.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;

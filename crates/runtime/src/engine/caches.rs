@@ -197,7 +197,7 @@ impl Lookup for CachedPod {
 
 /// A pod as the pod watch decodes it: the record, and the `ObjectMeta` the
 /// watch reads (the resource version it resumes from). Turned into the
-/// record before the cache stores it ([`WatchedPod::into_record`]).
+/// record before the cache stores it (`WatchedPod::into_record`).
 #[derive(Clone, Debug)]
 pub struct WatchedPod {
     meta: ObjectMeta,

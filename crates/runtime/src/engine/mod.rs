@@ -125,7 +125,9 @@ pub struct Reconciled {
     /// Values the patcher refused (its queue is full): the round is due
     /// again soon.
     pub rejected: usize,
-    /// The policy's values queued or in flight.
+    /// The policy's values queued, in flight, or landed but not yet seen
+    /// by the pod cache (the round's order still has the old ones, so its
+    /// mismatches say `PendingPatch` until the watch catches up).
     pub pending: usize,
     /// The policy's values that failed for good and were not followed by
     /// one that landed (sent again by the next round).
@@ -143,6 +145,8 @@ struct BackgroundSubmit {
     held: Option<Hold>,
     /// Values the patcher refused (its queue is full).
     rejected: usize,
+    /// Values that landed but the cache has not shown yet.
+    unseen: usize,
 }
 
 /// Why a policy's page cannot be planned now.
@@ -257,7 +261,7 @@ impl Engine {
 
     /// Whether this replica holds the lease: the one place the engine, the
     /// reconcile, the hook and the pages ask (writes still wait for the
-    /// term's gate, see [`Engine::writer_for`]).
+    /// term's gate, see `Engine::writer_for`).
     pub fn leads(&self) -> bool {
         self.leadership.is_leader()
     }
@@ -310,8 +314,11 @@ impl Engine {
     ) -> BackgroundSubmit {
         let mut out = BackgroundSubmit::default();
         match self.submit_round(state, round) {
-            Ok(Submission::Sent { batch, .. }) => out.sent = batch.len(),
-            Ok(Submission::NothingToSend { .. }) => {}
+            Ok(Submission::Sent { batch, landed }) => {
+                out.sent = batch.len();
+                out.unseen = landed.len();
+            }
+            Ok(Submission::NothingToSend { landed }) => out.unseen = landed.len(),
             Ok(Submission::Held(hold)) => out.held = Some(hold),
             Err(e) => {
                 tracing::warn!(policy = %key, error = %e, "patches not submitted; retrying soon");
@@ -336,7 +343,7 @@ impl Engine {
                 count: failed.len(),
                 last: format!("{}: {e}", req.pod),
             });
-            (p.pending_for(key).len(), failing)
+            (p.pending_for(key).len() + submitted.unseen, failing)
         });
         Reconciled {
             releases: round.releases.len(),

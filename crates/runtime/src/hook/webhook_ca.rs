@@ -75,7 +75,7 @@ async fn check(
     Ok(Checked::Updated)
 }
 
-/// Checks the webhook configuration every [`CHECK_EVERY`] until `shutdown`
+/// Checks the webhook configuration every `CHECK_EVERY` until `shutdown`
 /// (with `--scale-webhook-ca`, which the scale-webhook component sets along
 /// with the permission). A missing configuration is waited for; a missing
 /// permission is said once, as an error.

@@ -1,6 +1,6 @@
 //! The policy status, built purely from a plan and what the reconcile saw
 //! ([`build`], [`invalid`]), and written with one Event per condition
-//! transition ([`write`]). News (a condition's transition, a new spec, the
+//! transition ([`write()`]). News (a condition's transition, a new spec, the
 //! end of a batch) is written at once; progress alone (pending counts,
 //! victims, mismatches) at most every [`PROGRESS_EVERY`] per policy, less
 //! often when many policies batch on a small budget ([`due`],

@@ -121,7 +121,7 @@ impl ScaleInOutcome {
 pub enum PriceOutcome {
     /// Priced over the pods seen going.
     Priced(Arc<PricedScaleIn>),
-    /// No pod of the workload went within [`priced::observe_window`]
+    /// No pod of the workload went within `priced::observe_window`
     /// (the scale-in did not happen, or a hook caller did not scale): not
     /// priced.
     NothingDeleted,

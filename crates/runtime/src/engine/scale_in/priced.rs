@@ -2,7 +2,7 @@
 //! autoscaler then removed what it freed.
 //!
 //! A scale-in the webhook or the hook made is priced once, after its answer,
-//! by the computation `plan --prices` runs ([`scale_in_savings`]) over the
+//! by the computation `plan --prices` runs ([`scale_in_savings`](crate::plan::savings::scale_in_savings)) over the
 //! snapshot its round planned on: the pods it deletes against those the
 //! default order (without the policy's costs) would delete from the same
 //! ReplicaSets, the nodes each leaves free and their hourly prices. The
@@ -13,10 +13,10 @@
 //!
 //! The running totals are the policy's status (`status.pricedScaleIns`), so a
 //! restart or a new leader goes on from them: each term reads them once per
-//! policy ([`Engine::seed_priced`]) and adds what it prices to them; what
+//! policy (`Engine::seed_priced`) and adds what it prices to them; what
 //! it priced before that read is added to what it read. The pure part
 //! ([`Totals`], [`PricedScaleIn`]) folds scale-ins and removals into totals;
-//! [`Ledger`] keeps them per policy.
+//! `Ledger` keeps them per policy.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -746,7 +746,7 @@ impl Engine {
         self.metrics.freed_nodes_awaiting(&key.to_string(), watched);
     }
 
-    /// Watches the freed nodes until `stop`: every [`REMOVAL_POLL`] the
+    /// Watches the freed nodes until `stop`: every `REMOVAL_POLL` the
     /// leader looks each up in the node cache and counts the ones gone as
     /// removed, those past their window as not; a change of leadership
     /// forgets every total (the next term reads the statuses again).
