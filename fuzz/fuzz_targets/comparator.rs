@@ -5,7 +5,9 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use deletion_cost::comparator::{parse_deletion_cost, rank_pods, Comparator, FeatureGates, RankKey};
+use deletion_cost::comparator::{
+    parse_deletion_cost, rank_pods, Comparator, FeatureGates, RankKey,
+};
 use k8s_openapi::jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 
@@ -74,7 +76,7 @@ const PHASES: [&str; 5] = ["Pending", "Unknown", "Running", "Weird", ""];
 const UIDS: [&str; 5] = ["a", "b", "c", "d", "aa"];
 
 impl Key {
-    fn to_key(&self, now: Option<i128>) -> RankKey {
+    fn to_key(&self, now: Option<i128>) -> RankKey<'_> {
         let phase = PHASES[usize::from(self.phase) % PHASES.len()];
         let uid = UIDS[usize::from(self.uid) % UIDS.len()];
         let node = NODES[usize::from(self.node) % NODES.len()];

@@ -19,7 +19,9 @@ const NOW: i128 = 1_700_000_000 * 1_000_000_000;
 
 fuzz_target!(|data: &[u8]| {
     // the streaming reader `predict` runs on files and stdin: any bytes
-    if let Err(e) = deletion_cost::input::pods_from_reader("fuzz", data, InputLimits::bytes(1 << 20), 0) {
+    if let Err(e) =
+        deletion_cost::input::pods_from_reader("fuzz", data, InputLimits::bytes(1 << 20), 0)
+    {
         let _ = e.to_string();
     }
     // files are read as UTF-8 (`read_to_string`), so other bytes never get this far
@@ -50,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    let active: Vec<_> = pods.iter().filter(|p| is_pod_active(p)).collect();
+    let active: Vec<_> = pods.iter().filter(is_pod_active).collect();
     let cmp = Comparator {
         gates: FeatureGates::default(),
         now: Some(NOW),
