@@ -2,7 +2,7 @@
 //! autoscaler then removed what it freed.
 //!
 //! A scale-in the webhook or the hook made is priced once, after its answer,
-//! by the computation `plan --prices` runs ([`scale_in_savings`](crate::plan::savings::scale_in_savings)) over the
+//! by the computation `plan --prices` runs ([`scale_in_savings`]) over the
 //! snapshot its round planned on: the pods it deletes against those the
 //! default order (without the policy's costs) would delete from the same
 //! ReplicaSets, the nodes each leaves free and their hourly prices. The
@@ -10,6 +10,8 @@
 //! replaced: another UID) within `--node-removal-window` counts as removed,
 //! one still there at the end as not removed. A freed node is a hope; a
 //! removed one is what the autoscaler did.
+//!
+//! [`scale_in_savings`]: crate::plan::savings::scale_in_savings
 //!
 //! The running totals are the policy's status (`status.pricedScaleIns`), so a
 //! restart or a new leader goes on from them: each term reads them once per
